@@ -1,0 +1,189 @@
+public import Foundation
+
+/// Everything one file in `providers.d` says about one identity provider.
+///
+/// Built only by ``ProviderConfigurationLoader``, which checks every field; see the README's
+/// "Provider configuration" section for the file format.
+public struct ProviderConfiguration: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case oidc, oauth2, mock
+    }
+
+    /// Where a provider's sessions live.
+    public enum Storage: String, Sendable, Hashable, CaseIterable {
+        /// Gone when the daemon stops (the default).
+        case memory
+        /// Sealed at rest in the state directory and restored at start-up.
+        case persistent
+    }
+
+    public var id: ProviderID
+    /// The file it was read from, as the admin named it.
+    public var file: String
+    public var displayName: String
+    public var storage: Storage
+    public var refresh: RefreshPolicy
+    public var access: AccessRules
+    /// Scopes requested at sign-in when the caller names none.
+    public var scopes: [String]
+    public var settings: Settings
+
+    public var kind: Kind {
+        switch settings {
+        case .oidc: .oidc
+        case .oauth2: .oauth2
+        case .mock: .mock
+        }
+    }
+
+    /// The grants a caller may use with this provider.
+    public var grants: [Grant] {
+        switch settings {
+        case .oidc(let remote), .oauth2(let remote): remote.grants
+        case .mock: [.password]
+        }
+    }
+
+    /// The part of the configuration that depends on the provider's type.
+    public enum Settings: Sendable, Hashable {
+        case oidc(RemoteProviderSettings)
+        case oauth2(RemoteProviderSettings)
+        case mock(MockProviderSettings)
+    }
+
+    public init(id: ProviderID, file: String, displayName: String, storage: Storage = .memory,
+                refresh: RefreshPolicy = RefreshPolicy(), access: AccessRules = AccessRules(),
+                scopes: [String] = [], settings: Settings) {
+        self.id = id
+        self.file = file
+        self.displayName = displayName
+        self.storage = storage
+        self.refresh = refresh
+        self.access = access
+        self.scopes = scopes
+        self.settings = settings
+    }
+}
+
+/// An OAuth 2.0 grant type the daemon can perform.
+public enum Grant: String, Sendable, Hashable, CaseIterable, Codable {
+    case password
+    case deviceCode = "device_code"
+    case authorizationCode = "authorization_code"
+    case clientCredentials = "client_credentials"
+}
+
+/// When sessions are refreshed (`refresh` in the file).
+public struct RefreshPolicy: Sendable, Hashable {
+    /// Refresh this long before the access token expires (`before_expiry_seconds`).
+    public var beforeExpirySeconds: Int
+    /// Upper bound of the retry backoff after failures (`max_backoff_seconds`).
+    public var maxBackoffSeconds: Int
+
+    public init(beforeExpirySeconds: Int = 60, maxBackoffSeconds: Int = 300) {
+        self.beforeExpirySeconds = beforeExpirySeconds
+        self.maxBackoffSeconds = maxBackoffSeconds
+    }
+}
+
+/// Who may use a provider (`access` in the file). Each list that is present must admit the
+/// caller; an absent list admits everyone.
+public struct AccessRules: Sendable, Hashable {
+    public var users: [String]?
+    public var groups: [String]?
+    /// Absolute paths of executables (the caller's `/proc/PID/exe`).
+    public var executables: [String]?
+
+    public init(users: [String]? = nil, groups: [String]? = nil, executables: [String]? = nil) {
+        self.users = users
+        self.groups = groups
+        self.executables = executables
+    }
+
+    public var admitsEveryone: Bool { users == nil && groups == nil && executables == nil }
+}
+
+/// How the daemon authenticates itself to the token endpoint (RFC 6749 §2.3).
+public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
+    case clientSecretBasic = "client_secret_basic"
+    case clientSecretPost = "client_secret_post"
+    case none
+}
+
+/// Settings of `oidc` and `oauth2` providers.
+public struct RemoteProviderSettings: Sendable, Hashable {
+    /// The issuer identifier; required for `oidc`, where discovery starts from it.
+    public var issuer: URL?
+    public var endpoints: Endpoints
+    public var clientID: String
+    /// A file holding the client secret; never inline, never argv.
+    public var clientSecretFile: String?
+    public var clientAuthentication: ClientAuthentication
+    public var grants: [Grant]
+    /// RFC 8707 / vendor `audience` sent with token requests.
+    public var audience: String?
+    /// Loopback redirect for the authorization-code grant (RFC 8252 §7.3).
+    public var redirectURI: URL?
+    /// A PEM bundle of CAs to trust for this provider instead of the system's.
+    public var caFile: String?
+    public var connectTimeoutMilliseconds: Int
+    public var totalTimeoutMilliseconds: Int
+    /// Plain http allowed to 127.0.0.1 and ::1 only; for tests.
+    public var allowInsecureHTTPLoopback: Bool
+
+    public struct Endpoints: Sendable, Hashable {
+        public var token: URL?
+        public var authorization: URL?
+        public var deviceAuthorization: URL?
+        public var revocation: URL?
+        public var userinfo: URL?
+        public var jwks: URL?
+
+        public init(token: URL? = nil, authorization: URL? = nil, deviceAuthorization: URL? = nil,
+                    revocation: URL? = nil, userinfo: URL? = nil, jwks: URL? = nil) {
+            self.token = token
+            self.authorization = authorization
+            self.deviceAuthorization = deviceAuthorization
+            self.revocation = revocation
+            self.userinfo = userinfo
+            self.jwks = jwks
+        }
+    }
+}
+
+/// Settings of the built-in `mock` provider.
+public struct MockProviderSettings: Sendable, Hashable {
+    public struct User: Sendable, Hashable {
+        public var username: String
+        public var password: Secret
+        public var email: String?
+        public var displayName: String?
+
+        public init(username: String, password: Secret, email: String? = nil, displayName: String? = nil) {
+            self.username = username
+            self.password = password
+            self.email = email
+            self.displayName = displayName
+        }
+    }
+
+    /// Users that exist from the start.
+    public var users: [User]
+    /// Simulated round-trip time, chosen uniformly in this range for each request.
+    public var latencyMilliseconds: ClosedRange<Int>
+    public var accessTokenLifetimeSeconds: Int
+    public var refreshTokenLifetimeSeconds: Int
+    public var allowRegistration: Bool
+    public var passwordPolicy: PasswordPolicy
+
+    public init(users: [User] = [], latencyMilliseconds: ClosedRange<Int> = 0...0,
+                accessTokenLifetimeSeconds: Int = 3600, refreshTokenLifetimeSeconds: Int = 86_400 * 30,
+                allowRegistration: Bool = true, passwordPolicy: PasswordPolicy = PasswordPolicy()) {
+        self.users = users
+        self.latencyMilliseconds = latencyMilliseconds
+        self.accessTokenLifetimeSeconds = accessTokenLifetimeSeconds
+        self.refreshTokenLifetimeSeconds = refreshTokenLifetimeSeconds
+        self.allowRegistration = allowRegistration
+        self.passwordPolicy = passwordPolicy
+    }
+}

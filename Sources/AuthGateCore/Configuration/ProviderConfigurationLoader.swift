@@ -1,0 +1,363 @@
+public import Foundation
+
+/// What became of one file in the providers directory.
+public struct ProviderFileReport: Sendable {
+    /// The provider id: the file's stem, even when it is not a valid id.
+    public var id: String
+    /// The file as the admin named it (the directory as given + the file name).
+    public var file: String
+    public var outcome: Outcome
+    /// Things that work but deserve the admin's attention.
+    public var warnings: [ConfigProblem]
+
+    public enum Outcome: Sendable {
+        case valid(ProviderConfiguration)
+        case invalid([ConfigProblem])
+    }
+
+    public var configuration: ProviderConfiguration? {
+        if case .valid(let configuration) = outcome { configuration } else { nil }
+    }
+
+    public var problems: [ConfigProblem] {
+        if case .invalid(let problems) = outcome { problems } else { [] }
+    }
+}
+
+/// The providers directory could not be read at all.
+public struct ProvidersDirectoryError: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var detail: String
+    public var description: String { "\(path): \(detail)" }
+}
+
+/// Reads `providers.d`: every `*.json` file becomes one provider, valid or not.
+///
+/// Checking is strict (unknown keys, wrong types, missing fields, non-https URLs and bad ids
+/// are problems) and complete (every problem of a file is reported, each with its JSON path).
+/// One bad file never affects the others.
+public enum ProviderConfigurationLoader {
+    /// Files larger than this are refused unread.
+    public static let maximumFileSize = 1 << 20
+
+    /// Loads every `*.json` file of `directory`, sorted by name.
+    /// - Throws: ``ProvidersDirectoryError`` when the directory cannot be listed.
+    public static func load(directory: String) throws(ProvidersDirectoryError) -> [ProviderFileReport] {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            let exists = FileManager.default.fileExists(atPath: directory)
+            throw ProvidersDirectoryError(path: directory, detail: exists ? "cannot be read" : "no such directory")
+        }
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
+        return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().map { name in
+            load(file: base + name)
+        }
+    }
+
+    /// Loads one provider file; its stem is the provider id.
+    public static func load(file: String) -> ProviderFileReport {
+        let name = (file as NSString).lastPathComponent
+        let id = String(name.dropLast(name.hasSuffix(".json") ? 5 : 0))
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            return invalid(id, file, "$", "is not a regular file")
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
+        guard size <= maximumFileSize else {
+            return invalid(id, file, "$", "file is \(size) bytes; the limit is \(maximumFileSize)")
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            return invalid(id, file, "$", "cannot be read (check its permissions)")
+        }
+        return parse(data, id: id, file: file)
+    }
+
+    /// Checks one provider document.
+    /// - Parameters:
+    ///   - data: The file's bytes.
+    ///   - id: The provider id (the file's stem).
+    ///   - file: The file's name for messages.
+    public static func parse(_ data: Data, id: String, file: String) -> ProviderFileReport {
+        let problems = ProblemCollector(file: file)
+        let providerID = ProviderID(id)
+        if providerID == nil {
+            problems.add("$", "the file name must be ID.json where ID matches [a-z0-9][a-z0-9_-]* (at most 64 characters), found \"\(id)\"")
+        }
+        let document: JSONValue
+        do {
+            document = try JSONValue.parse(data)
+        } catch {
+            problems.add("$", "not valid JSON: \(error.detail)")
+            return ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: [])
+        }
+        var warnings: [ConfigProblem] = []
+        let settings = ProviderDocument.read(document, problems: problems, warnings: &warnings, fileName: file)
+        guard let providerID, let settings, problems.problems.isEmpty else {
+            return ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: warnings)
+        }
+        let configuration = ProviderConfiguration(
+            id: providerID, file: file, displayName: settings.displayName ?? id, storage: settings.storage,
+            refresh: settings.refresh, access: settings.access, scopes: settings.scopes, settings: settings.settings)
+        return ProviderFileReport(id: id, file: file, outcome: .valid(configuration), warnings: warnings)
+    }
+
+    private static func invalid(_ id: String, _ file: String, _ path: String, _ message: String) -> ProviderFileReport {
+        ProviderFileReport(id: id, file: file, outcome: .invalid([ConfigProblem(file: file, path: path, message: message)]), warnings: [])
+    }
+}
+
+/// The walk over one provider document.
+private struct ProviderDocument {
+    var displayName: String?
+    var storage: ProviderConfiguration.Storage
+    var refresh: RefreshPolicy
+    var access: AccessRules
+    var scopes: [String]
+    var settings: ProviderConfiguration.Settings
+
+    static let commonKeys: Set<String> = ["type", "display_name", "storage", "refresh", "access", "scopes"]
+    static let remoteKeys: Set<String> = commonKeys.union([
+        "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
+        "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback",
+    ])
+    static let mockKeys: Set<String> = commonKeys.union([
+        "users", "latency_ms", "access_token_lifetime_seconds", "refresh_token_lifetime_seconds",
+        "allow_registration", "password_policy",
+    ])
+
+    static func read(_ document: JSONValue, problems: ProblemCollector, warnings: inout [ConfigProblem], fileName: String) -> ProviderDocument? {
+        guard let root = ObjectReader(document, path: "$", problems: problems) else { return nil }
+        let kind = root.choice("type", as: ProviderConfiguration.Kind.self, required: true)
+        switch kind {
+        case .oidc, .oauth2: root.rejectUnknownKeys(allowed: remoteKeys, context: "a provider of type \"\(kind!.rawValue)\"")
+        case .mock: root.rejectUnknownKeys(allowed: mockKeys, context: "a provider of type \"mock\"")
+        case nil: root.rejectUnknownKeys(allowed: remoteKeys.union(mockKeys), context: "a provider")
+        }
+
+        let displayName = root.string("display_name")
+        let storage = root.choice("storage", as: ProviderConfiguration.Storage.self) ?? .memory
+        let refresh = readRefresh(root)
+        let access = readAccess(root)
+        let scopes = readScopes(root)
+
+        let settings: ProviderConfiguration.Settings?
+        switch kind {
+        case .oidc: settings = readRemote(root, isOIDC: true, problems: problems).map { .oidc($0) }
+        case .oauth2: settings = readRemote(root, isOIDC: false, problems: problems).map { .oauth2($0) }
+        case .mock: settings = readMock(root, problems: problems).map { .mock($0) }
+        case nil: settings = nil
+        }
+        if case .oidc(let remote) = settings, !remote.grants.isEmpty, !scopes.contains("openid") {
+            warnings.append(ConfigProblem(file: fileName, path: "$.scopes", message: "an OpenID Connect provider usually needs the \"openid\" scope to issue an ID token"))
+        }
+        if let remote = settings.flatMap(\.remote), remote.grants.contains(.password) {
+            warnings.append(ConfigProblem(file: fileName, path: "$.grants", message: "the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4); prefer device_code or authorization_code"))
+        }
+        guard let settings else { return nil }
+        return ProviderDocument(displayName: displayName, storage: storage, refresh: refresh, access: access, scopes: scopes, settings: settings)
+    }
+
+    private static func readRefresh(_ root: ObjectReader) -> RefreshPolicy {
+        var policy = RefreshPolicy()
+        guard let refresh = root.object("refresh") else { return policy }
+        refresh.rejectUnknownKeys(allowed: ["before_expiry_seconds", "max_backoff_seconds"], context: "refresh")
+        policy.beforeExpirySeconds = refresh.integer("before_expiry_seconds", in: 0...86_400) ?? policy.beforeExpirySeconds
+        policy.maxBackoffSeconds = refresh.integer("max_backoff_seconds", in: 1...86_400) ?? policy.maxBackoffSeconds
+        return policy
+    }
+
+    private static func readAccess(_ root: ObjectReader) -> AccessRules {
+        guard let access = root.object("access") else { return AccessRules() }
+        access.rejectUnknownKeys(allowed: ["users", "groups", "executables"], context: "access")
+        let executables = access.stringArray("executables")
+        for (index, path) in (executables ?? []).enumerated() where !path.hasPrefix("/") {
+            access.add("executables[\(index)]", "must be an absolute path, found \"\(path)\"")
+        }
+        return AccessRules(users: access.stringArray("users"), groups: access.stringArray("groups"), executables: executables)
+    }
+
+    private static func readScopes(_ root: ObjectReader) -> [String] {
+        let scopes = root.stringArray("scopes") ?? []
+        for (index, scope) in scopes.enumerated() where scope.contains(where: { $0 == " " || $0 == "\"" || $0 == "\\" || !$0.isASCII }) {
+            // RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
+            root.add("scopes[\(index)]", "a scope is one token of printable ASCII without spaces, quotes or backslashes, found \"\(scope)\"")
+        }
+        return scopes
+    }
+
+    private static func readRemote(_ root: ObjectReader, isOIDC: Bool, problems: ProblemCollector) -> RemoteProviderSettings? {
+        let insecureLoopback = root.bool("allow_insecure_http_loopback") ?? false
+        func url(_ reader: ObjectReader, _ key: String, required: String? = nil) -> URL? {
+            guard let string = reader.string(key, required: required) else { return nil }
+            return checkedURL(string, path: reader.childPath(key), allowLoopbackHTTP: insecureLoopback, problems: problems)
+        }
+
+        let issuer = url(root, "issuer", required: isOIDC ? "the issuer URL (discovery starts from it)" : nil)
+        var endpoints = RemoteProviderSettings.Endpoints()
+        if let reader = root.object("endpoints") {
+            reader.rejectUnknownKeys(allowed: ["token", "authorization", "device_authorization", "revocation", "userinfo", "jwks"], context: "endpoints")
+            endpoints = .init(token: url(reader, "token"), authorization: url(reader, "authorization"),
+                              deviceAuthorization: url(reader, "device_authorization"), revocation: url(reader, "revocation"),
+                              userinfo: url(reader, "userinfo"), jwks: url(reader, "jwks"))
+        }
+        if !isOIDC {
+            switch root.raw("endpoints") {
+            case nil: root.missing("endpoints", "an object with at least the token endpoint (an oauth2 provider has no discovery)")
+            case .object(let object) where object["token"] == nil: problems.add("$.endpoints.token", "required: the token endpoint's https URL")
+            default: break  // present, or its type was already reported
+            }
+        }
+
+        let clientID = root.string("client_id", required: "the OAuth client id registered at the provider")
+        let secretFile = root.string("client_secret_file")
+        if let secretFile, !secretFile.hasPrefix("/") {
+            root.add("client_secret_file", "must be an absolute path, found \"\(secretFile)\"")
+        }
+        let clientAuth = root.choice("client_auth", as: ClientAuthentication.self) ?? (secretFile == nil ? .none : .clientSecretBasic)
+        if clientAuth != .none, secretFile == nil, root.contains("client_auth") {
+            root.add("client_secret_file", "required when client_auth is \"\(clientAuth.rawValue)\"")
+        }
+
+        let grants = root.array("grants") { item, path -> Grant? in
+            let allowed = Grant.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            guard case .string(let name) = item, let grant = Grant(rawValue: name) else {
+                problems.add(path, "expected one of \(allowed), found \(Self.describe(item))")
+                return nil
+            }
+            return grant
+        }
+        switch root.raw("grants") {
+        case nil: root.missing("grants", "the grants this provider may use, e.g. [\"device_code\", \"authorization_code\"]")
+        case .array(let items) where items.isEmpty: root.add("grants", "must list at least one grant")
+        default: break
+        }
+        if grants?.contains(.clientCredentials) == true, clientAuth == .none {
+            root.add("grants", "client_credentials needs a client secret: set client_secret_file")
+        }
+        if !isOIDC {
+            for (grant, endpoint, key) in [(Grant.deviceCode, endpoints.deviceAuthorization, "device_authorization"),
+                                           (.authorizationCode, endpoints.authorization, "authorization")]
+            where grants?.contains(grant) == true && endpoint == nil {
+                problems.add("$.endpoints.\(key)", "required for the \(grant.rawValue) grant")
+            }
+        }
+
+        var redirectURI: URL?
+        if let string = root.string("redirect_uri") {
+            redirectURI = URL(string: string)
+            let host = redirectURI?.host.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
+            if redirectURI?.scheme != "http" || !(host == "127.0.0.1" || host == "::1") {
+                // RFC 8252 §7.3 / §8.3: loopback IP literal, not "localhost".
+                root.add("redirect_uri", "must be a loopback URL such as http://127.0.0.1/callback (RFC 8252 §7.3), found \"\(string)\"")
+                redirectURI = nil
+            }
+        }
+
+        var caFile: String?
+        if let tls = root.object("tls") {
+            tls.rejectUnknownKeys(allowed: ["ca_file"], context: "tls")
+            caFile = tls.string("ca_file")
+            if let path = caFile, !path.hasPrefix("/") {
+                tls.add("ca_file", "must be an absolute path, found \"\(path)\"")
+            }
+        }
+        var connect = 3000, total = 10_000
+        if let timeouts = root.object("timeouts") {
+            timeouts.rejectUnknownKeys(allowed: ["connect_ms", "total_ms"], context: "timeouts")
+            connect = timeouts.integer("connect_ms", in: 1...120_000) ?? connect
+            total = timeouts.integer("total_ms", in: 1...600_000) ?? total
+            if connect > total {
+                timeouts.add("connect_ms", "must not exceed total_ms (\(total))")
+            }
+        }
+        guard let clientID, let grants else { return nil }
+        return RemoteProviderSettings(
+            issuer: issuer, endpoints: endpoints, clientID: clientID, clientSecretFile: secretFile,
+            clientAuthentication: clientAuth, grants: grants, audience: root.string("audience"),
+            redirectURI: redirectURI, caFile: caFile, connectTimeoutMilliseconds: connect,
+            totalTimeoutMilliseconds: total, allowInsecureHTTPLoopback: insecureLoopback)
+    }
+
+    /// An absolute https URL (or http to 127.0.0.1 / ::1 when the provider opts in).
+    private static func checkedURL(_ string: String, path: String, allowLoopbackHTTP: Bool, problems: ProblemCollector) -> URL? {
+        guard let url = URL(string: string), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            problems.add(path, "must be an absolute https URL, found \"\(string)\"")
+            return nil
+        }
+        let bareHost = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        switch scheme {
+        case "https":
+            break
+        case "http" where allowLoopbackHTTP && (bareHost == "127.0.0.1" || bareHost == "::1"):
+            break
+        case "http" where allowLoopbackHTTP:
+            problems.add(path, "plain http is allowed only to 127.0.0.1 or ::1, found host \"\(host)\"")
+            return nil
+        default:
+            problems.add(path, "must be an https URL, found \"\(string)\"")
+            return nil
+        }
+        if url.user != nil || url.password != nil {
+            problems.add(path, "must not contain a user name or password")
+            return nil
+        }
+        if url.fragment != nil {
+            problems.add(path, "must not contain a fragment (#…)")
+            return nil
+        }
+        return url
+    }
+
+    private static func describe(_ value: JSONValue) -> String {
+        if case .string(let string) = value { "\"\(string)\"" } else { value.typeName }
+    }
+
+    private static func readMock(_ root: ObjectReader, problems: ProblemCollector) -> MockProviderSettings? {
+        var settings = MockProviderSettings()
+        var seen: Set<String> = []
+        settings.users = root.array("users") { item, path -> MockProviderSettings.User? in
+            guard let user = ObjectReader(item, path: path, problems: problems) else { return nil }
+            user.rejectUnknownKeys(allowed: ["username", "password", "email", "display_name"], context: "a mock user")
+            let username = user.string("username", required: "the user's login name")
+            let password = user.string("password", required: "the user's password")
+            let email = user.string("email")
+            if let email, !EmailAddress.isPlausible(email) {
+                user.add("email", "must be an email address like name@example.com")
+            }
+            guard let username, let password else { return nil }
+            guard seen.insert(username.lowercased()).inserted else {
+                user.add("username", "duplicate user \"\(username)\"")
+                return nil
+            }
+            return .init(username: username, password: Secret(password), email: email, displayName: user.string("display_name"))
+        } ?? []
+        if let latency = root.raw("latency_ms") {
+            let range = root.array("latency_ms") { item, path in
+                ObjectReader.integer(item, path: path, in: 0...60_000, problems: problems)
+            }
+            if let range, range.count == 2, range[0] <= range[1] {
+                settings.latencyMilliseconds = range[0]...range[1]
+            } else if case .array = latency {
+                root.add("latency_ms", "expected [min, max] in milliseconds with min <= max")
+            }
+        }
+        settings.accessTokenLifetimeSeconds = root.integer("access_token_lifetime_seconds", in: 1...31_536_000) ?? settings.accessTokenLifetimeSeconds
+        settings.refreshTokenLifetimeSeconds = root.integer("refresh_token_lifetime_seconds", in: 1...31_536_000) ?? settings.refreshTokenLifetimeSeconds
+        settings.allowRegistration = root.bool("allow_registration") ?? settings.allowRegistration
+        if let policy = root.object("password_policy") {
+            settings.passwordPolicy = PasswordPolicy.read(policy)
+        }
+        return settings
+    }
+}
+
+private extension ProviderConfiguration.Settings {
+    var remote: RemoteProviderSettings? {
+        switch self {
+        case .oidc(let remote), .oauth2(let remote): remote
+        case .mock: nil
+        }
+    }
+}

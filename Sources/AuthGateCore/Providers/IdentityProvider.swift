@@ -1,0 +1,61 @@
+import Foundation
+
+/// A sign-in to perform with a username and a password.
+public struct PasswordCredentials: Sendable {
+    public var username: String
+    public var password: Secret
+    /// Scopes to ask for; empty means the provider's configured scopes.
+    public var scopes: [String]
+
+    public init(username: String, password: Secret, scopes: [String] = []) {
+        self.username = username
+        self.password = password
+        self.scopes = scopes
+    }
+
+    /// `validation_failed` for empty fields, before anything is sent anywhere.
+    public func validate() throws(AuthGateError) {
+        var fields: [FieldError] = []
+        if username.trimmingCharacters(in: .whitespaces).isEmpty {
+            fields.append(FieldError(field: "username", message: "must not be empty"))
+        }
+        if password.exposedValue.isEmpty {
+            fields.append(FieldError(field: "password", message: "must not be empty"))
+        }
+        if !fields.isEmpty { throw .validationFailed(fields) }
+    }
+}
+
+/// A new account to create (the seeds' registration screen).
+public struct Registration: Sendable {
+    public var username: String
+    public var email: String
+    public var password: Secret
+    public var passwordConfirmation: Secret
+
+    public init(username: String, email: String, password: Secret, passwordConfirmation: Secret) {
+        self.username = username
+        self.email = email
+        self.password = password
+        self.passwordConfirmation = passwordConfirmation
+    }
+}
+
+/// Something that signs users in and refreshes their tokens: the mock provider here, OAuth 2.0
+/// and OpenID Connect servers over HTTPS elsewhere.
+///
+/// Every method throws ``AuthGateError`` with a reason a user can act on.
+public protocol IdentityProvider: Sendable {
+    /// Signs in with the password grant (RFC 6749 §4.3) or its mock equivalent.
+    func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult
+
+    /// Creates an account and signs it in.
+    func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult
+
+    /// Exchanges a refresh token for new tokens (RFC 6749 §6). A refused refresh token is
+    /// `login_required`.
+    func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet
+
+    /// Revokes a refresh token (RFC 7009), best effort: failures are not reported.
+    func revoke(_ tokens: TokenSet) async
+}

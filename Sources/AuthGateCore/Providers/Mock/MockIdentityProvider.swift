@@ -1,0 +1,130 @@
+public import Foundation
+
+/// The built-in `mock` provider: in-memory users, registration, simulated latency, opaque
+/// random tokens, and the same error reasons as a real provider.
+///
+/// It lets anyone try the whole daemon with no identity provider at all. Users registered at
+/// run time live in memory only and are gone when the daemon stops, like its tokens.
+public actor MockIdentityProvider: IdentityProvider {
+    private struct Account {
+        var username: String
+        var password: Secret
+        var email: String?
+        var subject: String
+    }
+
+    private struct IssuedRefreshToken {
+        var accountKey: String
+        var expiresAt: Date
+        var scopes: [String]
+    }
+
+    private let settings: MockProviderSettings
+    private let defaultScopes: [String]
+    private let now: @Sendable () -> Date
+    /// Keyed by the lowercased username: user names are case-insensitive, as at most providers.
+    private var accounts: [String: Account] = [:]
+    /// Keyed by the refresh token's value.
+    private var refreshTokens: [String: IssuedRefreshToken] = [:]
+
+    /// - Parameters:
+    ///   - settings: The provider's file.
+    ///   - defaultScopes: Scopes granted when a sign-in names none.
+    ///   - now: The clock tokens are dated by; injected by tests.
+    public init(settings: MockProviderSettings, defaultScopes: [String] = [], now: @escaping @Sendable () -> Date = { Date() }) {
+        self.settings = settings
+        self.defaultScopes = defaultScopes
+        self.now = now
+        for user in settings.users {
+            accounts[user.username.lowercased()] = Account(username: user.username, password: user.password, email: user.email,
+                                                           subject: "mock:" + user.username.lowercased())
+        }
+    }
+
+    public func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult {
+        try credentials.validate()
+        await simulateLatency()
+        let key = credentials.username.lowercased()
+        // Compare against a dummy when the user is unknown, so both failures take the same time.
+        let account = accounts[key]
+        let expected = account?.password ?? Secret("\u{0}unknown-user")
+        guard expected.constantTimeEquals(credentials.password.exposedValue), let account else {
+            throw AuthGateError(.invalidCredentials, "The username or password is incorrect.")
+        }
+        return SignInResult(tokens: issueTokens(for: key, scopes: credentials.scopes), subject: account.subject)
+    }
+
+    public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
+        var fields: [FieldError] = []
+        let username = registration.username.trimmingCharacters(in: .whitespaces)
+        if username.isEmpty {
+            fields.append(FieldError(field: "username", message: "must not be empty"))
+        } else if username.count > 64 || !username.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) {
+            fields.append(FieldError(field: "username", message: "may use only letters, digits, '.', '_' and '-' (at most 64)"))
+        }
+        if registration.email.isEmpty {
+            fields.append(FieldError(field: "email", message: "must not be empty"))
+        } else if !EmailAddress.isPlausible(registration.email) {
+            fields.append(FieldError(field: "email", message: "must be an email address like name@example.com"))
+        }
+        if registration.password.exposedValue.isEmpty {
+            fields.append(FieldError(field: "password", message: "must not be empty"))
+        }
+        if registration.passwordConfirmation.exposedValue != registration.password.exposedValue {
+            fields.append(FieldError(field: "password_confirmation", message: "does not match the password"))
+        }
+        guard fields.isEmpty else { throw .validationFailed(fields) }
+        guard settings.allowRegistration else {
+            throw AuthGateError(.unsupportedGrant, "This provider does not allow registration.")
+        }
+        let weaknesses = settings.passwordPolicy.violations(of: registration.password.exposedValue, username: username)
+        guard weaknesses.isEmpty else {
+            throw AuthGateError(.weakPassword, "The password is too weak: it \(weaknesses.joined(separator: ", ")).",
+                                fields: weaknesses.map { FieldError(field: "password", message: $0) })
+        }
+        await simulateLatency()
+        let key = username.lowercased()
+        guard accounts[key] == nil else {
+            throw AuthGateError(.userExists, "The username '\(username)' is already taken.", fields: [FieldError(field: "username", message: "is already taken")])
+        }
+        accounts[key] = Account(username: username, password: registration.password, email: registration.email, subject: "mock:" + key)
+        return SignInResult(tokens: issueTokens(for: key, scopes: []), subject: "mock:" + key)
+    }
+
+    public func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet {
+        await simulateLatency()
+        guard let issued = refreshTokens.removeValue(forKey: refreshToken.exposedValue), issued.expiresAt > now(),
+              accounts[issued.accountKey] != nil else {
+            throw AuthGateError(.loginRequired, "The provider no longer accepts this session; sign in again.")
+        }
+        // Rotation (RFC 9700 §4.14.2): the old refresh token is spent, a new one replaces it.
+        return issueTokens(for: issued.accountKey, scopes: scopes.isEmpty ? issued.scopes : scopes)
+    }
+
+    public func revoke(_ tokens: TokenSet) async {
+        if let refreshToken = tokens.refreshToken {
+            refreshTokens[refreshToken.exposedValue] = nil
+        }
+    }
+
+    /// How many refresh tokens are live; lets tests see rotation and revocation.
+    public var liveRefreshTokenCount: Int { refreshTokens.count }
+
+    private func issueTokens(for accountKey: String, scopes: [String]) -> TokenSet {
+        let issuedAt = now()
+        let granted = scopes.isEmpty ? defaultScopes : scopes
+        let refreshToken = Secret.random(prefix: "mock_rt_")
+        let refreshExpiry = issuedAt.addingTimeInterval(TimeInterval(settings.refreshTokenLifetimeSeconds))
+        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(accountKey: accountKey, expiresAt: refreshExpiry, scopes: granted)
+        return TokenSet(accessToken: Secret.random(prefix: "mock_at_"), tokenType: "Bearer",
+                        expiresAt: issuedAt.addingTimeInterval(TimeInterval(settings.accessTokenLifetimeSeconds)),
+                        refreshToken: refreshToken, refreshTokenExpiresAt: refreshExpiry, scopes: granted)
+    }
+
+    /// Waits a random time in `latency_ms`, as a real provider's round trip would take.
+    private func simulateLatency() async {
+        let range = settings.latencyMilliseconds
+        guard range.upperBound > 0 else { return }
+        try? await Task.sleep(for: .milliseconds(Int.random(in: range)))
+    }
+}

@@ -1,0 +1,43 @@
+public import Foundation
+
+/// The tokens of one session, as the provider issued them (RFC 6749 §5.1).
+public struct TokenSet: Sendable, Hashable {
+    public var accessToken: Secret
+    /// `token_type`, usually `Bearer`.
+    public var tokenType: String
+    public var expiresAt: Date
+    public var refreshToken: Secret?
+    /// When the refresh token stops working, where the provider says so.
+    public var refreshTokenExpiresAt: Date?
+    public var idToken: Secret?
+    /// The granted scopes (RFC 6749 §5.1 `scope`), which may differ from those requested.
+    public var scopes: [String]
+
+    public init(accessToken: Secret, tokenType: String = "Bearer", expiresAt: Date, refreshToken: Secret? = nil,
+                refreshTokenExpiresAt: Date? = nil, idToken: Secret? = nil, scopes: [String] = []) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.refreshToken = refreshToken
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+        self.idToken = idToken
+        self.scopes = scopes
+    }
+
+    /// True when the access token stays valid for at least `seconds` after `now`.
+    public func isValid(for seconds: TimeInterval, at now: Date) -> Bool {
+        expiresAt.timeIntervalSince(now) >= seconds
+    }
+}
+
+/// A successful sign-in: the tokens and who they belong to.
+public struct SignInResult: Sendable {
+    public var tokens: TokenSet
+    /// The user's stable identifier at the provider (`sub`).
+    public var subject: String?
+
+    public init(tokens: TokenSet, subject: String?) {
+        self.tokens = tokens
+        self.subject = subject
+    }
+}

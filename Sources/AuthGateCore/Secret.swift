@@ -1,0 +1,61 @@
+/// A secret string (token, password, client secret) that never prints itself.
+///
+/// `description`, `debugDescription` and string interpolation all give `<redacted>`, so a
+/// secret that slips into a log line or an error message leaks nothing. Read the value only
+/// where it must leave the process: ``exposedValue``.
+public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The secret itself. Every use is a place where the secret leaves our control.
+    public let exposedValue: String
+
+    public init(_ value: String) {
+        self.exposedValue = value
+    }
+
+    public var description: String { "<redacted>" }
+    public var debugDescription: String { "<redacted>" }
+
+    /// Compares in time independent of where the first difference is.
+    public func constantTimeEquals(_ other: String) -> Bool {
+        let a = Array(exposedValue.utf8)
+        let b = Array(other.utf8)
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for index in 0..<max(a.count, b.count) {
+            let x = index < a.count ? a[index] : 0
+            let y = index < b.count ? b[index] : 0
+            difference |= x ^ y
+        }
+        return difference == 0
+    }
+
+    /// A new random secret: `bytes` random bytes, base64url without padding, after `prefix`.
+    public static func random(prefix: String = "", bytes: Int = 32) -> Secret {
+        var generator = SystemRandomNumberGenerator()
+        let raw = (0..<bytes).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Secret(prefix + Base64URL.encode(raw))
+    }
+}
+
+/// Base64url without padding (RFC 4648 §5), as used in OAuth tokens and PKCE.
+public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var index = 0
+        while index + 3 <= bytes.count {
+            let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
+            index += 3
+        }
+        let rest = bytes.count - index
+        if rest == 1 {
+            let n = UInt32(bytes[index]) << 16
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
+        } else if rest == 2 {
+            let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
+            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
