@@ -1,0 +1,130 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+public import Logging
+import ServiceLifecycle
+import UnixSignals
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The composition root: loads the providers, wires the services, runs them until a signal.
+public enum Daemon {
+    /// Exit statuses of `authgated`.
+    public enum ExitStatus: Int32 {
+        case success = 0
+        /// A provider is invalid (`--check`, or any start-up under `--strict`).
+        case providerProblems = 1
+        /// The providers directory or the socket cannot be used.
+        case setupFailed = 2
+    }
+
+    /// `--check`: validates the providers, prints the report, and says how it went.
+    public static func check(_ configuration: DaemonConfiguration) -> (report: String, status: ExitStatus) {
+        let reports: [ProviderFileReport]
+        do {
+            reports = try ProviderConfigurationLoader.load(directory: configuration.providersDirectory)
+        } catch {
+            return ("error: \(error)\n", .setupFailed)
+        }
+        let registered = reports.map { (report: $0, status: $0.configuration == nil ? ProviderStatus.invalid : ($0.configuration!.kind == .mock ? .ready : .unchecked)) }
+        var lines: [String] = []
+        let width = max(8, registered.map(\.report.id.count).max() ?? 0)
+        for (report, status) in registered {
+            let id = report.id.padding(toLength: width, withPad: " ", startingAt: 0)
+            let state = status.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)
+            switch report.outcome {
+            case .valid(let configuration):
+                let note = status == .unchecked ? "  (endpoints not checked: this version cannot check \(configuration.kind.rawValue) providers over the network)" : ""
+                lines.append("\(id)  \(state)  \(report.file)\(note)")
+            case .invalid(let problems):
+                lines.append("\(id)  \(state)  \(report.file)")
+                lines += problems.map { "    error: \($0)" }
+            }
+            lines += report.warnings.map { "    warning: \($0)" }
+        }
+        let invalid = registered.filter { $0.status == .invalid }.count
+        let counts = ProviderStatus.allCases.compactMap { status -> String? in
+            let count = registered.filter { $0.status == status }.count
+            return count == 0 ? nil : "\(count) \(status.rawValue)"
+        }
+        lines.append("\(registered.count) provider\(registered.count == 1 ? "" : "s") in \(configuration.providersDirectory)"
+                     + (counts.isEmpty ? "" : ": " + counts.joined(separator: ", ")))
+        return (lines.joined(separator: "\n") + "\n", invalid == 0 ? .success : .providerProblems)
+    }
+
+    /// Runs the daemon until SIGTERM or SIGINT.
+    /// - Returns: The process's exit status.
+    public static func run(_ configuration: DaemonConfiguration, logger: Logger) async -> ExitStatus {
+        // Everything the daemon creates is private unless it says otherwise (socket, state).
+        umask(0o077)
+        let reports: [ProviderFileReport]
+        do {
+            reports = try ProviderConfigurationLoader.load(directory: configuration.providersDirectory)
+        } catch {
+            logger.critical("cannot load providers", metadata: ["error": "\(error)"])
+            return .setupFailed
+        }
+        logReports(reports, directory: configuration.providersDirectory, logger: logger)
+        if configuration.strict, reports.contains(where: { $0.configuration == nil }) {
+            logger.critical("refusing to start: a provider file is invalid and --strict is set")
+            return .providerProblems
+        }
+
+        let registry = ProviderRegistry(reports: reports)
+        let sessions = SessionManager(logger: logger)
+        let context = DaemonContext(configDirectory: configuration.providersDirectory, mode: configuration.mode,
+                                    socketPath: configuration.socketPath)
+        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, context: context, logger: logger)
+        let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
+                               dispatcher: dispatcher, logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: server), .init(service: HangupSignalService(logger: logger))],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        var status = ExitStatus.success
+        do {
+            try await group.run()
+        } catch {
+            // An error escaping ServiceGroup.run() must not crash the process.
+            logger.critical("stopped on an error", metadata: ["error": "\(error)"])
+            status = .setupFailed
+        }
+        await sessions.shutdown()
+        logger.notice("stopped")
+        return status
+    }
+
+    private static func logReports(_ reports: [ProviderFileReport], directory: String, logger: Logger) {
+        if reports.isEmpty {
+            logger.warning("no provider files (*.json) found", metadata: ["providers.directory": "\(directory)"])
+        }
+        for report in reports {
+            for warning in report.warnings {
+                logger.warning("\(warning)", metadata: ["provider.id": "\(report.id)"])
+            }
+            switch report.outcome {
+            case .valid(let configuration):
+                logger.info("provider loaded", metadata: ["provider.id": "\(report.id)", "provider.type": "\(configuration.kind.rawValue)",
+                                                          "provider.file": "\(report.file)"])
+            case .invalid(let problems):
+                for problem in problems {
+                    logger.error("provider invalid: \(problem)", metadata: ["provider.id": "\(report.id)"])
+                }
+            }
+        }
+    }
+}
+
+/// Keeps SIGHUP from killing the daemon. Live reload arrives with a later version; until then
+/// the signal is acknowledged in the log.
+private struct HangupSignalService: Service, CustomStringConvertible {
+    let logger: Logger
+    var description: String { "HangupSignalService" }
+
+    func run() async throws {
+        for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() {
+            logger.notice("SIGHUP received: live reload is not available in this version; restart authgated to apply provider changes")
+        }
+    }
+}

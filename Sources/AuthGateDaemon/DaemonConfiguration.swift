@@ -1,0 +1,57 @@
+import AuthGateRPC
+public import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Whether the daemon serves the whole machine or one user.
+public enum DaemonMode: String, Sendable {
+    case system
+    case user
+}
+
+/// Where the daemon reads, listens and writes, and how strict it is.
+public struct DaemonConfiguration: Sendable {
+    public var providersDirectory: String
+    public var socketPath: String
+    public var stateDirectory: String
+    public var mode: DaemonMode
+    /// Any provider problem stops the daemon at start-up.
+    public var strict: Bool
+    /// A group that may use the socket too (mode 0660 instead of 0600).
+    public var socketGroup: String?
+
+    public init(providersDirectory: String, socketPath: String, stateDirectory: String, mode: DaemonMode,
+                strict: Bool = false, socketGroup: String? = nil) {
+        self.providersDirectory = providersDirectory
+        self.socketPath = socketPath
+        self.stateDirectory = stateDirectory
+        self.mode = mode
+        self.strict = strict
+        self.socketGroup = socketGroup
+    }
+
+    /// Fills in what the command line left out.
+    ///
+    /// `--user`, or running as anyone but root, means user mode: the socket goes under
+    /// `$XDG_RUNTIME_DIR` (or the state directory) and state under `$XDG_STATE_HOME`. The
+    /// providers directory is `./providers.d` when the working directory has one (a checkout),
+    /// else `/etc/authgate/providers.d` (system) or `$XDG_CONFIG_HOME/authgate/providers.d` (user).
+    public static func resolve(providers: String?, socket: String?, stateDirectory: String?, user: Bool, strict: Bool,
+                               socketGroup: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> DaemonConfiguration {
+        let mode: DaemonMode = user || getuid() != 0 ? .user : .system
+        let providersDirectory = providers ?? {
+            if FileManager.default.fileExists(atPath: "providers.d") { return "providers.d" }
+            if mode == .system { return "/etc/authgate/providers.d" }
+            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+                ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+            return config + "/authgate/providers.d"
+        }()
+        return DaemonConfiguration(
+            providersDirectory: providersDirectory,
+            socketPath: socket ?? (mode == .system ? SocketLocation.systemSocket : SocketLocation.userSocket(environment: environment)),
+            stateDirectory: stateDirectory ?? (mode == .system ? "/var/lib/authgate" : SocketLocation.userStateDirectory(environment: environment)),
+            mode: mode, strict: strict, socketGroup: socketGroup)
+    }
+}

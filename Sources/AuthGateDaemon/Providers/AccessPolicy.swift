@@ -1,0 +1,63 @@
+import AuthGateCore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Decides whether a caller may use a provider, from its `access` rules and the caller's
+/// peer credentials.
+///
+/// Each list that is present must admit the caller: `users` by user name (or numeric uid),
+/// `groups` by any of the uid's groups (primary or supplementary, from the group database),
+/// `executables` by the caller's `/proc/PID/exe`.
+struct AccessPolicy: Sendable {
+    func admits(_ caller: PeerCredentials, _ rules: AccessRules) -> Bool {
+        if rules.admitsEveryone { return true }
+        let name = Self.userName(uid: caller.uid)
+        if let users = rules.users {
+            guard users.contains(where: { $0 == name || $0 == String(caller.uid) }) else { return false }
+        }
+        if let groups = rules.groups {
+            let callerGroups = Self.groupIDs(userName: name, primary: caller.gid)
+            let allowed = Set(groups.compactMap(Self.groupID(named:)))
+            guard !callerGroups.isDisjoint(with: allowed) else { return false }
+        }
+        if let executables = rules.executables {
+            guard let executable = Self.executable(pid: caller.pid), executables.contains(executable) else { return false }
+        }
+        return true
+    }
+
+    static func userName(uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return String(cString: entry.pw_name)
+    }
+
+    static func groupID(named name: String) -> UInt32? {
+        if let numeric = UInt32(name) { return numeric }
+        var entry = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16 * 1024)
+        guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.gr_gid
+    }
+
+    static func groupIDs(userName: String?, primary: UInt32) -> Set<UInt32> {
+        guard let userName else { return [primary] }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        if getgrouplist(userName, primary, &groups, &count) == -1 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+            _ = getgrouplist(userName, primary, &groups, &count)
+        }
+        return Set(groups.prefix(Int(max(count, 0)))).union([primary])
+    }
+
+    /// The caller's executable, as the kernel knows it.
+    static func executable(pid: Int32) -> String? {
+        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
+    }
+}

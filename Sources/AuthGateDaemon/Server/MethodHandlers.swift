@@ -1,0 +1,140 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Logging
+
+/// What `daemon.info` reports about the running daemon.
+public struct DaemonContext: Sendable {
+    public var startedAt: ContinuousClock.Instant
+    public var configDirectory: String
+    public var mode: DaemonMode
+    public var socketPath: String
+
+    public init(startedAt: ContinuousClock.Instant = .now, configDirectory: String, mode: DaemonMode, socketPath: String) {
+        self.startedAt = startedAt
+        self.configDirectory = configDirectory
+        self.mode = mode
+        self.socketPath = socketPath
+    }
+}
+
+/// The RPC methods, for one caller. Each returns a result or throws ``AuthGateError``.
+struct MethodHandlers {
+    let registry: ProviderRegistry
+    let sessions: SessionManager
+    let context: DaemonContext
+    let logger: Logger
+    let caller: PeerCredentials
+
+    /// `min_valid_seconds` when the caller does not say.
+    static let defaultMinimumValidity = 10
+
+    func providersList() async -> [ProviderInfo] {
+        await registry.visible(to: caller).map(\.info)
+    }
+
+    func login(_ params: LoginParams) async throws(AuthGateError) -> LoginResult {
+        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
+        let key = try sessionKey(configuration.id, params.session)
+        let grant = params.grant ?? .password
+        guard configuration.grants.contains(grant) else {
+            let allowed = configuration.grants.map(\.rawValue).joined(separator: ", ")
+            throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' does not allow the \(grant.rawValue) grant (it allows: \(allowed)).")
+        }
+        guard grant == .password else {
+            throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is not available in this version of authgated.")
+        }
+        let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
+                                              scopes: params.scopes ?? [])
+        try credentials.validate()
+        return try await signIn(key, client) { provider throws(AuthGateError) in try await provider.signIn(credentials) }
+    }
+
+    func register(_ params: RegisterParams) async throws(AuthGateError) -> LoginResult {
+        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
+        let key = try sessionKey(configuration.id, params.session)
+        guard case .mock = configuration.settings else {
+            throw AuthGateError(.unsupportedGrant, "Registration with '\(configuration.id)' happens on the provider's own sign-up page; this version of authgated cannot open it yet.")
+        }
+        let registration = Registration(username: params.username ?? "", email: params.email ?? "",
+                                        password: params.password ?? Secret(""), passwordConfirmation: params.passwordConfirmation ?? Secret(""))
+        return try await signIn(key, client, event: "registered and signed in") { provider throws(AuthGateError) in
+            try await provider.register(registration)
+        }
+    }
+
+    private func signIn(_ key: SessionKey, _ client: any IdentityProvider, event: String = "signed in",
+                        _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult) async throws(AuthGateError) -> LoginResult {
+        let signIn: SignInResult
+        do {
+            signIn = try await perform(client)
+        } catch {
+            logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+            throw error
+        }
+        let (result, replaced) = await sessions.store(signIn, for: key)
+        logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
+        if let replaced {
+            // The previous session of this name is gone; its refresh token must not outlive it.
+            await client.revoke(replaced)
+        }
+        return result
+    }
+
+    func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
+        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
+        let key = try sessionKey(configuration.id, params.session)
+        let minimum = params.minValidSeconds ?? Self.defaultMinimumValidity
+        guard (0...86_400).contains(minimum) else {
+            throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
+        }
+        let tokens = try await sessions.token(for: key, provider: client, minimumValidity: TimeInterval(minimum),
+                                              forceRefresh: params.forceRefresh ?? false)
+        return TokenResult(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
+                           scopes: tokens.scopes, idToken: tokens.idToken)
+    }
+
+    func status(_ params: StatusParams) async throws(AuthGateError) -> [SessionStatus] {
+        var provider: ProviderID?
+        if let name = params.provider {
+            guard let id = ProviderID(name) else { throw .unknownProvider(name) }
+            provider = id
+        }
+        return await sessions.status(uid: caller.uid, provider: provider)
+    }
+
+    func logout(_ params: LogoutParams) async throws(AuthGateError) -> LogoutResult {
+        guard let id = ProviderID(params.provider) else { throw .unknownProvider(params.provider) }
+        let key = try sessionKey(id, params.session)
+        guard let removed = await sessions.remove(key) else {
+            return LogoutResult(removed: false)
+        }
+        logger.info("signed out", metadata: metadata(key))
+        // Revocation is best effort: the local session is gone whatever the provider says.
+        if let tokens = removed, let (_, client) = try? await registry.usableProvider(params.provider, for: caller) {
+            await client.revoke(tokens)
+        }
+        return LogoutResult(removed: true)
+    }
+
+    func daemonInfo() async -> DaemonInfo {
+        let uptime = ContinuousClock.now - context.startedAt
+        return DaemonInfo(
+            version: AuthGateVersion.current, uptimeSeconds: Int(uptime.components.seconds),
+            providers: await registry.visible(to: caller).count,
+            sessions: await sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
+            configDir: context.configDirectory, mode: context.mode.rawValue, socket: context.socketPath)
+    }
+
+    private func sessionKey(_ provider: ProviderID, _ session: String?) throws(AuthGateError) -> SessionKey {
+        guard let name = session.map(SessionName.init) ?? .default else {
+            throw .validationFailed([FieldError(field: "session", message: "must be 1–64 characters of letters, digits, '.', '_' or '-'")])
+        }
+        return SessionKey(uid: caller.uid, provider: provider, name: name)
+    }
+
+    private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+        extra.merging(["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "provider.id": "\(key.provider)",
+                       "session": "\(key.name)"]) { a, _ in a }
+    }
+}

@@ -1,0 +1,147 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Logging
+
+/// Answers one JSON-RPC line: decodes it, runs the method for the caller, encodes the answer.
+///
+/// Errors a user can hit become JSON-RPC errors with a stable `data.reason`; anything else
+/// becomes `internal_error` and is logged (without secrets: errors never carry them).
+struct RPCDispatcher: Sendable {
+    let registry: ProviderRegistry
+    let sessions: SessionManager
+    let context: DaemonContext
+    let logger: Logger
+
+    /// The response line (with its `\n`), or `nil` for a notification.
+    func respond(to line: Data, from caller: PeerCredentials) async -> Data? {
+        let decoder = RPCCoding.makeDecoder()
+        let envelope: RPCRequestEnvelope
+        do {
+            envelope = try decoder.decode(RPCRequestEnvelope.self, from: line)
+        } catch DecodingError.typeMismatch {
+            let isBatch = line.first(where: { !$0.isWhitespace }) == UInt8(ascii: "[")
+            return encodeError(AuthGateError(.invalidRequest, isBatch ? "Batch requests are not supported; send one request per line."
+                                                                   : "A request must be a JSON object."), id: nil)
+        } catch {
+            return encodeError(AuthGateError(.parseError, "The request is not valid JSON."), id: nil)
+        }
+        guard envelope.jsonrpc == "2.0" else {
+            return encodeError(AuthGateError(.invalidRequest, "The request must have \"jsonrpc\": \"2.0\"."), id: envelope.id)
+        }
+        guard let methodName = envelope.method else {
+            return encodeError(AuthGateError(.invalidRequest, "The request has no \"method\" string."), id: envelope.id)
+        }
+        let response: Result<Data, AuthGateError>
+        if let method = RPCMethod(rawValue: methodName) {
+            response = await run(method, line: line, caller: caller, decoder: decoder)
+        } else {
+            response = .failure(AuthGateError(.methodNotFound, "There is no method \"\(methodName.prefix(64))\"."))
+        }
+        guard envelope.hasID else { return nil }
+        switch response {
+        case .success(let result):
+            return encodeSuccess(result, id: envelope.id)
+        case .failure(let error):
+            logger.debug("request failed", metadata: ["rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
+                                                      "error.reason": "\(error.reason.rawValue)"])
+            return encodeError(error, id: envelope.id)
+        }
+    }
+
+    private func run(_ method: RPCMethod, line: Data, caller: PeerCredentials, decoder: JSONDecoder) async -> Result<Data, AuthGateError> {
+        let handlers = MethodHandlers(registry: registry, sessions: sessions, context: context, logger: logger, caller: caller)
+        do throws(AuthGateError) {
+            switch method {
+            case .providersList: return try encode(await handlers.providersList())
+            case .login: return try encode(await handlers.login(params(line, decoder)))
+            case .register: return try encode(await handlers.register(params(line, decoder)))
+            case .token: return try encode(await handlers.token(params(line, decoder)))
+            case .status: return try encode(await handlers.status(optionalParams(line, decoder) ?? StatusParams()))
+            case .logout: return try encode(await handlers.logout(params(line, decoder)))
+            case .daemonInfo: return try encode(await handlers.daemonInfo())
+            case .loginBegin, .loginComplete, .tokenRejected, .userinfo, .configReload:
+                throw AuthGateError(.methodNotFound, "The method \"\(method.rawValue)\" is not available in this version of authgated (\(AuthGateVersion.current)).")
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func params<P: Decodable>(_ line: Data, _ decoder: JSONDecoder) throws(AuthGateError) -> P {
+        guard let params: P = try optionalParams(line, decoder) else {
+            throw AuthGateError(.invalidParams, "This method needs \"params\": an object with at least \"provider\".")
+        }
+        return params
+    }
+
+    private func optionalParams<P: Decodable>(_ line: Data, _ decoder: JSONDecoder) throws(AuthGateError) -> P? {
+        do {
+            return try decoder.decode(RPCParamsEnvelope<P>.self, from: line).params
+        } catch let error as DecodingError {
+            throw AuthGateError(.invalidParams, Self.explain(error))
+        } catch {
+            throw AuthGateError(.invalidParams, "The params cannot be read.")
+        }
+    }
+
+    /// A sentence naming the offending field, without echoing its value (it may be a secret).
+    static func explain(_ error: DecodingError) -> String {
+        func name(_ path: [any CodingKey]) -> String {
+            let keys = path.map(\.stringValue).filter { $0 != "params" }
+            return keys.isEmpty ? "params" : "\"\(keys.joined(separator: "."))\""
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\(name(context.codingPath + [key])) is required."
+        case .typeMismatch(let type, let context):
+            return "\(name(context.codingPath)) must be \(Self.typeName(type))."
+        case .valueNotFound(let type, let context):
+            return "\(name(context.codingPath)) must be \(Self.typeName(type)), not null."
+        case .dataCorrupted(let context):
+            return "\(name(context.codingPath)) has a value that is not allowed."
+        @unknown default:
+            return "The params cannot be read."
+        }
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Bool.Type: "true or false"
+        case is Int.Type, is Double.Type: "a number"
+        case is [String].Type, is [Any].Type: "an array"
+        default: "an object"
+        }
+    }
+
+    private func encode<R: Encodable>(_ value: R) throws(AuthGateError) -> Result<Data, AuthGateError> {
+        do {
+            return .success(try RPCCoding.makeEncoder().encode(value))
+        } catch {
+            throw AuthGateError(.internalError, "The daemon could not encode its answer.")
+        }
+    }
+
+    private func encodeSuccess(_ result: Data, id: RPCID?) -> Data {
+        // The result is already JSON; splice it in rather than decoding and encoding it again.
+        let idJSON: Data = (try? RPCCoding.makeEncoder().encode(id)) ?? Data("null".utf8)
+        var line = Data(#"{"id":"#.utf8)
+        line.append(idJSON)
+        line.append(contentsOf: #","jsonrpc":"2.0","result":"#.utf8)
+        line.append(result)
+        line.append(contentsOf: "}\n".utf8)
+        return line
+    }
+
+    func encodeError(_ error: AuthGateError, id: RPCID?) -> Data {
+        var line = (try? RPCCoding.makeEncoder().encode(RPCResponse<EmptyResult>(id: id, error: RPCErrorObject(error))))
+            ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.utf8)
+        line.append(0x0A)
+        return line
+    }
+}
+
+private extension UInt8 {
+    var isWhitespace: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
+}

@@ -1,0 +1,301 @@
+public import AuthGateCore
+public import Foundation
+
+// Params and results of each method, with their wire names. Fields holding secrets are
+// `Secret`, so that printing a params value never shows a password or a token; their
+// `encode(to:)` is the one place a secret is put on the wire.
+
+/// One entry of `providers.list`.
+public struct ProviderInfo: Sendable, Codable {
+    public var id: String
+    public var displayName: String
+    public var type: String?
+    public var status: ProviderStatus
+    /// Why the provider is not `ready`, for a person.
+    public var statusReason: String?
+    public var grants: [Grant]
+    /// Whether `register` works with this provider.
+    public var registration: Bool
+    public var storage: String?
+
+    public init(id: String, displayName: String, type: String?, status: ProviderStatus, statusReason: String?,
+                grants: [Grant], registration: Bool, storage: String?) {
+        self.id = id
+        self.displayName = displayName
+        self.type = type
+        self.status = status
+        self.statusReason = statusReason
+        self.grants = grants
+        self.registration = registration
+        self.storage = storage
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, type, status, grants, registration, storage
+        case displayName = "display_name"
+        case statusReason = "status_reason"
+    }
+}
+
+/// `login` params.
+public struct LoginParams: Sendable, Codable {
+    public var provider: String
+    public var grant: Grant?
+    public var username: String?
+    public var password: Secret?
+    public var session: String?
+    public var scopes: [String]?
+
+    public init(provider: String, grant: Grant? = nil, username: String? = nil, password: Secret? = nil,
+                session: String? = nil, scopes: [String]? = nil) {
+        self.provider = provider
+        self.grant = grant
+        self.username = username
+        self.password = password
+        self.session = session
+        self.scopes = scopes
+    }
+
+    private enum CodingKeys: String, CodingKey { case provider, grant, username, password, session, scopes }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        provider = try container.decode(String.self, forKey: .provider)
+        grant = try container.decodeIfPresent(Grant.self, forKey: .grant)
+        username = try container.decodeIfPresent(String.self, forKey: .username)
+        password = try container.decodeIfPresent(String.self, forKey: .password).map(Secret.init)
+        session = try container.decodeIfPresent(String.self, forKey: .session)
+        scopes = try container.decodeIfPresent([String].self, forKey: .scopes)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(provider, forKey: .provider)
+        try container.encodeIfPresent(grant, forKey: .grant)
+        try container.encodeIfPresent(username, forKey: .username)
+        try container.encodeIfPresent(password?.exposedValue, forKey: .password)
+        try container.encodeIfPresent(session, forKey: .session)
+        try container.encodeIfPresent(scopes, forKey: .scopes)
+    }
+}
+
+/// The result of `login`, `register` and `login.complete`.
+public struct LoginResult: Sendable, Codable {
+    public var provider: String
+    public var session: String
+    public var state: SessionState
+    public var expiresAt: Date
+    /// The user's identifier at the provider, where it says.
+    public var subject: String?
+
+    public init(provider: String, session: String, state: SessionState, expiresAt: Date, subject: String?) {
+        self.provider = provider
+        self.session = session
+        self.state = state
+        self.expiresAt = expiresAt
+        self.subject = subject
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case provider, session, state, subject
+        case expiresAt = "expires_at"
+    }
+}
+
+/// `register` params.
+public struct RegisterParams: Sendable, Codable {
+    public var provider: String
+    public var username: String?
+    public var email: String?
+    public var password: Secret?
+    public var passwordConfirmation: Secret?
+    public var session: String?
+
+    public init(provider: String, username: String?, email: String?, password: Secret?, passwordConfirmation: Secret?, session: String? = nil) {
+        self.provider = provider
+        self.username = username
+        self.email = email
+        self.password = password
+        self.passwordConfirmation = passwordConfirmation
+        self.session = session
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case provider, username, email, password, session
+        case passwordConfirmation = "password_confirmation"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        provider = try container.decode(String.self, forKey: .provider)
+        username = try container.decodeIfPresent(String.self, forKey: .username)
+        email = try container.decodeIfPresent(String.self, forKey: .email)
+        password = try container.decodeIfPresent(String.self, forKey: .password).map(Secret.init)
+        passwordConfirmation = try container.decodeIfPresent(String.self, forKey: .passwordConfirmation).map(Secret.init)
+        session = try container.decodeIfPresent(String.self, forKey: .session)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(provider, forKey: .provider)
+        try container.encodeIfPresent(username, forKey: .username)
+        try container.encodeIfPresent(email, forKey: .email)
+        try container.encodeIfPresent(password?.exposedValue, forKey: .password)
+        try container.encodeIfPresent(passwordConfirmation?.exposedValue, forKey: .passwordConfirmation)
+        try container.encodeIfPresent(session, forKey: .session)
+    }
+}
+
+/// `token` params.
+public struct TokenParams: Sendable, Codable {
+    public var provider: String
+    public var session: String?
+    /// The token returned must stay valid at least this long; refreshed first otherwise.
+    public var minValidSeconds: Int?
+    public var forceRefresh: Bool?
+
+    public init(provider: String, session: String? = nil, minValidSeconds: Int? = nil, forceRefresh: Bool? = nil) {
+        self.provider = provider
+        self.session = session
+        self.minValidSeconds = minValidSeconds
+        self.forceRefresh = forceRefresh
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case provider, session
+        case minValidSeconds = "min_valid_seconds"
+        case forceRefresh = "force_refresh"
+    }
+}
+
+/// `token` result.
+public struct TokenResult: Sendable, Codable {
+    public var accessToken: Secret
+    public var tokenType: String
+    public var expiresAt: Date
+    public var scopes: [String]
+    public var idToken: Secret?
+
+    public init(accessToken: Secret, tokenType: String, expiresAt: Date, scopes: [String], idToken: Secret?) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.scopes = scopes
+        self.idToken = idToken
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case scopes
+        case accessToken = "access_token"
+        case tokenType = "token_type"
+        case expiresAt = "expires_at"
+        case idToken = "id_token"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        accessToken = Secret(try container.decode(String.self, forKey: .accessToken))
+        tokenType = try container.decode(String.self, forKey: .tokenType)
+        expiresAt = try container.decode(Date.self, forKey: .expiresAt)
+        scopes = try container.decode([String].self, forKey: .scopes)
+        idToken = try container.decodeIfPresent(String.self, forKey: .idToken).map(Secret.init)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(accessToken.exposedValue, forKey: .accessToken)
+        try container.encode(tokenType, forKey: .tokenType)
+        try container.encode(expiresAt, forKey: .expiresAt)
+        try container.encode(scopes, forKey: .scopes)
+        try container.encodeIfPresent(idToken?.exposedValue, forKey: .idToken)
+    }
+}
+
+/// `status` params: all of the caller's sessions, or those of one provider.
+public struct StatusParams: Sendable, Codable {
+    public var provider: String?
+
+    public init(provider: String? = nil) {
+        self.provider = provider
+    }
+}
+
+/// One entry of `status`: never a token value.
+public struct SessionStatus: Sendable, Codable {
+    public var provider: String
+    public var session: String
+    public var state: SessionState
+    public var expiresAt: Date?
+    /// When the daemon will refresh it next, where it has planned to.
+    public var nextRefreshAt: Date?
+    public var lastError: String?
+    public var subject: String?
+
+    public init(provider: String, session: String, state: SessionState, expiresAt: Date?, nextRefreshAt: Date?,
+                lastError: String?, subject: String?) {
+        self.provider = provider
+        self.session = session
+        self.state = state
+        self.expiresAt = expiresAt
+        self.nextRefreshAt = nextRefreshAt
+        self.lastError = lastError
+        self.subject = subject
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case provider, session, state, subject
+        case expiresAt = "expires_at"
+        case nextRefreshAt = "next_refresh_at"
+        case lastError = "last_error"
+    }
+}
+
+/// `logout` params.
+public struct LogoutParams: Sendable, Codable {
+    public var provider: String
+    public var session: String?
+
+    public init(provider: String, session: String? = nil) {
+        self.provider = provider
+        self.session = session
+    }
+}
+
+/// `logout` result: `removed` says whether there was a session to remove.
+public struct LogoutResult: Sendable, Codable {
+    public var removed: Bool
+
+    public init(removed: Bool) {
+        self.removed = removed
+    }
+}
+
+/// `daemon.info` result.
+public struct DaemonInfo: Sendable, Codable {
+    public var version: String
+    public var uptimeSeconds: Int
+    /// Providers the caller can see.
+    public var providers: Int
+    /// The caller's sessions.
+    public var sessions: Int
+    public var configDir: String
+    /// `system` or `user`.
+    public var mode: String
+    public var socket: String
+
+    public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String) {
+        self.version = version
+        self.uptimeSeconds = uptimeSeconds
+        self.providers = providers
+        self.sessions = sessions
+        self.configDir = configDir
+        self.mode = mode
+        self.socket = socket
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case version, providers, sessions, mode, socket
+        case uptimeSeconds = "uptime_seconds"
+        case configDir = "config_dir"
+    }
+}

@@ -1,0 +1,139 @@
+import AuthGateCore
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Why a call to the daemon failed.
+public enum RPCClientError: Error, Sendable, CustomStringConvertible {
+    /// Nothing listens at the socket, or it cannot be opened.
+    case daemonUnreachable(path: String, detail: String)
+    /// The daemon answered with an error.
+    case remote(RPCErrorObject)
+    /// The daemon answered something that is not a valid response, or hung up.
+    case protocolError(String)
+
+    public var description: String {
+        switch self {
+        case .daemonUnreachable(let path, let detail): "cannot reach authgated at \(path): \(detail)"
+        case .remote(let error): error.description
+        case .protocolError(let detail): "unexpected answer from authgated: \(detail)"
+        }
+    }
+}
+
+/// A blocking JSON-RPC connection to the daemon over its Unix socket.
+///
+/// Deliberately plain POSIX: the CLI runs inside `$(...)` and credential helpers, so it must
+/// start fast and pays for no event loop. One connection carries any number of calls.
+public final class RPCConnection {
+    public let path: String
+    private let descriptor: Int32
+    private var buffer: [UInt8] = []
+    private var nextID: Int64 = 1
+
+    /// Connects to the daemon's socket at `path`.
+    public init(path: String) throws(RPCClientError) {
+        self.path = path
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let pathBytes = Array(path.utf8)
+        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw .daemonUnreachable(path: path, detail: "the socket path is longer than 107 bytes")
+        }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: pathBytes)
+            raw[pathBytes.count] = 0
+        }
+        #if canImport(Glibc)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        #else
+        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
+        #endif
+        guard fd >= 0 else { throw .daemonUnreachable(path: path, detail: String(cString: strerror(errno))) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let code = errno
+            close(fd)
+            let detail = switch code {
+            case ENOENT: "no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)"
+            case ECONNREFUSED: "connection refused (authgated is not running; a stale socket is left)"
+            case EACCES: "permission denied (you are not allowed to use this socket)"
+            default: String(cString: strerror(code))
+            }
+            throw .daemonUnreachable(path: path, detail: detail)
+        }
+        descriptor = fd
+    }
+
+    deinit {
+        close(descriptor)
+    }
+
+    /// Calls `method` and decodes its result.
+    /// - Throws: ``RPCClientError/remote(_:)`` with the daemon's error, or a transport error.
+    public func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self) throws(RPCClientError) -> Result {
+        let id = RPCID.number(nextID)
+        nextID += 1
+        var line: Data
+        do {
+            line = try RPCCoding.makeEncoder().encode(RPCRequest(id: id, method: method, params: params))
+        } catch {
+            throw .protocolError("cannot encode the request: \(error)")
+        }
+        line.append(0x0A)
+        try send(Array(line))
+        guard let reply = try receiveLine() else {
+            throw .protocolError("the daemon closed the connection")
+        }
+        let response: RPCResponseEnvelope<Result>
+        do {
+            response = try RPCCoding.makeDecoder().decode(RPCResponseEnvelope<Result>.self, from: Data(reply))
+        } catch {
+            throw .protocolError("cannot decode the response: \(error)")
+        }
+        if let error = response.error { throw .remote(error) }
+        guard response.id == id else { throw .protocolError("response id does not match the request") }
+        guard let result = response.result else { throw .protocolError("response has neither result nor error") }
+        return result
+    }
+
+    /// Writes raw bytes; for tests of malformed input.
+    public func send(_ bytes: [UInt8]) throws(RPCClientError) {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw .protocolError("write failed: \(String(cString: strerror(errno)))")
+            }
+            offset += written
+        }
+    }
+
+    /// Reads one `\n`-terminated line (without the newline); `nil` when the daemon hung up.
+    public func receiveLine() throws(RPCClientError) -> [UInt8]? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .protocolError("read failed: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { return nil }
+            buffer += chunk[..<count]
+            if buffer.count > 4 * RPCCoding.maximumLineLength {
+                throw .protocolError("response line too long")
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+/// Every method of the daemon's JSON-RPC interface, by its wire name (`noun.verb`).
+public enum RPCMethod: String, Sendable, CaseIterable {
+    case providersList = "providers.list"
+    case login
+    case loginBegin = "login.begin"
+    case loginComplete = "login.complete"
+    case register
+    case token
+    case tokenRejected = "token.rejected"
+    case userinfo
+    case status
+    case logout
+    case daemonInfo = "daemon.info"
+    case configReload = "config.reload"
+}

@@ -1,0 +1,67 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateDaemon
+import Foundation
+import Logging
+
+/// `authgated`: parse the command line, set up logging, run the daemon.
+@main
+struct AuthGated: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authgated",
+        abstract: "Signs local users and services in to identity providers and hands out their tokens over a Unix socket.",
+        version: AuthGateVersion.current)
+
+    @Option(help: ArgumentHelp("Directory of provider files (*.json).", valueName: "dir"))
+    var providers: String?
+
+    @Option(help: ArgumentHelp("Unix socket to listen on.", valueName: "path"))
+    var socket: String?
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Directory for persistent state.", valueName: "dir"))
+    var stateDirectory: String?
+
+    @Option(name: .customLong("socket-group"), help: ArgumentHelp("Group that may use the socket too (mode 0660).", valueName: "group"))
+    var socketGroup: String?
+
+    @Flag(help: "Run as a per-user daemon (socket under $XDG_RUNTIME_DIR, state under $XDG_STATE_HOME).")
+    var user = false
+
+    @Flag(help: "Refuse to start when any provider file is invalid.")
+    var strict = false
+
+    @Flag(help: "Validate the providers, print the report and exit (0 when none is invalid).")
+    var check = false
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    func validate() throws {
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
+        }
+    }
+
+    func run() async throws {
+        let configuration = DaemonConfiguration.resolve(
+            providers: providers, socket: socket, stateDirectory: stateDirectory, user: user, strict: strict, socketGroup: socketGroup)
+        if check {
+            let (report, status) = Daemon.check(configuration)
+            FileHandle.standardOutput.write(Data(report.utf8))
+            throw ExitCode(status.rawValue)
+        }
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "authgated")
+        logger.notice("starting", metadata: [
+            "version": "\(AuthGateVersion.current)", "mode": "\(configuration.mode.rawValue)",
+            "providers.directory": "\(configuration.providersDirectory)", "socket.path": "\(configuration.socketPath)",
+        ])
+        let status = await Daemon.run(configuration, logger: logger)
+        if status != .success { throw ExitCode(status.rawValue) }
+    }
+}
