@@ -1,10 +1,6 @@
 import AuthGateCore
 import Foundation
-#if canImport(Glibc)
 import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 /// Why a call to the daemon failed.
 public enum RPCClientError: Error, Sendable, CustomStringConvertible {
@@ -47,11 +43,7 @@ public final class RPCConnection {
             raw.copyBytes(from: pathBytes)
             raw[pathBytes.count] = 0
         }
-        #if canImport(Glibc)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        #else
-        let fd = socket(AF_UNIX, SOCK_STREAM, 0)
-        #endif
         guard fd >= 0 else { throw .daemonUnreachable(path: path, detail: String(cString: strerror(errno))) }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
@@ -112,6 +104,13 @@ public final class RPCConnection {
                 throw .protocolError("write failed: \(String(cString: strerror(errno)))")
             }
             offset += written
+        }
+    }
+
+    /// Half-closes the connection: the daemon sees end of input and still answers.
+    public func shutdownWrite() throws(RPCClientError) {
+        guard shutdown(descriptor, Int32(SHUT_WR)) == 0 else {
+            throw .protocolError("shutdown failed: \(String(cString: strerror(errno)))")
         }
     }
 

@@ -37,7 +37,10 @@ struct ObjectReader {
     /// Records every key not in `allowed`; unknown keys are almost always typos.
     func rejectUnknownKeys(allowed: Set<String>, context: String) {
         for key in object.keys.sorted() where !allowed.contains(key) {
-            let hint = allowed.first { $0.lowercased() == key.lowercased() || editDistance($0, key) <= 2 }
+            let hint = allowed.sorted().first { candidate in
+                candidate.lowercased() == key.lowercased() || editDistance(candidate, key) <= 2
+                    || (min(candidate.count, key.count) >= 4 && (candidate.hasPrefix(key) || key.hasPrefix(candidate)))
+            }
             let suggestion = hint.map { " (did you mean \"\($0)\"?)" } ?? ""
             problems.add(childPath(key), "unknown key for \(context)\(suggestion)")
         }

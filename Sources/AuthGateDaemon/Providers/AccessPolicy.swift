@@ -23,7 +23,10 @@ struct AccessPolicy: Sendable {
             guard !callerGroups.isDisjoint(with: allowed) else { return false }
         }
         if let executables = rules.executables {
-            guard let executable = Self.executable(pid: caller.pid), executables.contains(executable) else { return false }
+            // The kernel reports the executable with symlinks resolved (/usr/bin/python3 →
+            // /usr/bin/python3.11), so compare against the resolved form of each configured path.
+            guard let executable = Self.executable(pid: caller.pid),
+                  executables.contains(where: { $0 == executable || Self.resolved($0) == executable }) else { return false }
         }
         return true
     }
@@ -54,6 +57,12 @@ struct AccessPolicy: Sendable {
             _ = getgrouplist(userName, primary, &groups, &count)
         }
         return Set(groups.prefix(Int(max(count, 0)))).union([primary])
+    }
+
+    static func resolved(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     /// The caller's executable, as the kernel knows it.

@@ -1,0 +1,61 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+
+/// `authgate`: the command-line client of `authgated`.
+@main
+struct AuthGate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authgate",
+        abstract: "Sign in to identity providers through authgated and use their tokens.",
+        discussion: """
+            Exit status: 0 success, 1 internal error, 2 daemon unreachable, 3 sign-in required, \
+            4 wrong credentials, 5 input refused, 6 provider unknown or unusable, \
+            7 provider unreachable or failing, 8 not allowed or rate limited, 64 usage error.
+            """,
+        version: AuthGateVersion.current,
+        subcommands: [Providers.self, Login.self, Register.self, Token.self, Status.self, Logout.self, Info.self])
+
+    /// Like ArgumentParser's, but a failed call prints one sentence and exits with its class's status.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as CLIError {
+            CLIError.exit(error)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}
+
+/// Options every subcommand takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The daemon's socket (default: $AUTHGATE_SOCKET, the user daemon's, then the system's).", valueName: "path"))
+    var socket: String?
+
+    @Flag(help: "Print JSON for scripts instead of text.")
+    var json = false
+
+    /// Connects to the daemon, calls `method`, and turns any failure into a clear message and exit status.
+    func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self,
+                                                    progress: String? = nil) throws -> Result {
+        let path = socket ?? SocketLocation.forClient()
+        let spinner = progress.flatMap { json ? nil : Spinner(message: $0) }
+        defer { spinner?.stop() }
+        do {
+            let connection = try RPCConnection(path: path)
+            return try connection.call(method, params, as: Result.self)
+        } catch {
+            spinner?.stop()
+            throw CLIError(error, json: json)
+        }
+    }
+
+    /// Prints `value` as JSON on stdout.
+    func printJSON<Value: Encodable>(_ value: Value) throws {
+        let data = try RPCCoding.makeEncoder().encode(value)
+        print(String(decoding: data, as: UTF8.self))
+    }
+}

@@ -1,0 +1,18 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the daemon's version, mode and counts.")
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let info = try global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
+        if global.json { return try global.printJSON(info) }
+        print(Terminal.table(["", ""], [
+            ["version", info.version], ["mode", info.mode], ["socket", info.socket], ["providers from", info.configDir],
+            ["providers", "\(info.providers)"], ["your sessions", "\(info.sessions)"], ["uptime", "\(info.uptimeSeconds) s"],
+        ]).split(separator: "\n").dropFirst().joined(separator: "\n"))
+    }
+}

@@ -1,0 +1,49 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+
+struct Register: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create an account at a provider and sign in to it.",
+        discussion: "With --password-stdin, the first line of stdin is the password and the second (if any) its confirmation.")
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The provider's id.")
+    var provider: String
+
+    @Option(help: "The new user name (asked for when absent).")
+    var username: String?
+
+    @Option(help: "Your email address (asked for when absent).")
+    var email: String?
+
+    @Flag(name: .customLong("password-stdin"), help: "Read the password from stdin instead of asking.")
+    var passwordStdin = false
+
+    @Option(help: "Name of the session to sign in to.")
+    var session: String?
+
+    func run() throws {
+        let interactive = Terminal.stdinIsTerminal && !passwordStdin
+        guard let username = username ?? (interactive ? Terminal.ask("New user name at \(provider): ") : nil) else {
+            throw ValidationError("Give --username (there is no terminal to ask on).")
+        }
+        guard let email = email ?? (interactive ? Terminal.ask("Email address: ") : nil) else {
+            throw ValidationError("Give --email (there is no terminal to ask on).")
+        }
+        let password: String
+        let confirmation: String
+        if passwordStdin {
+            password = Terminal.readSecretFromStdin() ?? ""
+            confirmation = Terminal.readSecretFromStdin() ?? password
+        } else {
+            password = try readPassword(passwordStdin: false, prompt: "New password: ")
+            confirmation = try readPassword(passwordStdin: false, prompt: "Repeat the password: ")
+        }
+        let params = RegisterParams(provider: provider, username: username, email: email, password: Secret(password),
+                                    passwordConfirmation: Secret(confirmation), session: session)
+        let result = try global.call(.register, params, as: LoginResult.self, progress: "Creating your account at \(provider)…")
+        try report(result, global: global, verb: "Registered and signed in to")
+    }
+}

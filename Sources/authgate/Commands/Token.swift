@@ -1,0 +1,30 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+
+struct Token: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Print a valid access token for a provider.",
+        discussion: #"Prints the bare token, for `curl -H "Authorization: Bearer $(authgate token corp)"`."#)
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The provider's id.")
+    var provider: String
+
+    @Option(help: "Name of the session.")
+    var session: String?
+
+    @Option(name: .customLong("min-valid"), help: ArgumentHelp("The token must stay valid this many seconds (refreshed first otherwise).", valueName: "seconds"))
+    var minValid: Int?
+
+    @Flag(name: .customLong("force-refresh"), help: "Refresh the token even if it is still valid.")
+    var forceRefresh = false
+
+    func run() throws {
+        let params = TokenParams(provider: provider, session: session, minValidSeconds: minValid, forceRefresh: forceRefresh ? true : nil)
+        let result = try global.call(.token, params, as: TokenResult.self)
+        if global.json { return try global.printJSON(result) }
+        print(result.accessToken.exposedValue)
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reading from and drawing on the user's terminal.
+enum Terminal {
+    static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
+    static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+
+    /// Asks on stderr and reads one line from stdin.
+    static func ask(_ prompt: String) -> String? {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        return readLine(strippingNewline: true)
+    }
+
+    /// Asks for a secret with echo off; echo comes back even on Ctrl-C.
+    static func askSecret(_ prompt: String) -> String? {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        var original = termios()
+        guard tcgetattr(STDIN_FILENO, &original) == 0 else { return readLine(strippingNewline: true) }
+        savedTerminalState = original
+        signal(SIGINT) { _ in
+            if var state = savedTerminalState { tcsetattr(STDIN_FILENO, TCSANOW, &state) }
+            write(STDERR_FILENO, "\n", 1)
+            _exit(130)
+        }
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        let line = readLine(strippingNewline: true)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
+        signal(SIGINT, SIG_DFL)
+        savedTerminalState = nil
+        FileHandle.standardError.write(Data("\n".utf8))
+        return line
+    }
+
+    /// Reads a secret piped on stdin (`--password-stdin`): the first line, without its newline.
+    static func readSecretFromStdin() -> String? {
+        readLine(strippingNewline: true)
+    }
+
+    /// Left-aligned columns separated by two spaces.
+    static func table(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    /// A date as local time, e.g. `2026-11-22 14:03:05 (in 4 min)`.
+    static func describe(_ date: Date?, now: Date = Date()) -> String {
+        guard let date else { return "-" }
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
+        let seconds = Int(date.timeIntervalSince(now).rounded())
+        let relative = switch abs(seconds) {
+        case ..<60: "\(abs(seconds)) s"
+        case ..<3600: "\(abs(seconds) / 60) min"
+        case ..<86_400: "\(abs(seconds) / 3600) h"
+        default: "\(abs(seconds) / 86_400) d"
+        }
+        return "\(formatter.string(from: date)) (\(seconds >= 0 ? "in \(relative)" : "\(relative) ago"))"
+    }
+}
+
+/// The terminal state to restore if Ctrl-C arrives while echo is off. Touched only by the main
+/// thread and the SIGINT handler, which runs on it.
+nonisolated(unsafe) private var savedTerminalState: termios?
+
+/// A progress indicator on stderr while the daemon works, shown only on a terminal and only
+/// after a short delay, so fast answers do not flicker.
+final class Spinner: Sendable {
+    private let running = Atomic<Bool>(true)
+    private let cleared = DispatchSemaphore(value: 0)
+
+    init?(message: String) {
+        guard Terminal.stderrIsTerminal else { return nil }
+        Thread { [self] in draw(message) }.start()
+    }
+
+    private func draw(_ message: String) {
+        let frames = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+        var index = 0
+        usleep(150_000)
+        while running.load(ordering: .acquiring) {
+            FileHandle.standardError.write(Data("\r\(frames[index % frames.count]) \(message)".utf8))
+            index += 1
+            usleep(80_000)
+        }
+        if index > 0 { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        cleared.signal()
+    }
+
+    /// Stops the indicator and waits until its line is cleared, so the caller prints on a clean line.
+    func stop() {
+        guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        cleared.wait()
+    }
+}

@@ -1,0 +1,145 @@
+import AuthGateCore
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `authgate` CLI end to end against a real daemon.
+@Suite("authgate, the CLI")
+struct CLITests {
+    @Test("the README's tour: providers, login, token, status, info, logout")
+    func tour() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        let providers = try daemon.cli(["providers"])
+        #expect(providers.status == 0)
+        #expect(providers.stdout.contains("mock") && providers.stdout.contains("ready"))
+
+        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        #expect(login.stdout.hasPrefix("Signed in to mock as mock:demo."))
+
+        let token = try daemon.cli(["token", "mock"])
+        #expect(token.status == 0)
+        let value = token.stdout.trimmingCharacters(in: .newlines)
+        #expect(value.hasPrefix("mock_at_") && !value.contains(" "), "a bare token for $(authgate token mock)")
+        #expect(token.stdout == value + "\n")
+        #expect(try daemon.cli(["token", "mock"]).stdout == token.stdout, "reused while valid")
+
+        let status = try daemon.cli(["status"])
+        #expect(status.stdout.contains("authenticated") && status.stdout.contains("mock:demo"))
+        #expect(!status.stdout.contains(value))
+
+        let info = try daemon.cli(["info", "--json"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])
+        #expect(object["sessions"] as? Int == 1)
+        #expect(object["mode"] as? String == "user")
+
+        let json = try daemon.cli(["token", "mock", "--json"])
+        let tokenObject = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(tokenObject["access_token"] as? String == value)
+
+        let logout = try daemon.cli(["logout", "mock"])
+        #expect(logout.stdout == "Signed out of mock.\n")
+        let after = try daemon.cli(["token", "mock"])
+        #expect(after.status == 3)
+        #expect(after.stdout.isEmpty)
+        #expect(after.stderr == "authgate: You are not signed in to mock; run `authgate login mock`. [login_required]\n")
+    }
+
+    @Test("register signs the new user in")
+    func register() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        let result = try daemon.cli(["register", "mock", "--username", "carol", "--email", "carol@example.com", "--password-stdin"],
+                                    stdin: "sunny-meadow-77\nsunny-meadow-77\n")
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.hasPrefix("Registered and signed in to mock as mock:carol."))
+        #expect(try daemon.cli(["token", "mock"]).status == 0)
+        let relogin = try daemon.cli(["login", "mock", "--username", "carol", "--password-stdin"], stdin: "sunny-meadow-77\n")
+        #expect(relogin.status == 0)
+    }
+
+    /// Each failure, its exit status and a piece of its message.
+    static let failures: [(arguments: [String], stdin: String?, status: Int32, message: String)] = [
+        (["login", "mock", "--username", "demo", "--password-stdin"], "nope\n", 4, "The username or password is incorrect. [invalid_credentials]"),
+        (["login", "mock", "--username", "demo", "--password-stdin"], "\n", 5, "password: must not be empty"),
+        (["login", "nope", "--username", "demo", "--password-stdin"], "x\n", 6, "There is no provider named 'nope'"),
+        (["login", "corp", "--username", "demo", "--password-stdin"], "x\n", 6, "[provider_unavailable]"),
+        (["token", "mock"], nil, 3, "[login_required]"),
+        (["register", "mock", "--username", "demo", "--email", "d@example.com", "--password-stdin"], "good-password-1\n", 5, "[user_exists]"),
+        (["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "short\n", 5, "[weak_password]"),
+        (["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "good-password-1\nother-password-1\n", 5, "password_confirmation: does not match the password"),
+        (["login", "mock", "--username", "demo"], "", 64, "--password-stdin"),
+    ]
+
+    @Test("each failure prints one clear sentence with its reason and exits with its class's status", arguments: failures)
+    func failure(_ failure: (arguments: [String], stdin: String?, status: Int32, message: String)) throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock, "corp.json": Providers.oidc])
+        let result = try daemon.cli(failure.arguments, stdin: failure.stdin)
+        #expect(result.status == failure.status, "\(result.stderr)")
+        #expect(result.stderr.contains(failure.message), "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("no daemon: a clear sentence and exit status 2")
+    func daemonUnreachable() throws {
+        let scratch = try ScratchDirectory()
+        let result = try run(BuiltProducts.cli, ["token", "mock"], environment: ["AUTHGATE_SOCKET": scratch.path + "/none.sock"])
+        #expect(result.status == 2)
+        #expect(result.stderr == "authgate: cannot reach authgated at \(scratch.path)/none.sock: no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)\n")
+    }
+
+    @Test("the password prompt does not echo on a terminal", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1) for a pseudo-terminal"))
+    func passwordPromptWithoutEcho() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        // script(1) runs the CLI on a pseudo-terminal and relays our pipe to it, like a person typing.
+        let terminal = try TerminalSession(command: "\(BuiltProducts.cli.path) login mock", environment: ["AUTHGATE_SOCKET": daemon.socketPath])
+        try terminal.waitFor("Username for mock: ")
+        terminal.type("demo\n")
+        try terminal.waitFor("Password for demo at mock: ")
+        terminal.type("demo-password-1\n")
+        try terminal.waitFor("Signed in to mock as mock:demo")
+        #expect(terminal.waitForExit() == 0)
+        #expect(terminal.screen.contains("demo\r\n"), "the username is echoed")
+        #expect(!terminal.screen.contains("demo-password-1"), "the password is not: \(terminal.screen)")
+    }
+}
+
+/// A command on a pseudo-terminal (through script(1)), typed into and read from like a screen.
+final class TerminalSession: Sendable {
+    private let process = Process()
+    private let input = Pipe()
+    private let output = SharedText()
+
+    init(command: String, environment: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-q", "-e", "-f", "-c", command, "/dev/null"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = input
+        collect(pipe.fileHandleForReading, into: output)
+        try process.run()
+    }
+
+    var screen: String { output.text }
+
+    func type(_ text: String) {
+        input.fileHandleForWriting.write(Data(text.utf8))
+    }
+
+    func waitFor(_ text: String, timeout: Duration = .seconds(15)) throws {
+        let deadline = ContinuousClock.now + timeout
+        while !screen.contains(text) {
+            guard ContinuousClock.now < deadline else { throw TestFailure("never saw \"\(text)\"; screen: \(screen)") }
+            usleep(5_000)
+        }
+    }
+
+    func waitForExit() -> Int32 {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

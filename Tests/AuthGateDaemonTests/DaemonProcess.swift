@@ -1,0 +1,239 @@
+import AuthGateRPC
+import Foundation
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the built executables are: `$AUTHGATE_BIN_DIR` (set by scripts/test), else this
+/// checkout's `.build/debug`.
+enum BuiltProducts {
+    static let directory: URL = {
+        if let explicit = ProcessInfo.processInfo.environment["AUTHGATE_BIN_DIR"], !explicit.isEmpty {
+            return URL(fileURLWithPath: explicit)
+        }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/debug")
+    }()
+
+    static let daemon = directory.appendingPathComponent("authgated")
+    static let cli = directory.appendingPathComponent("authgate")
+}
+
+/// A temporary directory with a short path (Unix socket paths must stay under 108 bytes).
+final class ScratchDirectory: Sendable {
+    let path: String
+
+    init() throws {
+        var template = Array("/tmp/agt-XXXXXX".utf8CString)
+        guard let created = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        path = String(cString: created)
+    }
+
+    func write(_ name: String, _ contents: String) throws {
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: path + "/" + name))
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// What a finished process left behind.
+struct ProcessOutput: Sendable {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs an executable to completion, feeding `stdin`.
+func run(_ executable: URL, _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
+         prefix: [String] = []) throws -> ProcessOutput {
+    let process = Process()
+    if prefix.isEmpty {
+        process.executableURL = executable
+        process.arguments = arguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: prefix[0])
+        process.arguments = Array(prefix.dropFirst()) + [executable.path] + arguments
+    }
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    let output = Pipe(), error = Pipe(), input = Pipe()
+    process.standardOutput = output
+    process.standardError = error
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    // Read both pipes to the end before waiting, so a chatty process cannot block on a full pipe.
+    let collected = Mutex(Data())
+    let readerDone = DispatchSemaphore(value: 0)
+    Thread {
+        let data = error.fileHandleForReading.readDataToEndOfFile()
+        collected.withLock { $0 = data }
+        readerDone.signal()
+    }.start()
+    let stdoutData = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    readerDone.wait()
+    return ProcessOutput(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                         stderr: String(decoding: collected.withLock { $0 }, as: UTF8.self))
+}
+
+/// A real `authgated` on a temporary socket with a temporary providers directory.
+///
+/// Its stderr (the log) is collected so tests can wait for "listening" and check that no
+/// secret was ever logged.
+final class DaemonProcess: Sendable {
+    let scratch: ScratchDirectory
+    let socketPath: String
+    let providersDirectory: String
+    private let process: Process
+    private let log = SharedText()
+
+    /// Starts the daemon with `providers` (file name → JSON) and waits until it listens.
+    init(providers: [String: String], arguments: [String] = [], logLevel: String = "trace", waitUntilListening: Bool = true) throws {
+        scratch = try ScratchDirectory()
+        socketPath = scratch.path + "/s.sock"
+        providersDirectory = scratch.path + "/providers.d"
+        try FileManager.default.createDirectory(atPath: providersDirectory, withIntermediateDirectories: true)
+        for (name, json) in providers {
+            try Data(json.utf8).write(to: URL(fileURLWithPath: providersDirectory + "/" + name))
+        }
+        process = Process()
+        process.executableURL = BuiltProducts.daemon
+        process.arguments = ["--user", "--providers", providersDirectory, "--socket", socketPath,
+                             "--state-dir", scratch.path + "/state", "--log-level", logLevel] + arguments
+        let errorPipe = Pipe()
+        process.standardError = errorPipe
+        process.standardOutput = errorPipe
+        collect(errorPipe.fileHandleForReading, into: log)
+        try process.run()
+        if waitUntilListening { try waitForLog("listening") }
+    }
+
+    /// Everything the daemon has logged so far.
+    var logText: String { log.text }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// Waits until the log contains `text` (the daemon's own signal), failing after `timeout`.
+    func waitForLog(_ text: String, timeout: Duration = .seconds(30)) throws {
+        let deadline = ContinuousClock.now + timeout
+        while !logText.contains(text) {
+            guard ContinuousClock.now < deadline else {
+                throw TestFailure("authgated did not log \"\(text)\" in time; log:\n\(logText)")
+            }
+            guard process.isRunning || logText.contains(text) else {
+                throw TestFailure("authgated exited (\(process.terminationStatus)) before logging \"\(text)\"; log:\n\(logText)")
+            }
+            usleep(5_000)
+        }
+    }
+
+    /// Waits for the process to exit and returns its status.
+    func waitForExit(timeout: Duration = .seconds(30)) throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else { throw TestFailure("authgated did not exit in time") }
+            usleep(5_000)
+        }
+        return process.terminationStatus
+    }
+
+    /// Sends `signal` to the daemon.
+    func send(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// A new connection to the daemon's socket.
+    func connect() throws -> RPCConnection {
+        try RPCConnection(path: socketPath)
+    }
+
+    /// Runs the `authgate` CLI against this daemon.
+    func cli(_ arguments: [String], stdin: String? = nil, prefix: [String] = []) throws -> ProcessOutput {
+        try run(BuiltProducts.cli, arguments, stdin: stdin, environment: ["AUTHGATE_SOCKET": socketPath], prefix: prefix)
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// Text appended from one thread and read from another (a child's output).
+final class SharedText: Sendable {
+    private let value = Mutex("")
+    var text: String { value.withLock { $0 } }
+    func append(_ data: Data) { value.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+}
+
+/// Collects everything `handle` delivers into `text`.
+func collect(_ handle: FileHandle, into text: SharedText) {
+    handle.readabilityHandler = { handle in
+        let data = handle.availableData
+        if !data.isEmpty { text.append(data) }
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Sends one raw line and returns the parsed reply object.
+func exchange(_ connection: RPCConnection, _ line: String) throws -> [String: Any] {
+    try connection.send(Array((line + "\n").utf8))
+    return try readReply(connection)
+}
+
+/// Reads one reply line and parses it as a JSON object.
+func readReply(_ connection: RPCConnection) throws -> [String: Any] {
+    guard let reply = try connection.receiveLine() else { throw TestFailure("the daemon closed the connection") }
+    guard let object = try JSONSerialization.jsonObject(with: Data(reply)) as? [String: Any] else {
+        throw TestFailure("reply is not a JSON object: \(String(decoding: reply, as: UTF8.self))")
+    }
+    return object
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// `error.data.reason` of a reply.
+    var errorReason: String? { ((self["error"] as? [String: Any])?["data"] as? [String: Any])?["reason"] as? String }
+    var errorCode: Int? { (self["error"] as? [String: Any])?["code"] as? Int }
+    var errorMessage: String? { ((self["error"] as? [String: Any])?["data"] as? [String: Any])?["message"] as? String }
+    var result: Any? { self["result"] }
+}
+
+/// Provider files used across the tests.
+enum Providers {
+    static let mock = #"""
+    {
+      "type": "mock",
+      "users": [
+        { "username": "demo", "password": "demo-password-1" },
+        { "username": "alice", "password": "wonderland-42" }
+      ],
+      "access_token_lifetime_seconds": 3600
+    }
+    """#
+
+    /// A mock whose every request takes `milliseconds`.
+    static func slowMock(_ milliseconds: Int) -> String {
+        #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "latency_ms": [\#(milliseconds), \#(milliseconds)]}"#
+    }
+
+    /// A mock whose access tokens live `seconds`.
+    static func shortLivedMock(_ seconds: Int) -> String {
+        #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": \#(seconds)}"#
+    }
+
+    static let oidc = #"""
+    {"type": "oidc", "issuer": "https://sso.example.com", "client_id": "authgate", "grants": ["device_code"], "scopes": ["openid"]}
+    """#
+
+    static let broken = #"{"type": "mock", "latency": [1, 2]}"#
+}
