@@ -59,11 +59,12 @@ enum Terminal {
         let formatter = DateFormatter()
         formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
         let seconds = Int(date.timeIntervalSince(now).rounded())
-        let relative = switch abs(seconds) {
-        case ..<60: "\(abs(seconds)) s"
-        case ..<3600: "\(abs(seconds) / 60) min"
-        case ..<86_400: "\(abs(seconds) / 3600) h"
-        default: "\(abs(seconds) / 86_400) d"
+        let magnitude = abs(seconds)
+        let relative = switch magnitude {
+        case ..<60: "\(magnitude) s"
+        case ..<3600: "\((magnitude + 30) / 60) min"
+        case ..<86_400: "\((magnitude + 1800) / 3600) h"
+        default: "\((magnitude + 43_200) / 86_400) d"
         }
         return "\(formatter.string(from: date)) (\(seconds >= 0 ? "in \(relative)" : "\(relative) ago"))"
     }
