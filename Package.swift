@@ -19,12 +19,40 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
     ],
     targets: [
         // Domain: providers, configuration, tokens, sessions, errors. No NIO, no curl.
         .target(
             name: "AuthGateCore",
             dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: strictSettings
+        ),
+        // libcurl, through typed wrappers of the variadic curl_easy_setopt (see shim.h).
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        // HTTPTransport and its libcurl implementation: the only code that touches curl.
+        .target(
+            name: "AuthGateHTTP",
+            dependencies: [
+                "CCurl",
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // OAuth 2.0 / OpenID Connect: discovery, the token endpoint and its grants, revocation,
+        // ID-token verification, and the IdentityProvider for real servers.
+        .target(
+            name: "AuthGateOAuth",
+            dependencies: [
+                "AuthGateCore",
+                "AuthGateHTTP",
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         // JSON-RPC 2.0 wire types, method names, error codes and a small blocking client;
@@ -40,6 +68,7 @@ let package = Package(
             dependencies: [
                 "AuthGateCore",
                 "AuthGateRPC",
+                "AuthGateOAuth",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

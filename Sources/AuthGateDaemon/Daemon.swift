@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateOAuth
 import AuthGateRPC
 import Foundation
 public import Logging
@@ -13,44 +14,53 @@ public enum Daemon {
     /// Exit statuses of `authgated`.
     public enum ExitStatus: Int32 {
         case success = 0
-        /// A provider is invalid (`--check`, or any start-up under `--strict`).
+        /// A provider is not ready (`--check`), or a file is invalid at start-up under `--strict`.
         case providerProblems = 1
         /// The providers directory or the socket cannot be used.
         case setupFailed = 2
     }
 
-    /// `--check`: validates the providers, prints the report, and says how it went.
-    public static func check(_ configuration: DaemonConfiguration) -> (report: String, status: ExitStatus) {
+    /// `--check`: validates the providers (files, then endpoints over the network, all at
+    /// once), prints the report, and says how it went: like `nginx -t`.
+    public static func check(_ configuration: DaemonConfiguration, logger: Logger) async -> (report: String, status: ExitStatus) {
         let reports: [ProviderFileReport]
         do {
             reports = try ProviderConfigurationLoader.load(directory: configuration.providersDirectory)
         } catch {
             return ("error: \(error)\n", .setupFailed)
         }
-        let registered = reports.map { (report: $0, status: $0.configuration == nil ? ProviderStatus.invalid : ($0.configuration!.kind == .mock ? .ready : .unchecked)) }
-        var lines: [String] = []
-        let width = max(8, registered.map(\.report.id.count).max() ?? 0)
-        for (report, status) in registered {
-            let id = report.id.padding(toLength: width, withPad: " ", startingAt: 0)
-            let state = status.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)
-            switch report.outcome {
-            case .valid(let configuration):
-                let note = status == .unchecked ? "  (endpoints not checked: this version cannot check \(configuration.kind.rawValue) providers over the network)" : ""
-                lines.append("\(id)  \(state)  \(report.file)\(note)")
-            case .invalid(let problems):
-                lines.append("\(id)  \(state)  \(report.file)")
-                lines += problems.map { "    error: \($0)" }
+        var providers = reports.map { RegisteredProvider.make($0, now: { Date() }, logger: logger) }
+        var networkWarnings: [Int: [String]] = [:]
+        await withTaskGroup(of: (Int, ProviderValidation).self) { group in
+            for (index, provider) in providers.enumerated() {
+                if let remote = provider.remote { group.addTask { (index, await remote.validate()) } }
             }
-            lines += report.warnings.map { "    warning: \($0)" }
+            for await (index, validation) in group {
+                providers[index].apply(validation)
+                networkWarnings[index] = validation.warnings
+            }
         }
-        let invalid = registered.filter { $0.status == .invalid }.count
+        var lines: [String] = []
+        let width = max(8, providers.map(\.id.count).max() ?? 0)
+        for (index, provider) in providers.enumerated() {
+            let id = provider.id.padding(toLength: width, withPad: " ", startingAt: 0)
+            let state = provider.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)
+            lines.append("\(id)  \(state)  \(provider.report.file)")
+            if provider.report.problems.isEmpty, let reason = provider.statusReason {
+                lines.append("    error: \(reason)")
+            }
+            lines += provider.report.problems.map { "    error: \($0)" }
+            lines += provider.report.warnings.map { "    warning: \($0)" }
+            lines += (networkWarnings[index] ?? []).map { "    warning: \(provider.report.file): \($0)" }
+        }
         let counts = ProviderStatus.allCases.compactMap { status -> String? in
-            let count = registered.filter { $0.status == status }.count
+            let count = providers.filter { $0.status == status }.count
             return count == 0 ? nil : "\(count) \(status.rawValue)"
         }
-        lines.append("\(registered.count) provider\(registered.count == 1 ? "" : "s") in \(configuration.providersDirectory)"
+        lines.append("\(providers.count) provider\(providers.count == 1 ? "" : "s") in \(configuration.providersDirectory)"
                      + (counts.isEmpty ? "" : ": " + counts.joined(separator: ", ")))
-        return (lines.joined(separator: "\n") + "\n", invalid == 0 ? .success : .providerProblems)
+        let allGood = providers.allSatisfy { $0.status == .ready }
+        return (lines.joined(separator: "\n") + "\n", allGood ? .success : .providerProblems)
     }
 
     /// Runs the daemon until SIGTERM or SIGINT.
@@ -71,7 +81,7 @@ public enum Daemon {
             return .providerProblems
         }
 
-        let registry = ProviderRegistry(reports: reports)
+        let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, now: { Date() }, logger: logger) })
         let sessions = SessionManager(logger: logger)
         let context = DaemonContext(configDirectory: configuration.providersDirectory, mode: configuration.mode,
                                     socketPath: configuration.socketPath)
@@ -79,7 +89,12 @@ public enum Daemon {
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
                                dispatcher: dispatcher, logger: logger)
         let group = ServiceGroup(configuration: .init(
-            services: [.init(service: server), .init(service: HangupSignalService(logger: logger))],
+            services: [
+                .init(service: server),
+                // Validation ends once every provider answered; that must not stop the daemon.
+                .init(service: ProviderValidator(registry: registry, logger: logger), successTerminationBehavior: .ignore),
+                .init(service: HangupSignalService(logger: logger)),
+            ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         var status = ExitStatus.success

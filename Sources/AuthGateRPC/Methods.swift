@@ -250,6 +250,17 @@ public struct SessionStatus: Sendable, Codable {
     }
 }
 
+/// `userinfo` params.
+public struct UserinfoParams: Sendable, Codable {
+    public var provider: String
+    public var session: String?
+
+    public init(provider: String, session: String? = nil) {
+        self.provider = provider
+        self.session = session
+    }
+}
+
 /// `logout` params.
 public struct LogoutParams: Sendable, Codable {
     public var provider: String

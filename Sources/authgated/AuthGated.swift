@@ -30,7 +30,7 @@ struct AuthGated: AsyncParsableCommand {
     @Flag(help: "Refuse to start when any provider file is invalid.")
     var strict = false
 
-    @Flag(help: "Validate the providers, print the report and exit (0 when none is invalid).")
+    @Flag(help: "Validate the providers (files and endpoints), print the report and exit (0 when all are ready).")
     var check = false
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
@@ -45,18 +45,18 @@ struct AuthGated: AsyncParsableCommand {
     func run() async throws {
         let configuration = DaemonConfiguration.resolve(
             providers: providers, socket: socket, stateDirectory: stateDirectory, user: user, strict: strict, socketGroup: socketGroup)
-        if check {
-            let (report, status) = Daemon.check(configuration)
-            FileHandle.standardOutput.write(Data(report.utf8))
-            throw ExitCode(status.rawValue)
-        }
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
+            handler.logLevel = check ? .critical : level
             return handler
         }
         let logger = Logger(label: "authgated")
+        if check {
+            let (report, status) = await Daemon.check(configuration, logger: logger)
+            FileHandle.standardOutput.write(Data(report.utf8))
+            throw ExitCode(status.rawValue)
+        }
         logger.notice("starting", metadata: [
             "version": "\(AuthGateVersion.current)", "mode": "\(configuration.mode.rawValue)",
             "providers.directory": "\(configuration.providersDirectory)", "socket.path": "\(configuration.socketPath)",

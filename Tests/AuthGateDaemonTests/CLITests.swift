@@ -64,7 +64,8 @@ struct CLITests {
         (["login", "mock", "--username", "demo", "--password-stdin"], "nope\n", 4, "The username or password is incorrect. [invalid_credentials]"),
         (["login", "mock", "--username", "demo", "--password-stdin"], "\n", 5, "password: must not be empty"),
         (["login", "nope", "--username", "demo", "--password-stdin"], "x\n", 6, "There is no provider named 'nope'"),
-        (["login", "corp", "--username", "demo", "--password-stdin"], "x\n", 6, "[provider_unavailable]"),
+        (["login", "corp", "--username", "demo", "--password-stdin"], "x\n", 7, "Cannot reach corp: cannot connect to 127.0.0.1:1 (nothing answers, or the network is down). [network_error]"),
+        (["login", "broken", "--username", "demo", "--password-stdin"], "x\n", 6, "[provider_unavailable]"),
         (["token", "mock"], nil, 3, "[login_required]"),
         (["register", "mock", "--username", "demo", "--email", "d@example.com", "--password-stdin"], "good-password-1\n", 5, "[user_exists]"),
         (["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "short\n", 5, "[weak_password]"),
@@ -74,7 +75,7 @@ struct CLITests {
 
     @Test("each failure prints one clear sentence with its reason and exits with its class's status", arguments: failures)
     func failure(_ failure: (arguments: [String], stdin: String?, status: Int32, message: String)) throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock, "corp.json": Providers.oidc])
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock, "corp.json": Providers.oidc, "broken.json": Providers.broken])
         let result = try daemon.cli(failure.arguments, stdin: failure.stdin)
         #expect(result.status == failure.status, "\(result.stderr)")
         #expect(result.stderr.contains(failure.message), "\(result.stderr)")

@@ -12,14 +12,22 @@ struct DaemonLifecycleTests {
         return scratch
     }
 
-    @Test("--check prints the report and exits 0 when no provider is invalid")
+    @Test("--check prints the report and exits 0 when every provider is ready")
     func checkGood() throws {
-        let directory = try providersDirectory(["mock.json": Providers.mock, "corp.json": Providers.oidc])
+        let directory = try providersDirectory(["mock.json": Providers.mock])
         let result = try run(BuiltProducts.daemon, ["--check", "--providers", directory.path])
         #expect(result.status == 0)
-        #expect(result.stdout.contains("mock      ready"))
-        #expect(result.stdout.contains("corp      unchecked"))
-        #expect(result.stdout.contains("2 providers in \(directory.path): 1 ready, 1 unchecked"))
+        #expect(result.stdout == "mock      ready        \(directory.path)/mock.json\n1 provider in \(directory.path): 1 ready\n")
+    }
+
+    @Test("--check checks endpoints over the network and exits 1 when a provider is unreachable")
+    func checkUnreachable() throws {
+        let directory = try providersDirectory(["mock.json": Providers.mock, "corp.json": Providers.oidc])
+        let result = try run(BuiltProducts.daemon, ["--check", "--providers", directory.path])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("corp      unreachable  \(directory.path)/corp.json\n    error: Cannot reach corp: cannot connect to 127.0.0.1:1"))
+        #expect(result.stdout.contains("warning: \(directory.path)/corp.json: $.grants: the password grant is deprecated"))
+        #expect(result.stdout.contains("2 providers in \(directory.path): 1 ready, 1 unreachable"))
     }
 
     @Test("--check names the file, the JSON path and what was expected, and exits 1")

@@ -231,8 +231,9 @@ enum Providers {
         #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": \#(seconds)}"#
     }
 
+    /// An OpenID provider nobody answers for: port 1 on loopback refuses connections.
     static let oidc = #"""
-    {"type": "oidc", "issuer": "https://sso.example.com", "client_id": "authgate", "grants": ["device_code"], "scopes": ["openid"]}
+    {"type": "oidc", "issuer": "https://127.0.0.1:1/sso", "client_id": "authgate", "grants": ["password", "device_code"], "scopes": ["openid"]}
     """#
 
     static let broken = #"{"type": "mock", "latency": [1, 2]}"#

@@ -9,17 +9,20 @@ import Glibc
 /// The daemon as a process, driven through its real socket with raw JSON-RPC lines.
 @Suite("authgated over its socket")
 struct RPCServerTests {
-    @Test("providers.list shows each provider's status, with the reason for invalid and unchecked ones")
+    @Test("providers.list shows each provider's status, with the reason for invalid and unreachable ones")
     func providersList() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock, "corp.json": Providers.oidc, "broken.json": Providers.broken])
         let reply = try exchange(try daemon.connect(), #"{"jsonrpc":"2.0","id":1,"method":"providers.list"}"#)
         let list = try #require(reply.result as? [[String: Any]])
         #expect(list.map { $0["id"] as? String } == ["broken", "corp", "mock"])
-        #expect(list.map { $0["status"] as? String } == ["invalid", "unchecked", "ready"])
+        // `corp` starts unchecked and turns unreachable once its discovery has failed.
+        try daemon.waitForLog("provider unreachable")
+        let checked = try #require(try exchange(try daemon.connect(), #"{"jsonrpc":"2.0","id":2,"method":"providers.list"}"#).result as? [[String: Any]])
+        #expect(checked.map { $0["status"] as? String } == ["invalid", "unreachable", "ready"])
+        #expect((checked[1]["status_reason"] as? String)?.contains("Cannot reach corp: cannot connect to 127.0.0.1:1") == true)
         let brokenReason = try #require(list[0]["status_reason"] as? String)
         #expect(brokenReason.contains("providers.d/broken.json"))
         #expect(brokenReason.contains(#"$.latency: unknown key for a provider of type "mock" (did you mean "latency_ms"?)"#))
-        #expect((list[1]["status_reason"] as? String)?.contains("cannot yet check or sign in to oidc") == true)
         #expect(list[2]["status_reason"] == nil)
         #expect(list[2]["grants"] as? [String] == ["password"])
         #expect(list[2]["registration"] as? Bool == true)
@@ -97,7 +100,7 @@ struct RPCServerTests {
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"x","session":"a b"}}"#, "validation_failed", -32001),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"nope"}}"#, "unknown_provider", -32002),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"broken","username":"a","password":"b"}}"#, "provider_unavailable", -32003),
-        (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"corp","username":"a","password":"b"}}"#, "provider_unavailable", -32003),
+        (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"corp","username":"a","password":"b"}}"#, "network_error", -32009),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","grant":"device_code"}}"#, "unsupported_grant", -32004),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"wrong"}}"#, "invalid_credentials", -32005),
         (#"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"demo","email":"d@example.com","password":"correct-horse-9","password_confirmation":"correct-horse-9"}}"#, "user_exists", -32006),

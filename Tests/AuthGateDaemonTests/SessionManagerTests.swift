@@ -35,6 +35,15 @@ private actor CountingProvider: IdentityProvider {
 
     func revoke(_ tokens: TokenSet) async {}
 
+    private(set) var clientSignIns = 0
+
+    func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
+        clientSignIns += 1
+        return SignInResult(tokens: TokenSet(accessToken: Secret("client-\(clientSignIns)"), expiresAt: now.addingTimeInterval(5)), subject: "client:x")
+    }
+
+    func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] { [:] }
+
     /// Returns once a refresh is waiting at the gate.
     func waitForRefresh() async {
         if gate != nil { return }
@@ -57,7 +66,7 @@ struct SessionManagerTests {
     private func signedIn(_ provider: CountingProvider) async throws -> SessionManager {
         let sessions = SessionManager(logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: { [now] in now })
         let signIn = try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
-        _ = await sessions.store(signIn, for: key)
+        _ = await sessions.store(signIn, grant: .password, for: key)
         return sessions
     }
 
@@ -112,6 +121,17 @@ struct SessionManagerTests {
         let status = await sessions.status(uid: 1000, provider: nil)
         #expect(status.first?.state == .authenticated)
         #expect(status.first?.lastError == "down")
+    }
+
+    @Test("a client-credentials session re-acquires instead of refreshing")
+    func clientCredentialsReacquire() async throws {
+        let provider = CountingProvider(now: now)
+        let sessions = SessionManager(logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: { [now] in now })
+        _ = await sessions.store(try await provider.signInAsClient(scopes: []), grant: .clientCredentials, for: key)
+        let token = try await sessions.token(for: key, provider: provider, minimumValidity: 60, forceRefresh: false)
+        #expect(token.accessToken.exposedValue == "client-2")
+        #expect(await provider.refreshCount == 0)
+        #expect(await provider.clientSignIns == 2)
     }
 
     @Test("sessions are keyed by uid: another uid sees nothing")

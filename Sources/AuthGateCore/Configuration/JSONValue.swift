@@ -2,7 +2,7 @@ public import Foundation
 
 /// A parsed JSON document, kept untyped so that configuration checking can report every
 /// problem with its JSON path instead of stopping at the first `DecodingError`.
-public enum JSONValue: Sendable, Hashable, Decodable {
+public enum JSONValue: Sendable, Hashable, Codable {
     case null
     case bool(Bool)
     case number(Double)
@@ -25,6 +25,30 @@ public enum JSONValue: Sendable, Hashable, Decodable {
         } else {
             self = .object(try container.decode([String: JSONValue].self))
         }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .number(let value):
+            // Integers stay integers on the wire (no "3600.0").
+            if value.rounded() == value, abs(value) < 1e15 { try container.encode(Int64(value)) } else { try container.encode(value) }
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+
+    /// The string, if this is one.
+    public var stringValue: String? {
+        if case .string(let value) = self { value } else { nil }
+    }
+
+    /// The members, if this is an object.
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { value } else { nil }
     }
 
     /// Parses `data` as one JSON document.

@@ -52,6 +52,12 @@ public protocol IdentityProvider: Sendable {
     /// Creates an account and signs it in.
     func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult
 
+    /// Obtains tokens for the client itself (RFC 6749 §4.4, `client_credentials`).
+    func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult
+
+    /// The signed-in user's claims (OpenID Connect Core §5.3, the UserInfo endpoint).
+    func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue]
+
     /// Exchanges a refresh token for new tokens (RFC 6749 §6). A refused refresh token is
     /// `login_required`.
     func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateOAuth
 import AuthGateRPC
 import Foundation
 import Logging
@@ -11,6 +12,8 @@ struct RegisteredProvider: Sendable {
     /// Why it is not `ready`, for a person.
     var statusReason: String?
     var client: (any IdentityProvider)?
+    /// The same client when it talks to a real server and so needs network validation.
+    var remote: RemoteIdentityProvider?
 
     var id: String { report.id }
     var configuration: ProviderConfiguration? { report.configuration }
@@ -23,37 +26,48 @@ struct RegisteredProvider: Sendable {
             registration: configuration.map { if case .mock(let mock) = $0.settings { mock.allowRegistration } else { false } } ?? false,
             storage: configuration?.storage.rawValue)
     }
+
+    /// Takes the outcome of a network check.
+    mutating func apply(_ validation: ProviderValidation) {
+        switch validation.outcome {
+        case .ready: status = .ready
+        case .unreachable: status = .unreachable
+        case .invalid: status = .invalid
+        }
+        statusReason = validation.reason
+    }
+
+    /// Turns a file's outcome into a provider: the mock is ready at once; `oidc` and `oauth2`
+    /// stay `unchecked` until their endpoints have been checked over the network.
+    static func make(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date, logger: Logger) -> RegisteredProvider {
+        guard let configuration = report.configuration else {
+            let problems = report.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; ")
+            return RegisteredProvider(report: report, status: .invalid, statusReason: "\(report.file): \(problems)")
+        }
+        switch configuration.settings {
+        case .mock(let settings):
+            let client = MockIdentityProvider(settings: settings, defaultScopes: configuration.scopes, now: now)
+            return RegisteredProvider(report: report, status: .ready, client: client)
+        case .oidc, .oauth2:
+            do {
+                let remote = try RemoteIdentityProvider(configuration: configuration, now: now, logger: logger)
+                return RegisteredProvider(report: report, status: .unchecked, statusReason: "its endpoints are being checked",
+                                          client: remote, remote: remote)
+            } catch {
+                return RegisteredProvider(report: report, status: .invalid, statusReason: error.message)
+            }
+        }
+    }
 }
 
 /// The providers loaded from `providers.d`, and who may use which.
 actor ProviderRegistry {
     private var providers: [String: RegisteredProvider] = [:]
     private let accessPolicy = AccessPolicy()
-    private let now: @Sendable () -> Date
 
-    init(reports: [ProviderFileReport], now: @escaping @Sendable () -> Date = { Date() }) {
-        self.now = now
-        for report in reports {
-            providers[report.id] = Self.register(report, now: now)
-        }
-    }
-
-    /// Turns a file's outcome into a provider: the mock is ready at once; `oidc` and `oauth2`
-    /// wait for network validation, which this version does not perform.
-    private static func register(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date) -> RegisteredProvider {
-        guard let configuration = report.configuration else {
-            let problems = report.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; ")
-            return RegisteredProvider(report: report, status: .invalid, statusReason: "\(report.file): \(problems)", client: nil)
-        }
-        switch configuration.settings {
-        case .mock(let settings):
-            let client = MockIdentityProvider(settings: settings, defaultScopes: configuration.scopes, now: now)
-            return RegisteredProvider(report: report, status: .ready, statusReason: nil, client: client)
-        case .oidc, .oauth2:
-            return RegisteredProvider(
-                report: report, status: .unchecked,
-                statusReason: "the file is valid, but this version of authgated cannot yet check or sign in to \(configuration.kind.rawValue) providers",
-                client: nil)
+    init(_ providers: [RegisteredProvider]) {
+        for provider in providers {
+            self.providers[provider.id] = provider
         }
     }
 
@@ -64,14 +78,27 @@ actor ProviderRegistry {
         }.sorted { $0.id < $1.id }
     }
 
+    /// The providers whose endpoints must be checked over the network.
+    var remoteProviders: [(id: String, remote: RemoteIdentityProvider)] {
+        providers.values.compactMap { provider in provider.remote.map { (provider.id, $0) } }.sorted { $0.id < $1.id }
+    }
+
+    /// Records the outcome of a network check.
+    func record(_ validation: ProviderValidation, for id: String) {
+        providers[id]?.apply(validation)
+    }
+
     /// The provider `id` with a client the caller may use.
+    ///
+    /// A provider that is `unchecked` or `unreachable` is still tried: the attempt itself says
+    /// precisely what is wrong (`network_error`, `service_unavailable`, …).
     /// - Throws: `unknown_provider`, `permission_denied` or `provider_unavailable`.
     func usableProvider(_ id: String, for caller: PeerCredentials) throws(AuthGateError) -> (ProviderConfiguration, any IdentityProvider) {
         guard let provider = providers[id] else { throw .unknownProvider(id) }
         if let configuration = provider.configuration, !accessPolicy.admits(caller, configuration.access) {
             throw AuthGateError(.permissionDenied, "You are not allowed to use the provider '\(id)'.")
         }
-        guard let configuration = provider.configuration, let client = provider.client else {
+        guard provider.status != .invalid, let configuration = provider.configuration, let client = provider.client else {
             throw AuthGateError(.providerUnavailable, "The provider '\(id)' cannot be used: \(provider.statusReason ?? provider.status.rawValue).")
         }
         return (configuration, client)

@@ -41,13 +41,18 @@ struct MethodHandlers {
             let allowed = configuration.grants.map(\.rawValue).joined(separator: ", ")
             throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' does not allow the \(grant.rawValue) grant (it allows: \(allowed)).")
         }
-        guard grant == .password else {
-            throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is not available in this version of authgated.")
+        switch grant {
+        case .password:
+            let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
+                                                  scopes: params.scopes ?? [])
+            try credentials.validate()
+            return try await signIn(key, client, grant: grant) { provider throws(AuthGateError) in try await provider.signIn(credentials) }
+        case .clientCredentials:
+            let scopes = params.scopes ?? []
+            return try await signIn(key, client, grant: grant) { provider throws(AuthGateError) in try await provider.signInAsClient(scopes: scopes) }
+        case .deviceCode, .authorizationCode:
+            throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is interactive (login.begin), which this version of authgated does not offer yet.")
         }
-        let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
-                                              scopes: params.scopes ?? [])
-        try credentials.validate()
-        return try await signIn(key, client) { provider throws(AuthGateError) in try await provider.signIn(credentials) }
     }
 
     func register(_ params: RegisterParams) async throws(AuthGateError) -> LoginResult {
@@ -58,12 +63,12 @@ struct MethodHandlers {
         }
         let registration = Registration(username: params.username ?? "", email: params.email ?? "",
                                         password: params.password ?? Secret(""), passwordConfirmation: params.passwordConfirmation ?? Secret(""))
-        return try await signIn(key, client, event: "registered and signed in") { provider throws(AuthGateError) in
+        return try await signIn(key, client, grant: .password, event: "registered and signed in") { provider throws(AuthGateError) in
             try await provider.register(registration)
         }
     }
 
-    private func signIn(_ key: SessionKey, _ client: any IdentityProvider, event: String = "signed in",
+    private func signIn(_ key: SessionKey, _ client: any IdentityProvider, grant: Grant, event: String = "signed in",
                         _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult) async throws(AuthGateError) -> LoginResult {
         let signIn: SignInResult
         do {
@@ -72,7 +77,7 @@ struct MethodHandlers {
             logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
         }
-        let (result, replaced) = await sessions.store(signIn, for: key)
+        let (result, replaced) = await sessions.store(signIn, grant: grant, for: key)
         logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {
             // The previous session of this name is gone; its refresh token must not outlive it.
@@ -92,6 +97,13 @@ struct MethodHandlers {
                                               forceRefresh: params.forceRefresh ?? false)
         return TokenResult(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
                            scopes: tokens.scopes, idToken: tokens.idToken)
+    }
+
+    func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
+        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
+        let key = try sessionKey(configuration.id, params.session)
+        let tokens = try await sessions.token(for: key, provider: client, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false)
+        return try await client.userinfo(tokens)
     }
 
     func status(_ params: StatusParams) async throws(AuthGateError) -> [SessionStatus] {

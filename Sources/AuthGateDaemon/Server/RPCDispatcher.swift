@@ -60,7 +60,8 @@ struct RPCDispatcher: Sendable {
             case .status: return try encode(await handlers.status(optionalParams(line, decoder) ?? StatusParams()))
             case .logout: return try encode(await handlers.logout(params(line, decoder)))
             case .daemonInfo: return try encode(await handlers.daemonInfo())
-            case .loginBegin, .loginComplete, .tokenRejected, .userinfo, .configReload:
+            case .userinfo: return try encode(await handlers.userinfo(params(line, decoder)))
+            case .loginBegin, .loginComplete, .tokenRejected, .configReload:
                 throw AuthGateError(.methodNotFound, "The method \"\(method.rawValue)\" is not available in this version of authgated (\(AuthGateVersion.current)).")
             }
         } catch {

@@ -19,6 +19,8 @@ struct SessionKey: Sendable, Hashable, Comparable {
 
 /// One session's state; never leaves the daemon.
 struct SessionRecord: Sendable {
+    /// How the session was obtained: `client_credentials` sessions re-acquire instead of refreshing.
+    var grant: Grant
     var tokens: TokenSet?
     var subject: String?
     var state: SessionState
@@ -46,10 +48,10 @@ actor SessionManager {
 
     /// Stores a fresh sign-in, replacing any session of the same key.
     /// - Returns: The result for the caller, and the replaced tokens (to revoke).
-    func store(_ signIn: SignInResult, for key: SessionKey) -> (LoginResult, replaced: TokenSet?) {
+    func store(_ signIn: SignInResult, grant: Grant, for key: SessionKey) -> (LoginResult, replaced: TokenSet?) {
         let replaced = sessions[key]?.tokens
         refreshes.removeValue(forKey: key)?.cancel()
-        sessions[key] = SessionRecord(tokens: signIn.tokens, subject: signIn.subject, state: .authenticated, lastError: nil,
+        sessions[key] = SessionRecord(grant: grant, tokens: signIn.tokens, subject: signIn.subject, state: .authenticated, lastError: nil,
                                       generation: takeGeneration())
         let result = LoginResult(provider: key.provider.rawValue, session: key.name.rawValue, state: .authenticated,
                                  expiresAt: signIn.tokens.expiresAt, subject: signIn.subject)
@@ -66,14 +68,19 @@ actor SessionManager {
         if !forceRefresh, tokens.isValid(for: minimumValidity, at: now()) {
             return tokens
         }
-        guard let refreshToken = tokens.refreshToken else {
+        let renew: @Sendable () async throws(AuthGateError) -> TokenSet
+        if record.grant == .clientCredentials {
+            // RFC 6749 §4.4.3: no refresh token; the client simply asks again.
+            renew = { () async throws(AuthGateError) in try await provider.signInAsClient(scopes: tokens.scopes).tokens }
+        } else if let refreshToken = tokens.refreshToken {
+            renew = { () async throws(AuthGateError) in try await provider.refresh(refreshToken, scopes: tokens.scopes) }
+        } else {
             if tokens.isValid(for: 0, at: now()) { return tokens }
             sessions[key]?.tokens = nil
             sessions[key]?.state = .loginRequired
             throw .loginRequired(provider: key.provider.rawValue)
         }
-        let task = refreshes[key] ?? startRefresh(key, generation: record.generation, refreshToken: refreshToken,
-                                                  scopes: tokens.scopes, provider: provider)
+        let task = refreshes[key] ?? startRefresh(key, generation: record.generation, renew: renew)
         switch await task.value {
         case .success(let refreshed):
             return refreshed
@@ -85,13 +92,13 @@ actor SessionManager {
         }
     }
 
-    private func startRefresh(_ key: SessionKey, generation: UInt64, refreshToken: Secret, scopes: [String],
-                              provider: any IdentityProvider) -> Task<Result<TokenSet, AuthGateError>, Never> {
+    private func startRefresh(_ key: SessionKey, generation: UInt64,
+                              renew: @escaping @Sendable () async throws(AuthGateError) -> TokenSet) -> Task<Result<TokenSet, AuthGateError>, Never> {
         sessions[key]?.state = .refreshing
         let task = Task { () -> Result<TokenSet, AuthGateError> in
             let result: Result<TokenSet, AuthGateError>
             do throws(AuthGateError) {
-                result = .success(try await provider.refresh(refreshToken, scopes: scopes))
+                result = .success(try await renew())
             } catch {
                 result = .failure(error)
             }
@@ -108,6 +115,7 @@ actor SessionManager {
         switch result {
         case .success(var tokens):
             // RFC 6749 §6: a server that issues no new refresh token leaves the old one valid.
+            // A rotated one replaces it here, before any caller sees the new access token.
             if tokens.refreshToken == nil { tokens.refreshToken = record.tokens?.refreshToken }
             record.tokens = tokens
             record.state = .authenticated

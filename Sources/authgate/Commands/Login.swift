@@ -24,7 +24,15 @@ struct Login: ParsableCommand {
     @Option(help: ArgumentHelp("Scopes to ask for (repeatable).", valueName: "scope"))
     var scope: [String] = []
 
+    @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user (a service's own token).")
+    var clientCredentials = false
+
     func run() throws {
+        if clientCredentials {
+            let params = LoginParams(provider: provider, grant: .clientCredentials, session: session, scopes: scope.isEmpty ? nil : scope)
+            let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
+            return try report(result, global: global, verb: "Signed in to")
+        }
         guard let username = username ?? (Terminal.stdinIsTerminal ? Terminal.ask("Username for \(provider): ") : nil) else {
             throw ValidationError("Give --username (there is no terminal to ask on).")
         }

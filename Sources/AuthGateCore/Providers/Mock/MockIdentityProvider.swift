@@ -10,6 +10,7 @@ public actor MockIdentityProvider: IdentityProvider {
         var username: String
         var password: Secret
         var email: String?
+        var displayName: String?
         var subject: String
     }
 
@@ -17,6 +18,8 @@ public actor MockIdentityProvider: IdentityProvider {
         var accountKey: String
         var expiresAt: Date
         var scopes: [String]
+        /// The access token issued with it, forgotten when this refresh token is spent.
+        var accessToken: String
     }
 
     private let settings: MockProviderSettings
@@ -26,6 +29,8 @@ public actor MockIdentityProvider: IdentityProvider {
     private var accounts: [String: Account] = [:]
     /// Keyed by the refresh token's value.
     private var refreshTokens: [String: IssuedRefreshToken] = [:]
+    /// Account of each live access token, for `userinfo`.
+    private var accessTokens: [String: String] = [:]
 
     /// - Parameters:
     ///   - settings: The provider's file.
@@ -37,7 +42,7 @@ public actor MockIdentityProvider: IdentityProvider {
         self.now = now
         for user in settings.users {
             accounts[user.username.lowercased()] = Account(username: user.username, password: user.password, email: user.email,
-                                                           subject: "mock:" + user.username.lowercased())
+                                                           displayName: user.displayName, subject: "mock:" + user.username.lowercased())
         }
     }
 
@@ -87,7 +92,8 @@ public actor MockIdentityProvider: IdentityProvider {
         guard accounts[key] == nil else {
             throw AuthGateError(.userExists, "The username '\(username)' is already taken.", fields: [FieldError(field: "username", message: "is already taken")])
         }
-        accounts[key] = Account(username: username, password: registration.password, email: registration.email, subject: "mock:" + key)
+        accounts[key] = Account(username: username, password: registration.password, email: registration.email,
+                                displayName: nil, subject: "mock:" + key)
         return SignInResult(tokens: issueTokens(for: key, scopes: []), subject: "mock:" + key)
     }
 
@@ -97,6 +103,7 @@ public actor MockIdentityProvider: IdentityProvider {
               accounts[issued.accountKey] != nil else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this session; sign in again.")
         }
+        accessTokens[issued.accessToken] = nil
         // Rotation (RFC 9700 §4.14.2): the old refresh token is spent, a new one replaces it.
         return issueTokens(for: issued.accountKey, scopes: scopes.isEmpty ? issued.scopes : scopes)
     }
@@ -105,6 +112,22 @@ public actor MockIdentityProvider: IdentityProvider {
         if let refreshToken = tokens.refreshToken {
             refreshTokens[refreshToken.exposedValue] = nil
         }
+        accessTokens[tokens.accessToken.exposedValue] = nil
+    }
+
+    public func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
+        throw AuthGateError(.unsupportedGrant, "The mock provider signs in users, not clients.")
+    }
+
+    public func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] {
+        await simulateLatency()
+        guard tokens.expiresAt > now(), let key = accessTokens[tokens.accessToken.exposedValue], let account = accounts[key] else {
+            throw AuthGateError(.loginRequired, "The provider no longer accepts this access token; sign in again.")
+        }
+        var claims: [String: JSONValue] = ["sub": .string(account.subject), "preferred_username": .string(account.username)]
+        if let email = account.email { claims["email"] = .string(email) }
+        if let name = account.displayName { claims["name"] = .string(name) }
+        return claims
     }
 
     /// How many refresh tokens are live; lets tests see rotation and revocation.
@@ -114,9 +137,12 @@ public actor MockIdentityProvider: IdentityProvider {
         let issuedAt = now()
         let granted = scopes.isEmpty ? defaultScopes : scopes
         let refreshToken = Secret.random(prefix: "mock_rt_")
+        let accessToken = Secret.random(prefix: "mock_at_")
         let refreshExpiry = issuedAt.addingTimeInterval(TimeInterval(settings.refreshTokenLifetimeSeconds))
-        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(accountKey: accountKey, expiresAt: refreshExpiry, scopes: granted)
-        return TokenSet(accessToken: Secret.random(prefix: "mock_at_"), tokenType: "Bearer",
+        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(accountKey: accountKey, expiresAt: refreshExpiry, scopes: granted,
+                                                                      accessToken: accessToken.exposedValue)
+        accessTokens[accessToken.exposedValue] = accountKey
+        return TokenSet(accessToken: accessToken, tokenType: "Bearer",
                         expiresAt: issuedAt.addingTimeInterval(TimeInterval(settings.accessTokenLifetimeSeconds)),
                         refreshToken: refreshToken, refreshTokenExpiresAt: refreshExpiry, scopes: granted)
     }

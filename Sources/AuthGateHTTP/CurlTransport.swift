@@ -1,0 +1,150 @@
+internal import CCurl
+import Foundation
+internal import NIOPosix
+
+/// ``HTTPTransport`` over libcurl: the only code that touches curl.
+///
+/// Each request gets its own easy handle on a thread of NIO's blocking pool, so the event
+/// loops never wait for a provider. On every handle: only https (plain http only to
+/// 127.0.0.1/::1 when the policy allows it), peer and host verification on, the policy's CA
+/// file and timeouts, no redirects (a token endpoint must not send credentials elsewhere), no
+/// signals, a byte cap enforced while the body arrives, and never `CURLOPT_VERBOSE`, which
+/// would print Authorization headers.
+public struct CurlTransport: HTTPTransport {
+    public init() {
+        Self.globalInit
+    }
+
+    /// `curl_global_init` exactly once per process, before any handle exists.
+    private static let globalInit: Void = {
+        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+    }()
+
+    public func send(_ request: HTTPRequest, policy: HTTPRequestPolicy) async throws(HTTPTransportError) -> HTTPResponse {
+        guard policy.allows(request.url) else {
+            throw HTTPTransportError(.forbiddenURL, "\(request.url.scheme ?? "a scheme-less") URL refused: only https (or http to 127.0.0.1/::1 when allowed)")
+        }
+        do {
+            return try await NIOThreadPool.singleton.runIfActive { try Self.perform(request, policy: policy) }
+        } catch let error as HTTPTransportError {
+            throw error
+        } catch {
+            throw HTTPTransportError(.other, "the request could not be run: \(error)")
+        }
+    }
+
+    /// Runs one request to completion on the calling (pool) thread.
+    private static func perform(_ request: HTTPRequest, policy: HTTPRequestPolicy) throws(HTTPTransportError) -> HTTPResponse {
+        guard let handle = curl_easy_init() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        defer { curl_easy_cleanup(handle) }
+        let sink = ResponseSink(limit: policy.maximumResponseBytes)
+        let context = Unmanaged.passRetained(sink)
+        defer { context.release() }
+
+        var headerList: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(headerList) }
+        for (name, value) in request.headers {
+            headerList = curl_slist_append(headerList, "\(name): \(value)")
+        }
+        // curl adds "Expect: 100-continue" to larger POSTs; providers do not need the extra round trip.
+        headerList = curl_slist_append(headerList, "Expect:")
+
+        let protocols = policy.allowInsecureLoopback ? "http,https" : "https"
+        var failures: [CURLcode] = []
+        func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
+        set(ag_curl_setopt_string(handle, CURLOPT_URL, request.url.absoluteString))
+        set(ag_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, protocols))
+        set(ag_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
+        set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
+        if let caFile = policy.caFile { set(ag_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+        set(ag_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        set(ag_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, policy.connectTimeoutMilliseconds))
+        set(ag_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, policy.totalTimeoutMilliseconds))
+        set(ag_curl_setopt_long(handle, CURLOPT_MAXFILESIZE_LARGE, policy.maximumResponseBytes))
+        set(ag_curl_setopt_string(handle, CURLOPT_USERAGENT, "authgate"))
+        set(ag_curl_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, ""))
+        set(ag_curl_setopt_headers(handle, headerList))
+        set(ag_curl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, ResponseSink.writeBody))
+        set(ag_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, context.toOpaque()))
+        set(ag_curl_setopt_callback(handle, CURLOPT_HEADERFUNCTION, ResponseSink.writeHeader))
+        set(ag_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, context.toOpaque()))
+        if request.method == .post {
+            set(ag_curl_setopt_long(handle, CURLOPT_POST, 1))
+            set(ag_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, request.body.count))
+            // COPYPOSTFIELDS copies the bytes now; the trailing NUL only keeps the pointer
+            // non-nil for an empty body (POSTFIELDSIZE says how much to send).
+            set((request.body + [0]).withUnsafeBytes { bytes in
+                ag_curl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+            })
+        }
+        guard failures.isEmpty else {
+            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: curl_easy_strerror(failures[0])))")
+        }
+
+        let code = curl_easy_perform(handle)
+        guard code == CURLE_OK else { throw error(for: code, sink: sink, url: request.url) }
+        var status = 0
+        _ = ag_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        return HTTPResponse(status: status, headers: sink.headers, body: sink.body)
+    }
+
+    /// Turns a curl failure into one a user can act on.
+    private static func error(for code: CURLcode, sink: ResponseSink, url: URL) -> HTTPTransportError {
+        let host = url.host ?? "the provider"
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return HTTPTransportError(.cannotConnect, "cannot resolve \(host) (offline, or DNS failed)")
+        case CURLE_COULDNT_CONNECT:
+            return HTTPTransportError(.cannotConnect, "cannot connect to \(host)\(url.port.map { ":\($0)" } ?? "") (nothing answers, or the network is down)")
+        case CURLE_OPERATION_TIMEDOUT:
+            return HTTPTransportError(.timedOut, "\(host) did not answer in time")
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM:
+            return HTTPTransportError(.tls, "the TLS connection to \(host) failed: \(String(cString: curl_easy_strerror(code)))")
+        case CURLE_WRITE_ERROR where sink.overflowed, CURLE_FILESIZE_EXCEEDED:
+            return HTTPTransportError(.responseTooLarge, "\(host) sent a response larger than \(sink.limit) bytes")
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return HTTPTransportError(.forbiddenURL, "the URL's scheme is not allowed")
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
+            return HTTPTransportError(.other, "the connection to \(host) broke: \(String(cString: curl_easy_strerror(code)))")
+        default:
+            return HTTPTransportError(.other, "the request to \(host) failed: \(String(cString: curl_easy_strerror(code)))")
+        }
+    }
+}
+
+/// Collects a response for curl's callbacks; lives on the one thread that performs the request.
+private final class ResponseSink {
+    let limit: Int
+    var body: [UInt8] = []
+    var headers: [String: String] = [:]
+    var overflowed = false
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    static let writeBody: ag_curl_data_callback = { data, size, count, context in
+        let sink = Unmanaged<ResponseSink>.fromOpaque(context!).takeUnretainedValue()
+        let length = size * count
+        guard sink.body.count + length <= sink.limit else {
+            sink.overflowed = true
+            return 0  // anything but `length` makes curl stop with CURLE_WRITE_ERROR
+        }
+        sink.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length))
+        return length
+    }
+
+    static let writeHeader: ag_curl_data_callback = { data, size, count, context in
+        let sink = Unmanaged<ResponseSink>.fromOpaque(context!).takeUnretainedValue()
+        let length = size * count
+        let line = String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self)
+        if line.hasPrefix("HTTP/") {
+            sink.headers.removeAll()  // a new response (e.g. after 100 Continue) starts over
+        } else if let colon = line.firstIndex(of: ":") {
+            let name = line[..<colon].lowercased()
+            sink.headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        return length
+    }
+}

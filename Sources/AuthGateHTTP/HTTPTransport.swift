@@ -1,0 +1,108 @@
+public import Foundation
+
+/// An HTTP request to an identity provider.
+public struct HTTPRequest: Sendable {
+    public enum Method: String, Sendable {
+        case get = "GET"
+        case post = "POST"
+    }
+
+    public var method: Method
+    public var url: URL
+    /// Header lines; names as sent. Never logged: they may carry `Authorization`.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(method: Method, url: URL, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// An HTTP response.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// Header fields by lowercased name (the last one wins).
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// `Retry-After` in seconds, when given as a number (RFC 9110 §10.2.3).
+    public var retryAfterSeconds: Int? {
+        headers["retry-after"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+    }
+}
+
+/// How one request may be made: the provider's TLS trust, its timeouts, and the limits.
+public struct HTTPRequestPolicy: Sendable, Hashable {
+    /// A PEM bundle of CAs to trust instead of the system's.
+    public var caFile: String?
+    public var connectTimeoutMilliseconds: Int
+    public var totalTimeoutMilliseconds: Int
+    /// Allow plain http, but only to 127.0.0.1 and ::1 (tests).
+    public var allowInsecureLoopback: Bool
+    /// Bodies larger than this are refused while they arrive.
+    public var maximumResponseBytes: Int
+
+    public init(caFile: String? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10_000,
+                allowInsecureLoopback: Bool = false, maximumResponseBytes: Int = 1 << 20) {
+        self.caFile = caFile
+        self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
+        self.allowInsecureLoopback = allowInsecureLoopback
+        self.maximumResponseBytes = maximumResponseBytes
+    }
+}
+
+extension HTTPRequestPolicy {
+    /// Only https, or plain http to 127.0.0.1 / ::1 when the policy allows it.
+    public func allows(_ url: URL) -> Bool {
+        let host = url.host?.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        switch url.scheme?.lowercased() {
+        case "https": return true
+        case "http": return allowInsecureLoopback && (host == "127.0.0.1" || host == "::1")
+        default: return false
+        }
+    }
+}
+
+/// Why a request got no HTTP response.
+public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Hashable {
+        /// DNS failed, or nothing accepted the connection: the network or the host is down.
+        case cannotConnect
+        /// The connection or the whole exchange took longer than the policy allows.
+        case timedOut
+        /// TLS failed: the certificate could not be verified, or the handshake broke.
+        case tls
+        /// The response was larger than the policy allows.
+        case responseTooLarge
+        /// The URL is not allowed (not https, or http to anything but loopback).
+        case forbiddenURL
+        /// The connection broke, or another failure.
+        case other
+    }
+
+    public var kind: Kind
+    /// A sentence for logs and users; never contains headers or bodies.
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Sends HTTP requests to identity providers. ``CurlTransport`` is the real one.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: HTTPRequest, policy: HTTPRequestPolicy) async throws(HTTPTransportError) -> HTTPResponse
+}

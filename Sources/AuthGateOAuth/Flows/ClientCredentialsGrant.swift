@@ -1,0 +1,10 @@
+/// Client credentials (RFC 6749 §4.4): the client acts for itself. There is no refresh token
+/// (§4.4.3); the session re-acquires instead.
+enum ClientCredentialsGrant {
+    static func fields(scopes: [String], audience: String?) -> [(String, String)] {
+        var fields = [("grant_type", "client_credentials")]
+        if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
+        if let audience { fields.append(("audience", audience)) }
+        return fields
+    }
+}

@@ -1,0 +1,131 @@
+import AuthGateCore
+import Foundation
+import JWTKit
+
+/// The claims of an ID token that authgate checks (OpenID Connect Core §2, §3.1.3.7).
+struct IDTokenClaims: JWTPayload {
+    var iss: String
+    var sub: String
+    var aud: AudienceClaim
+    var exp: Double
+    var iat: Double
+    var nonce: String?
+    var azp: String?
+
+    /// Claims are checked by ``IDTokenVerifier`` with its own clock and leeway (jwt-kit has
+    /// no leeway setting); this checks nothing so the signature check can run first.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// Verifies ID tokens against the provider's JWKS.
+///
+/// Keys are added one by one (jwt-kit refuses a whole set for one odd key) and the odd ones
+/// are reported. A token signed with an unknown `kid` makes it fetch the JWKS once more (the
+/// provider may have rotated its keys); a `kid` still unknown after that fails.
+actor IDTokenVerifier {
+    /// Clock skew tolerated on `exp` and `iat`.
+    static let leeway: TimeInterval = 60
+    /// Asymmetric algorithms only: "none" and HMAC (which would use a public key as the
+    /// shared secret) are refused whatever the JWKS says.
+    static let allowedAlgorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+
+    private let provider: String
+    private let fetchJWKS: @Sendable () async throws(AuthGateError) -> [UInt8]
+    private var keys = JWTKeyCollection()
+    private var kids: Set<String> = []
+    private var loaded = false
+
+    init(provider: String, fetchJWKS: @escaping @Sendable () async throws(AuthGateError) -> [UInt8]) {
+        self.provider = provider
+        self.fetchJWKS = fetchJWKS
+    }
+
+    /// Fetches the JWKS and replaces the keys.
+    /// - Returns: Problems with keys that were skipped, for the validation report.
+    @discardableResult
+    func reload() async throws(AuthGateError) -> [String] {
+        let body = try await fetchJWKS()
+        guard let object = (try? JSONValue.parse(Data(body)))?.objectValue, case .array(let entries) = object["keys"] else {
+            throw ProviderFailure.malformed(provider, what: "JWKS", "it is not a JSON object with a \"keys\" array")
+        }
+        let collection = JWTKeyCollection()
+        var found: Set<String> = []
+        var skipped: [String] = []
+        for (index, entry) in entries.enumerated() {
+            let kid = entry.objectValue?["kid"]?.stringValue
+            do {
+                let jwk = try JSONDecoder().decode(JWK.self, from: try JSONEncoder().encode(entry))
+                guard let kid else { throw JWTError.invalidJWK(reason: "no kid") }
+                try await collection.add(jwk: jwk)
+                found.insert(kid)
+            } catch {
+                skipped.append("JWKS key #\(index)\(kid.map { " (kid \($0))" } ?? "") was skipped: \(kid == nil ? "it has no kid" : "unsupported or malformed")")
+            }
+        }
+        guard !found.isEmpty else {
+            throw ProviderFailure.malformed(provider, what: "JWKS", "it holds no usable signing key")
+        }
+        keys = collection
+        kids = found
+        loaded = true
+        return skipped
+    }
+
+    /// Verifies `token`'s signature and claims.
+    /// - Parameters:
+    ///   - issuer: The exact `iss` expected.
+    ///   - clientID: Must be in `aud` (and be `azp` when there are several audiences).
+    ///   - nonce: The nonce sent with the authorization request, if any.
+    /// - Throws: `server_error` naming what failed.
+    func verify(_ token: Secret, issuer: String, clientID: String, nonce: String?, now: Date) async throws(AuthGateError) -> IDTokenClaims {
+        let header = try Self.header(of: token.exposedValue, provider: provider)
+        guard let algorithm = header.alg, Self.allowedAlgorithms.contains(algorithm) else {
+            throw failure("it uses the algorithm \"\(header.alg ?? "none")\", which authgate does not accept")
+        }
+        if !loaded || (header.kid.map { !kids.contains($0) } ?? false) {
+            try await reload()
+        }
+        if let kid = header.kid, !kids.contains(kid) {
+            throw failure("it is signed with a key the provider does not publish (kid \(kid.prefix(64)))")
+        }
+        if header.kid == nil, kids.count != 1 {
+            throw failure("it names no key (kid) and the provider publishes several")
+        }
+        let claims: IDTokenClaims
+        do {
+            claims = try await keys.verify(token.exposedValue, as: IDTokenClaims.self)
+        } catch {
+            throw failure("its signature does not verify")
+        }
+        guard claims.iss == issuer else { throw failure("it was issued by \"\(claims.iss.prefix(128))\", not \"\(issuer)\"") }
+        guard claims.aud.value.contains(clientID) else { throw failure("it is not meant for this client (aud)") }
+        if claims.aud.value.count > 1 || claims.azp != nil, claims.azp != clientID {
+            throw failure("it was issued to another party (azp)")
+        }
+        let current = now.timeIntervalSince1970
+        guard claims.exp + Self.leeway > current else { throw failure("it has expired") }
+        guard claims.iat - Self.leeway <= current else { throw failure("it was issued in the future (iat)") }
+        if let nonce, claims.nonce != nonce { throw failure("its nonce does not match the one sent") }
+        return claims
+    }
+
+    private func failure(_ why: String) -> AuthGateError {
+        AuthGateError(.serverError, "The ID token from \(provider) was refused: \(why).")
+    }
+
+    /// The JOSE header, read before any key is chosen.
+    private static func header(of token: String, provider: String) throws(AuthGateError) -> (alg: String?, kid: String?) {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = base64URLDecode(String(parts[0])),
+              let object = (try? JSONValue.parse(data))?.objectValue else {
+            throw AuthGateError(.serverError, "The ID token from \(provider) was refused: it is not a signed JWT.")
+        }
+        return (object["alg"]?.stringValue, object["kid"]?.stringValue)
+    }
+
+    private static func base64URLDecode(_ text: String) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}

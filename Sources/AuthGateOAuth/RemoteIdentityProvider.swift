@@ -1,0 +1,285 @@
+public import AuthGateCore
+public import AuthGateHTTP
+public import Foundation
+public import Logging
+
+/// How a provider fared when its endpoints were checked over the network.
+public struct ProviderValidation: Sendable {
+    public enum Outcome: Sendable, Hashable {
+        /// Discovery (or the token endpoint probe) and the JWKS worked.
+        case ready
+        /// It could not be reached or answered 5xx/nonsense; worth retrying.
+        case unreachable
+        /// It answered, but contradicts its file (e.g. another issuer): fixed by editing the file.
+        case invalid
+    }
+
+    public var outcome: Outcome
+    /// Why it is not `ready`, for a person.
+    public var reason: String?
+    /// Things that work but deserve the admin's attention.
+    public var warnings: [String]
+}
+
+/// An OAuth 2.0 / OpenID Connect server, spoken to over HTTPS through an ``HTTPTransport``.
+///
+/// For `oidc` providers the endpoints come from discovery (fetched on the first use when
+/// start-up validation could not reach the provider); ID tokens are always verified.
+public actor RemoteIdentityProvider: IdentityProvider {
+    public nonisolated let configuration: ProviderConfiguration
+    private let settings: RemoteProviderSettings
+    private let isOIDC: Bool
+    private let tokenEndpoint: TokenEndpoint
+    private let transport: any HTTPTransport
+    private let policy: HTTPRequestPolicy
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+    private var metadata: ProviderMetadata?
+    /// Fetches the JWKS through this provider's resolved metadata.
+    private lazy var verifier = IDTokenVerifier(provider: configuration.id.rawValue) { [weak self] () async throws(AuthGateError) -> [UInt8] in
+        guard let self else { throw AuthGateError(.internalError, "The provider was unloaded.") }
+        return try await self.fetchJWKS()
+    }
+
+    /// - Throws: `provider_unavailable` when the client secret file cannot be read.
+    public init(configuration: ProviderConfiguration, transport: any HTTPTransport = CurlTransport(),
+                now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) throws(AuthGateError) {
+        let settings: RemoteProviderSettings
+        switch configuration.settings {
+        case .oidc(let remote): settings = remote; isOIDC = true
+        case .oauth2(let remote): settings = remote; isOIDC = false
+        case .mock: preconditionFailure("a mock provider is not remote")
+        }
+        var secret: Secret?
+        if let file = settings.clientSecretFile {
+            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: cannot read \(file)")
+            }
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard !trimmed.isEmpty else {
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(file) is empty")
+            }
+            secret = Secret(trimmed)
+        }
+        self.configuration = configuration
+        self.settings = settings
+        self.transport = transport
+        self.now = now
+        self.logger = logger
+        policy = HTTPRequestPolicy(caFile: settings.caFile, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
+                                   totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
+                                   allowInsecureLoopback: settings.allowInsecureHTTPLoopback)
+        tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, clientID: settings.clientID, clientSecret: secret,
+                                      authentication: settings.clientAuthentication, transport: transport, policy: policy)
+        metadata = isOIDC ? nil : ProviderMetadata.configured(settings)
+    }
+
+    private var name: String { configuration.id.rawValue }
+
+    // MARK: Validation
+
+    /// Checks the provider's endpoints over the network (start-up, reload, retries).
+    public func validate() async -> ProviderValidation {
+        do throws(DiscoveryFailure) {
+            var warnings: [String] = []
+            if isOIDC {
+                let discovered = try await discover()
+                do {
+                    warnings += try await verifier.reload()
+                } catch {
+                    throw .unreachable(error)
+                }
+                if let supported = discovered.grantTypesSupported {
+                    for grant in settings.grants where !supported.contains(grant.wireName) {
+                        warnings.append("discovery does not list the \(grant.rawValue) grant in grant_types_supported; trying it anyway")
+                    }
+                }
+            } else {
+                try await probeTokenEndpoint()
+            }
+            return ProviderValidation(outcome: .ready, reason: nil, warnings: warnings)
+        } catch {
+            switch error {
+            case .refused(let message): return ProviderValidation(outcome: .invalid, reason: message, warnings: [])
+            case .unreachable(let error): return ProviderValidation(outcome: .unreachable, reason: error.message, warnings: [])
+            }
+        }
+    }
+
+    /// Fetches and checks the discovery document (OpenID Connect Discovery 1.0 §4).
+    @discardableResult
+    private func discover() async throws(DiscoveryFailure) -> ProviderMetadata {
+        guard let issuer = settings.issuer else { throw .unreachable(AuthGateError(.internalError, "An oidc provider without an issuer.")) }
+        let base = issuer.absoluteString.hasSuffix("/") ? String(issuer.absoluteString.dropLast()) : issuer.absoluteString
+        let url = URL(string: base + "/.well-known/openid-configuration")!
+        let response: HTTPResponse
+        do {
+            response = try await get(url, what: "discovery document")
+        } catch {
+            throw .unreachable(error)
+        }
+        guard let document = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
+            throw .unreachable(ProviderFailure.malformed(name, what: "discovery document", "it is not a JSON object"))
+        }
+        let discovered: ProviderMetadata
+        do {
+            discovered = try ProviderMetadata.discovered(document, overrides: settings.endpoints)
+        } catch {
+            throw .unreachable(ProviderFailure.malformed(name, what: "discovery document", error.message))
+        }
+        // Discovery §4.3: the issuer must be exactly the configured one, or this is not our provider.
+        guard discovered.issuer == issuer.absoluteString else {
+            throw .refused("the discovery document names the issuer \"\(discovered.issuer?.prefix(200) ?? "")\", not the configured \"\(issuer.absoluteString)\"")
+        }
+        for endpoint in discovered.allEndpoints where !policy.allows(endpoint) {
+            throw .refused("the discovery document points to \(endpoint.absoluteString.prefix(200)), which is not https")
+        }
+        metadata = discovered
+        logger.debug("discovery fetched", metadata: ["provider.id": "\(name)"])
+        return discovered
+    }
+
+    /// An `oauth2` provider has no discovery: any well-formed answer from its token endpoint
+    /// to a request with a made-up grant type proves it is there.
+    private func probeTokenEndpoint() async throws(DiscoveryFailure) {
+        guard let metadata else { throw .unreachable(AuthGateError(.internalError, "An oauth2 provider without a token endpoint.")) }
+        let response: HTTPResponse
+        do {
+            response = try await tokenEndpoint.post(metadata.tokenEndpoint, [("grant_type", "urn:authgate:probe")])
+        } catch {
+            throw .unreachable(error)
+        }
+        if OAuthErrorResponse(response)?.error == "invalid_client" {
+            throw .refused("the token endpoint does not accept authgate's client (invalid_client): check client_id and the client secret")
+        }
+        if response.status >= 500 { throw .unreachable(ProviderFailure.unexpected(response, provider: name, what: "token endpoint probe")) }
+    }
+
+    private func fetchJWKS() async throws(AuthGateError) -> [UInt8] {
+        let metadata = try await resolvedMetadata()
+        guard let jwksURI = metadata.jwksURI else {
+            throw AuthGateError(.serverError, "\(name) publishes no JWKS, so its ID tokens cannot be verified.")
+        }
+        return try await get(jwksURI, what: "JWKS").body
+    }
+
+    private func resolvedMetadata() async throws(AuthGateError) -> ProviderMetadata {
+        if let metadata { return metadata }
+        do {
+            return try await discover()
+        } catch {
+            switch error {
+            case .refused(let message): throw AuthGateError(.providerUnavailable, "\(name) cannot be used: \(message).")
+            case .unreachable(let error): throw error
+            }
+        }
+    }
+
+    private func get(_ url: URL, what: String, bearer: Secret? = nil) async throws(AuthGateError) -> HTTPResponse {
+        var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+        if let bearer { headers.append(("Authorization", "Bearer " + bearer.exposedValue)) }
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(HTTPRequest(method: .get, url: url, headers: headers), policy: policy)
+        } catch {
+            throw ProviderFailure.transport(error, provider: name)
+        }
+        guard response.status == 200 else {
+            if bearer != nil, response.status == 401 {
+                throw AuthGateError(.loginRequired, "\(name) no longer accepts this access token; sign in again.")
+            }
+            throw ProviderFailure.unexpected(response, provider: name, what: what)
+        }
+        return response
+    }
+
+    // MARK: IdentityProvider
+
+    public func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult {
+        try credentials.validate()
+        let scopes = credentials.scopes.isEmpty ? configuration.scopes : credentials.scopes
+        let metadata = try await resolvedMetadata()
+        let response = try await tokenEndpoint.requestTokens(
+            at: metadata.tokenEndpoint, PasswordGrant.fields(credentials, scopes: scopes, audience: settings.audience),
+            purpose: .passwordSignIn, requestedScopes: scopes, now: now())
+        return try await signedIn(response.tokens)
+    }
+
+    public func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
+        let scopes = scopes.isEmpty ? configuration.scopes.filter { $0 != "openid" && $0 != "offline_access" } : scopes
+        let metadata = try await resolvedMetadata()
+        let response = try await tokenEndpoint.requestTokens(
+            at: metadata.tokenEndpoint, ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience),
+            purpose: .clientSignIn, requestedScopes: scopes, now: now())
+        return SignInResult(tokens: response.tokens, subject: "client:" + settings.clientID)
+    }
+
+    public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
+        throw AuthGateError(.unsupportedGrant, "Registration with \(name) happens on the provider's own sign-up page; this version of authgated cannot open it yet.")
+    }
+
+    public func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet {
+        let metadata = try await resolvedMetadata()
+        let response = try await tokenEndpoint.requestTokens(
+            at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, scopes: []), purpose: .refresh,
+            requestedScopes: scopes, now: now())
+        if let idToken = response.tokens.idToken {
+            // Some servers issue an ID token on refresh only; it is verified like any other.
+            _ = try await verify(idToken, nonce: nil)
+        }
+        return response.tokens
+    }
+
+    public func revoke(_ tokens: TokenSet) async {
+        guard let endpoint = try? await resolvedMetadata().revocationEndpoint else {
+            logger.debug("no revocation endpoint; the tokens expire on their own", metadata: ["provider.id": "\(name)"])
+            return
+        }
+        do {
+            let response = try await tokenEndpoint.post(endpoint, Revocation.fields(tokens))
+            // RFC 7009 §2.2: 200 whether or not the token was valid.
+            if response.status != 200 {
+                logger.notice("revocation refused", metadata: ["provider.id": "\(name)", "http.status": "\(response.status)"])
+            }
+        } catch {
+            logger.notice("revocation failed", metadata: ["provider.id": "\(name)", "error.reason": "\(error.reason.rawValue)"])
+        }
+    }
+
+    public func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] {
+        guard let endpoint = try await resolvedMetadata().userinfoEndpoint else {
+            throw AuthGateError(.unsupportedGrant, "\(name) has no userinfo endpoint.")
+        }
+        let response = try await get(endpoint, what: "userinfo request", bearer: tokens.accessToken)
+        guard let claims = (try? JSONValue.parse(Data(response.body)))?.objectValue, claims["sub"]?.stringValue != nil else {
+            throw ProviderFailure.malformed(name, what: "userinfo response", "it is not a JSON object with a sub")
+        }
+        return claims
+    }
+
+    /// Verifies any ID token and finds out who signed in.
+    private func signedIn(_ tokens: TokenSet) async throws(AuthGateError) -> SignInResult {
+        if let idToken = tokens.idToken {
+            return SignInResult(tokens: tokens, subject: try await verify(idToken, nonce: nil).sub)
+        }
+        // No ID token (common on the password grant): ask the userinfo endpoint, best effort.
+        if isOIDC, tokens.scopes.contains("openid"), let claims = try? await userinfo(tokens) {
+            return SignInResult(tokens: tokens, subject: claims["sub"]?.stringValue)
+        }
+        return SignInResult(tokens: tokens, subject: nil)
+    }
+
+    private func verify(_ idToken: Secret, nonce: String?) async throws(AuthGateError) -> IDTokenClaims {
+        let metadata = try await resolvedMetadata()
+        let issuer = metadata.issuer ?? settings.issuer?.absoluteString ?? ""
+        return try await verifier.verify(idToken, issuer: issuer, clientID: settings.clientID, nonce: nonce, now: now())
+    }
+}
+
+/// Why discovery or a probe failed.
+enum DiscoveryFailure: Error {
+    /// Not reached, or it answered 5xx or nonsense: worth retrying.
+    case unreachable(AuthGateError)
+    /// It answered, but contradicts its file: not worth retrying until the file changes.
+    case refused(String)
+}

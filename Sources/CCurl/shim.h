@@ -1,0 +1,34 @@
+// Typed wrappers of libcurl's variadic calls, which Swift cannot call directly.
+// Only what AuthGateHTTP uses is wrapped.
+#ifndef AUTHGATE_CCURL_SHIM_H
+#define AUTHGATE_CCURL_SHIM_H
+
+#include <curl/curl.h>
+
+typedef size_t (*ag_curl_data_callback)(char *_Nonnull data, size_t size, size_t count, void *_Nullable context);
+
+static inline CURLcode ag_curl_setopt_long(CURL *_Nonnull handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ag_curl_setopt_string(CURL *_Nonnull handle, CURLoption option, const char *_Nullable value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ag_curl_setopt_pointer(CURL *_Nonnull handle, CURLoption option, void *_Nullable value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ag_curl_setopt_headers(CURL *_Nonnull handle, struct curl_slist *_Nullable headers) {
+    return curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+}
+
+static inline CURLcode ag_curl_setopt_callback(CURL *_Nonnull handle, CURLoption option, ag_curl_data_callback _Nullable callback) {
+    return curl_easy_setopt(handle, option, callback);
+}
+
+static inline CURLcode ag_curl_getinfo_long(CURL *_Nonnull handle, CURLINFO info, long *_Nonnull value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+#endif

@@ -1,0 +1,31 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+
+struct Userinfo: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show who you are signed in as: the provider's claims about you.")
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The provider's id.")
+    var provider: String
+
+    @Option(help: "Name of the session.")
+    var session: String?
+
+    func run() throws {
+        let claims = try global.call(.userinfo, UserinfoParams(provider: provider, session: session), as: [String: JSONValue].self)
+        if global.json { return try global.printJSON(claims) }
+        let rows = claims.keys.sorted().map { key -> [String] in
+            let value: String = switch claims[key]! {
+            case .string(let text): text
+            case .null: "null"
+            case .bool(let flag): "\(flag)"
+            case .number(let number): number.rounded() == number ? "\(Int64(number))" : "\(number)"
+            case .array, .object: "(structured; see --json)"
+            }
+            return [key, value]
+        }
+        print(Terminal.table(["CLAIM", "VALUE"], rows))
+    }
+}
