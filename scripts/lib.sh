@@ -13,13 +13,39 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# libcurl's development files (provider HTTP goes through libcurl) and pkg-config to find them.
+# libcurl's development files (provider HTTP goes through libcurl), pkg-config to find them,
+# and curl, which the tests use to ask the test servers things directly.
 ensure_system_packages() {
     local missing=()
     command -v pkg-config >/dev/null || missing+=(pkg-config)
+    command -v curl >/dev/null || missing+=(curl)
     dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libcurl4-openssl-dev)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then
         apt_install "${missing[@]}"
+    fi
+}
+
+# The Python virtualenv (.venv in the repo root) that runs the test identity providers in
+# Tests/idp. pip runs only when Tests/idp/requirements.txt changed since the last install
+# (its sha256 is kept in .venv/.requirements.sha256), so a warm run costs nothing. Run it from
+# the repository root, as scripts/test and scripts/run do.
+ensure_python_venv() {
+    local venv=".venv" requirements="Tests/idp/requirements.txt"
+    local stamp="$venv/.requirements.sha256" wanted
+    if [ ! -x "$venv/bin/python" ]; then
+        # Debian's python3 ships venv (and its bundled pip) in a separate package.
+        if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+            rm -rf "$venv"
+            apt_install python3-venv
+            python3 -m venv "$venv"
+        fi
+    fi
+    wanted="$(sha256sum "$requirements" | cut -d' ' -f1)"
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+        echo "==> installing Python packages from $requirements" >&2
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" \
+            || { echo "error: pip could not install $requirements" >&2; exit 1; }
+        echo "$wanted" >"$stamp"
     fi
 }

@@ -18,7 +18,6 @@ import datetime
 import ipaddress
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -131,13 +130,6 @@ def rsa_public_jwk(key: rsa.RSAPrivateKey, kid: str) -> dict:
             "n": b64url(to_bytes(numbers.n)), "e": b64url(to_bytes(numbers.e))}
 
 
-def free_port() -> int:
-    """A loopback port that was free a moment ago (bind port 0, read it, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def die_with_parent(parent_pid: int, sig: int = signal.SIGINT) -> None:
     """Asks Linux to send sig to this process when its parent dies (PR_SET_PDEATHSIG), so a
     killed launcher does not leave gunicorn behind. For a preexec_fn of a single-threaded
@@ -147,3 +139,11 @@ def die_with_parent(parent_pid: int, sig: int = signal.SIGINT) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
+
+
+def unblock_stop_signals() -> None:
+    """Unblocks SIGTERM and SIGINT, which a parent may have left blocked in the mask we
+    inherited (the Swift test runner does). A blocked SIGTERM never reaches Python's handler,
+    so the server would ignore its stop signal, and gunicorn, which inherits the mask, its
+    parent-death signal."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})

@@ -51,6 +51,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -60,13 +61,13 @@ import urllib.request
 from pathlib import Path
 
 import certs
+from authgate_idp.fixtures import CLIENTS, USERS  # plain data, imports no Django
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(HERE))
-from authgate_idp.fixtures import CLIENTS, USERS  # noqa: E402  (no Django import)
-
 READY_TIMEOUT = 60.0
+# The signals received; acted on once gunicorn is up (or has failed to start).
+stop_signals: list[int] = []
 
 
 def parse_args() -> argparse.Namespace:
@@ -123,29 +124,41 @@ def prepare_workdir(args: argparse.Namespace, env: dict) -> Path:
     return ca_file
 
 
-def wait_until_ready(url: str, ca_file: Path, server: subprocess.Popen) -> None:
-    """Returns once url answers 200 over TLS verified against ca_file."""
+def wait_until_ready(url: str, ca_file: Path, server: subprocess.Popen) -> bool:
+    """True once url answers 200 over TLS verified against ca_file; False if told to stop first."""
     context = ssl.create_default_context(cafile=str(ca_file))
     deadline = time.monotonic() + READY_TIMEOUT
-    while True:
+    while not stop_signals:
         if server.poll() is not None:
             sys.exit(f"launch.py: gunicorn exited with status {server.returncode} before it was ready")
         try:
             with urllib.request.urlopen(url, context=context, timeout=5) as response:
                 if response.status == 200:
-                    return
+                    return True
         except OSError:  # refused while gunicorn starts (URLError and ssl errors are OSErrors)
             pass
         if time.monotonic() > deadline:
             server.kill()
             sys.exit(f"launch.py: {url} did not answer within {READY_TIMEOUT:.0f} s")
         time.sleep(0.05)
+    return False
 
 
 def main() -> None:
+    certs.unblock_stop_signals()
+    launcher_parent = os.getppid()
     args = parse_args()
     args.workdir = args.workdir.resolve()
-    port = args.port or certs.free_port()
+    # The launcher binds the port and hands the socket to gunicorn (fd://): a free port picked
+    # here cannot be taken by a server starting in parallel, and a busy --port fails at once.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", args.port))
+    except OSError as error:
+        sys.exit(f"launch.py: cannot listen on 127.0.0.1:{args.port}: {error}")
+    listener.listen(128)
+    port = listener.getsockname()[1]
     origin, issuer = f"https://127.0.0.1:{port}", f"https://127.0.0.1:{port}/o"
 
     env = dict(os.environ)
@@ -161,15 +174,13 @@ def main() -> None:
     env.pop("AUTHGATE_IDP_DB", None)
     ca_file = prepare_workdir(args, env)
 
-    # Signals that arrive while gunicorn starts are acted on once it is up (or has failed).
-    stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: stop.append(signum))
+        signal.signal(sig, lambda signum, _frame: stop_signals.append(signum))
 
     workdir = args.workdir
     command = [
         sys.executable, "-m", "gunicorn", "authgate_idp.wsgi:application",
-        "--bind", f"127.0.0.1:{port}",
+        "--bind", f"fd://{listener.fileno()}",
         "--certfile", str(workdir / certs.CERT_FILE), "--keyfile", str(workdir / certs.KEY_FILE),
         "--workers", "1", "--worker-class", "gthread", "--threads", "8",
         # Loaded before the worker forks, so a broken settings module fails the start at once.
@@ -183,10 +194,12 @@ def main() -> None:
     ]
     parent = os.getpid()
     # gunicorn writes its access log to stdout: send it to stderr, stdout is for the JSON line.
-    server = subprocess.Popen(command, cwd=HERE, env=env, stdout=sys.stderr,
+    server = subprocess.Popen(command, cwd=HERE, env=env, stdout=sys.stderr, pass_fds=[listener.fileno()],
                               preexec_fn=lambda: certs.die_with_parent(parent))
+    listener.close()  # gunicorn has its own copy; the port is free again once it exits
     try:
-        wait_until_ready(f"{issuer}/.well-known/openid-configuration", ca_file, server)
+        if not wait_until_ready(f"{issuer}/.well-known/openid-configuration", ca_file, server):
+            return
         print(json.dumps({
             "port": port,
             "issuer": issuer,
@@ -212,8 +225,7 @@ def main() -> None:
         }), flush=True)
 
         # Serve until told to stop, gunicorn dies, or our parent does (we are then reparented).
-        launcher_parent = os.getppid()
-        while not stop and server.poll() is None and os.getppid() == launcher_parent:
+        while not stop_signals and server.poll() is None and os.getppid() == launcher_parent:
             time.sleep(0.2)
     finally:
         if server.poll() is None:
@@ -223,7 +235,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
-    if not stop and server.returncode not in (0, None):
+    if not stop_signals and server.returncode not in (0, None):
         sys.exit(f"launch.py: gunicorn exited with status {server.returncode}")
 
 

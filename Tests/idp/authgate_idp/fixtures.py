@@ -33,6 +33,7 @@ def create_database() -> None:
     """Migrates the configured database and adds USERS and CLIENTS."""
     import django
     from django.core.management import call_command
+    from django.db import connection
 
     django.setup()
     from django.contrib.auth.models import User
@@ -49,6 +50,11 @@ def create_database() -> None:
             authorization_grant_type=grant, client_secret=secret or "",
             redirect_uris=redirect_uris, algorithm=algorithm, skip_authorization=skip,
         )
+    # Leave one self-contained file: in WAL mode (see settings) part of the data could still
+    # sit in a -wal file beside it, which copying the database alone would lose.
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode=DELETE")
+    connection.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A Python server of the tests (Tests/idp/) started on loopback over TLS: the real
+/// authorization server (django-oauth-toolkit) or the fault-injecting provider.
+///
+/// The script prints one JSON line when it is ready (its port, issuer, CA file, …) and runs
+/// until SIGTERM. `scripts/test` creates the venv it needs.
+final class LoopbackServer: @unchecked Sendable {
+    /// What the script said when it became ready.
+    let info: [String: Any]
+    let workdir: String
+    private let process: Process
+    private let log = SharedText()
+
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let python = repository.appendingPathComponent(".venv/bin/python").path
+
+    /// Starts `script` (in Tests/idp) with `arguments` and waits for its ready line.
+    init(script: String, workdir: String, arguments: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else {
+            throw TestFailure("\(Self.python) is missing: run scripts/test, which creates the venv with the test identity provider")
+        }
+        self.workdir = workdir
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.python)
+        process.arguments = [Self.repository.appendingPathComponent("Tests/idp/\(script)").path, "--workdir", workdir] + arguments
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        collect(errors.fileHandleForReading, into: log)
+        try process.run()
+        let line = Self.readLine(output.fileHandleForReading, timeout: .seconds(60))
+        guard let line, let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+            process.terminate()
+            throw TestFailure("\(script) did not become ready; its log:\n\(log.text)")
+        }
+        info = object
+    }
+
+    var port: Int { info["port"] as? Int ?? 0 }
+    var issuer: String { info["issuer"] as? String ?? "" }
+    var caFile: String { info["ca_file"] as? String ?? "" }
+    var endpoints: [String: String] { info["endpoints"] as? [String: String] ?? [:] }
+    var logText: String { log.text }
+
+    /// The file holding a confidential client's secret.
+    func secretFile(client: String) -> String {
+        workdir + "/\(client).secret"
+    }
+
+    /// Stops the server and waits until it has exited.
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+
+    deinit {
+        // A graceful stop, so the script also stops the gunicorn it started.
+        stop()
+    }
+
+    /// Reads bytes up to the first newline, or gives up after `timeout`.
+    private static func readLine(_ handle: FileHandle, timeout: Duration) -> String? {
+        var bytes: [UInt8] = []
+        let deadline = ContinuousClock.now + timeout
+        var descriptor = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        while ContinuousClock.now < deadline {
+            guard poll(&descriptor, 1, 100) > 0 else { continue }
+            var byte: UInt8 = 0
+            guard read(handle.fileDescriptor, &byte, 1) == 1 else { return nil }
+            if byte == 0x0A { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+        return nil
+    }
+}
+
+extension LoopbackServer {
+    /// The real authorization server. Pass the same `workdir` and `port` to restart it after
+    /// `stop()` with the same users, clients, keys and certificate.
+    static func identityProvider(workdir: String, port: Int? = nil, accessTokenLifetime: Int = 3600) throws -> LoopbackServer {
+        var arguments = ["--access-token-lifetime", "\(accessTokenLifetime)"]
+        if let port { arguments += ["--port", "\(port)"] }
+        return try LoopbackServer(script: "launch.py", workdir: workdir, arguments: arguments)
+    }
+
+    /// The fault-injecting provider in `mode` (see Tests/idp/faulty.py).
+    static func faulty(workdir: String, mode: String, delay: Double? = nil) throws -> LoopbackServer {
+        var arguments = ["--mode", mode]
+        if let delay { arguments += ["--delay", "\(delay)"] }
+        return try LoopbackServer(script: "faulty.py", workdir: workdir, arguments: arguments)
+    }
+
+    /// Request counts by path (faulty provider only).
+    func stats() throws -> [String: Any] {
+        let result = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile, issuer + "/_stats"])
+        return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
+    }
+
+    /// Switches the faulty provider's mode.
+    func setMode(_ mode: String) throws {
+        _ = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile, "-d", "mode=\(mode)", issuer + "/_mode"])
+    }
+}
