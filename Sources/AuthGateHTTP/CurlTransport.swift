@@ -4,8 +4,8 @@ internal import NIOPosix
 
 /// ``HTTPTransport`` over libcurl: the only code that touches curl.
 ///
-/// Each request gets its own easy handle on a thread of NIO's blocking pool, so the event
-/// loops never wait for a provider. On every handle: only https (plain http only to
+/// Each request gets its own easy handle on a thread of a blocking pool, so the event loops
+/// never wait for a provider. On every handle: only https (plain http only to
 /// 127.0.0.1/::1 when the policy allows it), peer and host verification on, the policy's CA
 /// file and timeouts, no redirects (a token endpoint must not send credentials elsewhere), no
 /// signals, a byte cap enforced while the body arrives, and never `CURLOPT_VERBOSE`, which
@@ -20,12 +20,21 @@ public struct CurlTransport: HTTPTransport {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
     }()
 
+    /// The threads that wait for providers. NIO's shared pool has one thread per core (two
+    /// here), so one slow provider would hold up half of all provider traffic; 16 threads let
+    /// that many requests wait at once. They live as long as the process.
+    private static let pool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 16)
+        pool.start()
+        return pool
+    }()
+
     public func send(_ request: HTTPRequest, policy: HTTPRequestPolicy) async throws(HTTPTransportError) -> HTTPResponse {
         guard policy.allows(request.url) else {
             throw HTTPTransportError(.forbiddenURL, "\(request.url.scheme ?? "a scheme-less") URL refused: only https (or http to 127.0.0.1/::1 when allowed)")
         }
         do {
-            return try await NIOThreadPool.singleton.runIfActive { try Self.perform(request, policy: policy) }
+            return try await Self.pool.runIfActive { try Self.perform(request, policy: policy) }
         } catch let error as HTTPTransportError {
             throw error
         } catch {

@@ -320,6 +320,9 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver listens with a backlog of 5: more concurrent clients than that see dropped
+    # SYNs and a 1 s retransmit, which would measure the test server instead of authgate.
+    request_queue_size = 256
     routes = {
         ("GET", "/.well-known/openid-configuration"): Handler.discovery,
         ("GET", "/jwks"): Handler.jwks,

@@ -102,9 +102,8 @@ final class RPCServer: Service, CustomStringConvertible {
                 throw SocketSetupError(description: "cannot create the socket directory \(directory): \(error.localizedDescription)")
             }
         }
-        var status = stat()
-        guard lstat(socketPath, &status) == 0 else { return }
-        guard status.st_mode & S_IFMT == S_IFSOCK else {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: socketPath) else { return }
+        guard attributes[.type] as? FileAttributeType == .typeSocket else {
             throw SocketSetupError(description: "\(socketPath) exists and is not a socket; remove it or choose another --socket")
         }
         if (try? RPCConnection(path: socketPath)) != nil {
