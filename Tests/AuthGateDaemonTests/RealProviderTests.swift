@@ -82,14 +82,14 @@ struct RealProviderTests {
         #expect(try userinfoStatus(server, token: tokens[2].trimmingCharacters(in: .newlines)) == "200")
     }
 
-    @Test("client credentials: a service's own token, re-acquired rather than refreshed")
-    func clientCredentials() throws {
+    @Test("client credentials: a service's own token, re-acquired rather than refreshed", arguments: ["client_secret_basic", "client_secret_post"])
+    func clientCredentials(_ clientAuth: String) throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
         let secretFile = server.secretFile(client: "authgate-service")
         let service = #"""
         {"type": "oauth2", "endpoints": {"token": "\#(server.endpoints["token"] ?? "")"}, "client_id": "authgate-service",
-         "client_secret_file": "\#(secretFile)", "grants": ["client_credentials"], "scopes": ["read"], "tls": {"ca_file": "\#(server.caFile)"}}
+         "client_secret_file": "\#(secretFile)", "client_auth": "\#(clientAuth)", "grants": ["client_credentials"], "scopes": ["read"], "tls": {"ca_file": "\#(server.caFile)"}}
         """#
         let daemon = try DaemonProcess(providers: ["svc.json": service])
         try daemon.waitForLog("provider ready")
