@@ -30,6 +30,15 @@ struct AuthGate: ParsableCommand {
     }
 }
 
+/// Which session a command is about: a provider and, optionally, a session name.
+struct SessionSelection: ParsableArguments {
+    @Argument(help: "The provider's id (see `authgate providers`).")
+    var provider: String
+
+    @Option(help: "Name of the session (default: \"default\").")
+    var session: String?
+}
+
 /// Options every subcommand takes.
 struct GlobalOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The daemon's socket (default: $AUTHGATE_SOCKET, the user daemon's, then the system's).", valueName: "path"))

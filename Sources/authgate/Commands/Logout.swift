@@ -7,16 +7,12 @@ struct Logout: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "The provider's id.")
-    var provider: String
-
-    @Option(help: "Name of the session.")
-    var session: String?
+    @OptionGroup var selection: SessionSelection
 
     func run() throws {
-        let result = try global.call(.logout, LogoutParams(provider: provider, session: session), as: LogoutResult.self,
-                                     progress: "Signing out of \(provider)…")
+        let result = try global.call(.logout, LogoutParams(provider: selection.provider, session: selection.session), as: LogoutResult.self,
+                                     progress: "Signing out of \(selection.provider)…")
         if global.json { return try global.printJSON(result) }
-        print(result.removed ? "Signed out of \(provider)." : "You had no session with \(provider); nothing to do.")
+        print(result.removed ? "Signed out of \(selection.provider)." : "You had no session with \(selection.provider); nothing to do.")
     }
 }

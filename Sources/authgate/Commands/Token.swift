@@ -9,11 +9,7 @@ struct Token: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "The provider's id.")
-    var provider: String
-
-    @Option(help: "Name of the session.")
-    var session: String?
+    @OptionGroup var selection: SessionSelection
 
     @Option(name: .customLong("min-valid"), help: ArgumentHelp("The token must stay valid this many seconds (refreshed first otherwise).", valueName: "seconds"))
     var minValid: Int?
@@ -22,7 +18,7 @@ struct Token: ParsableCommand {
     var forceRefresh = false
 
     func run() throws {
-        let params = TokenParams(provider: provider, session: session, minValidSeconds: minValid, forceRefresh: forceRefresh ? true : nil)
+        let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid, forceRefresh: forceRefresh ? true : nil)
         let result = try global.call(.token, params, as: TokenResult.self)
         if global.json { return try global.printJSON(result) }
         print(result.accessToken.exposedValue)

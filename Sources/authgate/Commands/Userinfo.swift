@@ -7,14 +7,10 @@ struct Userinfo: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "The provider's id.")
-    var provider: String
-
-    @Option(help: "Name of the session.")
-    var session: String?
+    @OptionGroup var selection: SessionSelection
 
     func run() throws {
-        let claims = try global.call(.userinfo, UserinfoParams(provider: provider, session: session), as: [String: JSONValue].self)
+        let claims = try global.call(.userinfo, UserinfoParams(provider: selection.provider, session: selection.session), as: [String: JSONValue].self)
         if global.json { return try global.printJSON(claims) }
         let rows = claims.keys.sorted().map { key -> [String] in
             let value: String = switch claims[key]! {
