@@ -250,6 +250,38 @@ public struct SessionStatus: Sendable, Codable {
     }
 }
 
+/// `token.rejected` params: the caller's API answered 401 to `access_token`.
+public struct TokenRejectedParams: Sendable, Codable {
+    public var provider: String
+    public var session: String?
+    public var accessToken: Secret
+
+    public init(provider: String, session: String? = nil, accessToken: Secret) {
+        self.provider = provider
+        self.session = session
+        self.accessToken = accessToken
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case provider, session
+        case accessToken = "access_token"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        provider = try container.decode(String.self, forKey: .provider)
+        session = try container.decodeIfPresent(String.self, forKey: .session)
+        accessToken = Secret(try container.decode(String.self, forKey: .accessToken))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(provider, forKey: .provider)
+        try container.encodeIfPresent(session, forKey: .session)
+        try container.encode(accessToken.exposedValue, forKey: .accessToken)
+    }
+}
+
 /// `userinfo` params.
 public struct UserinfoParams: Sendable, Codable {
     public var provider: String

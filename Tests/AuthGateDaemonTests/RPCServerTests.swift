@@ -81,6 +81,22 @@ struct RPCServerTests {
         #expect(daemon.logText.contains("session refreshed"))
     }
 
+    @Test("token.rejected refreshes a still-current token once; a replaced one is answered with the current token")
+    func tokenRejected() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        let connection = try daemon.connect()
+        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        func accessToken(_ reply: [String: Any]) -> String? { (reply.result as? [String: Any])?["access_token"] as? String }
+        let old = try #require(accessToken(try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#)))
+        let rejected = #"{"jsonrpc":"2.0","id":3,"method":"token.rejected","params":{"provider":"mock","access_token":"\#(old)"}}"#
+        let fresh = try #require(accessToken(try exchange(connection, rejected)))
+        #expect(fresh != old)
+        // The same stale token reported again (another client of the same API): no new refresh.
+        #expect(accessToken(try exchange(try daemon.connect(), rejected)) == fresh)
+        #expect(daemon.logText.components(separatedBy: "session refreshed").count - 1 == 1)
+        #expect(accessToken(try exchange(connection, #"{"jsonrpc":"2.0","id":4,"method":"token","params":{"provider":"mock"}}"#)) == fresh)
+    }
+
     /// Each request line and the reason (and code) it must produce.
     static let errorCases: [(line: String, reason: String, code: Int)] = [
         ("this is not json", "parse_error", -32700),
@@ -109,6 +125,7 @@ struct RPCServerTests {
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#, "login_required", -32008),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"private"}}"#, "permission_denied", -32012),
         (#"{"jsonrpc":"2.0","id":1,"method":"login.begin","params":{"provider":"mock","grant":"device_code"}}"#, "method_not_found", -32601),
+        (#"{"jsonrpc":"2.0","id":1,"method":"token.rejected","params":{"provider":"mock"}}"#, "invalid_params", -32602),
     ]
 
     @Test("each error has its stable reason and code, a sentence, and the connection stays usable")

@@ -95,8 +95,14 @@ struct MethodHandlers {
         }
         let tokens = try await sessions.token(for: key, provider: client, minimumValidity: TimeInterval(minimum),
                                               forceRefresh: params.forceRefresh ?? false)
-        return TokenResult(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
-                           scopes: tokens.scopes, idToken: tokens.idToken)
+        return TokenResult(tokens)
+    }
+
+    func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
+        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
+        let key = try sessionKey(configuration.id, params.session)
+        let tokens = try await sessions.tokenRejected(for: key, provider: client, rejected: params.accessToken)
+        return TokenResult(tokens)
     }
 
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
@@ -148,5 +154,13 @@ struct MethodHandlers {
     private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
         extra.merging(["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "provider.id": "\(key.provider)",
                        "session": "\(key.name)"]) { a, _ in a }
+    }
+}
+
+extension TokenResult {
+    /// What a caller may see of a session's tokens: never the refresh token.
+    init(_ tokens: TokenSet) {
+        self.init(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
+                  scopes: tokens.scopes, idToken: tokens.idToken)
     }
 }

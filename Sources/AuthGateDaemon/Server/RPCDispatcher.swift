@@ -61,7 +61,8 @@ struct RPCDispatcher: Sendable {
             case .logout: return try encode(await handlers.logout(params(line, decoder)))
             case .daemonInfo: return try encode(await handlers.daemonInfo())
             case .userinfo: return try encode(await handlers.userinfo(params(line, decoder)))
-            case .loginBegin, .loginComplete, .tokenRejected, .configReload:
+            case .tokenRejected: return try encode(await handlers.tokenRejected(params(line, decoder)))
+            case .loginBegin, .loginComplete, .configReload:
                 throw AuthGateError(.methodNotFound, "The method \"\(method.rawValue)\" is not available in this version of authgated (\(AuthGateVersion.current)).")
             }
         } catch {

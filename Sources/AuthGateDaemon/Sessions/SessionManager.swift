@@ -92,6 +92,15 @@ actor SessionManager {
         }
     }
 
+    /// A caller's API refused `rejected`. If it is still the current token, the session is
+    /// refreshed (joining a refresh already in flight); if it was already replaced, the
+    /// current token is returned without asking the provider.
+    func tokenRejected(for key: SessionKey, provider: any IdentityProvider, rejected: Secret) async throws(AuthGateError) -> TokenSet {
+        guard let tokens = sessions[key]?.tokens else { throw .loginRequired(provider: key.provider.rawValue) }
+        guard tokens.accessToken == rejected else { return tokens }
+        return try await token(for: key, provider: provider, minimumValidity: 0, forceRefresh: true)
+    }
+
     private func startRefresh(_ key: SessionKey, generation: UInt64,
                               renew: @escaping @Sendable () async throws(AuthGateError) -> TokenSet) -> Task<Result<TokenSet, AuthGateError>, Never> {
         sessions[key]?.state = .refreshing
