@@ -199,19 +199,19 @@ public actor RemoteIdentityProvider: IdentityProvider {
         try credentials.validate()
         let scopes = credentials.scopes.isEmpty ? configuration.scopes : credentials.scopes
         let metadata = try await resolvedMetadata()
-        let response = try await tokenEndpoint.requestTokens(
+        let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, PasswordGrant.fields(credentials, scopes: scopes, audience: settings.audience),
             purpose: .passwordSignIn, requestedScopes: scopes, now: now())
-        return try await signedIn(response.tokens)
+        return try await signedIn(tokens)
     }
 
     public func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
         let scopes = scopes.isEmpty ? configuration.scopes.filter { $0 != "openid" && $0 != "offline_access" } : scopes
         let metadata = try await resolvedMetadata()
-        let response = try await tokenEndpoint.requestTokens(
+        let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience),
             purpose: .clientSignIn, requestedScopes: scopes, now: now())
-        return SignInResult(tokens: response.tokens, subject: "client:" + settings.clientID)
+        return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
     }
 
     public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
@@ -220,14 +220,14 @@ public actor RemoteIdentityProvider: IdentityProvider {
 
     public func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
-        let response = try await tokenEndpoint.requestTokens(
+        let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, scopes: []), purpose: .refresh,
             requestedScopes: scopes, now: now())
-        if let idToken = response.tokens.idToken {
+        if let idToken = tokens.idToken {
             // Some servers issue an ID token on refresh only; it is verified like any other.
             _ = try await verify(idToken, nonce: nil)
         }
-        return response.tokens
+        return tokens
     }
 
     public func revoke(_ tokens: TokenSet) async {

@@ -9,11 +9,6 @@ enum TokenPurpose: Sendable {
     case refresh
 }
 
-/// A successful token response (RFC 6749 §5.1).
-struct TokenResponse: Sendable {
-    var tokens: TokenSet
-}
-
 /// The client side of a token endpoint: client authentication (RFC 6749 §2.3), the request,
 /// and the reading of its answer, strictly.
 struct TokenEndpoint: Sendable {
@@ -46,15 +41,15 @@ struct TokenEndpoint: Sendable {
         }
     }
 
-    /// Requests tokens and reads the answer.
+    /// Requests tokens and reads the answer (RFC 6749 §5.1).
     /// - Parameters:
     ///   - fields: The grant's form fields, `grant_type` included.
     ///   - requestedScopes: Granted when the response names no `scope` (RFC 6749 §5.1).
     func requestTokens(at url: URL, _ fields: [(String, String)], purpose: TokenPurpose, requestedScopes: [String],
-                       now: Date) async throws(AuthGateError) -> TokenResponse {
+                       now: Date) async throws(AuthGateError) -> TokenSet {
         let response = try await post(url, fields)
         guard response.status == 200 else { throw refusal(response, purpose: purpose) }
-        return TokenResponse(tokens: try parse(response, requestedScopes: requestedScopes, now: now))
+        return try parse(response, requestedScopes: requestedScopes, now: now)
     }
 
     private func refusal(_ response: HTTPResponse, purpose: TokenPurpose) -> AuthGateError {

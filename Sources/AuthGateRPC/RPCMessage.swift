@@ -98,21 +98,16 @@ public struct RPCErrorObject: Sendable, Codable, Error, CustomStringConvertible 
     public var description: String { data?.message ?? message }
 }
 
-/// A response as the daemon writes it.
-public struct RPCResponse<Result: Encodable>: Encodable {
+/// An error response as the daemon writes it. (Successful results are spliced into the line
+/// as already-encoded JSON, so they need no type here.)
+public struct RPCErrorResponse: Encodable {
     public var jsonrpc = "2.0"
     public var id: RPCID?
-    public var result: Result?
-    public var error: RPCErrorObject?
+    public var error: RPCErrorObject
 
-    private enum CodingKeys: String, CodingKey { case jsonrpc, id, result, error }
+    private enum CodingKeys: String, CodingKey { case jsonrpc, id, error }
 
-    public init(id: RPCID?, result: Result) {
-        self.id = id
-        self.result = result
-    }
-
-    public init(id: RPCID?, error: RPCErrorObject) where Result == EmptyResult {
+    public init(id: RPCID?, error: RPCErrorObject) {
         self.id = id
         self.error = error
     }
@@ -122,7 +117,7 @@ public struct RPCResponse<Result: Encodable>: Encodable {
         try container.encode(jsonrpc, forKey: .jsonrpc)
         // JSON-RPC 2.0 §5: the id is required in a response, null when it could not be read.
         if let id { try container.encode(id, forKey: .id) } else { try container.encodeNil(forKey: .id) }
-        if let error { try container.encode(error, forKey: .error) } else { try container.encode(result, forKey: .result) }
+        try container.encode(error, forKey: .error)
     }
 }
 

@@ -103,6 +103,4 @@ actor ProviderRegistry {
         }
         return (configuration, client)
     }
-
-    var count: Int { providers.count }
 }

@@ -20,7 +20,7 @@ struct RPCDispatcher: Sendable {
         do {
             envelope = try decoder.decode(RPCRequestEnvelope.self, from: line)
         } catch DecodingError.typeMismatch {
-            let isBatch = line.first(where: { !$0.isWhitespace }) == UInt8(ascii: "[")
+            let isBatch = line.first(where: { !$0.isJSONWhitespace }) == UInt8(ascii: "[")
             return encodeError(AuthGateError(.invalidRequest, isBatch ? "Batch requests are not supported; send one request per line."
                                                                    : "A request must be a JSON object."), id: nil)
         } catch {
@@ -137,13 +137,14 @@ struct RPCDispatcher: Sendable {
     }
 
     func encodeError(_ error: AuthGateError, id: RPCID?) -> Data {
-        var line = (try? RPCCoding.makeEncoder().encode(RPCResponse<EmptyResult>(id: id, error: RPCErrorObject(error))))
+        var line = (try? RPCCoding.makeEncoder().encode(RPCErrorResponse(id: id, error: RPCErrorObject(error))))
             ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.utf8)
         line.append(0x0A)
         return line
     }
 }
 
-private extension UInt8 {
-    var isWhitespace: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
+extension UInt8 {
+    /// JSON's insignificant whitespace (RFC 8259 §2).
+    var isJSONWhitespace: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
 }

@@ -74,7 +74,7 @@ final class RPCServer: Service, CustomStringConvertible {
                 for try await frame in inbound {
                     switch frame {
                     case .line(let line):
-                        guard line.readableBytesView.contains(where: { $0 != 0x20 && $0 != 0x09 }) else { continue }
+                        guard line.readableBytesView.contains(where: { !$0.isJSONWhitespace }) else { continue }
                         if let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller) {
                             try await outbound.write(ByteBuffer(bytes: response))
                         }
