@@ -34,8 +34,7 @@ struct MethodHandlers {
     }
 
     func login(_ params: LoginParams) async throws(AuthGateError) -> LoginResult {
-        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
-        let key = try sessionKey(configuration.id, params.session)
+        let (configuration, client, key) = try await resolve(params.provider, params.session)
         let grant = params.grant ?? .password
         guard configuration.grants.contains(grant) else {
             let allowed = configuration.grants.map(\.rawValue).joined(separator: ", ")
@@ -56,8 +55,7 @@ struct MethodHandlers {
     }
 
     func register(_ params: RegisterParams) async throws(AuthGateError) -> LoginResult {
-        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
-        let key = try sessionKey(configuration.id, params.session)
+        let (configuration, client, key) = try await resolve(params.provider, params.session)
         guard case .mock = configuration.settings else {
             throw AuthGateError(.unsupportedGrant, "Registration with '\(configuration.id)' happens on the provider's own sign-up page; this version of authgated cannot open it yet.")
         }
@@ -87,8 +85,7 @@ struct MethodHandlers {
     }
 
     func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
-        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
-        let key = try sessionKey(configuration.id, params.session)
+        let (_, client, key) = try await resolve(params.provider, params.session)
         let minimum = params.minValidSeconds ?? Self.defaultMinimumValidity
         guard (0...86_400).contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
@@ -99,15 +96,13 @@ struct MethodHandlers {
     }
 
     func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
-        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
-        let key = try sessionKey(configuration.id, params.session)
+        let (_, client, key) = try await resolve(params.provider, params.session)
         let tokens = try await sessions.tokenRejected(for: key, provider: client, rejected: params.accessToken)
         return TokenResult(tokens)
     }
 
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
-        let (configuration, client) = try await registry.usableProvider(params.provider, for: caller)
-        let key = try sessionKey(configuration.id, params.session)
+        let (_, client, key) = try await resolve(params.provider, params.session)
         let tokens = try await sessions.token(for: key, provider: client, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false)
         return try await client.userinfo(tokens)
     }
@@ -142,6 +137,12 @@ struct MethodHandlers {
             providers: await registry.visible(to: caller).count,
             sessions: await sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
             configDir: context.configDirectory, mode: context.mode.rawValue, socket: context.socketPath)
+    }
+
+    /// The provider the caller names, if the caller may use it, and the caller's session key there.
+    private func resolve(_ provider: String, _ session: String?) async throws(AuthGateError) -> (ProviderConfiguration, any IdentityProvider, SessionKey) {
+        let (configuration, client) = try await registry.usableProvider(provider, for: caller)
+        return (configuration, client, try sessionKey(configuration.id, session))
     }
 
     private func sessionKey(_ provider: ProviderID, _ session: String?) throws(AuthGateError) -> SessionKey {
