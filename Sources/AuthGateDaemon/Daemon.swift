@@ -91,6 +91,7 @@ public enum Daemon {
         let group = ServiceGroup(configuration: .init(
             services: [
                 .init(service: server),
+                .init(service: RefreshScheduler(sessions: sessions)),
                 // Validation ends once every provider answered; that must not stop the daemon.
                 .init(service: ProviderValidator(registry: registry, logger: logger), successTerminationBehavior: .ignore),
                 .init(service: HangupSignalService(logger: logger)),

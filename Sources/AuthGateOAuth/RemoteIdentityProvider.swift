@@ -205,11 +205,12 @@ public actor RemoteIdentityProvider: IdentityProvider {
         return try await signedIn(tokens)
     }
 
-    public func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
-        let scopes = scopes.isEmpty ? configuration.scopes.filter { $0 != "openid" && $0 != "offline_access" } : scopes
+    public func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
+        let scopes = variant.scopes.isEmpty ? configuration.scopes.filter { $0 != "openid" && $0 != "offline_access" } : variant.scopes
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
-            at: metadata.tokenEndpoint, ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience),
+            at: metadata.tokenEndpoint,
+            ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource),
             purpose: .clientSignIn, requestedScopes: scopes, now: now())
         return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
     }
@@ -218,11 +219,11 @@ public actor RemoteIdentityProvider: IdentityProvider {
         throw AuthGateError(.unsupportedGrant, "Registration with \(name) happens on the provider's own sign-up page; this version of authgated cannot open it yet.")
     }
 
-    public func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet {
+    public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
-            at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, scopes: []), purpose: .refresh,
-            requestedScopes: scopes, now: now())
+            at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, variant: variant), purpose: .refresh,
+            requestedScopes: variant.scopes, now: now())
         if let idToken = tokens.idToken {
             // Some servers issue an ID token on refresh only; it is verified like any other.
             _ = try await verify(idToken, nonce: nil)

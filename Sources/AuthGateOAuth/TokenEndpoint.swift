@@ -66,6 +66,10 @@ struct TokenEndpoint: Sendable {
             case ("invalid_scope", _):
                 return AuthGateError(.validationFailed, "\(provider) refused the requested scopes\(oauth.detail).",
                                      fields: [FieldError(field: "scopes", message: "refused by the provider")])
+            case ("invalid_target", _):
+                // RFC 8707 §2: the resource is unknown to the server or not allowed for this client.
+                return AuthGateError(.validationFailed, "\(provider) refused the requested resource\(oauth.detail).",
+                                     fields: [FieldError(field: "resource", message: "refused by the provider")])
             case ("access_denied", _):
                 return AuthGateError(.permissionDenied, "\(provider) denied access\(oauth.detail).")
             default:

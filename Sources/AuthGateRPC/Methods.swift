@@ -153,16 +153,23 @@ public struct TokenParams: Sendable, Codable {
     /// The token returned must stay valid at least this long; refreshed first otherwise.
     public var minValidSeconds: Int?
     public var forceRefresh: Bool?
+    /// Narrower scopes than the session's (RFC 6749 §6), obtained with its refresh token.
+    public var scopes: [String]?
+    /// The resource server the token is for (RFC 8707), an absolute URI.
+    public var resource: String?
 
-    public init(provider: String, session: String? = nil, minValidSeconds: Int? = nil, forceRefresh: Bool? = nil) {
+    public init(provider: String, session: String? = nil, minValidSeconds: Int? = nil, forceRefresh: Bool? = nil,
+                scopes: [String]? = nil, resource: String? = nil) {
         self.provider = provider
         self.session = session
         self.minValidSeconds = minValidSeconds
         self.forceRefresh = forceRefresh
+        self.scopes = scopes
+        self.resource = resource
     }
 
     private enum CodingKeys: String, CodingKey {
-        case provider, session
+        case provider, session, scopes, resource
         case minValidSeconds = "min_valid_seconds"
         case forceRefresh = "force_refresh"
     }

@@ -68,10 +68,10 @@ struct MockIdentityProviderTests {
     func refreshRotation() async throws {
         let provider = makeProvider()
         let first = try await provider.signIn(PasswordCredentials(username: "demo", password: Secret("demo-password-1"))).tokens
-        let refreshed = try await provider.refresh(try #require(first.refreshToken), scopes: [])
+        let refreshed = try await provider.refresh(try #require(first.refreshToken), variant: TokenVariant())
         #expect(refreshed.accessToken != first.accessToken)
         #expect(refreshed.refreshToken != first.refreshToken)
-        let replay = await error { () async throws(AuthGateError) in try await provider.refresh(first.refreshToken!, scopes: []) }
+        let replay = await error { () async throws(AuthGateError) in try await provider.refresh(first.refreshToken!, variant: TokenVariant()) }
         #expect(replay?.reason == .loginRequired)
         #expect(await provider.liveRefreshTokenCount == 1)
     }
@@ -82,7 +82,7 @@ struct MockIdentityProviderTests {
         let provider = makeProvider(clock: clock)
         let tokens = try await provider.signIn(PasswordCredentials(username: "demo", password: Secret("demo-password-1"))).tokens
         clock.advance(by: 601)
-        let failure = await error { () async throws(AuthGateError) in try await provider.refresh(tokens.refreshToken!, scopes: []) }
+        let failure = await error { () async throws(AuthGateError) in try await provider.refresh(tokens.refreshToken!, variant: TokenVariant()) }
         #expect(failure?.reason == .loginRequired)
     }
 
@@ -92,7 +92,7 @@ struct MockIdentityProviderTests {
         let tokens = try await provider.signIn(PasswordCredentials(username: "demo", password: Secret("demo-password-1"))).tokens
         await provider.revoke(tokens)
         #expect(await provider.liveRefreshTokenCount == 0)
-        let failure = await error { () async throws(AuthGateError) in try await provider.refresh(tokens.refreshToken!, scopes: []) }
+        let failure = await error { () async throws(AuthGateError) in try await provider.refresh(tokens.refreshToken!, variant: TokenVariant()) }
         #expect(failure?.reason == .loginRequired)
     }
 

@@ -6,145 +6,359 @@ import Synchronization
 import Testing
 @testable import AuthGateDaemon
 
-/// A provider whose refreshes are counted and held until the test releases them.
-private actor CountingProvider: IdentityProvider {
-    private(set) var refreshCount = 0
-    private var gate: CheckedContinuation<Void, Never>?
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-    var outcome: Result<TokenSet, AuthGateError>
-    let now: Date
+/// A clock and a random source the tests set by hand: nothing here sleeps.
+final class ManualClock: Sendable {
+    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    private let randomValue = Mutex(0.0)
+    var now: Date { current.withLock { $0 } }
+    func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    func set(_ date: Date) { current.withLock { $0 = max($0, date) } }
+    var random: Double { randomValue.withLock { $0 } }
+    func setRandom(_ value: Double) { randomValue.withLock { $0 = value } }
+}
 
-    init(now: Date) {
-        self.now = now
-        outcome = .success(TokenSet(accessToken: Secret("refreshed"), expiresAt: now.addingTimeInterval(3600), refreshToken: Secret("rt-2")))
+/// A provider whose refreshes are counted and, when `gated`, held until the test releases them.
+private actor ScriptedProvider: IdentityProvider {
+    private(set) var refreshCount = 0
+    private(set) var clientSignIns = 0
+    private(set) var variantsAsked: [TokenVariant] = []
+    private(set) var refreshTokensSpent: [String] = []
+    private var gates: [CheckedContinuation<Void, Never>] = []
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    private var outcome: Result<TokenSet, AuthGateError>?
+    let clock: ManualClock
+    let gated: Bool
+    let lifetime: TimeInterval
+
+    init(clock: ManualClock, gated: Bool = false, lifetime: TimeInterval = 60) {
+        self.clock = clock
+        self.gated = gated
+        self.lifetime = lifetime
     }
 
     func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult {
-        SignInResult(tokens: TokenSet(accessToken: Secret("first"), expiresAt: now.addingTimeInterval(5), refreshToken: Secret("rt-1")), subject: "s")
+        SignInResult(tokens: TokenSet(accessToken: Secret("first"), expiresAt: clock.now.addingTimeInterval(lifetime), refreshToken: Secret("rt-0")),
+                     subject: "s")
     }
 
     func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
         throw AuthGateError(.unsupportedGrant, "no")
     }
 
-    func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet {
+    func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         refreshCount += 1
-        await withCheckedContinuation { gate = $0; waiting.forEach { $0.resume() }; waiting.removeAll() }
-        return try outcome.get()
+        variantsAsked.append(variant)
+        refreshTokensSpent.append(refreshToken.exposedValue)
+        if gated {
+            await withCheckedContinuation { gates.append($0); waiting.forEach { $0.resume() }; waiting.removeAll() }
+        }
+        if let outcome { return try outcome.get() }
+        return TokenSet(accessToken: Secret("at-\(refreshCount)"), expiresAt: clock.now.addingTimeInterval(lifetime),
+                        refreshToken: Secret("rt-\(refreshCount)"), scopes: variant.scopes)
     }
 
     func revoke(_ tokens: TokenSet) async {}
 
-    private(set) var clientSignIns = 0
-
-    func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
+    func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
         clientSignIns += 1
-        return SignInResult(tokens: TokenSet(accessToken: Secret("client-\(clientSignIns)"), expiresAt: now.addingTimeInterval(5)), subject: "client:x")
+        return SignInResult(tokens: TokenSet(accessToken: Secret("client-\(clientSignIns)"), expiresAt: clock.now.addingTimeInterval(lifetime)),
+                            subject: "client:x")
     }
 
     func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] { [:] }
 
     /// Returns once a refresh is waiting at the gate.
     func waitForRefresh() async {
-        if gate != nil { return }
+        if !gates.isEmpty { return }
         await withCheckedContinuation { waiting.append($0) }
     }
 
+    /// Lets the longest-waiting refresh go on.
     func release() {
-        gate?.resume()
-        gate = nil
+        if !gates.isEmpty { gates.removeFirst().resume() }
     }
 
-    func setOutcome(_ outcome: Result<TokenSet, AuthGateError>) { self.outcome = outcome }
+    /// `nil` refreshes successfully with new tokens.
+    func setOutcome(_ outcome: Result<TokenSet, AuthGateError>?) { self.outcome = outcome }
 }
+
+private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
 @Suite("Sessions")
 struct SessionManagerTests {
-    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let clock = ManualClock()
     let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
 
-    private func signedIn(_ provider: CountingProvider) async throws -> SessionManager {
-        let sessions = SessionManager(logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: { [now] in now })
-        let signIn = try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
-        _ = await sessions.store(signIn, grant: .password, for: key)
-        return sessions
+    private func manager(maximumBackgroundRefreshes: Int = 32) -> SessionManager {
+        SessionManager(logger: quiet, maximumBackgroundRefreshes: maximumBackgroundRefreshes,
+                       now: { [clock] in clock.now }, random: { [clock] in clock.random })
     }
 
-    @Test("100 concurrent token calls on an expiring session cause exactly one refresh")
+    private func signIn(_ sessions: SessionManager, _ provider: any IdentityProvider, key: SessionKey? = nil,
+                        grant: Grant = .password, policy: RefreshPolicy = RefreshPolicy()) async throws {
+        let result = grant == .clientCredentials
+            ? try await provider.signInAsClient(TokenVariant())
+            : try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
+        _ = await sessions.store(result, grant: grant, binding: SessionBinding(client: provider, policy: policy, storage: .memory),
+                                 for: key ?? self.key)
+    }
+
+    private func currentToken(_ sessions: SessionManager) async throws -> String {
+        try await sessions.token(for: key, minimumValidity: 0, forceRefresh: false).accessToken.exposedValue
+    }
+
+    // MARK: Single flight and failures on the caller's path
+
+    @Test("1,000 concurrent token calls on an expiring session cause exactly one refresh")
     func singleFlight() async throws {
-        let provider = CountingProvider(now: now)
-        let sessions = try await signedIn(provider)
+        let provider = ScriptedProvider(clock: clock, gated: true)
+        let sessions = manager()
+        try await signIn(sessions, provider)
         let key = key
         try await withThrowingTaskGroup(of: String.self) { group in
-            for _ in 0..<100 {
+            for _ in 0..<1000 {
                 group.addTask {
-                    try await sessions.token(for: key, provider: provider, minimumValidity: 60, forceRefresh: false).accessToken.exposedValue
+                    try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false).accessToken.exposedValue
                 }
             }
             await provider.waitForRefresh()
             await provider.release()
             var tokens: [String] = []
             for try await token in group { tokens.append(token) }
-            #expect(tokens == Array(repeating: "refreshed", count: 100))
+            #expect(tokens == Array(repeating: "at-1", count: 1000))
         }
         #expect(await provider.refreshCount == 1)
     }
 
-    @Test("a refused refresh clears the session: login_required")
+    @Test("a refused refresh clears the session at once: login_required")
     func refusedRefresh() async throws {
-        let provider = CountingProvider(now: now)
+        let provider = ScriptedProvider(clock: clock)
         await provider.setOutcome(.failure(AuthGateError(.loginRequired, "refused")))
-        let sessions = try await signedIn(provider)
-        let key = key
-        let attempt = Task { try await sessions.token(for: key, provider: provider, minimumValidity: 60, forceRefresh: false) }
-        await provider.waitForRefresh()
-        await provider.release()
-        await #expect(throws: AuthGateError(.loginRequired, "")) { try await attempt.value }
+        let sessions = manager()
+        try await signIn(sessions, provider)
+        await #expect(throws: AuthGateError(.loginRequired, "")) {
+            try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false)
+        }
         let status = await sessions.status(uid: 1000, provider: nil)
         #expect(status.first?.state == .loginRequired)
         #expect(status.first?.expiresAt == nil)
-        await #expect(throws: AuthGateError(.loginRequired, "")) {
-            try await sessions.token(for: key, provider: provider, minimumValidity: 0, forceRefresh: false)
-        }
+        #expect(status.first?.nextRefreshAt == nil)
+        await #expect(throws: AuthGateError(.loginRequired, "")) { try await currentToken(sessions) }
     }
 
     @Test("a failed refresh keeps serving the current token while it is still valid")
-    func transientFailure() async throws {
-        let provider = CountingProvider(now: now)
+    func transientFailureOnCallerPath() async throws {
+        let provider = ScriptedProvider(clock: clock)
         await provider.setOutcome(.failure(AuthGateError(.serviceUnavailable, "down")))
-        let sessions = try await signedIn(provider)
-        let key = key
-        let attempt = Task { try await sessions.token(for: key, provider: provider, minimumValidity: 60, forceRefresh: false) }
-        await provider.waitForRefresh()
-        await provider.release()
-        #expect(try await attempt.value.accessToken.exposedValue == "first")
-        let status = await sessions.status(uid: 1000, provider: nil)
-        #expect(status.first?.state == .authenticated)
-        #expect(status.first?.lastError == "down")
+        let sessions = manager()
+        try await signIn(sessions, provider)
+        #expect(try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false).accessToken.exposedValue == "first")
+        let status = try #require(await sessions.status(uid: 1000, provider: nil).first)
+        #expect(status.state == .authenticated)
+        #expect(status.lastError == "down")
     }
 
     @Test("a client-credentials session re-acquires instead of refreshing")
     func clientCredentialsReacquire() async throws {
-        let provider = CountingProvider(now: now)
-        let sessions = SessionManager(logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), now: { [now] in now })
-        _ = await sessions.store(try await provider.signInAsClient(scopes: []), grant: .clientCredentials, for: key)
-        let token = try await sessions.token(for: key, provider: provider, minimumValidity: 60, forceRefresh: false)
+        let provider = ScriptedProvider(clock: clock)
+        let sessions = manager()
+        try await signIn(sessions, provider, grant: .clientCredentials)
+        let token = try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false)
         #expect(token.accessToken.exposedValue == "client-2")
         #expect(await provider.refreshCount == 0)
-        #expect(await provider.clientSignIns == 2)
+        clock.advance(by: 60)
+        await sessions.refreshDue()
+        await sessions.waitForRefreshes()
+        #expect(await provider.clientSignIns == 3)
     }
 
     @Test("sessions are keyed by uid: another uid sees nothing")
     func isolation() async throws {
-        let provider = CountingProvider(now: now)
-        let sessions = try await signedIn(provider)
+        let provider = ScriptedProvider(clock: clock)
+        let sessions = manager()
+        try await signIn(sessions, provider)
         #expect(await sessions.status(uid: 1000, provider: nil).count == 1)
         #expect(await sessions.status(uid: 1001, provider: nil).isEmpty)
         let other = SessionKey(uid: 1001, provider: key.provider, name: .default)
         await #expect(throws: AuthGateError(.loginRequired, "")) {
-            try await sessions.token(for: other, provider: provider, minimumValidity: 0, forceRefresh: false)
+            try await sessions.token(for: other, minimumValidity: 0, forceRefresh: false)
         }
         #expect(await sessions.remove(other) == nil)
         #expect(await sessions.count(uid: 1000) == 1)
+    }
+
+    // MARK: Background refresh
+
+    @Test("the scheduler refreshes a session ahead of expiry, with no caller", arguments: [0.0, 0.5, 0.999])
+    func backgroundRefresh(random: Double) async throws {
+        clock.setRandom(random)
+        let provider = ScriptedProvider(clock: clock, lifetime: 600)
+        let sessions = manager()
+        try await signIn(sessions, provider)
+        let planned = try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt)
+        // 600 s tokens, 60 s lead: the latest point is 80 % of the lifetime, moved earlier by
+        // up to 25 % of it.
+        let expected = clock.now.addingTimeInterval(600 * (0.8 - 0.25 * random))
+        #expect(abs(planned.timeIntervalSince(expected)) < 0.001)
+
+        clock.set(planned.addingTimeInterval(-1))
+        #expect(await sessions.refreshDue() == 0)
+        clock.set(planned)
+        #expect(await sessions.refreshDue() == 1)
+        await sessions.waitForRefreshes()
+        #expect(try await currentToken(sessions) == "at-1")
+        let next = try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt)
+        #expect(next > planned)
+    }
+
+    @Test("a lead longer than half the lifetime still waits for half of it")
+    func shortTokens() {
+        let start = Date(timeIntervalSince1970: 0)
+        let policy = RefreshPolicy(beforeExpirySeconds: 60, maxBackoffSeconds: 300)
+        let late = RefreshSchedule.refreshTime(obtainedAt: start, expiresAt: start.addingTimeInterval(60), policy: policy, random: 0)
+        let early = RefreshSchedule.refreshTime(obtainedAt: start, expiresAt: start.addingTimeInterval(60), policy: policy, random: 1)
+        #expect(late.timeIntervalSince(start) == 30)
+        #expect(early.timeIntervalSince(start) == 15)
+        let hour = RefreshSchedule.refreshTime(obtainedAt: start, expiresAt: start.addingTimeInterval(3600),
+                                               policy: RefreshPolicy(beforeExpirySeconds: 1200), random: 0)
+        #expect(hour.timeIntervalSince(start) == 2400)  // the lead comes before 80 %
+    }
+
+    @Test("a session without a refresh token ends when its token does: login_required")
+    func noRefreshToken() async throws {
+        let sessions = manager()
+        let provider = ScriptedProvider(clock: clock)
+        let bare = SignInResult(tokens: TokenSet(accessToken: Secret("bare"), expiresAt: clock.now.addingTimeInterval(30)), subject: "s")
+        _ = await sessions.store(bare, grant: .password, binding: SessionBinding(client: provider, policy: RefreshPolicy(), storage: .memory), for: key)
+        #expect(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt == clock.now.addingTimeInterval(30))
+        clock.advance(by: 29)
+        await sessions.refreshDue()
+        #expect(try await currentToken(sessions) == "bare")
+        clock.advance(by: 1)
+        await sessions.refreshDue()
+        let status = try #require(await sessions.status(uid: 1000, provider: nil).first)
+        #expect(status.state == .loginRequired)
+        #expect(status.lastError?.contains("no refresh token") == true)
+        #expect(await provider.refreshCount == 0)
+    }
+
+    @Test("an outage: backoff, the old token until expiry, then expired with last_error, then recovery by itself")
+    func outageAndRecovery() async throws {
+        let provider = ScriptedProvider(clock: clock, lifetime: 60)
+        let sessions = manager()
+        let policy = RefreshPolicy(beforeExpirySeconds: 60, maxBackoffSeconds: 8)
+        try await signIn(sessions, provider, policy: policy)
+        await provider.setOutcome(.failure(AuthGateError(.networkError, "The provider cannot be reached.")))
+
+        var attempts: [Date] = []
+        // Step through 80 simulated seconds, one second at a time, as the scheduler would.
+        for _ in 0..<80 {
+            clock.advance(by: 1)
+            if await sessions.refreshDue() > 0 { attempts.append(clock.now) }
+            await sessions.waitForRefreshes()
+            let status = try #require(await sessions.status(uid: 1000, provider: nil).first)
+            if clock.now < status.expiresAt! {
+                #expect(try await currentToken(sessions) == "first")
+                #expect(status.state == .authenticated)
+            } else {
+                #expect(status.state == .expired)
+                #expect(status.lastError == "The provider cannot be reached.")
+            }
+        }
+        await #expect(throws: AuthGateError(.networkError, "")) { try await currentToken(sessions) }
+        // Retries back off: 1, 2, 4, 8 s steps, jittered to half of each as random is 0, capped at 8 s.
+        let gaps = zip(attempts.dropFirst(), attempts).map { $0.timeIntervalSince($1) }
+        #expect(gaps.count >= 8)
+        #expect(gaps.prefix(3) == [1, 1, 2])
+        #expect(gaps.suffix(3).allSatisfy { $0 == 4 })
+
+        await provider.setOutcome(nil)
+        clock.set(try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt))
+        #expect(await sessions.refreshDue() == 1)
+        await sessions.waitForRefreshes()
+        let recovered = try #require(await sessions.status(uid: 1000, provider: nil).first)
+        #expect(recovered.state == .authenticated)
+        #expect(recovered.lastError == nil)
+        #expect(try await currentToken(sessions).hasPrefix("at-"))
+    }
+
+    @Test("Retry-After is honoured")
+    func retryAfter() async throws {
+        let provider = ScriptedProvider(clock: clock)
+        let sessions = manager()
+        try await signIn(sessions, provider)
+        await provider.setOutcome(.failure(AuthGateError(.serviceUnavailable, "busy", retryAfterSeconds: 120)))
+        _ = try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false)
+        let planned = try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt)
+        #expect(planned == clock.now.addingTimeInterval(120))
+    }
+
+    @Test("no more background refreshes run at once than the limit")
+    func backgroundLimit() async throws {
+        let provider = ScriptedProvider(clock: clock, gated: true)
+        let sessions = manager(maximumBackgroundRefreshes: 2)
+        for name in ["a", "b", "c", "d", "e"] {
+            try await signIn(sessions, provider, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName(name)!))
+        }
+        clock.advance(by: 60)
+        for expected in [2, 2, 1] {
+            #expect(await sessions.refreshDue() == expected)
+            #expect(await sessions.refreshDue() == 0)
+            for _ in 0..<expected {
+                await provider.waitForRefresh()
+                await provider.release()
+            }
+            await sessions.waitForRefreshes()
+        }
+        #expect(await provider.refreshCount == 5)
+    }
+
+    /// 2,000 sessions keep this under 5 s in a debug build (10,000 take 25 s; figures in docs/).
+    @Test("2,000 mock sessions signed in at once refresh spread out: max per second ≤ 3 × mean")
+    func refreshSpread() async throws {
+        let sessions = SessionManager(logger: quiet, maximumBackgroundRefreshes: 100_000, now: { [clock] in clock.now })
+        let provider = MockIdentityProvider(settings: MockProviderSettings(
+            users: [.init(username: "u", password: Secret("p"))], accessTokenLifetimeSeconds: 60), now: { [clock] in clock.now })
+        let binding = SessionBinding(client: provider, policy: RefreshPolicy(), storage: .memory)
+        let count = 2_000
+        for uid in 0..<count {
+            let signIn = try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
+            _ = await sessions.store(signIn, grant: .password, binding: binding,
+                                     for: SessionKey(uid: UInt32(uid), provider: key.provider, name: .default))
+        }
+        var perSecond: [Int] = []
+        for _ in 0..<300 {
+            clock.advance(by: 1)
+            perSecond.append(await sessions.refreshDue())
+            await sessions.waitForRefreshes()
+        }
+        let total = perSecond.reduce(0, +)
+        let mean = Double(total) / Double(perSecond.count)
+        let maximum = Double(perSecond.max() ?? 0)
+        #expect(total > count * 300 / 60)  // every session refreshed several times
+        #expect(maximum <= 3 * mean)
+    }
+
+    // MARK: Narrower tokens
+
+    @Test("scopes and resource: obtained with the refresh token, cached per combination, rotation kept")
+    func variants() async throws {
+        let provider = ScriptedProvider(clock: clock, lifetime: 600)
+        let sessions = manager()
+        try await signIn(sessions, provider)
+        let read = TokenVariant(scopes: ["read", "read"])
+        let api = TokenVariant(resource: "https://api.example.com")
+        let first = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: read)
+        #expect(first.scopes == ["read"])
+        #expect(first.refreshToken == nil)
+        #expect(try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: TokenVariant(scopes: ["read"])).accessToken
+                == first.accessToken)
+        let second = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: api)
+        #expect(second.accessToken != first.accessToken)
+        #expect(await provider.variantsAsked == [read, api])
+        // The session's own token is untouched, and its refresh token is the rotated one.
+        #expect(try await currentToken(sessions) == "first")
+        _ = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: true)
+        #expect(await provider.refreshTokensSpent == ["rt-0", "rt-1", "rt-2"])
     }
 }

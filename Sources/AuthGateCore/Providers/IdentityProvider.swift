@@ -52,15 +52,18 @@ public protocol IdentityProvider: Sendable {
     /// Creates an account and signs it in.
     func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult
 
-    /// Obtains tokens for the client itself (RFC 6749 §4.4, `client_credentials`).
-    func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult
+    /// Obtains tokens for the client itself (RFC 6749 §4.4, `client_credentials`): the
+    /// variant's scopes (the configured ones when it names none) and resource (RFC 8707).
+    func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult
 
     /// The signed-in user's claims (OpenID Connect Core §5.3, the UserInfo endpoint).
     func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue]
 
-    /// Exchanges a refresh token for new tokens (RFC 6749 §6). A refused refresh token is
-    /// `login_required`.
-    func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet
+    /// Exchanges a refresh token for new tokens (RFC 6749 §6): the session's own when
+    /// `variant` is empty, else narrower scopes or one resource (RFC 8707). A refused refresh
+    /// token is `login_required`. When the answer names no scopes, the result's `scopes` is
+    /// the variant's (empty for the session's own: the caller keeps the ones it had).
+    func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet
 
     /// Revokes a refresh token (RFC 7009), best effort: failures are not reported.
     func revoke(_ tokens: TokenSet) async

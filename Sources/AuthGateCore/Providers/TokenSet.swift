@@ -24,9 +24,10 @@ public struct TokenSet: Sendable, Hashable {
         self.scopes = scopes
     }
 
-    /// True when the access token stays valid for at least `seconds` after `now`.
+    /// True when the access token stays valid for more than `seconds` after `now`: at its
+    /// expiry instant a token is expired.
     public func isValid(for seconds: TimeInterval, at now: Date) -> Bool {
-        expiresAt.timeIntervalSince(now) >= seconds
+        expiresAt.timeIntervalSince(now) > seconds
     }
 }
 

@@ -45,10 +45,11 @@ struct MethodHandlers {
             let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
                                                   scopes: params.scopes ?? [])
             try credentials.validate()
-            return try await signIn(key, client, grant: grant) { provider throws(AuthGateError) in try await provider.signIn(credentials) }
+            return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in try await provider.signIn(credentials) }
         case .clientCredentials:
-            let scopes = params.scopes ?? []
-            return try await signIn(key, client, grant: grant) { provider throws(AuthGateError) in try await provider.signInAsClient(scopes: scopes) }
+            let variant = TokenVariant(scopes: params.scopes ?? [])
+            try variant.validate()
+            return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in try await provider.signInAsClient(variant) }
         case .deviceCode, .authorizationCode:
             throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is interactive (login.begin), which this version of authgated does not offer yet.")
         }
@@ -61,12 +62,13 @@ struct MethodHandlers {
         }
         let registration = Registration(username: params.username ?? "", email: params.email ?? "",
                                         password: params.password ?? Secret(""), passwordConfirmation: params.passwordConfirmation ?? Secret(""))
-        return try await signIn(key, client, grant: .password, event: "registered and signed in") { provider throws(AuthGateError) in
+        return try await signIn(key, configuration, client, grant: .password, event: "registered and signed in") { provider throws(AuthGateError) in
             try await provider.register(registration)
         }
     }
 
-    private func signIn(_ key: SessionKey, _ client: any IdentityProvider, grant: Grant, event: String = "signed in",
+    private func signIn(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider, grant: Grant,
+                        event: String = "signed in",
                         _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult) async throws(AuthGateError) -> LoginResult {
         let signIn: SignInResult
         do {
@@ -75,7 +77,8 @@ struct MethodHandlers {
             logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
         }
-        let (result, replaced) = await sessions.store(signIn, grant: grant, for: key)
+        let binding = SessionBinding(client: client, policy: configuration.refresh, storage: configuration.storage)
+        let (result, replaced) = await sessions.store(signIn, grant: grant, binding: binding, for: key)
         logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {
             // The previous session of this name is gone; its refresh token must not outlive it.
@@ -85,25 +88,27 @@ struct MethodHandlers {
     }
 
     func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
-        let (_, client, key) = try await resolve(params.provider, params.session)
+        let (_, _, key) = try await resolve(params.provider, params.session)
         let minimum = params.minValidSeconds ?? Self.defaultMinimumValidity
         guard (0...86_400).contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
         }
-        let tokens = try await sessions.token(for: key, provider: client, minimumValidity: TimeInterval(minimum),
-                                              forceRefresh: params.forceRefresh ?? false)
+        let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource)
+        try variant.validate()
+        let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(minimum),
+                                              forceRefresh: params.forceRefresh ?? false, variant: variant)
         return TokenResult(tokens)
     }
 
     func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
-        let (_, client, key) = try await resolve(params.provider, params.session)
-        let tokens = try await sessions.tokenRejected(for: key, provider: client, rejected: params.accessToken)
+        let (_, _, key) = try await resolve(params.provider, params.session)
+        let tokens = try await sessions.tokenRejected(for: key, rejected: params.accessToken)
         return TokenResult(tokens)
     }
 
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
         let (_, client, key) = try await resolve(params.provider, params.session)
-        let tokens = try await sessions.token(for: key, provider: client, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false)
+        let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false)
         return try await client.userinfo(tokens)
     }
 

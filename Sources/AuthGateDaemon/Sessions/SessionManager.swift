@@ -1,6 +1,7 @@
 import AuthGateCore
 import AuthGateRPC
 import Foundation
+import HeapModule
 import Logging
 
 /// A session's identity: whose, at which provider, under which name.
@@ -17,6 +18,14 @@ struct SessionKey: Sendable, Hashable, Comparable {
     }
 }
 
+/// What a session needs from its provider: the client that refreshes it and the rules it
+/// follows. Replaced when a reload changes the provider in a way that keeps its sessions.
+struct SessionBinding: Sendable {
+    var client: any IdentityProvider
+    var policy: RefreshPolicy
+    var storage: ProviderConfiguration.Storage
+}
+
 /// One session's state; never leaves the daemon.
 struct SessionRecord: Sendable {
     /// How the session was obtained: `client_credentials` sessions re-acquire instead of refreshing.
@@ -28,138 +37,185 @@ struct SessionRecord: Sendable {
     /// Changes whenever the session is replaced or removed, so a refresh that finishes late
     /// cannot overwrite a newer sign-in.
     var generation: UInt64
+    var binding: SessionBinding
+    /// When the current tokens arrived; their lifetime decides the next refresh.
+    var obtainedAt: Date
+    /// When the scheduler refreshes (or retries, or expires) the session next.
+    var nextRefreshAt: Date?
+    /// Transient refresh failures in a row, for the backoff.
+    var failures = 0
+    /// Narrower tokens obtained for `token` calls with `scopes` or `resource`.
+    var variants: [TokenVariant: TokenSet] = [:]
 }
 
 /// Owns every session and every refresh in flight.
 ///
-/// A refresh runs at most once per session at a time (single flight): callers who need the
-/// same session refreshed await the same task, which this actor owns and cancels on shutdown.
+/// A refresh runs at most once per session and variant at a time (single flight): callers
+/// who need the same one await the same task, which this actor owns and cancels on shutdown.
+/// Refreshes of one session's variants run one after another, because each may spend and
+/// rotate the session's single refresh token.
+///
+/// Background refresh: each session carries a `nextRefreshAt` (see ``RefreshSchedule``),
+/// kept in a min-heap; ``RefreshScheduler`` calls ``refreshDue()`` every second, which
+/// costs O(1) when nothing is due and O(k log n) for k due sessions.
 actor SessionManager {
+    private struct RefreshKey: Hashable {
+        var session: SessionKey
+        var variant: TokenVariant
+    }
+
+    /// A heap entry; stale entries (the session was rescheduled or removed since) are skipped.
+    private struct Due: Comparable {
+        var at: Date
+        var key: SessionKey
+        static func < (lhs: Due, rhs: Due) -> Bool { lhs.at < rhs.at }
+    }
+
     private var sessions: [SessionKey: SessionRecord] = [:]
-    private var refreshes: [SessionKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
+    private var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
+    private var schedule = Heap<Due>()
     private var nextGeneration: UInt64 = 1
     private let now: @Sendable () -> Date
+    private let random: @Sendable () -> Double
     private let logger: Logger
+    /// At most this many refreshes run at once on the scheduler's account, so that a daemon
+    /// restored with thousands of expired sessions does not open thousands of connections.
+    let maximumBackgroundRefreshes: Int
 
-    init(logger: Logger, now: @escaping @Sendable () -> Date = { Date() }) {
+    /// - Parameters:
+    ///   - now: The clock; injected by tests.
+    ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
+    init(logger: Logger, maximumBackgroundRefreshes: Int = 32, now: @escaping @Sendable () -> Date = { Date() },
+         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.logger = logger
+        self.maximumBackgroundRefreshes = maximumBackgroundRefreshes
         self.now = now
+        self.random = random
     }
+
+    // MARK: Sign-in and sign-out
 
     /// Stores a fresh sign-in, replacing any session of the same key.
     /// - Returns: The result for the caller, and the replaced tokens (to revoke).
-    func store(_ signIn: SignInResult, grant: Grant, for key: SessionKey) -> (LoginResult, replaced: TokenSet?) {
+    func store(_ signIn: SignInResult, grant: Grant, binding: SessionBinding, for key: SessionKey) -> (LoginResult, replaced: TokenSet?) {
         let replaced = sessions[key]?.tokens
-        refreshes.removeValue(forKey: key)?.cancel()
-        sessions[key] = SessionRecord(grant: grant, tokens: signIn.tokens, subject: signIn.subject, state: .authenticated, lastError: nil,
-                                      generation: takeGeneration())
+        cancelRefreshes(of: key)
+        let obtainedAt = now()
+        sessions[key] = SessionRecord(grant: grant, tokens: signIn.tokens, subject: signIn.subject, state: .authenticated,
+                                      lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: obtainedAt)
+        planRefresh(key)
         let result = LoginResult(provider: key.provider.rawValue, session: key.name.rawValue, state: .authenticated,
                                  expiresAt: signIn.tokens.expiresAt, subject: signIn.subject)
         return (result, replaced)
     }
 
+    /// Removes a session.
+    /// - Returns: Its tokens, to revoke at the provider; `nil` when there was none.
+    func remove(_ key: SessionKey) -> TokenSet?? {
+        cancelRefreshes(of: key)
+        guard let record = sessions.removeValue(forKey: key) else { return nil }
+        return .some(record.tokens)
+    }
+
+    // MARK: Tokens
+
     /// A token valid for at least `minimumValidity` seconds, refreshed first when needed.
+    /// - Parameter variant: Narrower scopes or a resource; empty for the session's own token.
     /// - Throws: `login_required` when there is no usable session; the provider's error when a
     ///   needed refresh failed and the current token has expired.
-    func token(for key: SessionKey, provider: any IdentityProvider, minimumValidity: TimeInterval, forceRefresh: Bool) async throws(AuthGateError) -> TokenSet {
+    func token(for key: SessionKey, minimumValidity: TimeInterval, forceRefresh: Bool,
+               variant: TokenVariant = TokenVariant()) async throws(AuthGateError) -> TokenSet {
         guard let record = sessions[key], let tokens = record.tokens else {
             throw .loginRequired(provider: key.provider.rawValue)
+        }
+        if !variant.isEmpty {
+            return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
         }
         if !forceRefresh, tokens.isValid(for: minimumValidity, at: now()) {
             return tokens
         }
-        let renew: @Sendable () async throws(AuthGateError) -> TokenSet
-        if record.grant == .clientCredentials {
-            // RFC 6749 §4.4.3: no refresh token; the client simply asks again.
-            renew = { () async throws(AuthGateError) in try await provider.signInAsClient(scopes: tokens.scopes).tokens }
-        } else if let refreshToken = tokens.refreshToken {
-            renew = { () async throws(AuthGateError) in try await provider.refresh(refreshToken, scopes: tokens.scopes) }
-        } else {
+        if record.grant != .clientCredentials, tokens.refreshToken == nil {
             if tokens.isValid(for: 0, at: now()) { return tokens }
-            sessions[key]?.tokens = nil
-            sessions[key]?.state = .loginRequired
+            expireWithoutRefreshToken(key)
             throw .loginRequired(provider: key.provider.rawValue)
         }
-        let task = refreshes[key] ?? startRefresh(key, generation: record.generation, renew: renew)
-        switch await task.value {
+        switch await refresh(key, variant: variant).value {
         case .success(let refreshed):
             return refreshed
-        case .failure(let error) where error.reason != .loginRequired && tokens.isValid(for: 0, at: now()):
-            // The provider is unwell, but the current token still works: serve it until it expires.
-            return tokens
+        case .failure(let error) where error.reason != .loginRequired:
+            // The provider is unwell, but the current token may still work: serve it until it expires.
+            if let current = sessions[key]?.tokens, current.isValid(for: 0, at: now()) { return current }
+            throw error
         case .failure(let error):
             throw error
         }
     }
 
+    private func variantToken(for key: SessionKey, record: SessionRecord, minimumValidity: TimeInterval, forceRefresh: Bool,
+                              variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
+        if !forceRefresh, let cached = record.variants[variant], cached.isValid(for: minimumValidity, at: now()) {
+            return cached
+        }
+        guard record.grant == .clientCredentials || record.tokens?.refreshToken != nil else {
+            throw AuthGateError(.unsupportedGrant, "The provider '\(key.provider)' issued this session no refresh token, so authgated cannot obtain a token with other scopes or for a resource; sign in again asking for them.")
+        }
+        return try await refresh(key, variant: variant).value.get()
+    }
+
     /// A caller's API refused `rejected`. If it is still the current token, the session is
     /// refreshed (joining a refresh already in flight); if it was already replaced, the
     /// current token is returned without asking the provider.
-    func tokenRejected(for key: SessionKey, provider: any IdentityProvider, rejected: Secret) async throws(AuthGateError) -> TokenSet {
+    func tokenRejected(for key: SessionKey, rejected: Secret) async throws(AuthGateError) -> TokenSet {
         guard let tokens = sessions[key]?.tokens else { throw .loginRequired(provider: key.provider.rawValue) }
         guard tokens.accessToken == rejected else { return tokens }
-        return try await token(for: key, provider: provider, minimumValidity: 0, forceRefresh: true)
+        return try await token(for: key, minimumValidity: 0, forceRefresh: true)
     }
 
-    private func startRefresh(_ key: SessionKey, generation: UInt64,
-                              renew: @escaping @Sendable () async throws(AuthGateError) -> TokenSet) -> Task<Result<TokenSet, AuthGateError>, Never> {
-        sessions[key]?.state = .refreshing
-        let task = Task { () -> Result<TokenSet, AuthGateError> in
-            let result: Result<TokenSet, AuthGateError>
-            do throws(AuthGateError) {
-                result = .success(try await renew())
-            } catch {
-                result = .failure(error)
+    // MARK: Background refresh
+
+    /// Starts the refreshes that are due, at most ``maximumBackgroundRefreshes`` at once, and
+    /// ends sessions that expired without a refresh token. Called by ``RefreshScheduler``.
+    /// - Returns: How many refreshes it started.
+    @discardableResult
+    func refreshDue() -> Int {
+        let now = now()
+        var started = 0
+        while let due = schedule.min, due.at <= now, refreshes.count < maximumBackgroundRefreshes {
+            schedule.removeMin()
+            guard let record = sessions[due.key], record.nextRefreshAt == due.at, let tokens = record.tokens else { continue }
+            sessions[due.key]?.nextRefreshAt = nil
+            if refreshes[RefreshKey(session: due.key, variant: TokenVariant())] != nil { continue }  // a caller's refresh plans the next one
+            if record.grant != .clientCredentials, tokens.refreshToken == nil {
+                expireWithoutRefreshToken(due.key)
+                continue
             }
-            self.finishRefresh(key, generation: generation, result: result)
-            return result
+            _ = refresh(due.key, variant: TokenVariant())
+            started += 1
         }
-        refreshes[key] = task
-        return task
+        return started
     }
 
-    private func finishRefresh(_ key: SessionKey, generation: UInt64, result: Result<TokenSet, AuthGateError>) {
-        refreshes[key] = nil
-        guard var record = sessions[key], record.generation == generation else { return }
-        switch result {
-        case .success(var tokens):
-            // RFC 6749 §6: a server that issues no new refresh token leaves the old one valid.
-            // A rotated one replaces it here, before any caller sees the new access token.
-            if tokens.refreshToken == nil { tokens.refreshToken = record.tokens?.refreshToken }
-            record.tokens = tokens
-            record.state = .authenticated
-            record.lastError = nil
-            logger.info("session refreshed", metadata: metadata(key, ["session.expires_at": "\(tokens.expiresAt)"]))
-        case .failure(let error) where error.reason == .loginRequired:
-            record.tokens = nil
-            record.state = .loginRequired
-            record.lastError = error.message
-            logger.notice("refresh refused; sign-in required", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
-        case .failure(let error):
-            let stillValid = record.tokens?.isValid(for: 0, at: now()) ?? false
-            record.state = stillValid ? .authenticated : .expired
-            record.lastError = error.message
-            logger.warning("refresh failed", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+    /// Waits until no refresh is in flight; lets tests step an injected clock deterministically.
+    func waitForRefreshes() async {
+        while let task = refreshes.values.first {
+            _ = await task.value
         }
-        sessions[key] = record
     }
 
-    /// Removes a session.
-    /// - Returns: Its tokens, to revoke at the provider; `nil` when there was none.
-    func remove(_ key: SessionKey) -> TokenSet?? {
-        refreshes.removeValue(forKey: key)?.cancel()
-        guard let record = sessions.removeValue(forKey: key) else { return nil }
-        return .some(record.tokens)
-    }
+    // MARK: Status
 
     /// The caller's sessions, optionally of one provider; never token values.
     func status(uid: UInt32, provider: ProviderID?) -> [SessionStatus] {
-        sessions.filter { $0.key.uid == uid && (provider == nil || $0.key.provider == provider) }
+        let now = now()
+        return sessions.filter { $0.key.uid == uid && (provider == nil || $0.key.provider == provider) }
             .sorted { $0.key < $1.key }
             .map { key, record in
-                SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: record.state,
-                              expiresAt: record.tokens?.expiresAt, nextRefreshAt: nil, lastError: record.lastError,
-                              subject: record.subject)
+                var state = record.state
+                // A session whose token ran out while refreshes fail is `expired`, not `authenticated`.
+                if state == .authenticated, let tokens = record.tokens, !tokens.isValid(for: 0, at: now) { state = .expired }
+                return SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: state,
+                                     expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt, lastError: record.lastError,
+                                     subject: record.subject)
             }
     }
 
@@ -172,6 +228,170 @@ actor SessionManager {
     func shutdown() {
         for task in refreshes.values { task.cancel() }
         refreshes.removeAll()
+    }
+
+    // MARK: The refresh itself
+
+    /// The refresh of `key`'s `variant` in flight, or a new one.
+    private func refresh(_ key: SessionKey, variant: TokenVariant) -> Task<Result<TokenSet, AuthGateError>, Never> {
+        let refreshKey = RefreshKey(session: key, variant: variant)
+        if let inFlight = refreshes[refreshKey] { return inFlight }
+        // Wait for the session's other refreshes: each may rotate the refresh token this one spends.
+        let earlier = refreshes.filter { $0.key.session == key }.map(\.value)
+        let generation = sessions[key]?.generation ?? 0
+        if variant.isEmpty { sessions[key]?.state = .refreshing }
+        let task = Task { () -> Result<TokenSet, AuthGateError> in
+            for other in earlier { _ = await other.value }
+            return await self.performRefresh(refreshKey, generation: generation)
+        }
+        refreshes[refreshKey] = task
+        return task
+    }
+
+    private func performRefresh(_ refreshKey: RefreshKey, generation: UInt64) async -> Result<TokenSet, AuthGateError> {
+        let key = refreshKey.session
+        let variant = refreshKey.variant
+        // A session replaced or removed meanwhile has already dropped its refreshes.
+        defer { if sessions[key]?.generation == generation { refreshes[refreshKey] = nil } }
+        guard let record = sessions[key], record.generation == generation, let tokens = record.tokens else {
+            return .failure(.loginRequired(provider: key.provider.rawValue))
+        }
+        let client = record.binding.client
+        var result: Result<TokenSet, AuthGateError>
+        do throws(AuthGateError) {
+            if record.grant == .clientCredentials {
+                // RFC 6749 §4.4.3: no refresh token; the client simply asks again.
+                let scopes = variant.isEmpty ? tokens.scopes : variant.scopes
+                result = .success(try await client.signInAsClient(TokenVariant(scopes: scopes, resource: variant.resource)).tokens)
+            } else if let refreshToken = tokens.refreshToken {
+                result = .success(try await client.refresh(refreshToken, variant: variant))
+            } else {
+                result = .failure(.loginRequired(provider: key.provider.rawValue))
+            }
+        } catch {
+            result = .failure(error)
+        }
+        // Check again after the await: the session may have been replaced or removed meanwhile.
+        guard sessions[key]?.generation == generation, !Task.isCancelled else {
+            return result
+        }
+        if variant.isEmpty {
+            result = finishSessionRefresh(key, result: result, previous: tokens)
+        } else {
+            finishVariantRefresh(key, variant: variant, result: result)
+        }
+        return result.map { variant.isEmpty ? $0 : Self.withoutRefreshToken($0) }
+    }
+
+    /// Takes the outcome of a refresh of the session's own token and plans the next one.
+    /// - Returns: The tokens as stored (a kept refresh token, the previous scopes filled in).
+    private func finishSessionRefresh(_ key: SessionKey, result: Result<TokenSet, AuthGateError>,
+                                      previous: TokenSet) -> Result<TokenSet, AuthGateError> {
+        guard var record = sessions[key] else { return result }
+        switch result {
+        case .success(var tokens):
+            // RFC 6749 §6: a server that issues no new refresh token leaves the old one valid.
+            // A rotated one replaces it here, before any caller sees the new access token.
+            if tokens.refreshToken == nil {
+                tokens.refreshToken = record.tokens?.refreshToken
+                tokens.refreshTokenExpiresAt = record.tokens?.refreshTokenExpiresAt
+            }
+            if tokens.scopes.isEmpty { tokens.scopes = previous.scopes }
+            record.tokens = tokens
+            record.obtainedAt = now()
+            record.state = .authenticated
+            record.lastError = nil
+            record.failures = 0
+            sessions[key] = record
+            planRefresh(key)
+            logger.info("session refreshed", metadata: metadata(key, ["session.expires_at": "\(tokens.expiresAt)"]))
+            return .success(tokens)
+        case .failure(let error) where error.reason == .loginRequired:
+            endSession(key, reason: error.message)
+            logger.notice("refresh refused; sign-in required", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+            return result
+        case .failure(let error):
+            record.failures += 1
+            record.lastError = error.message
+            let stillValid = record.tokens?.isValid(for: 0, at: now()) ?? false
+            record.state = stillValid ? .authenticated : .expired
+            sessions[key] = record
+            let delay = RefreshSchedule.retryDelay(failures: record.failures, policy: record.binding.policy,
+                                                   retryAfterSeconds: error.retryAfterSeconds, random: random())
+            reschedule(key, at: now().addingTimeInterval(delay))
+            logger.warning("refresh failed; retrying", metadata: metadata(key, [
+                "error.reason": "\(error.reason.rawValue)", "refresh.failures": "\(record.failures)",
+                "refresh.retry_in_seconds": "\(Int(delay.rounded(.up)))",
+            ]))
+            return result
+        }
+    }
+
+    /// Caches a narrower token; a refresh token rotated on the way becomes the session's.
+    private func finishVariantRefresh(_ key: SessionKey, variant: TokenVariant, result: Result<TokenSet, AuthGateError>) {
+        switch result {
+        case .success(let tokens):
+            if let rotated = tokens.refreshToken, rotated != sessions[key]?.tokens?.refreshToken {
+                sessions[key]?.tokens?.refreshToken = rotated
+                sessions[key]?.tokens?.refreshTokenExpiresAt = tokens.refreshTokenExpiresAt
+            }
+            sessions[key]?.variants[variant] = Self.withoutRefreshToken(tokens)
+            logger.info("narrower token obtained", metadata: metadata(key, ["token.variant": "\(variant)"]))
+        case .failure(let error) where error.reason == .loginRequired:
+            endSession(key, reason: error.message)
+            logger.notice("refresh refused; sign-in required", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+        case .failure(let error):
+            logger.warning("narrower token refused", metadata: metadata(key, ["token.variant": "\(variant)", "error.reason": "\(error.reason.rawValue)"]))
+        }
+    }
+
+    /// The provider refused the session, or its token ran out with nothing to refresh it:
+    /// the tokens go at once and the user must sign in again.
+    private func endSession(_ key: SessionKey, reason: String) {
+        sessions[key]?.tokens = nil
+        sessions[key]?.variants = [:]
+        sessions[key]?.state = .loginRequired
+        sessions[key]?.lastError = reason
+        sessions[key]?.nextRefreshAt = nil
+    }
+
+    private func expireWithoutRefreshToken(_ key: SessionKey) {
+        endSession(key, reason: "The access token expired and the provider issued no refresh token; sign in again.")
+        logger.notice("session expired; sign-in required", metadata: metadata(key))
+    }
+
+    // MARK: Scheduling
+
+    /// Plans the next refresh of fresh tokens; sessions without a refresh token are planned
+    /// to end when their token does.
+    private func planRefresh(_ key: SessionKey) {
+        guard let record = sessions[key], let tokens = record.tokens else { return }
+        let at: Date
+        if record.grant != .clientCredentials, tokens.refreshToken == nil {
+            at = tokens.expiresAt
+        } else {
+            at = RefreshSchedule.refreshTime(obtainedAt: record.obtainedAt, expiresAt: tokens.expiresAt,
+                                             policy: record.binding.policy, random: random())
+        }
+        reschedule(key, at: at)
+    }
+
+    private func reschedule(_ key: SessionKey, at: Date) {
+        sessions[key]?.nextRefreshAt = at
+        schedule.insert(Due(at: at, key: key))
+    }
+
+    private func cancelRefreshes(of key: SessionKey) {
+        for refreshKey in refreshes.keys where refreshKey.session == key {
+            refreshes.removeValue(forKey: refreshKey)?.cancel()
+        }
+    }
+
+    private static func withoutRefreshToken(_ tokens: TokenSet) -> TokenSet {
+        var tokens = tokens
+        tokens.refreshToken = nil
+        tokens.refreshTokenExpiresAt = nil
+        return tokens
     }
 
     private func takeGeneration() -> UInt64 {

@@ -18,8 +18,11 @@ public actor MockIdentityProvider: IdentityProvider {
         var accountKey: String
         var expiresAt: Date
         var scopes: [String]
-        /// The access token issued with it, forgotten when this refresh token is spent.
-        var accessToken: String
+    }
+
+    private struct IssuedAccessToken {
+        var accountKey: String
+        var expiresAt: Date
     }
 
     private let settings: MockProviderSettings
@@ -29,8 +32,9 @@ public actor MockIdentityProvider: IdentityProvider {
     private var accounts: [String: Account] = [:]
     /// Keyed by the refresh token's value.
     private var refreshTokens: [String: IssuedRefreshToken] = [:]
-    /// Account of each live access token, for `userinfo`.
-    private var accessTokens: [String: String] = [:]
+    /// Each live access token, for `userinfo`; expired ones are pruned as new ones are issued.
+    private var accessTokens: [String: IssuedAccessToken] = [:]
+    private var accessTokensAtLastPrune = 0
 
     /// - Parameters:
     ///   - settings: The provider's file.
@@ -97,15 +101,31 @@ public actor MockIdentityProvider: IdentityProvider {
         return SignInResult(tokens: issueTokens(for: key, scopes: []), subject: "mock:" + key)
     }
 
-    public func refresh(_ refreshToken: Secret, scopes: [String]) async throws(AuthGateError) -> TokenSet {
+    public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         await simulateLatency()
-        guard let issued = refreshTokens.removeValue(forKey: refreshToken.exposedValue), issued.expiresAt > now(),
+        guard let issued = refreshTokens[refreshToken.exposedValue], issued.expiresAt > now(),
               accounts[issued.accountKey] != nil else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this session; sign in again.")
         }
-        accessTokens[issued.accessToken] = nil
+        // RFC 6749 §6: a refresh may narrow the scopes, never widen them (`invalid_scope`).
+        guard Set(variant.scopes).isSubset(of: issued.scopes) else {
+            throw AuthGateError(.validationFailed, "The mock provider refused the requested scopes: they exceed the session's.",
+                                fields: [FieldError(field: "scopes", message: "refused by the provider")])
+        }
         // Rotation (RFC 9700 §4.14.2): the old refresh token is spent, a new one replaces it.
-        return issueTokens(for: issued.accountKey, scopes: scopes.isEmpty ? issued.scopes : scopes)
+        // Access tokens already issued stay valid until they expire, as with most servers.
+        refreshTokens[refreshToken.exposedValue] = nil
+        let sessionScopes = issued.scopes
+        var tokens = issueTokens(for: issued.accountKey, scopes: sessionScopes)
+        if !variant.isEmpty {
+            // The narrower token is a separate access token; the rotated refresh token keeps
+            // the session's full scopes.
+            let narrow = Secret.random(prefix: "mock_at_")
+            accessTokens[narrow.exposedValue] = IssuedAccessToken(accountKey: issued.accountKey, expiresAt: tokens.expiresAt)
+            tokens.accessToken = narrow
+            tokens.scopes = variant.scopes.isEmpty ? sessionScopes : variant.scopes
+        }
+        return tokens
     }
 
     public func revoke(_ tokens: TokenSet) async {
@@ -115,13 +135,14 @@ public actor MockIdentityProvider: IdentityProvider {
         accessTokens[tokens.accessToken.exposedValue] = nil
     }
 
-    public func signInAsClient(scopes: [String]) async throws(AuthGateError) -> SignInResult {
+    public func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
         throw AuthGateError(.unsupportedGrant, "The mock provider signs in users, not clients.")
     }
 
     public func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] {
         await simulateLatency()
-        guard tokens.expiresAt > now(), let key = accessTokens[tokens.accessToken.exposedValue], let account = accounts[key] else {
+        guard let issued = accessTokens[tokens.accessToken.exposedValue], issued.expiresAt > now(),
+              let account = accounts[issued.accountKey] else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this access token; sign in again.")
         }
         var claims: [String: JSONValue] = ["sub": .string(account.subject), "preferred_username": .string(account.username)]
@@ -139,12 +160,17 @@ public actor MockIdentityProvider: IdentityProvider {
         let refreshToken = Secret.random(prefix: "mock_rt_")
         let accessToken = Secret.random(prefix: "mock_at_")
         let refreshExpiry = issuedAt.addingTimeInterval(TimeInterval(settings.refreshTokenLifetimeSeconds))
-        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(accountKey: accountKey, expiresAt: refreshExpiry, scopes: granted,
-                                                                      accessToken: accessToken.exposedValue)
-        accessTokens[accessToken.exposedValue] = accountKey
+        let accessExpiry = issuedAt.addingTimeInterval(TimeInterval(settings.accessTokenLifetimeSeconds))
+        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(accountKey: accountKey, expiresAt: refreshExpiry, scopes: granted)
+        accessTokens[accessToken.exposedValue] = IssuedAccessToken(accountKey: accountKey, expiresAt: accessExpiry)
+        // Amortised pruning: a sweep each time the table has doubled keeps it proportional to
+        // the live tokens however long the daemon runs.
+        if accessTokens.count > max(1024, 2 * accessTokensAtLastPrune) {
+            accessTokens = accessTokens.filter { $0.value.expiresAt > issuedAt }
+            accessTokensAtLastPrune = accessTokens.count
+        }
         return TokenSet(accessToken: accessToken, tokenType: "Bearer",
-                        expiresAt: issuedAt.addingTimeInterval(TimeInterval(settings.accessTokenLifetimeSeconds)),
-                        refreshToken: refreshToken, refreshTokenExpiresAt: refreshExpiry, scopes: granted)
+                        expiresAt: accessExpiry, refreshToken: refreshToken, refreshTokenExpiresAt: refreshExpiry, scopes: granted)
     }
 
     /// Waits a random time in `latency_ms`, as a real provider's round trip would take.
