@@ -82,7 +82,12 @@ public enum Daemon {
         }
 
         let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, now: { Date() }, logger: logger) })
-        let sessions = SessionManager(logger: logger)
+        let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
+                                             credentialsDirectory: configuration.credentialsDirectory, logger: logger)
+        let sessions = SessionManager(logger: logger, persistence: persistence)
+        if await registry.hasPersistentProviders {
+            await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
+        }
         let context = DaemonContext(configDirectory: configuration.providersDirectory, mode: configuration.mode,
                                     socketPath: configuration.socketPath)
         let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, context: context, logger: logger)
@@ -109,6 +114,19 @@ public enum Daemon {
         await sessions.shutdown()
         logger.notice("stopped")
         return status
+    }
+
+    /// Restores the sessions saved before the restart. An unreadable file costs its uid's
+    /// sessions, with a clear log line, and never the daemon.
+    private static func restoreSessions(_ sessions: SessionManager, from persistence: SessionPersistence, registry: ProviderRegistry,
+                                        logger: Logger) async {
+        guard let store = persistence.store() else { return }
+        let (saved, problems) = store.loadAll()
+        for problem in problems {
+            logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
+        }
+        let restored = await sessions.restore(saved, bindings: registry.sessionBindings)
+        logger.notice("saved sessions restored", metadata: ["sessions.restored": "\(restored)", "storage.directory": "\(store.directory)"])
     }
 
     private static func logReports(_ reports: [ProviderFileReport], directory: String, logger: Logger) {

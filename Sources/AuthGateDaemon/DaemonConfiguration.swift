@@ -21,9 +21,13 @@ public struct DaemonConfiguration: Sendable {
     public var strict: Bool
     /// A group that may use the socket too (mode 0660 instead of 0600).
     public var socketGroup: String?
+    /// systemd's `$CREDENTIALS_DIRECTORY`: where `LoadCredential=authgate.key:…` puts the
+    /// storage key.
+    public var credentialsDirectory: String?
 
     public init(providersDirectory: String, socketPath: String, stateDirectory: String, mode: DaemonMode,
-                strict: Bool = false, socketGroup: String? = nil) {
+                strict: Bool = false, socketGroup: String? = nil, credentialsDirectory: String? = nil) {
+        self.credentialsDirectory = credentialsDirectory
         self.providersDirectory = providersDirectory
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory
@@ -52,6 +56,7 @@ public struct DaemonConfiguration: Sendable {
             providersDirectory: providersDirectory,
             socketPath: socket ?? (mode == .system ? SocketLocation.systemSocket : SocketLocation.userSocket(environment: environment)),
             stateDirectory: stateDirectory ?? (mode == .system ? "/var/lib/authgate" : SocketLocation.userStateDirectory(environment: environment)),
-            mode: mode, strict: strict, socketGroup: socketGroup)
+            mode: mode, strict: strict, socketGroup: socketGroup,
+            credentialsDirectory: environment["CREDENTIALS_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 })
     }
 }

@@ -93,8 +93,11 @@ final class DaemonProcess: Sendable {
     private let log = SharedText()
 
     /// Starts the daemon with `providers` (file name → JSON) and waits until it listens.
-    init(providers: [String: String], arguments: [String] = [], logLevel: String = "trace", waitUntilListening: Bool = true) throws {
-        scratch = try ScratchDirectory()
+    /// - Parameter scratch: The directory of an earlier daemon, to start again on its state.
+    init(providers: [String: String], arguments: [String] = [], logLevel: String = "trace", waitUntilListening: Bool = true,
+         scratch: ScratchDirectory? = nil) throws {
+        self.scratch = try scratch ?? ScratchDirectory()
+        let scratch = self.scratch
         socketPath = scratch.path + "/s.sock"
         providersDirectory = scratch.path + "/providers.d"
         try FileManager.default.createDirectory(atPath: providersDirectory, withIntermediateDirectories: true)
@@ -141,6 +144,9 @@ final class DaemonProcess: Sendable {
         }
         return process.terminationStatus
     }
+
+    /// The daemon's state directory (persistent sessions, the storage key).
+    var stateDirectory: String { scratch.path + "/state" }
 
     /// Sends `signal` to the daemon.
     func send(_ signal: Int32) {

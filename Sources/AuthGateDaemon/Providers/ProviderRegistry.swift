@@ -83,6 +83,22 @@ actor ProviderRegistry {
         providers.values.compactMap { provider in provider.remote.map { (provider.id, $0) } }.sorted { $0.id < $1.id }
     }
 
+    /// What sessions of each usable provider are bound to; for restoring saved sessions.
+    var sessionBindings: [ProviderID: SessionBinding] {
+        var bindings: [ProviderID: SessionBinding] = [:]
+        for provider in providers.values {
+            if let configuration = provider.configuration, let client = provider.client {
+                bindings[configuration.id] = SessionBinding(configuration, client: client)
+            }
+        }
+        return bindings
+    }
+
+    /// True when some provider keeps its sessions on disk.
+    var hasPersistentProviders: Bool {
+        providers.values.contains { $0.configuration?.storage == .persistent }
+    }
+
     /// Records the outcome of a network check.
     func record(_ validation: ProviderValidation, for id: String) {
         providers[id]?.apply(validation)

@@ -77,7 +77,7 @@ struct MethodHandlers {
             logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
         }
-        let binding = SessionBinding(client: client, policy: configuration.refresh, storage: configuration.storage)
+        let binding = SessionBinding(configuration, client: client)
         let (result, replaced) = await sessions.store(signIn, grant: grant, binding: binding, for: key)
         logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {

@@ -18,12 +18,46 @@ struct SessionKey: Sendable, Hashable, Comparable {
     }
 }
 
+/// Who issued a session's tokens: a session is only kept (across a reload or a restart) by a
+/// provider with the same issuer and client.
+struct ProviderIdentity: Sendable, Hashable {
+    var issuer: String?
+    var clientID: String?
+
+    init(issuer: String?, clientID: String?) {
+        self.issuer = issuer
+        self.clientID = clientID
+    }
+
+    init(_ configuration: ProviderConfiguration) {
+        switch configuration.settings {
+        case .oidc(let remote), .oauth2(let remote):
+            self.init(issuer: remote.issuer?.absoluteString ?? remote.endpoints.token?.absoluteString, clientID: remote.clientID)
+        case .mock:
+            self.init(issuer: nil, clientID: nil)
+        }
+    }
+}
+
 /// What a session needs from its provider: the client that refreshes it and the rules it
 /// follows. Replaced when a reload changes the provider in a way that keeps its sessions.
 struct SessionBinding: Sendable {
     var client: any IdentityProvider
     var policy: RefreshPolicy
     var storage: ProviderConfiguration.Storage
+    var identity: ProviderIdentity
+
+    init(client: any IdentityProvider, policy: RefreshPolicy, storage: ProviderConfiguration.Storage,
+         identity: ProviderIdentity = ProviderIdentity(issuer: nil, clientID: nil)) {
+        self.client = client
+        self.policy = policy
+        self.storage = storage
+        self.identity = identity
+    }
+
+    init(_ configuration: ProviderConfiguration, client: any IdentityProvider) {
+        self.init(client: client, policy: configuration.refresh, storage: configuration.storage, identity: ProviderIdentity(configuration))
+    }
 }
 
 /// One session's state; never leaves the daemon.
@@ -78,6 +112,11 @@ actor SessionManager {
     private let now: @Sendable () -> Date
     private let random: @Sendable () -> Double
     private let logger: Logger
+    /// Where `persistent` sessions are sealed; `nil` keeps everything in memory.
+    private let persistence: SessionPersistence?
+    /// The uids that have a sessions file, so that the last persistent session's removal
+    /// deletes it, and memory-only uids never cause a disk access.
+    private var persistedUIDs: Set<UInt32> = []
     /// At most this many refreshes run at once on the scheduler's account, so that a daemon
     /// restored with thousands of expired sessions does not open thousands of connections.
     let maximumBackgroundRefreshes: Int
@@ -85,9 +124,10 @@ actor SessionManager {
     /// - Parameters:
     ///   - now: The clock; injected by tests.
     ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
-    init(logger: Logger, maximumBackgroundRefreshes: Int = 32, now: @escaping @Sendable () -> Date = { Date() },
-         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
+    init(logger: Logger, persistence: SessionPersistence? = nil, maximumBackgroundRefreshes: Int = 32,
+         now: @escaping @Sendable () -> Date = { Date() }, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.logger = logger
+        self.persistence = persistence
         self.maximumBackgroundRefreshes = maximumBackgroundRefreshes
         self.now = now
         self.random = random
@@ -98,12 +138,14 @@ actor SessionManager {
     /// Stores a fresh sign-in, replacing any session of the same key.
     /// - Returns: The result for the caller, and the replaced tokens (to revoke).
     func store(_ signIn: SignInResult, grant: Grant, binding: SessionBinding, for key: SessionKey) -> (LoginResult, replaced: TokenSet?) {
-        let replaced = sessions[key]?.tokens
+        let previous = sessions[key]
         cancelRefreshes(of: key)
         let obtainedAt = now()
         sessions[key] = SessionRecord(grant: grant, tokens: signIn.tokens, subject: signIn.subject, state: .authenticated,
                                       lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: obtainedAt)
         planRefresh(key)
+        if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
+        let replaced = previous?.tokens
         let result = LoginResult(provider: key.provider.rawValue, session: key.name.rawValue, state: .authenticated,
                                  expiresAt: signIn.tokens.expiresAt, subject: signIn.subject)
         return (result, replaced)
@@ -114,6 +156,7 @@ actor SessionManager {
     func remove(_ key: SessionKey) -> TokenSet?? {
         cancelRefreshes(of: key)
         guard let record = sessions.removeValue(forKey: key) else { return nil }
+        if record.binding.storage == .persistent { persist(key.uid) }
         return .some(record.tokens)
     }
 
@@ -304,6 +347,8 @@ actor SessionManager {
             record.failures = 0
             sessions[key] = record
             planRefresh(key)
+            // A rotated refresh token reaches the disk before any caller sees the new access token.
+            if record.binding.storage == .persistent { persist(key.uid) }
             logger.info("session refreshed", metadata: metadata(key, ["session.expires_at": "\(tokens.expiresAt)"]))
             return .success(tokens)
         case .failure(let error) where error.reason == .loginRequired:
@@ -334,6 +379,7 @@ actor SessionManager {
             if let rotated = tokens.refreshToken, rotated != sessions[key]?.tokens?.refreshToken {
                 sessions[key]?.tokens?.refreshToken = rotated
                 sessions[key]?.tokens?.refreshTokenExpiresAt = tokens.refreshTokenExpiresAt
+                if sessions[key]?.binding.storage == .persistent { persist(key.uid) }
             }
             sessions[key]?.variants[variant] = Self.withoutRefreshToken(tokens)
             logger.info("narrower token obtained", metadata: metadata(key, ["token.variant": "\(variant)"]))
@@ -353,11 +399,69 @@ actor SessionManager {
         sessions[key]?.state = .loginRequired
         sessions[key]?.lastError = reason
         sessions[key]?.nextRefreshAt = nil
+        if sessions[key]?.binding.storage == .persistent { persist(key.uid) }
     }
 
     private func expireWithoutRefreshToken(_ key: SessionKey) {
         endSession(key, reason: "The access token expired and the provider issued no refresh token; sign in again.")
         logger.notice("session expired; sign-in required", metadata: metadata(key))
+    }
+
+    // MARK: Persistence
+
+    /// Takes back the sessions saved before a restart. A session whose provider is gone, is
+    /// no longer `persistent`, or now has another issuer or client is dropped, and the file
+    /// rewritten without it. Tokens that expired meanwhile are refreshed at the first tick.
+    /// - Returns: How many sessions were restored.
+    @discardableResult
+    func restore(_ saved: [UInt32: [PersistedSession]], bindings: [ProviderID: SessionBinding]) -> Int {
+        var restored = 0
+        for (uid, list) in saved {
+            persistedUIDs.insert(uid)
+            var dropped = false
+            for session in list {
+                guard let provider = ProviderID(session.provider), let name = SessionName(session.session),
+                      let binding = bindings[provider], binding.storage == .persistent,
+                      binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID) else {
+                    dropped = true
+                    logger.notice("saved session dropped: its provider is gone, no longer persistent, or has another issuer or client",
+                                  metadata: ["peer.uid": "\(uid)", "provider.id": "\(session.provider)", "session": "\(session.session)"])
+                    continue
+                }
+                let key = SessionKey(uid: uid, provider: provider, name: name)
+                sessions[key] = SessionRecord(grant: session.grant, tokens: session.tokens, subject: session.subject, state: .authenticated,
+                                              lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: session.savedAt)
+                if session.tokens.isValid(for: 0, at: now()) {
+                    planRefresh(key)
+                } else {
+                    reschedule(key, at: now())
+                }
+                restored += 1
+            }
+            if dropped { persist(uid) }
+        }
+        return restored
+    }
+
+    /// Writes the uid's `persistent` sessions (the whole list: one sealed file per uid).
+    /// Synchronous on purpose: nothing else in this actor runs until the file is on disk, so
+    /// a caller never holds a token whose refresh token the disk does not know.
+    private func persist(_ uid: UInt32) {
+        guard let persistence else { return }
+        let kept = sessions.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent && $0.value.tokens != nil }
+        guard !kept.isEmpty || persistedUIDs.contains(uid), let store = persistence.store() else { return }
+        let list = kept.sorted { $0.key < $1.key }.map { key, record in
+            // `savedAt` carries when the tokens arrived, which the next refresh is planned from.
+            PersistedSession(provider: key.provider.rawValue, session: key.name.rawValue, grant: record.grant, subject: record.subject,
+                             issuer: record.binding.identity.issuer, clientID: record.binding.identity.clientID,
+                             tokens: record.tokens!, savedAt: record.obtainedAt)
+        }
+        do {
+            try store.save(list, uid: uid)
+            if list.isEmpty { persistedUIDs.remove(uid) } else { persistedUIDs.insert(uid) }
+        } catch {
+            logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
+        }
     }
 
     // MARK: Scheduling
