@@ -3,7 +3,8 @@ gunicorn) over TLS on 127.0.0.1 for the Swift tests.
 
     .venv/bin/python Tests/idp/launch.py --workdir DIR [--port N]
         [--access-token-lifetime SECONDS] [--id-token-lifetime SECONDS]
-        [--device-interval SECONDS] [--cache-dir DIR] [--access-log]
+        [--device-interval SECONDS] [--authorization-response-iss] [--cache-dir DIR]
+        [--access-log]
 
 When the server answers, one line of JSON goes to stdout:
 
@@ -33,6 +34,8 @@ Fixtures (authgate_idp/fixtures.py):
              authgate-browser                public, authorization code + PKCE (S256 or plain),
                                              redirect URI http://127.0.0.1/callback on any
                                              port, consent skipped
+             authgate-browser-consent        the same, but with a consent page (Authorize or
+                                             Cancel, asked every time)
              authgate-service                confidential, client credentials,
                                              secret authgate-service-secret-1
              authgate-confidential-password  confidential, password grant,
@@ -79,6 +82,8 @@ def parse_args() -> argparse.Namespace:
                    help="default: the access token lifetime")
     p.add_argument("--device-interval", type=int, default=1, metavar="SECONDS",
                    help="the polling interval the device endpoint asks for (default 1)")
+    p.add_argument("--authorization-response-iss", action="store_true",
+                   help="add iss to authorization responses and advertise it (RFC 9207)")
     p.add_argument("--cache-dir", type=Path, default=REPO / ".build" / "idp-cache")
     p.add_argument("--access-log", action="store_true", help="log every request to stderr")
     return p.parse_args()
@@ -170,6 +175,7 @@ def main() -> None:
         AUTHGATE_IDP_ACCESS_TOKEN_LIFETIME=str(args.access_token_lifetime),
         AUTHGATE_IDP_ID_TOKEN_LIFETIME=str(args.id_token_lifetime or args.access_token_lifetime),
         AUTHGATE_IDP_DEVICE_INTERVAL=str(args.device_interval),
+        AUTHGATE_IDP_AUTHZ_RESPONSE_ISS="1" if args.authorization_response_iss else "0",
     )
     env.pop("AUTHGATE_IDP_DB", None)
     ca_file = prepare_workdir(args, env)

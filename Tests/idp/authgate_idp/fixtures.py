@@ -22,6 +22,10 @@ CLIENTS = {
     "authgate-device": ("public", "urn:ietf:params:oauth:grant-type:device_code", None, "", "RS256", False),
     # A registered http://127.0.0.1 URI matches any port (RFC 8252 §7.3), the path must match.
     "authgate-browser": ("public", "authorization-code", None, "http://127.0.0.1/callback", "RS256", True),
+    # The same, but showing the consent page (DOT asks every time), where the user can deny.
+    "authgate-browser-consent": (
+        "public", "authorization-code", None, "http://127.0.0.1/callback", "RS256", False,
+    ),
     "authgate-service": ("confidential", "client-credentials", "authgate-service-secret-1", "", "", False),
     "authgate-confidential-password": (
         "confidential", "password", "authgate-confidential-password-secret-1", "", "RS256", False,

@@ -7,6 +7,7 @@ launch.py passes everything that varies per run through the environment:
   AUTHGATE_IDP_ACCESS_TOKEN_LIFETIME  seconds
   AUTHGATE_IDP_ID_TOKEN_LIFETIME      seconds
   AUTHGATE_IDP_DEVICE_INTERVAL        seconds a device-code client must wait between polls
+  AUTHGATE_IDP_AUTHZ_RESPONSE_ISS     "1": authorization responses carry iss (RFC 9207)
 """
 
 import os
@@ -115,4 +116,7 @@ OAUTH2_PROVIDER = {
     # DOT's device page fills its form from ?user_code=.
     "OAUTH_DEVICE_VERIFICATION_URI_COMPLETE": f"{ORIGIN}/o/device/?user_code={{user_code}}",
     "DEVICE_FLOW_INTERVAL": int(os.environ.get("AUTHGATE_IDP_DEVICE_INTERVAL", "1")),
+    # RFC 9207: adds iss to the successful authorization redirects and advertises
+    # authorization_response_iss_parameter_supported in both discovery documents.
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": os.environ.get("AUTHGATE_IDP_AUTHZ_RESPONSE_ISS") == "1",
 }
