@@ -29,7 +29,7 @@ public enum Daemon {
         } catch {
             return ("error: \(error)\n", .setupFailed)
         }
-        var providers = reports.map { RegisteredProvider.make($0, now: { Date() }, logger: logger) }
+        var providers = reports.map { RegisteredProvider.make($0, logger: logger) }
         var networkWarnings: [Int: [String]] = [:]
         await withTaskGroup(of: (Int, ProviderValidation).self) { group in
             for (index, provider) in providers.enumerated() {
@@ -75,13 +75,13 @@ public enum Daemon {
             logger.critical("cannot load providers", metadata: ["error": "\(error)"])
             return .setupFailed
         }
-        logReports(reports, directory: configuration.providersDirectory, logger: logger)
+        ProviderReports.log(reports, directory: configuration.providersDirectory, logger: logger)
         if configuration.strict, reports.contains(where: { $0.configuration == nil }) {
             logger.critical("refusing to start: a provider file is invalid and --strict is set")
             return .providerProblems
         }
 
-        let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, now: { Date() }, logger: logger) })
+        let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, logger: logger) })
         let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
                                              credentialsDirectory: configuration.credentialsDirectory, logger: logger)
         let sessions = SessionManager(logger: logger, persistence: persistence)
@@ -90,16 +90,18 @@ public enum Daemon {
         }
         let context = DaemonContext(configDirectory: configuration.providersDirectory, mode: configuration.mode,
                                     socketPath: configuration.socketPath)
-        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, context: context, logger: logger)
+        let validator = ProviderValidator(registry: registry, logger: logger)
+        let reloader = ProviderReloader(directory: configuration.providersDirectory, registry: registry, sessions: sessions,
+                                        validator: validator, logger: logger)
+        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, reloader: reloader, context: context, logger: logger)
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
                                dispatcher: dispatcher, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [
                 .init(service: server),
                 .init(service: RefreshScheduler(sessions: sessions)),
-                // Validation ends once every provider answered; that must not stop the daemon.
-                .init(service: ProviderValidator(registry: registry, logger: logger), successTerminationBehavior: .ignore),
-                .init(service: HangupSignalService(logger: logger)),
+                .init(service: validator),
+                .init(service: HangupSignalService(reloader: reloader, logger: logger)),
             ],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
@@ -128,37 +130,19 @@ public enum Daemon {
         let restored = await sessions.restore(saved, bindings: registry.sessionBindings)
         logger.notice("saved sessions restored", metadata: ["sessions.restored": "\(restored)", "storage.directory": "\(store.directory)"])
     }
-
-    private static func logReports(_ reports: [ProviderFileReport], directory: String, logger: Logger) {
-        if reports.isEmpty {
-            logger.warning("no provider files (*.json) found", metadata: ["providers.directory": "\(directory)"])
-        }
-        for report in reports {
-            for warning in report.warnings {
-                logger.warning("\(warning)", metadata: ["provider.id": "\(report.id)"])
-            }
-            switch report.outcome {
-            case .valid(let configuration):
-                logger.info("provider loaded", metadata: ["provider.id": "\(report.id)", "provider.type": "\(configuration.kind.rawValue)",
-                                                          "provider.file": "\(report.file)"])
-            case .invalid(let problems):
-                for problem in problems {
-                    logger.error("provider invalid: \(problem)", metadata: ["provider.id": "\(report.id)"])
-                }
-            }
-        }
-    }
 }
 
-/// Keeps SIGHUP from killing the daemon. Live reload arrives with a later version; until then
-/// the signal is acknowledged in the log.
+/// SIGHUP reloads `providers.d`, like `config.reload`.
 private struct HangupSignalService: Service, CustomStringConvertible {
+    let reloader: ProviderReloader
     let logger: Logger
     var description: String { "HangupSignalService" }
 
     func run() async throws {
         for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() {
-            logger.notice("SIGHUP received: live reload is not available in this version; restart authgated to apply provider changes")
+            logger.notice("SIGHUP received: reloading the providers")
+            // The reloader logs the outcome; a failed reload leaves the providers as they were.
+            _ = try? await reloader.reload()
         }
     }
 }

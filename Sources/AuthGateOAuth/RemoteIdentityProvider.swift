@@ -30,6 +30,8 @@ public actor RemoteIdentityProvider: IdentityProvider {
     private let settings: RemoteProviderSettings
     private let isOIDC: Bool
     private let tokenEndpoint: TokenEndpoint
+    /// Read once from `client_secret_file`; compared by a reload to notice a rotated secret.
+    private nonisolated let clientSecret: Secret?
     private let transport: any HTTPTransport
     private let policy: HTTPRequestPolicy
     private let now: @Sendable () -> Date
@@ -69,12 +71,23 @@ public actor RemoteIdentityProvider: IdentityProvider {
         policy = HTTPRequestPolicy(caFile: settings.caFile, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                                    totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
                                    allowInsecureLoopback: settings.allowInsecureHTTPLoopback)
+        clientSecret = secret
         tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, clientID: settings.clientID, clientSecret: secret,
                                       authentication: settings.clientAuthentication, transport: transport, policy: policy)
         metadata = isOIDC ? nil : ProviderMetadata.configured(settings)
     }
 
     private var name: String { configuration.id.rawValue }
+
+    /// True when both read the same client secret (or neither has one), compared in
+    /// constant time.
+    public nonisolated func hasSameClientSecret(as other: RemoteIdentityProvider) -> Bool {
+        switch (clientSecret, other.clientSecret) {
+        case (nil, nil): true
+        case (let mine?, let theirs?): mine.constantTimeEquals(theirs.exposedValue)
+        default: false
+        }
+    }
 
     // MARK: Validation
 

@@ -349,3 +349,45 @@ public struct DaemonInfo: Sendable, Codable {
         case configDir = "config_dir"
     }
 }
+
+/// How a reload changed one provider.
+public enum ProviderChange: String, Sendable, Codable {
+    /// A new file: the provider appears.
+    case added
+    /// The file is gone: the provider and its sessions go.
+    case removed
+    /// The file (or its client secret) changed: re-validated; its sessions are kept when the
+    /// issuer and client are the same.
+    case changed
+    /// Untouched, sessions and all.
+    case unchanged
+}
+
+/// One provider in the `config.reload` result.
+public struct ProviderReloadReport: Sendable, Codable {
+    public var id: String
+    public var file: String
+    public var change: ProviderChange
+    /// Its status after the reload; `nil` for a removed provider.
+    public var status: ProviderStatus?
+    public var statusReason: String?
+    /// The file's problems (`file: $.path: message`), when it is invalid.
+    public var problems: [String]
+    public var warnings: [String]
+
+    public init(id: String, file: String, change: ProviderChange, status: ProviderStatus?, statusReason: String?,
+                problems: [String], warnings: [String]) {
+        self.id = id
+        self.file = file
+        self.change = change
+        self.status = status
+        self.statusReason = statusReason
+        self.problems = problems
+        self.warnings = warnings
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, file, change, status, problems, warnings
+        case statusReason = "status_reason"
+    }
+}

@@ -31,6 +31,17 @@ struct AccessPolicy: Sendable {
         return true
     }
 
+    /// The admin group's default name: its members (and root) may reload the providers.
+    static let defaultAdminGroup = "authgate-admin"
+
+    /// Root, the daemon's own user (a user-mode daemon belongs to its user), and members of
+    /// `adminGroup` administer the daemon. They may reload; they never read others' tokens.
+    func isAdmin(_ caller: PeerCredentials, adminGroup: String = AccessPolicy.defaultAdminGroup) -> Bool {
+        if caller.uid == 0 || caller.uid == geteuid() { return true }
+        guard let admins = Self.groupID(named: adminGroup) else { return false }
+        return Self.groupIDs(userName: Self.userName(uid: caller.uid), primary: caller.gid).contains(admins)
+    }
+
     static func userName(uid: UInt32) -> String? {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?

@@ -27,6 +27,18 @@ struct RegisteredProvider: Sendable {
             storage: configuration?.storage.rawValue)
     }
 
+    /// True when `other` comes from an identical file (and the same client secret), so that a
+    /// reload can leave this one, its status and its sessions untouched.
+    func hasSameDefinition(as other: RegisteredProvider) -> Bool {
+        guard report.file == other.report.file, report.configuration == other.report.configuration,
+              report.problems == other.report.problems else { return false }
+        switch (remote, other.remote) {
+        case (let mine?, let theirs?): return mine.hasSameClientSecret(as: theirs)
+        case (nil, nil): return statusReason == other.statusReason
+        default: return false
+        }
+    }
+
     /// Takes the outcome of a network check.
     mutating func apply(_ validation: ProviderValidation) {
         switch validation.outcome {
@@ -39,7 +51,7 @@ struct RegisteredProvider: Sendable {
 
     /// Turns a file's outcome into a provider: the mock is ready at once; `oidc` and `oauth2`
     /// stay `unchecked` until their endpoints have been checked over the network.
-    static func make(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date, logger: Logger) -> RegisteredProvider {
+    static func make(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) -> RegisteredProvider {
         guard let configuration = report.configuration else {
             let problems = report.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; ")
             return RegisteredProvider(report: report, status: .invalid, statusReason: "\(report.file): \(problems)")
@@ -99,9 +111,54 @@ actor ProviderRegistry {
         providers.values.contains { $0.configuration?.storage == .persistent }
     }
 
-    /// Records the outcome of a network check.
-    func record(_ validation: ProviderValidation, for id: String) {
+    /// Records the outcome of a network check of `remote`.
+    /// - Returns: False when `remote` is no longer the provider's client (a reload replaced
+    ///   it), so that its checks stop.
+    @discardableResult
+    func record(_ validation: ProviderValidation, for id: String, remote: RemoteIdentityProvider) -> Bool {
+        guard providers[id]?.remote === remote else { return false }
         providers[id]?.apply(validation)
+        return true
+    }
+
+    /// One provider's change in a reload, with its registration before and after.
+    struct Change: Sendable {
+        var id: String
+        var kind: ProviderChange
+        var previous: RegisteredProvider?
+        var current: RegisteredProvider?
+    }
+
+    /// Replaces the providers with `incoming` (a reload). Providers from identical files are
+    /// kept as they are, status included.
+    /// - Returns: What happened to each provider, sorted by id.
+    func replace(with incoming: [RegisteredProvider]) -> [Change] {
+        var next: [String: RegisteredProvider] = [:]
+        var changes: [Change] = []
+        for provider in incoming {
+            if let old = providers[provider.id] {
+                if old.hasSameDefinition(as: provider) {
+                    next[provider.id] = old
+                    changes.append(Change(id: provider.id, kind: .unchanged, previous: old, current: old))
+                } else {
+                    next[provider.id] = provider
+                    changes.append(Change(id: provider.id, kind: .changed, previous: old, current: provider))
+                }
+            } else {
+                next[provider.id] = provider
+                changes.append(Change(id: provider.id, kind: .added, current: provider))
+            }
+        }
+        for old in providers.values where next[old.id] == nil {
+            changes.append(Change(id: old.id, kind: .removed, previous: old))
+        }
+        providers = next
+        return changes.sorted { $0.id < $1.id }
+    }
+
+    /// The provider `id` as registered now.
+    func provider(_ id: String) -> RegisteredProvider? {
+        providers[id]
     }
 
     /// The provider `id` with a client the caller may use.

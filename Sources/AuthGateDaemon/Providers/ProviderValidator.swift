@@ -5,35 +5,58 @@ import ServiceLifecycle
 
 /// Checks every remote provider's endpoints over the network, all at once, and keeps
 /// retrying the unreachable ones with capped exponential backoff and jitter until they answer.
-struct ProviderValidator: Service, CustomStringConvertible {
+///
+/// It runs until shutdown: a reload hands it the providers it found unreachable
+/// (``retryInBackground(_:_:)``), and a provider replaced by a reload stops being checked.
+final class ProviderValidator: Service, CustomStringConvertible, Sendable {
     let registry: ProviderRegistry
     let logger: Logger
     /// First retry delay; doubles up to each provider's `refresh.max_backoff_seconds`.
-    var initialBackoff: Duration = .seconds(1)
+    let initialBackoff: Duration
+    private let handedOver: AsyncStream<(String, RemoteIdentityProvider)>
+    private let handOver: AsyncStream<(String, RemoteIdentityProvider)>.Continuation
 
     var description: String { "ProviderValidator" }
+
+    init(registry: ProviderRegistry, logger: Logger, initialBackoff: Duration = .seconds(1)) {
+        self.registry = registry
+        self.logger = logger
+        self.initialBackoff = initialBackoff
+        (handedOver, handOver) = AsyncStream.makeStream(of: (String, RemoteIdentityProvider).self)
+    }
+
+    /// Keeps checking a provider a reload found unreachable, starting after the first backoff.
+    func retryInBackground(_ id: String, _ remote: RemoteIdentityProvider) {
+        handOver.yield((id, remote))
+    }
 
     func run() async throws {
         let providers = await registry.remoteProviders
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 for (id, remote) in providers {
-                    group.addTask { await keepChecking(id, remote) }
+                    group.addTask { await self.keepChecking(id, remote, checkFirst: true) }
+                }
+                for await (id, remote) in self.handedOver {
+                    group.addTask { await self.keepChecking(id, remote, checkFirst: false) }
                 }
             }
         }
     }
 
     /// Validates one provider, then again after each backoff while it is unreachable.
-    private func keepChecking(_ id: String, _ remote: RemoteIdentityProvider) async {
+    private func keepChecking(_ id: String, _ remote: RemoteIdentityProvider, checkFirst: Bool) async {
         let cap = Duration.seconds(remote.configuration.refresh.maxBackoffSeconds)
         var delay = initialBackoff
+        var check = checkFirst
         while !Task.isCancelled {
-            let validation = await remote.validate()
-            guard !Task.isCancelled else { return }
-            await registry.record(validation, for: id)
-            Self.log(validation, id: id, logger: logger)
-            guard validation.outcome == .unreachable else { return }
+            if check {
+                let validation = await remote.validate()
+                guard !Task.isCancelled, await registry.record(validation, for: id, remote: remote) else { return }
+                Self.log(validation, id: id, logger: logger)
+                guard validation.outcome == .unreachable else { return }
+            }
+            check = true
             // Full jitter (half to all of the delay) so that many daemons do not retry in step.
             let jittered = delay * Double.random(in: 0.5...1.0)
             do {

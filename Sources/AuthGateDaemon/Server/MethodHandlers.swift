@@ -22,6 +22,7 @@ public struct DaemonContext: Sendable {
 struct MethodHandlers {
     let registry: ProviderRegistry
     let sessions: SessionManager
+    let reloader: ProviderReloader
     let context: DaemonContext
     let logger: Logger
     let caller: PeerCredentials
@@ -133,6 +134,15 @@ struct MethodHandlers {
             await client.revoke(tokens)
         }
         return LogoutResult(removed: true)
+    }
+
+    /// Admins only: reads `providers.d` again and answers with the per-provider report.
+    func configReload() async throws(AuthGateError) -> [ProviderReloadReport] {
+        guard AccessPolicy().isAdmin(caller) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(AccessPolicy.defaultAdminGroup)' may reload the providers.")
+        }
+        logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+        return try await reloader.reload()
     }
 
     func daemonInfo() async -> DaemonInfo {

@@ -10,6 +10,7 @@ import Logging
 struct RPCDispatcher: Sendable {
     let registry: ProviderRegistry
     let sessions: SessionManager
+    let reloader: ProviderReloader
     let context: DaemonContext
     let logger: Logger
 
@@ -50,7 +51,8 @@ struct RPCDispatcher: Sendable {
     }
 
     private func run(_ method: RPCMethod, line: Data, caller: PeerCredentials, decoder: JSONDecoder) async -> Result<Data, AuthGateError> {
-        let handlers = MethodHandlers(registry: registry, sessions: sessions, context: context, logger: logger, caller: caller)
+        let handlers = MethodHandlers(registry: registry, sessions: sessions, reloader: reloader, context: context, logger: logger,
+                                      caller: caller)
         do throws(AuthGateError) {
             switch method {
             case .providersList: return try encode(await handlers.providersList())
@@ -62,7 +64,8 @@ struct RPCDispatcher: Sendable {
             case .daemonInfo: return try encode(await handlers.daemonInfo())
             case .userinfo: return try encode(await handlers.userinfo(params(line, decoder)))
             case .tokenRejected: return try encode(await handlers.tokenRejected(params(line, decoder)))
-            case .loginBegin, .loginComplete, .configReload:
+            case .configReload: return try encode(await handlers.configReload())
+            case .loginBegin, .loginComplete:
                 throw AuthGateError(.methodNotFound, "The method \"\(method.rawValue)\" is not available in this version of authgated (\(AuthGateVersion.current)).")
             }
         } catch {

@@ -160,6 +160,43 @@ actor SessionManager {
         return .some(record.tokens)
     }
 
+    /// Signs out every session of a provider that a reload removed.
+    /// - Returns: Their tokens, with the client to revoke them with.
+    func removeAll(provider: ProviderID) -> [(TokenSet, any IdentityProvider)] {
+        var ended: [(TokenSet, any IdentityProvider)] = []
+        var uids: Set<UInt32> = []
+        for (key, record) in sessions where key.provider == provider {
+            cancelRefreshes(of: key)
+            sessions[key] = nil
+            if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
+            if record.binding.storage == .persistent { uids.insert(key.uid) }
+            logger.info("signed out: the provider was removed", metadata: metadata(key))
+        }
+        uids.forEach(persist)
+        return ended
+    }
+
+    /// A reload changed a provider: its sessions move to the new client and rules when the
+    /// issuer and client are the same, and are signed out otherwise.
+    /// - Returns: The signed-out sessions' tokens, with the client to revoke them with.
+    func rebind(provider: ProviderID, to binding: SessionBinding) -> [(TokenSet, any IdentityProvider)] {
+        var ended: [(TokenSet, any IdentityProvider)] = []
+        var uids: Set<UInt32> = []
+        for (key, record) in sessions where key.provider == provider {
+            if record.binding.storage == .persistent || binding.storage == .persistent { uids.insert(key.uid) }
+            if record.binding.identity == binding.identity {
+                sessions[key]?.binding = binding
+                continue
+            }
+            cancelRefreshes(of: key)
+            sessions[key] = nil
+            if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
+            logger.info("signed out: the provider now has another issuer or client", metadata: metadata(key))
+        }
+        uids.forEach(persist)
+        return ended
+    }
+
     // MARK: Tokens
 
     /// A token valid for at least `minimumValidity` seconds, refreshed first when needed.

@@ -18,8 +18,8 @@ struct Status: ParsableCommand {
         }
         let rows = sessions.map { session in
             [session.provider, session.session, session.state.rawValue, session.subject ?? "-",
-             Terminal.describe(session.expiresAt), session.lastError ?? ""]
+             Terminal.describe(session.expiresAt), Terminal.describe(session.nextRefreshAt), session.lastError ?? ""]
         }
-        print(Terminal.table(["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "LAST ERROR"], rows))
+        print(Terminal.table(["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"], rows))
     }
 }

@@ -17,8 +17,15 @@ struct Token: ParsableCommand {
     @Flag(name: .customLong("force-refresh"), help: "Refresh the token even if it is still valid.")
     var forceRefresh = false
 
+    @Option(name: .customLong("scope"), help: ArgumentHelp("A narrower scope than the session's (repeat for several); obtained with its refresh token.", valueName: "scope"))
+    var scopes: [String] = []
+
+    @Option(help: ArgumentHelp("The API the token is for (RFC 8707), an absolute URI.", valueName: "uri"))
+    var resource: String?
+
     func run() throws {
-        let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid, forceRefresh: forceRefresh ? true : nil)
+        let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid,
+                                 forceRefresh: forceRefresh ? true : nil, scopes: scopes.isEmpty ? nil : scopes, resource: resource)
         let result = try global.call(.token, params, as: TokenResult.self)
         if global.json { return try global.printJSON(result) }
         print(result.accessToken.exposedValue)

@@ -1,0 +1,139 @@
+import AuthGateCore
+import AuthGateOAuth
+import AuthGateRPC
+import Foundation
+import Logging
+
+/// Live reload (SIGHUP and `config.reload`): reads `providers.d` again and applies the
+/// difference.
+///
+/// - Added providers appear and are validated.
+/// - Removed ones go, and their sessions are signed out (revoked where the provider can).
+/// - Changed ones are validated again; their sessions are kept when the issuer and client
+///   are the same, else signed out. A file that became invalid keeps its sessions (and
+///   their refreshes) until it is fixed or removed, so that a typo signs nobody out.
+/// - Unchanged ones are left alone, sessions and status included.
+///
+/// Reloads run one at a time, in the order they were asked for.
+actor ProviderReloader {
+    private let directory: String
+    private let registry: ProviderRegistry
+    private let sessions: SessionManager
+    private let validator: ProviderValidator
+    private let logger: Logger
+    private var last: Task<Result<[ProviderReloadReport], AuthGateError>, Never>?
+
+    init(directory: String, registry: ProviderRegistry, sessions: SessionManager, validator: ProviderValidator, logger: Logger) {
+        self.directory = directory
+        self.registry = registry
+        self.sessions = sessions
+        self.validator = validator
+        self.logger = logger
+    }
+
+    /// Reloads, after any reload already running.
+    /// - Returns: The per-provider report.
+    func reload() async throws(AuthGateError) -> [ProviderReloadReport] {
+        let previous = last
+        let task = Task { () -> Result<[ProviderReloadReport], AuthGateError> in
+            _ = await previous?.value
+            do throws(AuthGateError) {
+                return .success(try await self.perform())
+            } catch {
+                return .failure(error)
+            }
+        }
+        last = task
+        return try await task.value.get()
+    }
+
+    private func perform() async throws(AuthGateError) -> [ProviderReloadReport] {
+        let reports: [ProviderFileReport]
+        do {
+            reports = try ProviderConfigurationLoader.load(directory: directory)
+        } catch {
+            logger.error("reload failed; the providers stay as they were", metadata: ["error": "\(error)"])
+            throw AuthGateError(.internalError, "The providers directory cannot be read, so nothing was reloaded: \(error)")
+        }
+        ProviderReports.log(reports, directory: directory, logger: logger)
+        let changes = await registry.replace(with: reports.map { RegisteredProvider.make($0, logger: logger) })
+
+        var revocations: [(TokenSet, any IdentityProvider)] = []
+        for change in changes {
+            guard let id = ProviderID(change.id) else { continue }
+            switch change.kind {
+            case .removed:
+                revocations += await sessions.removeAll(provider: id)
+            case .changed:
+                if let configuration = change.current?.configuration, let client = change.current?.client {
+                    revocations += await sessions.rebind(provider: id, to: SessionBinding(configuration, client: client))
+                }
+            case .added, .unchanged:
+                break
+            }
+        }
+        await validate(changes.filter { $0.kind == .added || $0.kind == .changed })
+        // Best effort, like logout: the sessions are gone locally whatever the providers say.
+        await withDiscardingTaskGroup { group in
+            for (tokens, client) in revocations {
+                group.addTask { await client.revoke(tokens) }
+            }
+        }
+
+        var result: [ProviderReloadReport] = []
+        for change in changes {
+            let current = await registry.provider(change.id)
+            let report = current?.report ?? change.previous?.report
+            result.append(ProviderReloadReport(
+                id: change.id, file: report?.file ?? "", change: change.kind, status: current?.status, statusReason: current?.statusReason,
+                problems: report?.problems.map(\.description) ?? [], warnings: report?.warnings.map(\.description) ?? []))
+        }
+        let counts = [ProviderChange.added, .removed, .changed, .unchanged].map { kind in
+            "\(changes.count { $0.kind == kind }) \(kind.rawValue)"
+        }
+        logger.notice("providers reloaded: \(counts.joined(separator: ", "))",
+                      metadata: ["sessions.signed_out": "\(revocations.count)"])
+        return result
+    }
+
+    /// Checks the new and changed remote providers now, all at once, so that the report says
+    /// how they are; unreachable ones are then retried in the background.
+    private func validate(_ changes: [ProviderRegistry.Change]) async {
+        await withDiscardingTaskGroup { group in
+            for change in changes {
+                guard let remote = change.current?.remote else { continue }
+                group.addTask {
+                    let validation = await remote.validate()
+                    guard await self.registry.record(validation, for: change.id, remote: remote) else { return }
+                    ProviderValidator.log(validation, id: change.id, logger: self.logger)
+                    if validation.outcome == .unreachable {
+                        self.validator.retryInBackground(change.id, remote)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Logging of what the provider files say, at start-up and on reload.
+enum ProviderReports {
+    static func log(_ reports: [ProviderFileReport], directory: String, logger: Logger) {
+        if reports.isEmpty {
+            logger.warning("no provider files (*.json) found", metadata: ["providers.directory": "\(directory)"])
+        }
+        for report in reports {
+            for warning in report.warnings {
+                logger.warning("\(warning)", metadata: ["provider.id": "\(report.id)"])
+            }
+            switch report.outcome {
+            case .valid(let configuration):
+                logger.info("provider loaded", metadata: ["provider.id": "\(report.id)", "provider.type": "\(configuration.kind.rawValue)",
+                                                          "provider.file": "\(report.file)"])
+            case .invalid(let problems):
+                for problem in problems {
+                    logger.error("provider invalid: \(problem)", metadata: ["provider.id": "\(report.id)"])
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+
+struct Reload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Make the daemon read its provider files again (admins only).",
+        discussion: "Added providers appear, removed ones go (their sessions are signed out), changed ones are checked again. Like `systemctl reload authgated` or SIGHUP, but it prints what happened.")
+
+    @OptionGroup var global: GlobalOptions
+
+    func run() throws {
+        let reports = try global.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
+        if global.json { return try global.printJSON(reports) }
+        let rows = reports.map { report in
+            [report.id, report.change.rawValue, report.status?.rawValue ?? "-", report.statusReason ?? ""]
+        }
+        print(Terminal.table(["PROVIDER", "CHANGE", "STATUS", "REASON"], rows))
+        for report in reports {
+            for problem in report.problems { print("  error: \(problem)") }
+            for warning in report.warnings { print("  warning: \(warning)") }
+        }
+    }
+}
