@@ -90,9 +90,10 @@ extension LoopbackServer {
     }
 
     /// The fault-injecting provider in `mode` (see Tests/idp/faulty.py).
-    static func faulty(workdir: String, mode: String, delay: Double? = nil) throws -> LoopbackServer {
+    static func faulty(workdir: String, mode: String, delay: Double? = nil, expiresIn: Int? = nil) throws -> LoopbackServer {
         var arguments = ["--mode", mode]
         if let delay { arguments += ["--delay", "\(delay)"] }
+        if let expiresIn { arguments += ["--expires-in", "\(expiresIn)"] }
         return try LoopbackServer(script: "faulty.py", workdir: workdir, arguments: arguments)
     }
 
@@ -102,8 +103,15 @@ extension LoopbackServer {
         return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
     }
 
-    /// Switches the faulty provider's mode.
-    func setMode(_ mode: String) throws {
-        _ = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile, "-d", "mode=\(mode)", issuer + "/_mode"])
+    /// Switches the faulty provider's mode (and the delay of `slow` modes).
+    func setMode(_ mode: String, delay: Double? = nil) throws {
+        var form = ["-d", "mode=\(mode)"]
+        if let delay { form += ["-d", "delay=\(delay)"] }
+        _ = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile] + form + [issuer + "/_mode"])
+    }
+
+    /// How many token requests the faulty provider has answered.
+    func tokenRequests() throws -> Int {
+        (try stats()["requests"] as? [String: Any])?["POST /token"] as? Int ?? 0
     }
 }
