@@ -271,11 +271,11 @@ final class SessionStore: Sendable {
         let fd = StorageFiles.openFile(file, O_RDONLY | O_NOFOLLOW)
         guard fd >= 0 else { return .failure(StoreFailure("\(file) cannot be opened: \(StorageFiles.errorText())")) }
         defer { close(fd) }
-        guard let info = StorageFiles.fileStatus(fd), info.st_mode & StorageFiles.typeMask == StorageFiles.regularFile else {
+        guard let info = StorageFiles.fileStatus(fd), info.isRegularFile else {
             return .failure(StoreFailure("\(file) is not a regular file"))
         }
-        guard info.st_size <= Self.maximumFileSize else {
-            return .failure(StoreFailure("\(file) is \(info.st_size) bytes, more than the 16 MiB a sessions file may be"))
+        guard info.size <= Self.maximumFileSize else {
+            return .failure(StoreFailure("\(file) is \(info.size) bytes, more than the 16 MiB a sessions file may be"))
         }
         guard let bytes = StorageFiles.readAll(fd, limit: Self.maximumFileSize) else {
             return .failure(StoreFailure("\(file) cannot be read: \(StorageFiles.errorText())"))
@@ -344,16 +344,16 @@ final class SessionStore: Sendable {
             if errno == ENOENT, !create { return false }
             throw StorageError(file: directory, "cannot use the sessions directory \(directory): \(StorageFiles.errorText())")
         }
-        guard info.st_mode & StorageFiles.typeMask == StorageFiles.directoryType else {
+        guard info.isDirectory else {
             throw StorageError(file: directory, "the sessions directory \(directory) is not a directory")
         }
-        guard info.st_mode & StorageFiles.groupAndOther == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
+        guard info.permissions & StorageFiles.groupAndOther == 0 else {
+            let mode = String(info.permissions & 0o777, radix: 8)
             throw StorageError(file: directory, "the sessions directory \(directory) has mode \(mode), so other users may get in; "
                                + "it must be 0700 (chmod 700 \(directory))")
         }
-        guard info.st_uid == geteuid() else {
-            throw StorageError(file: directory, "the sessions directory \(directory) belongs to uid \(info.st_uid), not to the daemon's uid \(geteuid())")
+        guard info.owner == geteuid() else {
+            throw StorageError(file: directory, "the sessions directory \(directory) belongs to uid \(info.owner), not to the daemon's uid \(geteuid())")
         }
         return true
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SystemPackage
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,13 +23,30 @@ struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
 /// The few POSIX file operations the storage needs, each retrying `EINTR` and reporting
 /// failures as `errno` sentences.
 enum StorageFiles {
-    /// `st_mode` file-type bits (`S_IFMT`, `S_IFREG`, `S_IFDIR`), spelled out because Swift
-    /// imports the C macros with varying integer types.
-    static let typeMask: mode_t = 0o170000
-    static let regularFile: mode_t = 0o100000
-    static let directoryType: mode_t = 0o040000
     /// Permission bits that let anyone but the owner in.
-    static let groupAndOther: mode_t = 0o077
+    static let groupAndOther: UInt32 = 0o077
+
+    /// What the storage checks need to know about a file.
+    ///
+    /// Read through swift-system's `Stat`: Glibc's `struct stat` is claimed by whichever C
+    /// module a build happens to import first (Glibc, CoreFoundation, CDispatch …), so using
+    /// its members directly breaks MemberImportVisibility from one clean build to the next.
+    struct FileInfo {
+        var isRegularFile: Bool
+        var isDirectory: Bool
+        /// The permission bits (`0o7777`).
+        var permissions: UInt32
+        var owner: UInt32
+        var size: Int64
+
+        init(_ status: Stat) {
+            isRegularFile = status.type == .regular
+            isDirectory = status.type == .directory
+            permissions = UInt32(status.permissions.rawValue)
+            owner = status.userID.rawValue
+            size = status.size
+        }
+    }
 
     /// The current `errno` as text.
     static func errorText(_ code: Int32 = errno) -> String {
@@ -43,16 +61,24 @@ enum StorageFiles {
         }
     }
 
-    /// `fstat(2)` of an open descriptor.
-    static func fileStatus(_ fd: Int32) -> stat? {
-        var info = stat()
-        return fstat(fd, &info) == 0 ? info : nil
+    /// `fstat(2)` of an open descriptor; `nil` with `errno` set when it fails.
+    static func fileStatus(_ fd: Int32) -> FileInfo? {
+        do {
+            return FileInfo(try FileDescriptor(rawValue: fd).stat())
+        } catch {
+            errno = error.rawValue
+            return nil
+        }
     }
 
     /// `stat(2)` of a path (following symlinks); `nil` with `errno` set when it fails.
-    static func pathStatus(_ path: String) -> stat? {
-        var info = stat()
-        return stat(path, &info) == 0 ? info : nil
+    static func pathStatus(_ path: String) -> FileInfo? {
+        do {
+            return FileInfo(try FilePath(path).stat())
+        } catch {
+            errno = error.rawValue
+            return nil
+        }
     }
 
     /// Writes all of `bytes`, looping over partial writes and `EINTR`.
@@ -135,6 +161,6 @@ enum StorageFiles {
             if pathStatus(prefix) == nil, mkdir(prefix, 0o700) != 0, errno != EEXIST { return errorText() }
         }
         guard let info = pathStatus(path) else { return errorText() }
-        return info.st_mode & typeMask == directoryType ? nil : "it is not a directory"
+        return info.isDirectory ? nil : "it is not a directory"
     }
 }

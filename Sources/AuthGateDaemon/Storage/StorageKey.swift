@@ -68,7 +68,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
             throw StorageError(file: path, "cannot read the key credential \(path): \(StorageFiles.errorText())")
         }
         defer { close(fd) }
-        guard let info = StorageFiles.fileStatus(fd), info.st_mode & StorageFiles.typeMask == StorageFiles.regularFile else {
+        guard let info = StorageFiles.fileStatus(fd), info.isRegularFile else {
             throw StorageError(file: path, "the key credential \(path) is not a regular file")
         }
         guard let bytes = StorageFiles.readAll(fd, limit: 4096) else {
@@ -120,19 +120,19 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
         guard let info = StorageFiles.fileStatus(fd) else {
             throw StorageError(file: path, "cannot read the key file \(path): \(StorageFiles.errorText())")
         }
-        guard info.st_mode & StorageFiles.typeMask == StorageFiles.regularFile else {
+        guard info.isRegularFile else {
             throw StorageError(file: path, "the key file \(path) is not a regular file")
         }
-        guard info.st_mode & StorageFiles.groupAndOther == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
+        guard info.permissions & StorageFiles.groupAndOther == 0 else {
+            let mode = String(info.permissions & 0o777, radix: 8)
             throw StorageError(file: path, "the key file \(path) has mode \(mode), so other users may read or change it; "
                                + "it must be 0600 (chmod 600 \(path))")
         }
-        guard info.st_uid == geteuid() else {
-            throw StorageError(file: path, "the key file \(path) belongs to uid \(info.st_uid), not to the daemon's uid \(geteuid())")
+        guard info.owner == geteuid() else {
+            throw StorageError(file: path, "the key file \(path) belongs to uid \(info.owner), not to the daemon's uid \(geteuid())")
         }
-        guard info.st_size == Self.byteCount else {
-            throw StorageError(file: path, "the key file \(path) is \(info.st_size) bytes long; it must be exactly \(byteCount) random bytes")
+        guard info.size == Self.byteCount else {
+            throw StorageError(file: path, "the key file \(path) is \(info.size) bytes long; it must be exactly \(byteCount) random bytes")
         }
         guard let bytes = StorageFiles.readAll(fd, limit: byteCount), let key = StorageKey(rawBytes: bytes) else {
             throw StorageError(file: path, "cannot read the key file \(path): \(StorageFiles.errorText())")
