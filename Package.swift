@@ -38,6 +38,8 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Linux calls Swift's Glibc module lacks (prctl), as static inline C functions.
+        .target(name: "CLinux"),
         // HTTPTransport and its libcurl implementation: the only code that touches curl.
         .target(
             name: "AuthGateHTTP",
@@ -70,6 +72,7 @@ let package = Package(
         .target(
             name: "AuthGateDaemon",
             dependencies: [
+                "CLinux",
                 "AuthGateCore",
                 "AuthGateRPC",
                 "AuthGateOAuth",

@@ -11,6 +11,7 @@ struct RPCDispatcher: Sendable {
     let registry: ProviderRegistry
     let sessions: SessionManager
     let reloader: ProviderReloader
+    let throttle: LoginThrottle
     let context: DaemonContext
     let logger: Logger
 
@@ -51,7 +52,7 @@ struct RPCDispatcher: Sendable {
     }
 
     private func run(_ method: RPCMethod, line: Data, caller: PeerCredentials, decoder: JSONDecoder) async -> Result<Data, AuthGateError> {
-        let handlers = MethodHandlers(registry: registry, sessions: sessions, reloader: reloader, context: context, logger: logger,
+        let handlers = MethodHandlers(registry: registry, sessions: sessions, reloader: reloader, throttle: throttle, context: context, logger: logger,
                                       caller: caller)
         do throws(AuthGateError) {
             switch method {
