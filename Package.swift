@@ -103,6 +103,16 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The benchmark (scripts/bench): a cheap load generator, process timing, memory and
+        // start-up measurements against the release daemon.
+        .executableTarget(
+            name: "authgate-bench",
+            dependencies: [
+                "CLinux",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "AuthGateCoreTests",
             dependencies: ["AuthGateCore"],
