@@ -59,3 +59,17 @@ public enum Base64URL {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+extension String {
+    /// Without the leading and trailing characters that match `predicate` (FoundationEssentials,
+    /// which the CLI uses for its start-up time, lacks `trimmingCharacters(in:)`).
+    package func trimming(while predicate: (Character) -> Bool) -> String {
+        guard let first = firstIndex(where: { !predicate($0) }), let last = lastIndex(where: { !predicate($0) }) else { return "" }
+        return String(self[first...last])
+    }
+
+    /// Without leading and trailing characters from `characters`.
+    package func trimming(_ characters: String) -> String {
+        trimming { characters.contains($0) }
+    }
+}

@@ -1,5 +1,5 @@
 public import AuthGateCore
-public import Foundation
+public import FoundationEssentials
 
 // Params and results of each method, with their wire names. Fields holding secrets are
 // `Secret`, so that printing a params value never shows a password or a token; their

@@ -1,5 +1,5 @@
 import AuthGateCore
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Why a call to the daemon failed.

@@ -1,5 +1,5 @@
 public import AuthGateCore
-public import Foundation
+public import FoundationEssentials
 
 /// A JSON-RPC request id: a number or a string (JSON-RPC 2.0 §4).
 public enum RPCID: Sendable, Hashable, Codable {

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// Where the daemon listens, so that the daemon and its clients agree without flags.
 public enum SocketLocation {
@@ -35,6 +35,6 @@ public enum SocketLocation {
 
     private static func homeDirectory(environment: [String: String]) -> String {
         if let home = environment["HOME"], home.hasPrefix("/") { return home }
-        return NSHomeDirectory()
+        return FileManager.default.homeDirectoryForCurrentUser.path
     }
 }

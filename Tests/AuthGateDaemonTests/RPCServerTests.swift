@@ -78,7 +78,8 @@ struct RPCServerTests {
         // The token lives 30 s: asking for 60 s of validity forces a refresh with the refresh token.
         let second = try #require(try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"token","params":{"provider":"mock","min_valid_seconds":60}}"#).result as? [String: Any])
         #expect(first["access_token"] as? String != second["access_token"] as? String)
-        #expect(daemon.logText.contains("session refreshed"))
+        // The log line may follow the answer by a moment.
+        try daemon.waitForLog("session refreshed", timeout: .seconds(5))
     }
 
     @Test("token.rejected refreshes a still-current token once; a replaced one is answered with the current token")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Collects the problems of one file while its reader walks the document.
 final class ProblemCollector {

@@ -1,4 +1,7 @@
-public import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// sshd's `StrictModes` for the files the daemon trusts: provider files and their directory,
 /// client secret files and CA files.
@@ -33,8 +36,8 @@ public enum FileTrust {
     public static func problem(with path: String, as kind: Kind, owners: Set<UInt32> = trustedOwners) -> String? {
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: resolved),
-              let mode = (attributes[.posixPermissions] as? NSNumber)?.uint16Value,
-              let owner = (attributes[.ownerAccountID] as? NSNumber)?.uint32Value else { return nil }
+              let mode = integer(attributes[.posixPermissions]).map({ UInt16(truncatingIfNeeded: $0) }),
+              let owner = integer(attributes[.ownerAccountID]).map({ UInt32(truncatingIfNeeded: $0) }) else { return nil }
         let octal = "0" + String(mode & 0o7777, radix: 8)
         if !owners.contains(owner) {
             return "the \(kind.noun) \(path) is owned by uid \(owner); it must belong to root or to the daemon's user (uid \(geteuid()))"
@@ -46,5 +49,12 @@ public enum FileTrust {
             return "the \(kind.noun) \(path) is readable by everyone (mode \(octal)); run chmod o-r on it"
         }
         return nil
+    }
+
+    /// FoundationEssentials gives file attributes as `UInt`; with Foundation loaded they are
+    /// `NSNumber`s, which only bridge through `as? Int`.
+    private static func integer(_ value: Any?) -> Int? {
+        if let value = value as? any BinaryInteger { return Int(truncatingIfNeeded: value) }
+        return value as? Int
     }
 }

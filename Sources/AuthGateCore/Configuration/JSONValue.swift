@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// A parsed JSON document, kept untyped so that configuration checking can report every
 /// problem with its JSON path instead of stopping at the first `DecodingError`.
@@ -58,8 +58,8 @@ public enum JSONValue: Sendable, Hashable, Codable {
         do {
             return try JSONDecoder().decode(JSONValue.self, from: data)
         } catch let DecodingError.dataCorrupted(context) {
-            let detail = (context.underlyingError as? NSError)?.userInfo[NSDebugDescriptionErrorKey] as? String
-            throw JSONSyntaxError(detail: detail ?? context.debugDescription)
+            // The parser's own sentence (with line and column) is the underlying error's description.
+            throw JSONSyntaxError(detail: context.underlyingError.map { "\($0)" } ?? context.debugDescription)
         } catch {
             throw JSONSyntaxError(detail: "\(error)")
         }

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// Everything one file in `providers.d` says about one identity provider.
 ///

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// What became of one file in the providers directory.
 public struct ProviderFileReport: Sendable {
@@ -62,10 +62,10 @@ public enum ProviderConfigurationLoader {
 
     /// Loads one provider file; its stem is the provider id.
     public static func load(file: String) -> ProviderFileReport {
-        let name = (file as NSString).lastPathComponent
+        let name = file.split(separator: "/").last.map(String.init) ?? file
         let id = String(name.dropLast(name.hasSuffix(".json") ? 5 : 0))
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory), !isDirectory.boolValue else {
+        let resolved = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
+        guard let type = try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType, type == .typeRegular else {
             return invalid(id, file, "$", "is not a regular file")
         }
         if let problem = FileTrust.problem(with: file, as: .providerFile) {
@@ -254,7 +254,7 @@ private struct ProviderDocument {
         var redirectURI: URL?
         if let string = root.string("redirect_uri") {
             redirectURI = URL(string: string)
-            let host = redirectURI?.host.map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "[]")) }
+            let host = redirectURI?.host.map { $0.trimming("[]") }
             if redirectURI?.scheme != "http" || !(host == "127.0.0.1" || host == "::1") {
                 // RFC 8252 §7.3 / §8.3: loopback IP literal, not "localhost".
                 root.add("redirect_uri", "must be a loopback URL such as http://127.0.0.1/callback (RFC 8252 §7.3), found \"\(string)\"")
@@ -293,7 +293,7 @@ private struct ProviderDocument {
             problems.add(path, "must be an absolute https URL, found \"\(string)\"")
             return nil
         }
-        let bareHost = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let bareHost = host.trimming("[]")
         switch scheme {
         case "https":
             break

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A sign-in to perform with a username and a password.
 public struct PasswordCredentials: Sendable {
@@ -16,7 +16,7 @@ public struct PasswordCredentials: Sendable {
     /// `validation_failed` for empty fields, before anything is sent anywhere.
     public func validate() throws(AuthGateError) {
         var fields: [FieldError] = []
-        if username.trimmingCharacters(in: .whitespaces).isEmpty {
+        if username.allSatisfy(\.isWhitespace) {
             fields.append(FieldError(field: "username", message: "must not be empty"))
         }
         if password.exposedValue.isEmpty {

@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The tokens of one session, as the provider issued them (RFC 6749 §5.1).
 public struct TokenSet: Sendable, Hashable {

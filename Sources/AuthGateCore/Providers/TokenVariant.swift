@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A token narrower than the session's own: fewer scopes (RFC 6749 §6, `scope` on a refresh)
 /// or one resource server (RFC 8707, `resource`). The `scopes` and `resource` of `token`.

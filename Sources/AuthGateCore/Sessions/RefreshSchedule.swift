@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// When sessions are refreshed, and when failed refreshes are tried again: pure functions of
 /// the token's lifetime, the provider's ``RefreshPolicy`` and a random number, so that the
@@ -34,7 +34,7 @@ public enum RefreshSchedule {
     /// - Parameter random: A number in `0..<1`.
     public static func retryDelay(failures: Int, policy: RefreshPolicy, retryAfterSeconds: Int?, random: Double) -> TimeInterval {
         let cap = Double(max(1, policy.maxBackoffSeconds))
-        let step = min(cap, pow(2, Double(min(max(failures, 1), 32) - 1)))
+        let step = min(cap, Double(1 << (min(max(failures, 1), 32) - 1)))
         let jittered = step * (0.5 + 0.5 * min(max(random, 0), 1))
         guard let retryAfterSeconds, retryAfterSeconds > 0 else { return jittered }
         return max(jittered, Double(min(retryAfterSeconds, 3600)))

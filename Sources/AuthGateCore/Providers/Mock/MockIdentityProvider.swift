@@ -1,4 +1,4 @@
-public import Foundation
+public import FoundationEssentials
 
 /// The built-in `mock` provider: in-memory users, registration, simulated latency, opaque
 /// random tokens, and the same error reasons as a real provider.
@@ -65,7 +65,7 @@ public actor MockIdentityProvider: IdentityProvider {
 
     public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
         var fields: [FieldError] = []
-        let username = registration.username.trimmingCharacters(in: .whitespaces)
+        let username = registration.username.trimming(while: \.isWhitespace)
         if username.isEmpty {
             fields.append(FieldError(field: "username", message: "must not be empty"))
         } else if username.count > 64 || !username.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) {
