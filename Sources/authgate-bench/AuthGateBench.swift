@@ -31,12 +31,16 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
+    @Option(help: "Only these parts: hot, cli, memory, startup.")
+    var only: [String] = []
+
     func run() throws {
         let work = try WorkDirectory()
-        print(try hotPath(work))
-        print(try cliProcess(work))
-        print(try memory(work))
-        if let python {
+        let parts = Set(only.isEmpty ? ["hot", "cli", "memory", "startup"] : only)
+        if parts.contains("hot") { print(try hotPath(work)) }
+        if parts.contains("cli") { print(try cliProcess(work)) }
+        if parts.contains("memory") { print(try memory(work)) }
+        if parts.contains("startup"), let python {
             print(try startUp(work, python: python))
         }
     }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 
 /// `authgate`: the command-line client of `authgated`.
 @main

@@ -1,7 +1,10 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A failed call, printed as one sentence with its reason, and the exit status of its class.
 struct CLIError: Error, CustomStringConvertible {
@@ -21,7 +24,7 @@ struct CLIError: Error, CustomStringConvertible {
             self.init(message: "\(error)", exitCode: ExitStatus.internalError)
         case .remote(let remote):
             if json, let data = try? RPCCoding.makeEncoder().encode(["error": remote]) {
-                FileHandle.standardError.write(data + Data("\n".utf8))
+                Terminal.writeError(String(decoding: data, as: UTF8.self) + "\n")
             }
             var lines = ["\(remote.description) [\(remote.reason.rawValue)]"]
             lines += (remote.data?.fields ?? []).map { "  \($0.field): \($0.message)" }
@@ -34,8 +37,8 @@ struct CLIError: Error, CustomStringConvertible {
 
     /// Prints the message on stderr and exits with the class's status.
     static func exit(_ error: CLIError) -> Never {
-        FileHandle.standardError.write(Data("authgate: \(error.message)\n".utf8))
-        Foundation.exit(error.exitCode.rawValue)
+        Terminal.writeError("authgate: \(error.message)\n")
+        Glibc.exit(error.exitCode.rawValue)
     }
 }
 

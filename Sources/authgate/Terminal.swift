@@ -1,4 +1,5 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -9,15 +10,31 @@ enum Terminal {
     static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
     static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
+    /// Writes `text` to stderr in one write(2).
+    static func writeError(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = write(STDERR_FILENO, bytes.baseAddress! + offset, bytes.count - offset)
+                if written <= 0 {
+                    if written < 0, errno == EINTR { continue }
+                    return
+                }
+                offset += written
+            }
+        }
+    }
+
     /// Asks on stderr and reads one line from stdin.
     static func ask(_ prompt: String) -> String? {
-        FileHandle.standardError.write(Data(prompt.utf8))
+        writeError(prompt)
         return readLine(strippingNewline: true)
     }
 
     /// Asks for a secret with echo off; echo comes back even on Ctrl-C.
     static func askSecret(_ prompt: String) -> String? {
-        FileHandle.standardError.write(Data(prompt.utf8))
+        writeError(prompt)
         var original = termios()
         guard tcgetattr(STDIN_FILENO, &original) == 0 else { return readLine(strippingNewline: true) }
         savedTerminalState = original
@@ -33,7 +50,7 @@ enum Terminal {
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
         signal(SIGINT, SIG_DFL)
         savedTerminalState = nil
-        FileHandle.standardError.write(Data("\n".utf8))
+        writeError("\n")
         return line
     }
 
@@ -48,7 +65,7 @@ enum Terminal {
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
             row.enumerated().map { index, cell in
-                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+                index == row.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[index] - cell.count))
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }
@@ -56,8 +73,6 @@ enum Terminal {
     /// A date as local time, e.g. `2026-11-22 14:03:05 (in 4 min)`.
     static func describe(_ date: Date?, now: Date = Date()) -> String {
         guard let date else { return "-" }
-        let formatter = DateFormatter()
-        formatter.dateFormat = "yyyy-MM-dd HH:mm:ss"
         let seconds = Int(date.timeIntervalSince(now).rounded())
         let magnitude = abs(seconds)
         let relative = switch magnitude {
@@ -66,7 +81,18 @@ enum Terminal {
         case ..<86_400: "\((magnitude + 1800) / 3600) h"
         default: "\((magnitude + 43_200) / 86_400) d"
         }
-        return "\(formatter.string(from: date)) (\(seconds >= 0 ? "in \(relative)" : "\(relative) ago"))"
+        return "\(localTime(date)) (\(seconds >= 0 ? "in \(relative)" : "\(relative) ago"))"
+    }
+
+    /// `yyyy-MM-dd HH:mm:ss` in the local time zone, through the C library (DateFormatter would
+    /// load ICU, which costs the CLI milliseconds at every start).
+    static func localTime(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "\(date)" }
+        var buffer = [CChar](repeating: 0, count: 32)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M:%S", &parts)
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
 
@@ -82,7 +108,7 @@ final class Spinner: Sendable {
 
     init?(message: String) {
         guard Terminal.stderrIsTerminal else { return nil }
-        Thread { [self] in draw(message) }.start()
+        DispatchQueue.global().async { [self] in draw(message) }
     }
 
     private func draw(_ message: String) {
@@ -90,11 +116,11 @@ final class Spinner: Sendable {
         var index = 0
         usleep(150_000)
         while running.load(ordering: .acquiring) {
-            FileHandle.standardError.write(Data("\r\(frames[index % frames.count]) \(message)".utf8))
+            Terminal.writeError("\r\(frames[index % frames.count]) \(message)")
             index += 1
             usleep(80_000)
         }
-        if index > 0 { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if index > 0 { Terminal.writeError("\r\u{1B}[K") }
         cleared.signal()
     }
 

@@ -93,7 +93,7 @@ final class RPCServer: Service, CustomStringConvertible {
                             group.addTask { await self.refuse(connection, caller: caller) }
                             continue
                         }
-                        group.addTask {
+                        group.addTask(executorPreference: EventLoopTaskExecutor(connection.channel.eventLoop)) {
                             await self.serve(connection, caller: caller)
                             self.activeConnections.subtract(1, ordering: .relaxed)
                         }
