@@ -16,6 +16,9 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: ArgumentHelp("Directory with the built authgated and authgate.", valueName: "dir"))
     var binDirectory: String
 
+    @Option(help: ArgumentHelp("The authgate to time (default: the one in --bin-directory).", valueName: "path"))
+    var cli: String?
+
     @Option(help: ArgumentHelp("The repository (for Tests/idp/faulty.py).", valueName: "dir"))
     var repository = "."
 
@@ -96,7 +99,7 @@ struct AuthGateBench: ParsableCommand {
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
         var rows: [[String]] = []
         for (name, arguments) in [("`/bin/true` (the cost of a process)", ["/bin/true"]),
-                                  ("`authgate token mock`", [binDirectory + "/authgate", "token", "mock"])] {
+                                  ("`authgate token mock`", [cli ?? binDirectory + "/authgate", "token", "mock"])] {
             _ = try timeProcesses(arguments, environment: environment, runs: 20)  // warm the page cache
             let times = try timeProcesses(arguments, environment: environment, runs: runs)
             rows.append([name, "\(runs)", String(format: "%.2f", quantile(times, 0.5) / 1000), String(format: "%.2f", quantile(times, 0.99) / 1000)])

@@ -19,6 +19,21 @@ struct AuthGate: ParsableCommand {
 
     /// Like ArgumentParser's, but a failed call prints one sentence and exits with its class's status.
     static func main() {
+        // `authgate token PROVIDER`, the form scripts run inside `$(...)` before every API
+        // call, skips the argument parser, whose reflection over every command's options took
+        // 2.4 ms before the first syscall of its own (strace; docs/BENCHMARKS.md). Any other
+        // form, including any option, goes through the parser as usual.
+        let arguments = CommandLine.arguments.dropFirst()
+        if arguments.count == 2, arguments.first == "token", let provider = arguments.last, !provider.hasPrefix("-") {
+            do {
+                try Token.printToken(TokenParams(provider: provider), socket: nil, json: false)
+                return
+            } catch let error as CLIError {
+                CLIError.exit(error)
+            } catch {
+                exit(withError: error)
+            }
+        }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -50,6 +65,21 @@ struct GlobalOptions: ParsableArguments {
     /// Connects to the daemon, calls `method`, and turns any failure into a clear message and exit status.
     func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self,
                                                     progress: String? = nil) throws -> Result {
+        try Daemon.call(method, params, as: Result.self, socket: socket, json: json, progress: progress)
+    }
+
+    /// Prints `value` as JSON on stdout.
+    func printJSON<Value: Encodable>(_ value: Value) throws {
+        try Daemon.printJSON(value)
+    }
+}
+
+/// The daemon as the CLI talks to it.
+enum Daemon {
+    /// Connects to the daemon (at `socket`, else where it is usually found), calls `method`,
+    /// and turns any failure into a clear message and exit status.
+    static func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self,
+                                                           socket: String?, json: Bool, progress: String? = nil) throws -> Result {
         let path = socket ?? SocketLocation.forClient()
         let spinner = progress.flatMap { json ? nil : Spinner(message: $0) }
         defer { spinner?.stop() }
@@ -63,7 +93,7 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Prints `value` as JSON on stdout.
-    func printJSON<Value: Encodable>(_ value: Value) throws {
+    static func printJSON<Value: Encodable>(_ value: Value) throws {
         let data = try RPCCoding.makeEncoder().encode(value)
         print(String(decoding: data, as: UTF8.self))
     }
