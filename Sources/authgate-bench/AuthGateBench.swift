@@ -118,17 +118,19 @@ struct AuthGateBench: ParsableCommand {
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "rss", providers: ["mock.json": Self.mockProvider])
         usleep(500_000)
         let idle = daemon.residentKiB
-        var rows = [["idle (mock provider loaded, nobody signed in)", "0", mebibytes(idle), "–"]]
+        var rows = [["idle (mock provider loaded, nobody signed in)", "0", mebibytes(idle.total), mebibytes(idle.anonymous), "–"]]
         var signedIn = 0
         for target in sessions.sorted() {
             try signIn(daemon, from: signedIn, to: target)
             signedIn = target
             usleep(500_000)
             let rss = daemon.residentKiB
-            rows.append(["signed in", "\(target)", mebibytes(rss), String(format: "%.2f", Double((rss - idle) * 1024) / Double(target))])
+            rows.append(["signed in", "\(target)", mebibytes(rss.total), mebibytes(rss.anonymous),
+                         String(format: "%.0f", Double((rss.total - idle.total) * 1024) / Double(target))])
         }
         daemon.stop()
-        return "### Daemon memory (VmRSS)\n\n" + table(["state", "sessions", "RSS MiB", "bytes per session over idle"], rows)
+        return "### Daemon memory\n\n"
+            + table(["state", "sessions", "VmRSS MiB", "of it anonymous (RssAnon) MiB", "bytes per session over idle"], rows)
     }
 
     /// Signs in sessions `s<from>` … `s<to - 1>` of the demo user, from 8 connections at once.

@@ -57,11 +57,15 @@ final class BenchDaemon {
         }
     }
 
-    /// Resident set size in KiB, from /proc.
-    var residentKiB: Int {
+    /// Resident set size in KiB, from /proc: all of it, and the anonymous part (heap and
+    /// stacks, without the pages of the program and its libraries, which are shared).
+    var residentKiB: (total: Int, anonymous: Int) {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
-        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
-        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        func field(_ name: String) -> Int {
+            let line = status.split(separator: "\n").first { $0.hasPrefix(name + ":") } ?? ""
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+        return (field("VmRSS"), field("RssAnon"))
     }
 
     /// One request on a new connection; the raw answer line.
