@@ -93,13 +93,15 @@ public enum Daemon {
         let validator = ProviderValidator(registry: registry, logger: logger)
         let reloader = ProviderReloader(directory: configuration.providersDirectory, registry: registry, sessions: sessions,
                                         validator: validator, logger: logger)
-        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, reloader: reloader, context: context, logger: logger)
+        let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, logger: logger)
+        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, context: context, logger: logger)
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
                                dispatcher: dispatcher, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [
                 .init(service: server),
                 .init(service: RefreshScheduler(sessions: sessions)),
+                .init(service: LoginFlowService(flows: flows)),
                 .init(service: validator),
                 .init(service: HangupSignalService(reloader: reloader, logger: logger)),
             ],
@@ -113,6 +115,7 @@ public enum Daemon {
             logger.critical("stopped on an error", metadata: ["error": "\(error)"])
             status = .setupFailed
         }
+        await flows.shutdown()
         await sessions.shutdown()
         logger.notice("stopped")
         return status
@@ -144,5 +147,26 @@ private struct HangupSignalService: Service, CustomStringConvertible {
             // The reloader logs the outcome; a failed reload leaves the providers as they were.
             _ = try? await reloader.reload()
         }
+    }
+}
+
+/// Forgets finished sign-in flows now and then, and cancels the pending ones (closing their
+/// redirect listeners) as soon as the daemon starts to stop.
+private struct LoginFlowService: Service, CustomStringConvertible {
+    let flows: LoginFlowManager
+    var description: String { "LoginFlowService" }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: .seconds(10))
+                } catch {
+                    return
+                }
+                await flows.purge()
+            }
+        }
+        await flows.shutdown()
     }
 }

@@ -24,10 +24,14 @@ public struct DaemonConfiguration: Sendable {
     /// systemd's `$CREDENTIALS_DIRECTORY`: where `LoadCredential=authgate.key:…` puts the
     /// storage key.
     public var credentialsDirectory: String?
+    /// How long interactive sign-ins (device code, browser) may take.
+    public var loginFlows: LoginFlowSettings
 
     public init(providersDirectory: String, socketPath: String, stateDirectory: String, mode: DaemonMode,
-                strict: Bool = false, socketGroup: String? = nil, credentialsDirectory: String? = nil) {
+                strict: Bool = false, socketGroup: String? = nil, credentialsDirectory: String? = nil,
+                loginFlows: LoginFlowSettings = LoginFlowSettings()) {
         self.credentialsDirectory = credentialsDirectory
+        self.loginFlows = loginFlows
         self.providersDirectory = providersDirectory
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory

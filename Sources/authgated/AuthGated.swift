@@ -36,15 +36,23 @@ struct AuthGated: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("login-timeout"),
+            help: ArgumentHelp("How long an interactive sign-in (device code or browser) may take before it ends with flow_expired.", valueName: "seconds"))
+    var loginTimeout = 600
+
     func validate() throws {
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
         }
+        guard (1...86_400).contains(loginTimeout) else {
+            throw ValidationError("--login-timeout must be between 1 and 86400 seconds.")
+        }
     }
 
     func run() async throws {
-        let configuration = DaemonConfiguration.resolve(
+        var configuration = DaemonConfiguration.resolve(
             providers: providers, socket: socket, stateDirectory: stateDirectory, user: user, strict: strict, socketGroup: socketGroup)
+        configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
