@@ -283,6 +283,46 @@ struct InteractiveLoginTests {
         #expect(daemon.logText.contains("sign-in cancelled"))
     }
 
+    @Test("on a terminal the device flow draws a QR code of verification_uri_complete, module for module what python-qrcode encodes")
+    func qrCode() throws {
+        let fixture = try setUp()
+        defer { withExtendedLifetime(fixture) {} }
+        let daemon = fixture.daemon
+        let (status, output) = try daemon.cliInterruptedOnTerminal(["login", "corp", "--device"], after: "Ctrl-C cancels it")
+        #expect(status == 130)
+        let complete = try #require(output.components(separatedBy: "scan this with your phone (").last?.components(separatedBy: ")").first)
+        #expect(complete.contains("user_code="))
+        // Reads the half-block drawing back into modules and finds the mask under which
+        // python-qrcode's encoding of the same text (byte mode, level L) is identical.
+        let script = #"""
+        import json, sys, qrcode
+        text, output = sys.argv[1], sys.argv[2]
+        lines = [l.split("\x1b[30;47m", 1)[1].split("\x1b[0m", 1)[0] for l in output.splitlines() if "\x1b[30;47m" in l]
+        top = {"█": (1, 1), "▀": (1, 0), "▄": (0, 1), " ": (0, 0)}
+        rows = []
+        for line in lines:
+            pairs = [top[c] for c in line]
+            rows.append([p[0] for p in pairs])
+            rows.append([p[1] for p in pairs])
+        quiet = 2
+        size = len(lines[0]) - 2 * quiet
+        drawn = [row[quiet:quiet + size] for row in rows[quiet:quiet + size]]
+        version = (size - 17) // 4
+        found = None
+        for mask in range(8):
+            qr = qrcode.QRCode(version=version, error_correction=qrcode.constants.ERROR_CORRECT_L, mask_pattern=mask, border=0)
+            qr.add_data(qrcode.util.QRData(text.encode(), mode=qrcode.util.MODE_8BIT_BYTE))
+            qr.make(fit=False)
+            if [[1 if m else 0 for m in row] for row in qr.modules] == drawn:
+                found = mask
+        print(json.dumps({"size": size, "mask": found}))
+        """#
+        let compared = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, complete, output])
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(compared.stdout.utf8)) as? [String: Any], "\(compared.stderr)")
+        #expect((result["size"] as? Int ?? 0) >= 21)
+        #expect(result["mask"] is Int, "the drawn QR code matches python-qrcode's under one of the 8 masks: \(result)")
+    }
+
     @Test("register on an OpenID provider opens the provider's sign-up page (prompt=create)")
     func registerThroughProvider() throws {
         let fixture = try setUp()
