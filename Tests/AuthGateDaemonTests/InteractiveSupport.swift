@@ -189,7 +189,12 @@ extension DaemonProcess {
 }
 
 /// A JSON-RPC call with a JSON object as params, answered as a parsed object.
+///
+/// `login.complete` waits 30 s at most unless the params say otherwise, so that a test of a
+/// broken build fails in seconds instead of waiting out a flow's 10-minute lifetime.
 func call(_ connection: RPCConnection, _ method: String, _ params: [String: Any]) throws -> [String: Any] {
+    var params = params
+    if method == "login.complete", params["timeout_seconds"] == nil { params["timeout_seconds"] = 30 }
     let request: [String: Any] = ["jsonrpc": "2.0", "id": 1, "method": method, "params": params]
     let line = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
     return try exchange(connection, line)
