@@ -128,6 +128,8 @@ struct InteractiveLoginTests {
         #expect(first["flow_id"] as? String != nil)
         #expect(first["flow_id"] as? String == second["flow_id"] as? String)
         #expect(first["user_code"] as? String == second["user_code"] as? String, "one code, not two")
+        #expect(daemon.logText.components(separatedBy: "sign-in started").count == 2, "one flow started")
+        #expect(daemon.logText.contains("sign-in joined"))
         // Another session name is another flow.
         let other = try call(connections[0], "login.begin", ["provider": "corp", "grant": "device_code", "session": "second"]).object
         #expect(other["flow_id"] as? String != first["flow_id"] as? String)
@@ -213,6 +215,7 @@ struct InteractiveLoginTests {
         let done = try call(connection, "login.complete", ["flow_id": flowID])
         #expect((done.object["subject"] as? String) == "1", "\(done)")
         #expect(!daemon.logText.contains("forged-state-value"))
+        #expect(daemon.logText.contains("redirect refused: its state does not match"))
     }
 
     @Test("browser, RFC 9207: a redirect naming another issuer, or none, is refused; the right one works")

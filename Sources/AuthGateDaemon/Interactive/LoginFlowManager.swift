@@ -172,8 +172,10 @@ actor LoginFlowManager {
         let client = flow.client
         let provider = flow.configuration.displayName
         let deadline = started.deadline
+        let logger = logger
+        let flowMetadata = metadata(flow.key, ["flow.id": "\(id)"])
         let result: Result<SignInResult, AuthGateError>? = await withTaskGroup(of: Result<SignInResult, AuthGateError>?.self) { group in
-            group.addTask { await Self.perform(started.work, client: client, provider: provider) }
+            group.addTask { await Self.perform(started.work, client: client, provider: provider, logger: logger, metadata: flowMetadata) }
             group.addTask {
                 do {
                     try await Task.sleep(for: .milliseconds(max(0, Int(deadline.timeIntervalSinceNow * 1000))))
@@ -192,7 +194,8 @@ actor LoginFlowManager {
     }
 
     /// Polls the device code, or serves the redirect; `nil` when cancelled.
-    private static func perform(_ work: Work, client: RemoteIdentityProvider, provider: String) async -> Result<SignInResult, AuthGateError>? {
+    private static func perform(_ work: Work, client: RemoteIdentityProvider, provider: String, logger: Logger,
+                                metadata: Logger.Metadata) async -> Result<SignInResult, AuthGateError>? {
         switch work {
         case .device(let authorization, let scopes):
             var interval = authorization.interval
@@ -219,6 +222,8 @@ actor LoginFlowManager {
             let claim = Claim()
             return await listener.serve { (query: [String: String]) -> (RedirectPage, Result<SignInResult, AuthGateError>?) in
                 guard request.carriesState(query) else {
+                    // Never the query itself: it may hold someone's authorization code.
+                    logger.notice("redirect refused: its state does not match the pending sign-in", metadata: metadata)
                     return (RedirectPage(status: .badRequest, title: "Sign-in failed",
                                          message: "This request does not belong to the pending sign-in to \(provider) (its state does not match); it was refused."), nil)
                 }
