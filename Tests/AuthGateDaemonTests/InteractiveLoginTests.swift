@@ -34,12 +34,12 @@ struct InteractiveLoginTests {
 
     // MARK: Device authorization grant
 
-    @Test("device code from the CLI: URL and code printed, approved by the user, signed in; no secret in logs or output")
+    @Test("device code from the CLI (the default without a display for a device-code provider): URL and code printed, approved by the user, signed in; no secret in logs or output")
     func deviceSuccess() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
         let server = fixture.server, daemon = fixture.daemon
-        let cli = try daemon.backgroundCLI(["login", "corp", "--device"])
+        let cli = try daemon.backgroundCLI(["login", "corp"])
         try cli.waitForOutput("which has the code filled in")
         let complete = try #require(cli.stderr.components(separatedBy: "(or open ").last?.components(separatedBy: ",").first)
         let userCode = try #require(cli.stderr.components(separatedBy: "enter the code:").last?.split(separator: "\n").first)
