@@ -38,6 +38,8 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // Linux calls Swift's Glibc module lacks (prctl), as static inline C functions.
+        .target(name: "CLinux"),
         // HTTPTransport and its libcurl implementation: the only code that touches curl.
         .target(
             name: "AuthGateHTTP",
@@ -72,6 +74,7 @@ let package = Package(
         .target(
             name: "AuthGateDaemon",
             dependencies: [
+                "CLinux",
                 "AuthGateCore",
                 "AuthGateRPC",
                 "AuthGateOAuth",
@@ -100,6 +103,16 @@ let package = Package(
             name: "authgate",
             dependencies: [
                 "AuthGateRPC",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The benchmark (scripts/bench): a cheap load generator, process timing, memory and
+        // start-up measurements against the release daemon.
+        .executableTarget(
+            name: "authgate-bench",
+            dependencies: [
+                "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

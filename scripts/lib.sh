@@ -14,11 +14,16 @@ apt_install() {
 }
 
 # libcurl's development files (provider HTTP goes through libcurl), pkg-config to find them,
-# and curl, which the tests use to ask the test servers things directly.
+# curl, which the tests use to ask the test servers things directly, and, for the tests of
+# the service (scripts/verify-units, running clients as other users), systemd-analyze,
+# setpriv and useradd.
 ensure_system_packages() {
     local missing=()
     command -v pkg-config >/dev/null || missing+=(pkg-config)
     command -v curl >/dev/null || missing+=(curl)
+    command -v systemd-analyze >/dev/null || missing+=(systemd)
+    command -v setpriv >/dev/null || missing+=(util-linux)
+    command -v useradd >/dev/null || missing+=(passwd)
     dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libcurl4-openssl-dev)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then

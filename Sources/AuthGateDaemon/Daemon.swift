@@ -68,6 +68,12 @@ public enum Daemon {
     public static func run(_ configuration: DaemonConfiguration, logger: Logger) async -> ExitStatus {
         // Everything the daemon creates is private unless it says otherwise (socket, state).
         umask(0o077)
+        for problem in ProcessHardening.apply() {
+            logger.warning("\(problem)")
+        }
+        let notifier = SystemdNotifier()
+        // Read (and cleared from the environment) before anything could spawn a child.
+        let inheritedSocket = SystemdSocketActivation.listeningDescriptor()
         let reports: [ProviderFileReport]
         do {
             reports = try ProviderConfigurationLoader.load(directory: configuration.providersDirectory)
@@ -89,22 +95,29 @@ public enum Daemon {
             await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
         }
         let context = DaemonContext(configDirectory: configuration.providersDirectory, mode: configuration.mode,
-                                    socketPath: configuration.socketPath)
+                                    socketPath: configuration.socketPath, adminGroup: configuration.adminGroup)
         let validator = ProviderValidator(registry: registry, logger: logger)
         let reloader = ProviderReloader(directory: configuration.providersDirectory, registry: registry, sessions: sessions,
-                                        validator: validator, logger: logger)
+                                        validator: validator, notifier: notifier, logger: logger)
         let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, logger: logger)
-        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, context: context, logger: logger)
+        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
+                                       context: context, logger: logger)
+        // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
-                               dispatcher: dispatcher, logger: logger)
+                               inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher, logger: logger,
+                               onListening: { notifier.ready() }, onStopping: { notifier.stopping() })
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: server),
+            .init(service: RefreshScheduler(sessions: sessions)),
+            .init(service: LoginFlowService(flows: flows)),
+            .init(service: validator),
+            .init(service: HangupSignalService(reloader: reloader, logger: logger)),
+        ]
+        if let watchdog = WatchdogService(notifier: notifier) {
+            services.append(.init(service: watchdog))
+        }
         let group = ServiceGroup(configuration: .init(
-            services: [
-                .init(service: server),
-                .init(service: RefreshScheduler(sessions: sessions)),
-                .init(service: LoginFlowService(flows: flows)),
-                .init(service: validator),
-                .init(service: HangupSignalService(reloader: reloader, logger: logger)),
-            ],
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         var status = ExitStatus.success

@@ -24,13 +24,20 @@ public struct DaemonConfiguration: Sendable {
     /// systemd's `$CREDENTIALS_DIRECTORY`: where `LoadCredential=authgate.key:…` puts the
     /// storage key.
     public var credentialsDirectory: String?
+    /// Connection count, request and idle timeouts.
+    public var limits: ConnectionLimits
+    /// Members may reload and list every user's sessions.
+    public var adminGroup: String = DaemonConfiguration.defaultAdminGroup
     /// How long interactive sign-ins (device code, browser) may take.
     public var loginFlows: LoginFlowSettings
 
+    public static let defaultAdminGroup = "authgate-admin"
+
     public init(providersDirectory: String, socketPath: String, stateDirectory: String, mode: DaemonMode,
                 strict: Bool = false, socketGroup: String? = nil, credentialsDirectory: String? = nil,
-                loginFlows: LoginFlowSettings = LoginFlowSettings()) {
+                limits: ConnectionLimits = ConnectionLimits(), loginFlows: LoginFlowSettings = LoginFlowSettings()) {
         self.credentialsDirectory = credentialsDirectory
+        self.limits = limits
         self.loginFlows = loginFlows
         self.providersDirectory = providersDirectory
         self.socketPath = socketPath
@@ -42,13 +49,15 @@ public struct DaemonConfiguration: Sendable {
 
     /// Fills in what the command line left out.
     ///
+    /// `--system` means system mode whoever runs it (the service's `User=authgate`).
     /// `--user`, or running as anyone but root, means user mode: the socket goes under
     /// `$XDG_RUNTIME_DIR` (or the state directory) and state under `$XDG_STATE_HOME`. The
     /// providers directory is `./providers.d` when the working directory has one (a checkout),
     /// else `/etc/authgate/providers.d` (system) or `$XDG_CONFIG_HOME/authgate/providers.d` (user).
-    public static func resolve(providers: String?, socket: String?, stateDirectory: String?, user: Bool, strict: Bool,
-                               socketGroup: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> DaemonConfiguration {
-        let mode: DaemonMode = user || getuid() != 0 ? .user : .system
+    public static func resolve(providers: String?, socket: String?, stateDirectory: String?, user: Bool, system: Bool = false,
+                               strict: Bool, socketGroup: String?, limits: ConnectionLimits = ConnectionLimits(),
+                               environment: [String: String] = ProcessInfo.processInfo.environment) -> DaemonConfiguration {
+        let mode: DaemonMode = system ? .system : (user || getuid() != 0 ? .user : .system)
         let providersDirectory = providers ?? {
             if FileManager.default.fileExists(atPath: "providers.d") { return "providers.d" }
             if mode == .system { return "/etc/authgate/providers.d" }
@@ -61,6 +70,6 @@ public struct DaemonConfiguration: Sendable {
             socketPath: socket ?? (mode == .system ? SocketLocation.systemSocket : SocketLocation.userSocket(environment: environment)),
             stateDirectory: stateDirectory ?? (mode == .system ? "/var/lib/authgate" : SocketLocation.userStateDirectory(environment: environment)),
             mode: mode, strict: strict, socketGroup: socketGroup,
-            credentialsDirectory: environment["CREDENTIALS_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 })
+            credentialsDirectory: environment["CREDENTIALS_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 }, limits: limits)
     }
 }

@@ -43,7 +43,8 @@ public actor RemoteIdentityProvider: IdentityProvider {
         return try await self.fetchJWKS()
     }
 
-    /// - Throws: `provider_unavailable` when the client secret file cannot be read.
+    /// - Throws: `provider_unavailable` when the client secret file cannot be read, or it or the
+    ///   CA file could be changed by others (``FileTrust``).
     public init(configuration: ProviderConfiguration, transport: any HTTPTransport = CurlTransport(),
                 now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) throws(AuthGateError) {
         let settings: RemoteProviderSettings
@@ -54,6 +55,9 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
         var secret: Secret?
         if let file = settings.clientSecretFile {
+            if let problem = FileTrust.problem(with: file, as: .secret) {
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: refused: \(problem)")
+            }
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: cannot read \(file)")
             }
@@ -62,6 +66,9 @@ public actor RemoteIdentityProvider: IdentityProvider {
                 throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(file) is empty")
             }
             secret = Secret(trimmed)
+        }
+        if let file = settings.caFile, let problem = FileTrust.problem(with: file, as: .certificate) {
+            throw AuthGateError(.providerUnavailable, "\(configuration.file): $.tls.ca_file: refused: \(problem)")
         }
         self.configuration = configuration
         self.settings = settings

@@ -221,9 +221,12 @@ public struct TokenResult: Sendable, Codable {
 /// `status` params: all of the caller's sessions, or those of one provider.
 public struct StatusParams: Sendable, Codable {
     public var provider: String?
+    /// Every user's sessions, each with its `uid` (admins only).
+    public var all: Bool?
 
-    public init(provider: String? = nil) {
+    public init(provider: String? = nil, all: Bool? = nil) {
         self.provider = provider
+        self.all = all
     }
 }
 
@@ -237,9 +240,12 @@ public struct SessionStatus: Sendable, Codable {
     public var nextRefreshAt: Date?
     public var lastError: String?
     public var subject: String?
+    /// Whose session it is; only in an admin's `status` with `all`.
+    public var uid: UInt32?
 
     public init(provider: String, session: String, state: SessionState, expiresAt: Date?, nextRefreshAt: Date?,
-                lastError: String?, subject: String?) {
+                lastError: String?, subject: String?, uid: UInt32? = nil) {
+        self.uid = uid
         self.provider = provider
         self.session = session
         self.state = state
@@ -250,7 +256,7 @@ public struct SessionStatus: Sendable, Codable {
     }
 
     private enum CodingKeys: String, CodingKey {
-        case provider, session, state, subject
+        case provider, session, state, subject, uid
         case expiresAt = "expires_at"
         case nextRefreshAt = "next_refresh_at"
         case lastError = "last_error"

@@ -27,6 +27,21 @@ struct AuthGated: AsyncParsableCommand {
     @Flag(help: "Run as a per-user daemon (socket under $XDG_RUNTIME_DIR, state under $XDG_STATE_HOME).")
     var user = false
 
+    @Flag(help: "Run as the system daemon (/run/authgate, /var/lib/authgate) even when not root, as the service's own user.")
+    var system = false
+
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp("Connections served at once; more are refused.", valueName: "n"))
+    var maximumConnections = 1024
+
+    @Option(name: .customLong("request-timeout"), help: ArgumentHelp("Seconds a request line may take to arrive.", valueName: "seconds"))
+    var requestTimeout = 10.0
+
+    @Option(name: .customLong("idle-timeout"), help: ArgumentHelp("Seconds an idle connection stays open.", valueName: "seconds"))
+    var idleTimeout = 300.0
+
+    @Option(name: .customLong("admin-group"), help: ArgumentHelp("Group whose members may reload and list every user's sessions.", valueName: "group"))
+    var adminGroup = DaemonConfiguration.defaultAdminGroup
+
     @Flag(help: "Refuse to start when any provider file is invalid.")
     var strict = false
 
@@ -41,6 +56,10 @@ struct AuthGated: AsyncParsableCommand {
     var loginTimeout = 600
 
     func validate() throws {
+        guard !(user && system) else { throw ValidationError("--user and --system exclude each other.") }
+        guard maximumConnections >= 1, requestTimeout > 0, idleTimeout > 0 else {
+            throw ValidationError("--max-connections, --request-timeout and --idle-timeout must be positive.")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
         }
@@ -51,11 +70,16 @@ struct AuthGated: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = DaemonConfiguration.resolve(
-            providers: providers, socket: socket, stateDirectory: stateDirectory, user: user, strict: strict, socketGroup: socketGroup)
+            providers: providers, socket: socket, stateDirectory: stateDirectory, user: user, system: system, strict: strict,
+            socketGroup: socketGroup,
+            limits: ConnectionLimits(maximumConnections: maximumConnections, requestTimeout: .milliseconds(Int(requestTimeout * 1000)),
+                                     idleTimeout: .milliseconds(Int(idleTimeout * 1000))))
+        configuration.adminGroup = adminGroup
         configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         let level = Logger.Level(rawValue: logLevel) ?? .info
+        let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler = journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
             handler.logLevel = check ? .critical : level
             return handler
         }

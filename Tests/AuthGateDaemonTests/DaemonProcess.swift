@@ -93,9 +93,13 @@ final class DaemonProcess: Sendable {
     private let log = SharedText()
 
     /// Starts the daemon with `providers` (file name → JSON) and waits until it listens.
-    /// - Parameter scratch: The directory of an earlier daemon, to start again on its state.
+    /// - Parameters:
+    ///   - scratch: The directory of an earlier daemon, to start again on its state.
+    ///   - environment: Added to the daemon's environment.
+    ///   - launcher: A command that execs the daemon (its path and arguments follow), such as
+    ///     `setpriv …` or a socket-activation launcher; the pid stays the daemon's.
     init(providers: [String: String], arguments: [String] = [], logLevel: String = "trace", waitUntilListening: Bool = true,
-         scratch: ScratchDirectory? = nil) throws {
+         scratch: ScratchDirectory? = nil, environment: [String: String] = [:], launcher: [String] = []) throws {
         self.scratch = try scratch ?? ScratchDirectory()
         let scratch = self.scratch
         socketPath = scratch.path + "/s.sock"
@@ -105,9 +109,18 @@ final class DaemonProcess: Sendable {
             try Data(json.utf8).write(to: URL(fileURLWithPath: providersDirectory + "/" + name))
         }
         process = Process()
-        process.executableURL = BuiltProducts.daemon
-        process.arguments = ["--user", "--providers", providersDirectory, "--socket", socketPath,
-                             "--state-dir", scratch.path + "/state", "--log-level", logLevel] + arguments
+        let daemonArguments = ["--user", "--providers", providersDirectory, "--socket", socketPath,
+                               "--state-dir", scratch.path + "/state", "--log-level", logLevel] + arguments
+        if let program = launcher.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = Array(launcher.dropFirst()) + [BuiltProducts.daemon.path] + daemonArguments
+        } else {
+            process.executableURL = BuiltProducts.daemon
+            process.arguments = daemonArguments
+        }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let errorPipe = Pipe()
         process.standardError = errorPipe
         process.standardOutput = errorPipe
@@ -120,6 +133,9 @@ final class DaemonProcess: Sendable {
     var logText: String { log.text }
 
     var isRunning: Bool { process.isRunning }
+
+    /// The daemon's pid (a launcher execs it, so it is the same process).
+    var pid: Int32 { process.processIdentifier }
 
     /// Waits until the log contains `text` (the daemon's own signal), failing after `timeout`.
     func waitForLog(_ text: String, timeout: Duration = .seconds(30)) throws {

@@ -35,7 +35,8 @@ public struct ProvidersDirectoryError: Error, Sendable, CustomStringConvertible 
 ///
 /// Checking is strict (unknown keys, wrong types, missing fields, non-https URLs and bad ids
 /// are problems) and complete (every problem of a file is reported, each with its JSON path).
-/// One bad file never affects the others.
+/// One bad file never affects the others. Files and a directory that others could have
+/// written are refused (``FileTrust``).
 public enum ProviderConfigurationLoader {
     /// Files larger than this are refused unread.
     public static let maximumFileSize = 1 << 20
@@ -50,6 +51,9 @@ public enum ProviderConfigurationLoader {
             let exists = FileManager.default.fileExists(atPath: directory)
             throw ProvidersDirectoryError(path: directory, detail: exists ? "cannot be read" : "no such directory")
         }
+        if let problem = FileTrust.problem(with: directory, as: .providersDirectory) {
+            throw ProvidersDirectoryError(path: directory, detail: "refused: \(problem)")
+        }
         let base = directory.hasSuffix("/") ? directory : directory + "/"
         return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().map { name in
             load(file: base + name)
@@ -63,6 +67,9 @@ public enum ProviderConfigurationLoader {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory), !isDirectory.boolValue else {
             return invalid(id, file, "$", "is not a regular file")
+        }
+        if let problem = FileTrust.problem(with: file, as: .providerFile) {
+            return invalid(id, file, "$", "refused: \(problem)")
         }
         let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
         guard size <= maximumFileSize else {

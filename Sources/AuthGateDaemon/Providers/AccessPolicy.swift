@@ -31,11 +31,12 @@ struct AccessPolicy: Sendable {
         return true
     }
 
-    /// The admin group's default name: its members (and root) may reload the providers.
-    static let defaultAdminGroup = "authgate-admin"
+    /// The admin group's default name (`authgated --admin-group`): its members (and root) may
+    /// reload the providers and list every user's sessions.
+    static let defaultAdminGroup = DaemonConfiguration.defaultAdminGroup
 
     /// Root, the daemon's own user (a user-mode daemon belongs to its user), and members of
-    /// `adminGroup` administer the daemon. They may reload; they never read others' tokens.
+    /// `adminGroup` administer the daemon. They may reload and list all sessions; they never read others' tokens.
     func isAdmin(_ caller: PeerCredentials, adminGroup: String = AccessPolicy.defaultAdminGroup) -> Bool {
         if caller.uid == 0 || caller.uid == geteuid() { return true }
         guard let admins = Self.groupID(named: adminGroup) else { return false }

@@ -20,10 +20,13 @@ actor ProviderReloader {
     private let registry: ProviderRegistry
     private let sessions: SessionManager
     private let validator: ProviderValidator
+    private let notifier: SystemdNotifier
     private let logger: Logger
     private var last: Task<Result<[ProviderReloadReport], AuthGateError>, Never>?
 
-    init(directory: String, registry: ProviderRegistry, sessions: SessionManager, validator: ProviderValidator, logger: Logger) {
+    init(directory: String, registry: ProviderRegistry, sessions: SessionManager, validator: ProviderValidator,
+         notifier: SystemdNotifier = SystemdNotifier(environment: [:]), logger: Logger) {
+        self.notifier = notifier
         self.directory = directory
         self.registry = registry
         self.sessions = sessions
@@ -37,6 +40,9 @@ actor ProviderReloader {
         let previous = last
         let task = Task { () -> Result<[ProviderReloadReport], AuthGateError> in
             _ = await previous?.value
+            // systemd shows the service as "reloading" meanwhile (Type=notify).
+            self.notifier.reloading()
+            defer { self.notifier.ready() }
             do throws(AuthGateError) {
                 return .success(try await self.perform())
             } catch {

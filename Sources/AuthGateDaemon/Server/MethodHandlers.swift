@@ -4,14 +4,18 @@ import AuthGateRPC
 import Foundation
 import Logging
 
-/// What `daemon.info` reports about the running daemon.
+/// What `daemon.info` reports about the running daemon, and who administers it.
 public struct DaemonContext: Sendable {
     public var startedAt: ContinuousClock.Instant
     public var configDirectory: String
     public var mode: DaemonMode
     public var socketPath: String
+    /// Members of this group may reload and list every user's sessions.
+    public var adminGroup: String
 
-    public init(startedAt: ContinuousClock.Instant = .now, configDirectory: String, mode: DaemonMode, socketPath: String) {
+    public init(startedAt: ContinuousClock.Instant = .now, configDirectory: String, mode: DaemonMode, socketPath: String,
+                adminGroup: String = DaemonConfiguration.defaultAdminGroup) {
+        self.adminGroup = adminGroup
         self.startedAt = startedAt
         self.configDirectory = configDirectory
         self.mode = mode
@@ -25,6 +29,7 @@ struct MethodHandlers {
     let sessions: SessionManager
     let flows: LoginFlowManager
     let reloader: ProviderReloader
+    let throttle: LoginThrottle
     let context: DaemonContext
     let logger: Logger
     let caller: PeerCredentials
@@ -48,7 +53,17 @@ struct MethodHandlers {
             let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
                                                   scopes: params.scopes ?? [])
             try credentials.validate()
-            return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in try await provider.signIn(credentials) }
+            try await throttle.check(uid: caller.uid)
+            do {
+                let result = try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
+                    try await provider.signIn(credentials)
+                }
+                await throttle.recordSuccess(uid: caller.uid)
+                return result
+            } catch {
+                if error.reason == .invalidCredentials { await throttle.recordFailure(uid: caller.uid) }
+                throw error
+            }
         case .clientCredentials:
             let variant = TokenVariant(scopes: params.scopes ?? [])
             try variant.validate()
@@ -181,7 +196,11 @@ struct MethodHandlers {
             guard let id = ProviderID(name) else { throw .unknownProvider(name) }
             provider = id
         }
-        return await sessions.status(uid: caller.uid, provider: provider)
+        guard params.all == true else { return await sessions.status(uid: caller.uid, provider: provider) }
+        guard AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(context.adminGroup)' may list every user's sessions.")
+        }
+        return await sessions.status(uid: nil, provider: provider)
     }
 
     func logout(_ params: LogoutParams) async throws(AuthGateError) -> LogoutResult {
@@ -200,8 +219,8 @@ struct MethodHandlers {
 
     /// Admins only: reads `providers.d` again and answers with the per-provider report.
     func configReload() async throws(AuthGateError) -> [ProviderReloadReport] {
-        guard AccessPolicy().isAdmin(caller) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(AccessPolicy.defaultAdminGroup)' may reload the providers.")
+        guard AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(context.adminGroup)' may reload the providers.")
         }
         logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         return try await reloader.reload()

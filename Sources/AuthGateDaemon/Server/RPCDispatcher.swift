@@ -12,6 +12,7 @@ struct RPCDispatcher: Sendable {
     let sessions: SessionManager
     let flows: LoginFlowManager
     let reloader: ProviderReloader
+    let throttle: LoginThrottle
     let context: DaemonContext
     let logger: Logger
 
@@ -52,7 +53,7 @@ struct RPCDispatcher: Sendable {
     }
 
     private func run(_ method: RPCMethod, line: Data, caller: PeerCredentials, decoder: JSONDecoder) async -> Result<Data, AuthGateError> {
-        let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, context: context, logger: logger,
+        let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: throttle, context: context, logger: logger,
                                       caller: caller)
         do throws(AuthGateError) {
             switch method {

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,54 +18,106 @@ struct SocketSetupError: Error, CustomStringConvertible {
 /// Serves JSON-RPC on the daemon's Unix socket.
 ///
 /// Each connection is served by its own child task: its requests are answered in order, and
-/// connections run concurrently. On graceful shutdown the listener closes, open connections
-/// are cancelled, and the socket file is removed.
+/// connections run concurrently, at most `limits.maximumConnections` of them. On graceful
+/// shutdown the listener closes, open connections are cancelled, and the socket file is
+/// removed — unless systemd passed the socket (socket activation), which then stays systemd's.
 final class RPCServer: Service, CustomStringConvertible {
     private let socketPath: String
     private let socketGroup: String?
+    private let inheritedSocket: Int32?
+    private let limits: ConnectionLimits
     private let dispatcher: RPCDispatcher
     private let logger: Logger
+    private let onListening: @Sendable () -> Void
+    private let onStopping: @Sendable () -> Void
+    private let activeConnections = Atomic<Int>(0)
 
-    init(socketPath: String, socketGroup: String?, dispatcher: RPCDispatcher, logger: Logger) {
+    /// - Parameters:
+    ///   - inheritedSocket: A listening socket from systemd (`LISTEN_FDS`), served instead of
+    ///     creating `socketPath`.
+    ///   - onListening: Called once the socket accepts connections (readiness).
+    ///   - onStopping: Called when the graceful shutdown begins.
+    init(socketPath: String, socketGroup: String?, inheritedSocket: Int32? = nil, limits: ConnectionLimits = ConnectionLimits(),
+         dispatcher: RPCDispatcher, logger: Logger, onListening: @escaping @Sendable () -> Void = {},
+         onStopping: @escaping @Sendable () -> Void = {}) {
         self.socketPath = socketPath
         self.socketGroup = socketGroup
+        self.inheritedSocket = inheritedSocket
+        self.limits = limits
         self.dispatcher = dispatcher
         self.logger = logger
+        self.onListening = onListening
+        self.onStopping = onStopping
     }
 
     var description: String { "RPCServer(\(socketPath))" }
 
     func run() async throws {
-        try prepareSocketPath()
         let maximumLine = RPCCoding.maximumLineLength
-        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        let limits = limits
+        let logger = logger
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .bind(unixDomainSocketPath: socketPath) { channel in
-                PeerCredentials.read(from: channel).flatMapThrowing { caller in
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
-                    let connection = try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
-                    return (caller, connection)
+        let initialize: @Sendable (any Channel) -> EventLoopFuture<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>)> = { channel in
+            PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                let deadlines = ConnectionDeadlines(limits: limits) { reason in
+                    logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
                 }
+                try channel.pipeline.syncOperations.addHandler(deadlines)
+                try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
+                let connection = try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                return (caller, connection)
             }
-        defer { unlink(socketPath) }
-        try applyPermissions()
-        logger.notice("listening", metadata: ["socket.path": "\(socketPath)"])
+        }
+        let server: NIOAsyncChannel<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>), Never>
+        if let inheritedSocket {
+            server = try await bootstrap.bind(inheritedSocket, childChannelInitializer: initialize)
+            logger.notice("listening on the socket systemd passed", metadata: ["socket.fd": "\(inheritedSocket)"])
+        } else {
+            try prepareSocketPath()
+            server = try await bootstrap.bind(unixDomainSocketPath: socketPath, childChannelInitializer: initialize)
+            try applyPermissions()
+            logger.notice("listening", metadata: ["socket.path": "\(socketPath)"])
+        }
+        defer { if inheritedSocket == nil { unlink(socketPath) } }
+        onListening()
 
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 try await server.executeThenClose { inbound in
                     for try await (caller, connection) in inbound {
-                        group.addTask { await self.serve(connection, caller: caller) }
+                        guard activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections else {
+                            activeConnections.subtract(1, ordering: .relaxed)
+                            group.addTask { await self.refuse(connection, caller: caller) }
+                            continue
+                        }
+                        group.addTask {
+                            await self.serve(connection, caller: caller)
+                            self.activeConnections.subtract(1, ordering: .relaxed)
+                        }
                     }
                 }
                 group.cancelAll()
             }
         } onGracefulShutdown: {
+            self.onStopping()
             server.channel.close(promise: nil)
         }
         logger.notice("stopped listening", metadata: ["socket.path": "\(socketPath)"])
+    }
+
+    /// One connection too many: an error line, then close.
+    private func refuse(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, caller: PeerCredentials) async {
+        logger.warning("connection refused: too many connections", metadata: [
+            "peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "connections.maximum": "\(limits.maximumConnections)",
+        ])
+        let error = AuthGateError(.rateLimited, "authgated serves at most \(limits.maximumConnections) connections at once; try again in a moment.",
+                                  retryAfterSeconds: 1)
+        try? await connection.executeThenClose { _, outbound in
+            try await outbound.write(ByteBuffer(bytes: dispatcher.encodeError(error, id: nil)))
+        }
     }
 
     private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, caller: PeerCredentials) async {
@@ -74,10 +127,14 @@ final class RPCServer: Service, CustomStringConvertible {
                 for try await frame in inbound {
                     switch frame {
                     case .line(let line):
-                        guard line.readableBytesView.contains(where: { !$0.isJSONWhitespace }) else { continue }
-                        if let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller) {
-                            try await outbound.write(ByteBuffer(bytes: response))
+                        // Every line gets one write, empty for blank lines and notifications, so
+                        // that ConnectionDeadlines knows when nothing is left to answer.
+                        guard line.readableBytesView.contains(where: { !$0.isJSONWhitespace }) else {
+                            try await outbound.write(ByteBuffer())
+                            continue
                         }
+                        let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller)
+                        try await outbound.write(response.map { ByteBuffer(bytes: $0) } ?? ByteBuffer())
                     case .tooLong:
                         logger.notice("request line too long; closing the connection", metadata: ["peer.uid": "\(caller.uid)"])
                         let error = AuthGateError(.requestTooLarge, "A request line may be at most \(RPCCoding.maximumLineLength) bytes; closing the connection.")

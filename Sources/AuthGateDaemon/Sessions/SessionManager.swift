@@ -285,9 +285,10 @@ actor SessionManager {
     // MARK: Status
 
     /// The caller's sessions, optionally of one provider; never token values.
-    func status(uid: UInt32, provider: ProviderID?) -> [SessionStatus] {
+    /// The sessions of `uid`, or of everyone (each then naming its uid) when `uid` is nil.
+    func status(uid: UInt32?, provider: ProviderID?) -> [SessionStatus] {
         let now = now()
-        return sessions.filter { $0.key.uid == uid && (provider == nil || $0.key.provider == provider) }
+        return sessions.filter { (uid == nil || $0.key.uid == uid) && (provider == nil || $0.key.provider == provider) }
             .sorted { $0.key < $1.key }
             .map { key, record in
                 var state = record.state
@@ -295,7 +296,7 @@ actor SessionManager {
                 if state == .authenticated, let tokens = record.tokens, !tokens.isValid(for: 0, at: now) { state = .expired }
                 return SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: state,
                                      expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt, lastError: record.lastError,
-                                     subject: record.subject)
+                                     subject: record.subject, uid: uid == nil ? key.uid : nil)
             }
     }
 

@@ -3,23 +3,29 @@ import AuthGateCore
 import AuthGateRPC
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show your sessions (never their tokens).")
+    static let configuration = CommandConfiguration(abstract: "Show your sessions (never their tokens); admins may see everyone's.")
 
     @OptionGroup var global: GlobalOptions
 
     @Argument(help: "Only this provider's sessions.")
     var provider: String?
 
+    @Flag(help: "Every user's sessions, with their uid (root and the admin group only).")
+    var all = false
+
     func run() throws {
-        let sessions = try global.call(.status, StatusParams(provider: provider), as: [SessionStatus].self)
+        let sessions = try global.call(.status, StatusParams(provider: provider, all: all ? true : nil), as: [SessionStatus].self)
         if global.json { return try global.printJSON(sessions) }
         guard !sessions.isEmpty else {
+            if all { return print(provider.map { "Nobody has a session with \($0)." } ?? "Nobody has a session.") }
             return print(provider.map { "You have no session with \($0)." } ?? "You have no sessions.")
         }
         let rows = sessions.map { session in
-            [session.provider, session.session, session.state.rawValue, session.subject ?? "-",
-             Terminal.describe(session.expiresAt), Terminal.describe(session.nextRefreshAt), session.lastError ?? ""]
+            (all ? [session.uid.map(String.init) ?? "-"] : [])
+                + [session.provider, session.session, session.state.rawValue, session.subject ?? "-",
+                   Terminal.describe(session.expiresAt), Terminal.describe(session.nextRefreshAt), session.lastError ?? ""]
         }
-        print(Terminal.table(["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"], rows))
+        let header = ["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"]
+        print(Terminal.table((all ? ["UID"] : []) + header, rows))
     }
 }

@@ -1,0 +1,105 @@
+import NIOCore
+
+/// Bounds on what one client may cost the daemon.
+public struct ConnectionLimits: Sendable {
+    /// Connections served at once; one more gets a `rate_limited` error line and is closed.
+    public var maximumConnections: Int
+    /// A request line must be complete this long after its first byte arrived.
+    public var requestTimeout: Duration
+    /// A connection with nothing to answer and nothing arriving is closed after this long.
+    public var idleTimeout: Duration
+
+    public init(maximumConnections: Int = 1024, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300)) {
+        self.maximumConnections = maximumConnections
+        self.requestTimeout = requestTimeout
+        self.idleTimeout = idleTimeout
+    }
+}
+
+/// Closes connections that stall, so that a slow or idle client costs a descriptor for a
+/// bounded time and never delays anyone (each connection is served on its own anyway).
+///
+/// - A request line not finished within `requestTimeout` of its first byte: closed. The clock
+///   is not reset by more bytes, so dripping one byte a second does not keep it open.
+/// - No partial line and no request waiting for its answer for `idleTimeout`: closed. A
+///   request in progress (a slow provider, say) never counts as idle.
+///
+/// Requests are counted by their newlines and answers by their writes: the server writes one
+/// buffer (possibly empty) for every line, notifications and blank lines included.
+final class ConnectionDeadlines: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let limits: ConnectionLimits
+    private let onTimeout: @Sendable (String) -> Void
+    private var partialLine = false
+    private var unanswered = 0
+    private var requestTimer: Scheduled<Void>?
+    private var idleTimer: Scheduled<Void>?
+
+    /// - Parameter onTimeout: Told which deadline closed the connection (for the log).
+    init(limits: ConnectionLimits, onTimeout: @escaping @Sendable (String) -> Void) {
+        self.limits = limits
+        self.onTimeout = onTimeout
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        rearmIdle(context)
+        context.fireChannelActive()
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { rearmIdle(context) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let bytes = unwrapInboundIn(data).readableBytesView
+        guard let last = bytes.last else { return context.fireChannelRead(data) }
+        let finishedLines = bytes.count { $0 == UInt8(ascii: "\n") }
+        unanswered += finishedLines
+        partialLine = last != UInt8(ascii: "\n")
+        // A finished line stops its clock; the next partial line starts its own.
+        if finishedLines > 0 || !partialLine {
+            requestTimer?.cancel()
+            requestTimer = nil
+        }
+        if partialLine, requestTimer == nil {
+            requestTimer = schedule(context, after: limits.requestTimeout, reason: "the request line was not finished in time")
+        }
+        rearmIdle(context)
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        unanswered = max(0, unanswered - 1)
+        rearmIdle(context)
+        context.write(data, promise: promise)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        requestTimer?.cancel()
+        idleTimer?.cancel()
+        context.fireChannelInactive()
+    }
+
+    /// Restarts the idle clock when the connection is idle now, and stops it otherwise.
+    private func rearmIdle(_ context: ChannelHandlerContext) {
+        idleTimer?.cancel()
+        idleTimer = nil
+        guard unanswered == 0, !partialLine else { return }
+        idleTimer = schedule(context, after: limits.idleTimeout, reason: "the connection was idle")
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, after delay: Duration, reason: String) -> Scheduled<Void> {
+        let channel = context.channel
+        let onTimeout = onTimeout
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        return context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+            onTimeout(reason)
+            channel.close(promise: nil)
+        }
+    }
+}

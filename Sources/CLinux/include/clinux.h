@@ -1,0 +1,110 @@
+#ifndef AUTHGATE_CLINUX_H
+#define AUTHGATE_CLINUX_H
+
+// Linux calls the daemon needs, as small C functions: Swift's Glibc module lacks some
+// (sys/prctl.h), and C structs such as timespec, rlimit or sockaddr_un are claimed by
+// whichever C module a clean build imports first, which MemberImportVisibility then rejects.
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/// prctl(PR_SET_DUMPABLE, 0): no ptrace or /proc/PID/mem access by other processes of the
+/// same uid, and no core file. Returns 0, or -1 with errno set.
+static inline int ag_set_not_dumpable(void) {
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/// RLIMIT_CORE 0 (soft and hard). Returns 0, or -1 with errno set.
+static inline int ag_disable_core_dumps(void) {
+    struct rlimit none = { 0, 0 };
+    return setrlimit(RLIMIT_CORE, &none);
+}
+
+/// Raises the soft RLIMIT_NOFILE to the hard one; returns the soft limit in effect.
+static inline long long ag_raise_descriptor_limit(void) {
+    struct rlimit files;
+    if (getrlimit(RLIMIT_NOFILE, &files) != 0) return -1;
+    if (files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &files) != 0) getrlimit(RLIMIT_NOFILE, &files);
+    }
+    return (long long)files.rlim_cur;
+}
+
+/// CLOCK_MONOTONIC in microseconds (systemd's MONOTONIC_USEC).
+static inline unsigned long long ag_monotonic_usec(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (unsigned long long)now.tv_sec * 1000000ULL + (unsigned long long)now.tv_nsec / 1000ULL;
+}
+
+/// Sends one datagram to the Unix socket `path` (`path_length` bytes; a leading '@' names an
+/// abstract socket). Returns 0, or -1 with errno set. This is all of sd_notify(3).
+static inline socklen_t ag_unix_address(struct sockaddr_un *address, const char *path, size_t path_length);
+
+static inline int ag_send_datagram(const char *path, size_t path_length, const char *message, size_t length) {
+    struct sockaddr_un address;
+    socklen_t size = ag_unix_address(&address, path, path_length);
+    if (size == 0) { errno = EINVAL; return -1; }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    ssize_t sent = sendto(fd, message, length, MSG_NOSIGNAL, (struct sockaddr *)&address, size);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return sent == (ssize_t)length ? 0 : -1;
+}
+
+/// Fills `address` for the Unix socket `path` (a leading '@' names an abstract socket);
+/// returns the address length, or 0 when the path does not fit.
+static inline socklen_t ag_unix_address(struct sockaddr_un *address, const char *path, size_t path_length) {
+    memset(address, 0, sizeof *address);
+    address->sun_family = AF_UNIX;
+    if (path_length == 0 || path_length >= sizeof address->sun_path) return 0;
+    memcpy(address->sun_path, path, path_length);
+    if (address->sun_path[0] == '@') address->sun_path[0] = 0;
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_length);
+}
+
+/// A bound socket of `type` (SOCK_STREAM listening with `backlog`, or SOCK_DGRAM) on the Unix
+/// socket `path`. Returns the descriptor, or -1 with errno set. Used by the benchmark.
+static inline int ag_bind_unix(const char *path, size_t path_length, int type, int backlog) {
+    struct sockaddr_un address;
+    socklen_t size = ag_unix_address(&address, path, path_length);
+    if (size == 0) { errno = EINVAL; return -1; }
+    int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (bind(fd, (struct sockaddr *)&address, size) != 0 || (type == SOCK_STREAM && listen(fd, backlog) != 0)) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+/// A stream socket connected to the Unix socket `path`. Returns the descriptor, or -1 with
+/// errno set. Used by the benchmark's load generator.
+static inline int ag_connect_unix(const char *path, size_t path_length) {
+    struct sockaddr_un address;
+    socklen_t size = ag_unix_address(&address, path, path_length);
+    if (size == 0) { errno = EINVAL; return -1; }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&address, size) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+#endif

@@ -1,0 +1,194 @@
+import ArgumentParser
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate-bench`: measures the release daemon and CLI and prints Markdown tables.
+/// `scripts/bench` builds it and writes its output, with the machine, into docs/BENCHMARKS.md.
+@main
+struct AuthGateBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authgate-bench",
+        abstract: "Measures authgated and authgate (use a release build) and prints Markdown tables.")
+
+    @Option(help: ArgumentHelp("Directory with the built authgated and authgate.", valueName: "dir"))
+    var binDirectory: String
+
+    @Option(help: ArgumentHelp("The repository (for Tests/idp/faulty.py).", valueName: "dir"))
+    var repository = "."
+
+    @Option(help: ArgumentHelp("Python with the test providers' packages; without it the start-up figures are skipped.", valueName: "path"))
+    var python: String?
+
+    @Option(help: "Seconds each load run lasts.")
+    var seconds = 3.0
+
+    @Option(help: "Runs of `authgate token` as a whole process.")
+    var runs = 500
+
+    @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
+    var sessions: [Int] = [1_000, 10_000, 100_000]
+
+    func run() throws {
+        let work = try WorkDirectory()
+        print(try hotPath(work))
+        print(try cliProcess(work))
+        print(try memory(work))
+        if let python {
+            print(try startUp(work, python: python))
+        }
+    }
+
+    // MARK: 1. The token RPC on a cached token
+
+    static let mockProvider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400}"#
+    static let tokenRequest = #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#
+
+    func hotPath(_ work: WorkDirectory) throws -> String {
+        let counts = [1, 32, 64]
+        var rows: [[String]] = []
+        // The load generator's ceiling: a server that answers without doing anything.
+        let trivial = try TrivialServer(socketPath: work.path + "/trivial.sock", workers: 64,
+                                        answer: #"{"jsonrpc":"2.0","id":1,"result":{"access_token":"x"}}"#)
+        for mode in [LoadGenerator.Mode.connectionPerRequest, .keepAlive] {
+            for clients in counts {
+                let result = LoadGenerator(socketPath: trivial.socketPath, requestLine: Self.tokenRequest)
+                    .run(clients: clients, mode: mode, duration: seconds)
+                rows.append(["trivial server (generator ceiling)", mode.rawValue, "\(clients)"] + figures(result))
+            }
+        }
+        trivial.stop()
+
+        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "hot", providers: ["mock.json": Self.mockProvider])
+        let login = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        guard login.contains(#""result""#) else { throw BenchError("login failed: \(login)") }
+        let token = try daemon.call(Self.tokenRequest)
+        guard token.contains("access_token") else { throw BenchError("token failed: \(token)") }
+        for mode in [LoadGenerator.Mode.connectionPerRequest, .keepAlive] {
+            for clients in counts {
+                let result = LoadGenerator(socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
+                    .run(clients: clients, mode: mode, duration: seconds)
+                guard result.errors == 0 else { throw BenchError("\(result.errors) errors under load") }
+                rows.append(["authgated `token`", mode.rawValue, "\(clients)"] + figures(result))
+            }
+        }
+        daemon.stop()
+        return "### `token` on a cached token (\(seconds) s per row)\n\n"
+            + table(["server", "connections", "clients", "requests/s", "p50 µs", "p99 µs"], rows)
+    }
+
+    private func figures(_ result: LoadResult) -> [String] {
+        [String(format: "%.0f", result.requestsPerSecond), String(format: "%.0f", result.percentile(0.5)),
+         String(format: "%.0f", result.percentile(0.99))]
+    }
+
+    // MARK: 2. `authgate token` as a whole process
+
+    func cliProcess(_ work: WorkDirectory) throws -> String {
+        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "cli", providers: ["mock.json": Self.mockProvider])
+        _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+        var rows: [[String]] = []
+        for (name, arguments) in [("`/bin/true` (the cost of a process)", ["/bin/true"]),
+                                  ("`authgate token mock`", [binDirectory + "/authgate", "token", "mock"])] {
+            _ = try timeProcesses(arguments, environment: environment, runs: 20)  // warm the page cache
+            let times = try timeProcesses(arguments, environment: environment, runs: runs)
+            rows.append([name, "\(runs)", String(format: "%.2f", quantile(times, 0.5) / 1000), String(format: "%.2f", quantile(times, 0.99) / 1000)])
+        }
+        daemon.stop()
+        return "### A whole process, run \(runs) times in a row\n\n" + table(["command", "runs", "p50 ms", "p99 ms"], rows)
+    }
+
+    private func quantile(_ sorted: [Double], _ fraction: Double) -> Double {
+        sorted[max(0, min(sorted.count - 1, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))]
+    }
+
+    // MARK: 3. Memory
+
+    func memory(_ work: WorkDirectory) throws -> String {
+        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "rss", providers: ["mock.json": Self.mockProvider])
+        usleep(500_000)
+        let idle = daemon.residentKiB
+        var rows = [["idle (mock provider loaded, nobody signed in)", "0", mebibytes(idle), "–"]]
+        var signedIn = 0
+        for target in sessions.sorted() {
+            try signIn(daemon, from: signedIn, to: target)
+            signedIn = target
+            usleep(500_000)
+            let rss = daemon.residentKiB
+            rows.append(["signed in", "\(target)", mebibytes(rss), String(format: "%.2f", Double((rss - idle) * 1024) / Double(target))])
+        }
+        daemon.stop()
+        return "### Daemon memory (VmRSS)\n\n" + table(["state", "sessions", "RSS MiB", "bytes per session over idle"], rows)
+    }
+
+    /// Signs in sessions `s<from>` … `s<to - 1>` of the demo user, from 8 connections at once.
+    private func signIn(_ daemon: BenchDaemon, from: Int, to: Int) throws {
+        let workers = 8
+        let failures = Mutex(0)
+        let done = DispatchGroup()
+        let socketPath = daemon.socketPath
+        for worker in 0..<workers {
+            done.enter()
+            Thread {
+                defer { done.leave() }
+                guard let connection = try? LineConnection(path: socketPath) else {
+                    failures.withLock { $0 += 1 }
+                    return
+                }
+                for index in stride(from: from + worker, to: to, by: workers) {
+                    let line = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
+                    if (try? connection.call(line))?.contains(#""result""#) != true { failures.withLock { $0 += 1 } }
+                }
+            }.start()
+        }
+        done.wait()
+        let failed = failures.withLock { $0 }
+        guard failed == 0 else { throw BenchError("\(failed) sign-ins failed") }
+    }
+
+    private func mebibytes(_ kib: Int) -> String { String(format: "%.1f", Double(kib) / 1024) }
+
+    // MARK: 4. Start-up with 50 providers, one slow
+
+    func startUp(_ work: WorkDirectory, python: String) throws -> String {
+        let fast = try FaultyProvider(python: python, repository: repository, work: work, name: "fast", mode: "ok")
+        let slow = try FaultyProvider(python: python, repository: repository, work: work, name: "slow", mode: "slow_discovery", delay: 2)
+        func provider(_ server: FaultyProvider) -> String {
+            #"{"type":"oidc","issuer":"\#(server.issuer)","client_id":"c","grants":["password"],"scopes":["openid"],"tls":{"ca_file":"\#(server.caFile)"}}"#
+        }
+        var providers: [String: String] = [:]
+        for index in 1...50 {
+            providers["p\(index).json"] = provider(index == 1 ? slow : fast)
+        }
+        let notify = try NotifySocket(path: work.path + "/notify")
+        let began = DispatchTime.now().uptimeNanoseconds
+        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "startup", providers: providers,
+                                     environment: ["NOTIFY_SOCKET": notify.path], waitUntilServing: false)
+        notify.wait(for: "READY=1")
+        let ready = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+        var validated = 0.0
+        while validated == 0 {
+            let list = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"providers.list"}"#)
+            if list.components(separatedBy: #""status":"ready""#).count - 1 == 50 {
+                validated = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
+            } else {
+                usleep(10_000)
+            }
+        }
+        daemon.stop()
+        return "### Start-up with 50 `oidc` providers, one answering discovery after 2 s\n\n"
+            + table(["milestone", "seconds after exec"], [["`READY=1` (socket serving)", String(format: "%.3f", ready)],
+                                                           ["all 50 validated (discovery + JWKS over TLS)", String(format: "%.3f", validated)]])
+    }
+
+    // MARK: Output
+
+    private func table(_ header: [String], _ rows: [[String]]) -> String {
+        var lines = ["| " + header.joined(separator: " | ") + " |", "|" + header.map { _ in " --- |" }.joined()]
+        lines += rows.map { "| " + $0.joined(separator: " | ") + " |" }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

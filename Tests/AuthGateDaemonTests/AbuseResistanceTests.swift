@@ -1,0 +1,141 @@
+import AuthGateRPC
+import Foundation
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A misbehaving client must not hurt the others: connection limit, request and idle
+/// timeouts, and the failed-login rate limit.
+@Suite("Abuse resistance", .serialized)
+struct AbuseResistanceTests {
+    static let providersList = #"{"jsonrpc":"2.0","id":1,"method":"providers.list"}"#
+    static let token = #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#
+
+    @Test("one connection over --max-connections gets rate_limited and is closed; a place freed is served again")
+    func maximumConnections() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--max-connections", "3"], logLevel: "info")
+        var open = try (0..<3).map { _ in try daemon.connect() }
+        for connection in open {
+            #expect(try exchange(connection, Self.providersList).result != nil)
+        }
+        let excess = try daemon.connect()
+        let refusal = try readReply(excess)
+        #expect(refusal.errorReason == "rate_limited")
+        #expect(refusal.errorMessage?.contains("at most 3 connections") == true)
+        #expect(try excess.receiveLine() == nil, "the excess connection is closed")
+        #expect(daemon.logText.contains("connection refused: too many connections"))
+
+        open.removeFirst()  // closed as it goes
+        try eventually { try exchange(try daemon.connect(), Self.providersList).result != nil }
+        for connection in open {
+            #expect(try exchange(connection, Self.providersList).result != nil, "the first ones were never disturbed")
+        }
+    }
+
+    @Test("1,000 connections, 100 stalling mid-line: the other 900 get their tokens at once; the stalled ones are dropped at the request timeout")
+    func stalledClients() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--request-timeout", "4"], logLevel: "info")
+        try signIn(daemon)
+        let stalled = try (0..<100).map { _ in try daemon.connect() }
+        for connection in stalled {
+            try connection.send(Array(#"{"jsonrpc":"2.0","id":1,"method":"tok"#.utf8))
+        }
+        let stalledAt = ContinuousClock.now
+
+        let clients = try (0..<900).map { _ in try daemon.connect() }
+        for connection in clients {
+            try connection.send(Array((Self.token + "\n").utf8))
+        }
+        var tokens: Set<String> = []
+        for connection in clients {
+            if let token = (try readReply(connection).result as? [String: Any])?["access_token"] as? String { tokens.insert(token) }
+        }
+        let served = ContinuousClock.now - stalledAt
+        print("900 token calls beside 100 stalled clients: \(served)")
+        #expect(tokens.count == 1, "all 900 got the session's token")
+        #expect(served < .seconds(4), "nobody waited for the stalled clients (their timeout had not even fired yet)")
+
+        for connection in stalled {
+            #expect(try connection.receiveLine() == nil, "a stalled connection is closed")
+        }
+        let dropped = ContinuousClock.now - stalledAt
+        #expect(dropped >= .seconds(3.5) && dropped < .seconds(15), "dropped at the 4 s request timeout, not before (\(dropped))")
+        #expect(daemon.logText.contains("the request line was not finished in time"))
+    }
+
+    @Test("dripping a request one byte at a time does not keep a connection open past the request timeout")
+    func drippingClient() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--request-timeout", "1"], logLevel: "info")
+        let connection = try daemon.connect()
+        let started = ContinuousClock.now
+        var closed = false
+        for byte in Array(Self.providersList.utf8) {
+            do {
+                try connection.send([byte])
+            } catch {
+                closed = true
+                break
+            }
+            usleep(100_000)
+            if ContinuousClock.now - started > .seconds(3) { break }
+        }
+        if !closed { closed = (try? connection.receiveLine()) == nil }
+        #expect(closed)
+        #expect(ContinuousClock.now - started < .seconds(4))
+        let other = try daemon.connect()
+        #expect(try exchange(other, Self.providersList).result != nil)
+    }
+
+    @Test("an idle connection is closed after --idle-timeout; one waiting for a slow answer is not")
+    func idleTimeout() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(2500)], arguments: ["--idle-timeout", "1"], logLevel: "info")
+        let idle = try daemon.connect()
+        let busy = try daemon.connect()
+        let started = ContinuousClock.now
+        let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
+        let reply = try exchange(busy, login)
+        #expect(reply.result != nil, "the 2.5 s sign-in was answered although the idle timeout is 1 s: \(reply)")
+        #expect(ContinuousClock.now - started >= .seconds(2.5))
+        #expect(try idle.receiveLine() == nil, "the idle connection was closed")
+        #expect(daemon.logText.contains("the connection was idle"))
+        // After its answer the busy connection is idle too, and goes the same way.
+        #expect(try busy.receiveLine() == nil)
+    }
+
+    @Test("after 5 wrong passwords a uid gets rate_limited with a retry time, even with the right password")
+    func failedLoginRateLimit() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        let connection = try daemon.connect()
+        func login(_ password: String) throws -> [String: Any] {
+            try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"\#(password)"}}"#)
+        }
+        for attempt in 1...5 {
+            #expect(try login("guess-\(attempt)").errorReason == "invalid_credentials")
+        }
+        let limited = try login("demo-password-1")
+        #expect(limited.errorReason == "rate_limited")
+        let retry = ((limited["error"] as? [String: Any])?["data"] as? [String: Any])?["retry_after_seconds"] as? Int
+        #expect(retry.map { (50...60).contains($0) } == true, "retry in about a minute: \(String(describing: retry))")
+        let cli = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+        #expect(cli.status != 0)
+        #expect(cli.stderr.contains("rate_limited") && cli.stderr.contains("try again in"), "\(cli.stderr)")
+        #expect(!daemon.logText.contains("guess-"), "wrong passwords are not logged either")
+    }
+
+    private func signIn(_ daemon: DaemonProcess) throws {
+        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+        #expect(login.status == 0, "\(login.stderr)")
+    }
+}
+
+/// Retries `condition` for up to `timeout`, for effects the daemon applies asynchronously.
+func eventually(timeout: Duration = .seconds(5), _ condition: () throws -> Bool) throws {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if (try? condition()) == true { return }
+        guard ContinuousClock.now < deadline else { throw TestFailure("the condition did not become true in time") }
+        usleep(20_000)
+    }
+}
