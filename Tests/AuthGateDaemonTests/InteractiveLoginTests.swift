@@ -213,7 +213,7 @@ struct InteractiveLoginTests {
         let real = try Interactive.get(redirect)
         #expect(real.status == 200, "\(real.body)")
         let done = try call(connection, "login.complete", ["flow_id": flowID])
-        #expect((done.object["subject"] as? String) == "1", "\(done)")
+        #expect((done.object["subject"] as? String) == "1", "\(done)\n\(daemon.logText)")
         #expect(!daemon.logText.contains("forged-state-value"))
         #expect(daemon.logText.contains("redirect refused: its state does not match"))
     }

@@ -122,9 +122,13 @@ final class LoopbackRedirectListener: Sendable {
     /// Answers the requests of one connection until the flow's outcome or the connection's end.
     private func serve<Outcome: Sendable>(_ connection: Connection,
                                           _ handle: @Sendable ([String: String]) async -> (RedirectPage, Outcome?)) async -> Outcome? {
-        await withTaskCancellationHandler {
+        // The outcome is kept even when writing the page fails: a browser (or curl) that has
+        // read the whole page may close the connection before the last write completes, and
+        // the flow must still end with the code it redeemed.
+        let outcome = FirstOutcome<Outcome>()
+        return await withTaskCancellationHandler {
             do {
-                return try await connection.executeThenClose { inbound, outbound in
+                try await connection.executeThenClose { inbound, outbound in
                     var head: HTTPRequestHead?
                     for try await part in inbound {
                         switch part {
@@ -133,18 +137,19 @@ final class LoopbackRedirectListener: Sendable {
                         case .body:
                             continue
                         case .end:
-                            guard let request = head else { return nil }
+                            guard let request = head else { return }
                             head = nil
-                            let (page, outcome) = await self.answer(request, handle)
-                            try await Self.write(page, to: outbound, keepAlive: outcome == nil && request.isKeepAlive)
-                            if outcome != nil || !request.isKeepAlive { return outcome }
+                            let (page, result) = await self.answer(request, handle)
+                            if let result { _ = outcome.keep(result) }
+                            try await Self.write(page, to: outbound, keepAlive: result == nil && request.isKeepAlive)
+                            if result != nil || !request.isKeepAlive { return }
                         }
                     }
-                    return nil
                 }
             } catch {
-                return nil
+                // The connection failed or was closed: whatever was redeemed stays redeemed.
             }
+            return outcome.value
         } onCancel: {
             connection.channel.close(promise: nil)
         }
@@ -188,9 +193,8 @@ final class LoopbackRedirectListener: Sendable {
         headers.add(name: "Content-Security-Policy", value: "default-src 'none'; style-src 'unsafe-inline'")
         headers.add(name: "X-Content-Type-Options", value: "nosniff")
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
-        try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers)))
-        try await outbound.write(.body(.byteBuffer(body)))
-        try await outbound.write(.end(nil))
+        try await outbound.write(contentsOf: [.head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers)),
+                                              .body(.byteBuffer(body)), .end(nil)])
     }
 }
 
