@@ -31,7 +31,9 @@ extension RemoteIdentityProvider {
         }
         let fields = DeviceAuthorizationGrant.authorizationFields(scopes: interactiveScopes(scopes), audience: settings.audience)
         let response = try await tokenEndpoint.post(endpoint, fields)
-        guard response.status == 200 else { throw tokenEndpoint.refusal(response, purpose: .interactiveSignIn) }
+        guard response.status == 200 else {
+            throw tokenEndpoint.refusal(response, purpose: .interactiveSignIn, what: "device authorization request")
+        }
         guard let object = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
             throw ProviderFailure.malformed(name, what: "device authorization response", "it is not a JSON object")
         }

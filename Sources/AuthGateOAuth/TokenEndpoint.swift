@@ -54,7 +54,8 @@ struct TokenEndpoint: Sendable {
         return try parse(response, requestedScopes: requestedScopes, now: now)
     }
 
-    func refusal(_ response: HTTPResponse, purpose: TokenPurpose) -> AuthGateError {
+    /// - Parameter what: The request, as a person would name it.
+    func refusal(_ response: HTTPResponse, purpose: TokenPurpose, what: String = "token request") -> AuthGateError {
         if let oauth = OAuthErrorResponse(response) {
             switch (oauth.error, purpose) {
             case ("invalid_grant", .passwordSignIn):
@@ -90,7 +91,7 @@ struct TokenEndpoint: Sendable {
                 return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (HTTP \(response.status)): check client_id and client_secret_file.")
             }
         }
-        return ProviderFailure.unexpected(response, provider: provider, what: "token request")
+        return ProviderFailure.unexpected(response, provider: provider, what: what)
     }
 
     /// Reads a token response strictly: each member must have its RFC 6749 type.

@@ -367,6 +367,19 @@ struct InteractiveLoginTests {
         #expect(try call(connection, "login.complete", ["flow_id": "flow_unknown"]).errorReason == "flow_expired")
         #expect(try call(connection, "login.cancel", ["flow_id": "flow_unknown"]).errorReason == "flow_expired")
         #expect(try call(connection, "login", ["provider": "corp", "grant": "device_code"]).errorMessage?.contains("login.begin") == true)
+
+        // At most 8 pending flows per uid: the 9th is rate_limited until one ends.
+        var flowIDs: [String] = []
+        for index in 0..<8 {
+            let reply = try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s\(index)"])
+            flowIDs.append(try #require(reply.object["flow_id"] as? String, "\(reply)"))
+        }
+        let ninth = try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s8"])
+        #expect(ninth.errorReason == "rate_limited", "\(ninth)")
+        #expect(try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s0"]).object["flow_id"] as? String
+                == flowIDs[0], "joining is still allowed")
+        #expect((try call(connection, "login.cancel", ["flow_id": flowIDs[0]]).object["cancelled"] as? Bool) == true)
+        #expect(try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s8"]).object["flow_id"] != nil)
     }
 
     @Test("stopping the daemon cancels pending flows and closes their listeners")

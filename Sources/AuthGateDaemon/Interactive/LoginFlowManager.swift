@@ -13,10 +13,13 @@ public struct LoginFlowSettings: Sendable {
     public var lifetime: TimeInterval
     /// How long the outcome of a finished flow stays available to a late `login.complete`.
     public var retention: TimeInterval
+    /// At most this many flows pending per uid (each browser flow holds a port).
+    public var maximumPendingPerUser: Int
 
-    public init(lifetime: TimeInterval = 600, retention: TimeInterval = 120) {
+    public init(lifetime: TimeInterval = 600, retention: TimeInterval = 120, maximumPendingPerUser: Int = 8) {
         self.lifetime = lifetime
         self.retention = retention
+        self.maximumPendingPerUser = maximumPendingPerUser
     }
 }
 
@@ -85,6 +88,12 @@ actor LoginFlowManager {
         if let id = pending[key], let flow = flows[id] {
             logger.info("sign-in joined", metadata: metadata(key, ["flow.id": "\(id)"]))
             return try await started(id, flow.start)
+        }
+        // Each pending browser sign-in holds a listening port: a uid gets a few at a time.
+        let mine = pending.keys.count { $0.uid == key.uid }
+        guard mine < settings.maximumPendingPerUser else {
+            throw AuthGateError(.rateLimited, "You have \(mine) sign-ins pending already; finish or cancel one (login.cancel) first.",
+                                retryAfterSeconds: 10)
         }
         let id = "flow_" + Secret.random(bytes: 18).exposedValue
         let lifetime = settings.lifetime
