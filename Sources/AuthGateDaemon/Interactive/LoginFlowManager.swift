@@ -61,6 +61,8 @@ actor LoginFlowManager {
     }
 
     private var flows: [String: Flow] = [:]
+    /// Those waiting in `login.complete`, told once when their flow ends.
+    private var waiters: [String: [AsyncStream<Void>.Continuation]] = [:]
     /// The pending flow of each session key.
     private var pending: [SessionKey: String] = [:]
     private var isShutDown = false
@@ -278,6 +280,10 @@ actor LoginFlowManager {
         flows[id]?.outcome = outcome
         flows[id]?.finishedAt = now()
         if pending[key] == id { pending[key] = nil }
+        for waiter in waiters.removeValue(forKey: id) ?? [] {
+            waiter.yield()
+            waiter.finish()
+        }
     }
 
     // MARK: login.complete and login.cancel
@@ -287,6 +293,17 @@ actor LoginFlowManager {
     func outcome(of id: String, uid: UInt32) throws(AuthGateError) -> Result<LoginResult, AuthGateError>? {
         guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
         return flow.outcome
+    }
+
+    /// The flow's outcome if it has ended, else a stream that yields once when it does. The
+    /// stream's iteration ends when the waiting task is cancelled, so a waiter never outlives
+    /// its connection; a stale continuation is dropped when the flow ends.
+    func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<LoginResult, AuthGateError>?, AsyncStream<Void>?) {
+        guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
+        if let outcome = flow.outcome { return (outcome, nil) }
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        waiters[id, default: []].append(continuation)
+        return (nil, stream)
     }
 
     /// Ends the caller's pending flow: its tasks are cancelled and its listener closed.

@@ -111,22 +111,27 @@ struct MethodHandlers {
         if let timeout = params.timeoutSeconds, !(1...3600).contains(timeout) {
             throw AuthGateError(.invalidParams, "\"timeout_seconds\" must be between 1 and 3600.")
         }
-        let deadline = params.timeoutSeconds.map { ContinuousClock.now + .seconds($0) }
-        // A short poll of the flow's outcome: the wait ends with the connection's task
-        // (cancelled on shutdown) and never holds the flow manager.
-        while true {
-            if let outcome = try await flows.outcome(of: params.flowID, uid: caller.uid) {
-                return try outcome.get()
+        let (finished, updates) = try await flows.outcomeOrWait(params.flowID, uid: caller.uid)
+        if let finished { return try finished.get() }
+        guard let updates else { throw AuthGateError(.internalError, "The sign-in has neither an outcome nor a way to wait for one.") }
+        // Wait for the flow's end, the timeout, or this connection's end (shutdown), whichever
+        // comes first; every child ends promptly when cancelled.
+        let timeout = params.timeoutSeconds
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in updates { return }
             }
-            if let deadline, ContinuousClock.now >= deadline {
-                throw AuthGateError(.loginRequired, "The sign-in is still waiting for you; call login.complete again to keep waiting.")
+            if let timeout {
+                group.addTask { try? await Task.sleep(for: .seconds(timeout)) }
             }
-            do {
-                try await Task.sleep(for: .milliseconds(50))
-            } catch {
-                throw AuthGateError(.serviceUnavailable, "authgated is stopping.")
-            }
+            await group.next()
+            group.cancelAll()
         }
+        if let outcome = try await flows.outcome(of: params.flowID, uid: caller.uid) {
+            return try outcome.get()
+        }
+        if Task.isCancelled { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
+        throw AuthGateError(.loginRequired, "The sign-in is still waiting for you; call login.complete again to keep waiting.")
     }
 
     func loginCancel(_ params: LoginCancelParams) async throws(AuthGateError) -> LoginCancelResult {
