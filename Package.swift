@@ -58,6 +58,8 @@ let package = Package(
                 "AuthGateHTTP",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                // SHA-256 for the PKCE code challenge (RFC 7636 §4.2).
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),
@@ -78,6 +80,8 @@ let package = Package(
                 "AuthGateOAuth",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // The loopback redirect listener of the authorization-code flow.
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "HeapModule", package: "swift-collections"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
@@ -121,7 +125,9 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGateDaemonTests",
-            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateDaemon"],
+            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateDaemon",
+                           // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
+                           .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strictSettings
         ),
     ],

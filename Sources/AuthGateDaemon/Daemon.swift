@@ -99,7 +99,8 @@ public enum Daemon {
         let validator = ProviderValidator(registry: registry, logger: logger)
         let reloader = ProviderReloader(directory: configuration.providersDirectory, registry: registry, sessions: sessions,
                                         validator: validator, notifier: notifier, logger: logger)
-        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, reloader: reloader, throttle: LoginThrottle(),
+        let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, logger: logger)
+        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
                                        context: context, logger: logger)
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
@@ -108,6 +109,7 @@ public enum Daemon {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server),
             .init(service: RefreshScheduler(sessions: sessions)),
+            .init(service: LoginFlowService(flows: flows)),
             .init(service: validator),
             .init(service: HangupSignalService(reloader: reloader, logger: logger)),
         ]
@@ -126,6 +128,7 @@ public enum Daemon {
             logger.critical("stopped on an error", metadata: ["error": "\(error)"])
             status = .setupFailed
         }
+        await flows.shutdown()
         await sessions.shutdown()
         logger.notice("stopped")
         return status
@@ -157,5 +160,26 @@ private struct HangupSignalService: Service, CustomStringConvertible {
             // The reloader logs the outcome; a failed reload leaves the providers as they were.
             _ = try? await reloader.reload()
         }
+    }
+}
+
+/// Forgets finished sign-in flows now and then, and cancels the pending ones (closing their
+/// redirect listeners) as soon as the daemon starts to stop.
+private struct LoginFlowService: Service, CustomStringConvertible {
+    let flows: LoginFlowManager
+    var description: String { "LoginFlowService" }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: .seconds(10))
+                } catch {
+                    return
+                }
+                await flows.purge()
+            }
+        }
+        await flows.shutdown()
     }
 }

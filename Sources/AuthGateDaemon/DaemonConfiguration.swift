@@ -28,14 +28,17 @@ public struct DaemonConfiguration: Sendable {
     public var limits: ConnectionLimits
     /// Members may reload and list every user's sessions.
     public var adminGroup: String = DaemonConfiguration.defaultAdminGroup
+    /// How long interactive sign-ins (device code, browser) may take.
+    public var loginFlows: LoginFlowSettings
 
     public static let defaultAdminGroup = "authgate-admin"
 
     public init(providersDirectory: String, socketPath: String, stateDirectory: String, mode: DaemonMode,
                 strict: Bool = false, socketGroup: String? = nil, credentialsDirectory: String? = nil,
-                limits: ConnectionLimits = ConnectionLimits()) {
+                limits: ConnectionLimits = ConnectionLimits(), loginFlows: LoginFlowSettings = LoginFlowSettings()) {
         self.credentialsDirectory = credentialsDirectory
         self.limits = limits
+        self.loginFlows = loginFlows
         self.providersDirectory = providersDirectory
         self.socketPath = socketPath
         self.stateDirectory = stateDirectory

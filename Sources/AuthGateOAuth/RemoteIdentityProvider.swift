@@ -27,15 +27,15 @@ public struct ProviderValidation: Sendable {
 /// start-up validation could not reach the provider); ID tokens are always verified.
 public actor RemoteIdentityProvider: IdentityProvider {
     public nonisolated let configuration: ProviderConfiguration
-    private let settings: RemoteProviderSettings
-    private let isOIDC: Bool
-    private let tokenEndpoint: TokenEndpoint
+    let settings: RemoteProviderSettings
+    let isOIDC: Bool
+    let tokenEndpoint: TokenEndpoint
     /// Read once from `client_secret_file`; compared by a reload to notice a rotated secret.
     private nonisolated let clientSecret: Secret?
     private let transport: any HTTPTransport
     private let policy: HTTPRequestPolicy
-    private let now: @Sendable () -> Date
-    private let logger: Logger
+    let now: @Sendable () -> Date
+    let logger: Logger
     private var metadata: ProviderMetadata?
     /// Fetches the JWKS through this provider's resolved metadata.
     private lazy var verifier = IDTokenVerifier(provider: configuration.id.rawValue) { [weak self] () async throws(AuthGateError) -> [UInt8] in
@@ -84,7 +84,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         metadata = isOIDC ? nil : ProviderMetadata.configured(settings)
     }
 
-    private var name: String { configuration.id.rawValue }
+    var name: String { configuration.id.rawValue }
 
     /// True when both read the same client secret (or neither has one), compared in
     /// constant time.
@@ -183,7 +183,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         return try await get(jwksURI, what: "JWKS").body
     }
 
-    private func resolvedMetadata() async throws(AuthGateError) -> ProviderMetadata {
+    func resolvedMetadata() async throws(AuthGateError) -> ProviderMetadata {
         if let metadata { return metadata }
         do {
             return try await discover()
@@ -279,7 +279,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
     }
 
     /// Verifies any ID token and finds out who signed in.
-    private func signedIn(_ tokens: TokenSet) async throws(AuthGateError) -> SignInResult {
+    func signedIn(_ tokens: TokenSet) async throws(AuthGateError) -> SignInResult {
         if let idToken = tokens.idToken {
             return SignInResult(tokens: tokens, subject: try await verify(idToken, nonce: nil).sub)
         }
@@ -290,7 +290,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         return SignInResult(tokens: tokens, subject: nil)
     }
 
-    private func verify(_ idToken: Secret, nonce: String?) async throws(AuthGateError) -> IDTokenClaims {
+    func verify(_ idToken: Secret, nonce: String?) async throws(AuthGateError) -> IDTokenClaims {
         let metadata = try await resolvedMetadata()
         let issuer = metadata.issuer ?? settings.issuer?.absoluteString ?? ""
         return try await verifier.verify(idToken, issuer: issuer, clientID: settings.clientID, nonce: nonce, now: now())

@@ -7,6 +7,8 @@ enum TokenPurpose: Sendable {
     case passwordSignIn
     case clientSignIn
     case refresh
+    /// Redeeming what an interactive sign-in produced: an authorization code or a device code.
+    case interactiveSignIn
 }
 
 /// The client side of a token endpoint: client authentication (RFC 6749 §2.3), the request,
@@ -52,13 +54,17 @@ struct TokenEndpoint: Sendable {
         return try parse(response, requestedScopes: requestedScopes, now: now)
     }
 
-    private func refusal(_ response: HTTPResponse, purpose: TokenPurpose) -> AuthGateError {
+    /// - Parameter what: The request, as a person would name it.
+    func refusal(_ response: HTTPResponse, purpose: TokenPurpose, what: String = "token request") -> AuthGateError {
         if let oauth = OAuthErrorResponse(response) {
             switch (oauth.error, purpose) {
             case ("invalid_grant", .passwordSignIn):
                 return AuthGateError(.invalidCredentials, "The username or password is incorrect.")
             case ("invalid_grant", .refresh):
                 return AuthGateError(.loginRequired, "\(provider) no longer accepts this session\(oauth.detail); sign in again.")
+            case ("invalid_grant", .interactiveSignIn):
+                // RFC 6749 §5.2: a code used twice, expired, issued for another redirect or verifier.
+                return AuthGateError(.loginRequired, "\(provider) refused the authorization code (invalid_grant)\(oauth.detail): it was already used, has expired, or belongs to another sign-in; sign in again.")
             case ("invalid_client", _):
                 return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (invalid_client)\(oauth.detail): the provider's file has a wrong client_id, client secret or client_auth.")
             case ("unauthorized_client", _), ("unsupported_grant_type", _):
@@ -81,15 +87,15 @@ struct TokenEndpoint: Sendable {
             switch purpose {
             case .passwordSignIn: return AuthGateError(.invalidCredentials, "The username or password is incorrect.")
             case .refresh: return AuthGateError(.loginRequired, "\(provider) no longer accepts this session; sign in again.")
-            case .clientSignIn:
+            case .clientSignIn, .interactiveSignIn:
                 return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (HTTP \(response.status)): check client_id and client_secret_file.")
             }
         }
-        return ProviderFailure.unexpected(response, provider: provider, what: "token request")
+        return ProviderFailure.unexpected(response, provider: provider, what: what)
     }
 
     /// Reads a token response strictly: each member must have its RFC 6749 type.
-    private func parse(_ response: HTTPResponse, requestedScopes: [String], now: Date) throws(AuthGateError) -> TokenSet {
+    func parse(_ response: HTTPResponse, requestedScopes: [String], now: Date) throws(AuthGateError) -> TokenSet {
         let what = "token response"
         guard let object = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
             throw ProviderFailure.malformed(provider, what: what, "it is not a JSON object\(ProviderFailure.describe(response).replacingOccurrences(of: " and ", with: "; it came with "))")

@@ -397,3 +397,101 @@ public struct ProviderReloadReport: Sendable, Codable {
         case statusReason = "status_reason"
     }
 }
+
+/// `login.begin` params: starts (or joins) an interactive sign-in.
+public struct LoginBeginParams: Sendable, Codable {
+    public var provider: String
+    /// `device_code` (RFC 8628) or `authorization_code` (a browser, with PKCE).
+    public var grant: Grant
+    public var session: String?
+    public var scopes: [String]?
+    /// OpenID Connect `prompt` for the browser flow: `create` (registration), `login`,
+    /// `consent` or `select_account`.
+    public var prompt: String?
+
+    public init(provider: String, grant: Grant, session: String? = nil, scopes: [String]? = nil, prompt: String? = nil) {
+        self.provider = provider
+        self.grant = grant
+        self.session = session
+        self.scopes = scopes
+        self.prompt = prompt
+    }
+}
+
+/// `login.begin` result: what to show the user. A second `login.begin` for the same
+/// provider and session while one is pending answers with the pending one (same `flow_id`).
+public struct LoginBeginResult: Sendable, Codable, Equatable {
+    public var flowID: String
+    /// The grant of the pending flow (which may differ from the one asked for when joining).
+    public var grant: Grant
+    /// The page to open: the device verification page, or the authorization URL.
+    public var verificationURI: String
+    /// The device verification page with the code filled in, where the provider gives one.
+    public var verificationURIComplete: String?
+    /// The code to type on the verification page (device flow).
+    public var userCode: String?
+    /// The URL to open in a browser (authorization-code flow); the same as `verification_uri`.
+    public var authorizationURL: String?
+    /// When the flow ends with `flow_expired` unless the user has finished.
+    public var expiresAt: Date
+
+    public init(flowID: String, grant: Grant, verificationURI: String, verificationURIComplete: String?, userCode: String?,
+                authorizationURL: String?, expiresAt: Date) {
+        self.flowID = flowID
+        self.grant = grant
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.userCode = userCode
+        self.authorizationURL = authorizationURL
+        self.expiresAt = expiresAt
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case grant
+        case flowID = "flow_id"
+        case verificationURI = "verification_uri"
+        case verificationURIComplete = "verification_uri_complete"
+        case userCode = "user_code"
+        case authorizationURL = "authorization_url"
+        case expiresAt = "expires_at"
+    }
+}
+
+/// `login.complete` params: waits for the flow's end (at most `timeout_seconds`).
+public struct LoginCompleteParams: Sendable, Codable {
+    public var flowID: String
+    /// How long to wait (1–3600 s); by default until the flow ends.
+    public var timeoutSeconds: Int?
+
+    public init(flowID: String, timeoutSeconds: Int? = nil) {
+        self.flowID = flowID
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case flowID = "flow_id"
+        case timeoutSeconds = "timeout_seconds"
+    }
+}
+
+/// `login.cancel` params: ends a pending flow (the CLI sends it on Ctrl-C).
+public struct LoginCancelParams: Sendable, Codable {
+    public var flowID: String
+
+    public init(flowID: String) {
+        self.flowID = flowID
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case flowID = "flow_id"
+    }
+}
+
+/// `login.cancel` result: `cancelled` is false when the flow had already ended.
+public struct LoginCancelResult: Sendable, Codable {
+    public var cancelled: Bool
+
+    public init(cancelled: Bool) {
+        self.cancelled = cancelled
+    }
+}

@@ -4,6 +4,7 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case login
     case loginBegin = "login.begin"
     case loginComplete = "login.complete"
+    case loginCancel = "login.cancel"
     case register
     case token
     case tokenRejected = "token.rejected"

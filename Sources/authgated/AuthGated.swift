@@ -51,6 +51,10 @@ struct AuthGated: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
+    @Option(name: .customLong("login-timeout"),
+            help: ArgumentHelp("How long an interactive sign-in (device code or browser) may take before it ends with flow_expired.", valueName: "seconds"))
+    var loginTimeout = 600
+
     func validate() throws {
         guard !(user && system) else { throw ValidationError("--user and --system exclude each other.") }
         guard maximumConnections >= 1, requestTimeout > 0, idleTimeout > 0 else {
@@ -58,6 +62,9 @@ struct AuthGated: AsyncParsableCommand {
         }
         guard Logger.Level(rawValue: logLevel) != nil else {
             throw ValidationError("--log-level must be one of: \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")).")
+        }
+        guard (1...86_400).contains(loginTimeout) else {
+            throw ValidationError("--login-timeout must be between 1 and 86400 seconds.")
         }
     }
 
@@ -68,6 +75,7 @@ struct AuthGated: AsyncParsableCommand {
             limits: ConnectionLimits(maximumConnections: maximumConnections, requestTimeout: .milliseconds(Int(requestTimeout * 1000)),
                                      idleTimeout: .milliseconds(Int(idleTimeout * 1000))))
         configuration.adminGroup = adminGroup
+        configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in

@@ -83,9 +83,13 @@ final class LoopbackServer: @unchecked Sendable {
 extension LoopbackServer {
     /// The real authorization server. Pass the same `workdir` and `port` to restart it after
     /// `stop()` with the same users, clients, keys and certificate.
-    static func identityProvider(workdir: String, port: Int? = nil, accessTokenLifetime: Int = 3600) throws -> LoopbackServer {
+    /// - Parameter authorizationResponseIss: Adds `iss` to authorization responses and
+    ///   advertises it (RFC 9207).
+    static func identityProvider(workdir: String, port: Int? = nil, accessTokenLifetime: Int = 3600,
+                                 authorizationResponseIss: Bool = false) throws -> LoopbackServer {
         var arguments = ["--access-token-lifetime", "\(accessTokenLifetime)"]
         if let port { arguments += ["--port", "\(port)"] }
+        if authorizationResponseIss { arguments.append("--authorization-response-iss") }
         return try LoopbackServer(script: "launch.py", workdir: workdir, arguments: arguments)
     }
 

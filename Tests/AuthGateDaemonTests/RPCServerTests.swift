@@ -125,7 +125,8 @@ struct RPCServerTests {
         (#"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"bob","email":"b@example.com","password":"correct-horse-9","password_confirmation":"other-horse-9"}}"#, "validation_failed", -32001),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#, "login_required", -32008),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"private"}}"#, "permission_denied", -32012),
-        (#"{"jsonrpc":"2.0","id":1,"method":"login.begin","params":{"provider":"mock","grant":"device_code"}}"#, "method_not_found", -32601),
+        (#"{"jsonrpc":"2.0","id":1,"method":"login.begin","params":{"provider":"mock","grant":"device_code"}}"#, "unsupported_grant", -32004),
+        (#"{"jsonrpc":"2.0","id":1,"method":"login.complete","params":{"flow_id":"flow_nope"}}"#, "flow_expired", -32013),
         (#"{"jsonrpc":"2.0","id":1,"method":"token.rejected","params":{"provider":"mock"}}"#, "invalid_params", -32602),
     ]
 

@@ -23,7 +23,14 @@ struct RegisteredProvider: Sendable {
         return ProviderInfo(
             id: id, displayName: configuration?.displayName ?? id, type: configuration?.kind.rawValue,
             status: status, statusReason: statusReason, grants: configuration?.grants ?? [],
-            registration: configuration.map { if case .mock(let mock) = $0.settings { mock.allowRegistration } else { false } } ?? false,
+            registration: configuration.map { configuration in
+                switch configuration.settings {
+                case .mock(let mock): mock.allowRegistration
+                // OpenID Connect "Initiating User Registration": the browser flow with prompt=create.
+                case .oidc(let remote): remote.grants.contains(.authorizationCode)
+                case .oauth2: false
+                }
+            } ?? false,
             storage: configuration?.storage.rawValue)
     }
 

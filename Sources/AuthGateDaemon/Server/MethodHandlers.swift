@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateOAuth
 import AuthGateRPC
 import Foundation
 import Logging
@@ -26,6 +27,7 @@ public struct DaemonContext: Sendable {
 struct MethodHandlers {
     let registry: ProviderRegistry
     let sessions: SessionManager
+    let flows: LoginFlowManager
     let reloader: ProviderReloader
     let throttle: LoginThrottle
     let context: DaemonContext
@@ -67,14 +69,79 @@ struct MethodHandlers {
             try variant.validate()
             return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in try await provider.signInAsClient(variant) }
         case .deviceCode, .authorizationCode:
-            throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is interactive (login.begin), which this version of authgated does not offer yet.")
+            throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is interactive: use login.begin, then login.complete (`authgate login \(configuration.id) --\(grant == .deviceCode ? "device" : "browser")`).")
         }
+    }
+
+    /// OpenID Connect `prompt` values a caller may ask for (Core §3.1.2.1, Initiating User
+    /// Registration 1.0 for `create`). `none` is left out: it cannot show the user anything.
+    static let allowedPrompts: Set<String> = ["create", "login", "consent", "select_account"]
+
+    func loginBegin(_ params: LoginBeginParams) async throws(AuthGateError) -> LoginBeginResult {
+        let (configuration, client, key) = try await resolve(params.provider, params.session)
+        let grant = params.grant
+        guard grant == .deviceCode || grant == .authorizationCode else {
+            throw .validationFailed([FieldError(field: "grant", message: "must be device_code or authorization_code (use login for \(grant.rawValue))")])
+        }
+        if let prompt = params.prompt {
+            guard grant == .authorizationCode else {
+                throw .validationFailed([FieldError(field: "prompt", message: "applies to the authorization_code grant only")])
+            }
+            guard Self.allowedPrompts.contains(prompt) else {
+                throw .validationFailed([FieldError(field: "prompt", message: "must be one of: \(Self.allowedPrompts.sorted().joined(separator: ", "))")])
+            }
+        }
+        guard configuration.grants.contains(grant) else {
+            let allowed = configuration.grants.map(\.rawValue).joined(separator: ", ")
+            throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' does not allow the \(grant.rawValue) grant (it allows: \(allowed)).")
+        }
+        let variant = TokenVariant(scopes: params.scopes ?? [])
+        try variant.validate()
+        guard let remote = client as? RemoteIdentityProvider else {
+            throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' has no interactive sign-in.")
+        }
+        return try await flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
+                                     configuration: configuration, client: remote)
+    }
+
+    /// Waits for the caller's flow to end, at most `timeout_seconds`.
+    /// - Throws: The flow's error; `login_required` when it is still pending at the timeout
+    ///   (call again); `flow_expired` for an unknown or forgotten flow.
+    func loginComplete(_ params: LoginCompleteParams) async throws(AuthGateError) -> LoginResult {
+        if let timeout = params.timeoutSeconds, !(1...3600).contains(timeout) {
+            throw AuthGateError(.invalidParams, "\"timeout_seconds\" must be between 1 and 3600.")
+        }
+        let (finished, updates) = try await flows.outcomeOrWait(params.flowID, uid: caller.uid)
+        if let finished { return try finished.get() }
+        guard let updates else { throw AuthGateError(.internalError, "The sign-in has neither an outcome nor a way to wait for one.") }
+        // Wait for the flow's end, the timeout, or this connection's end (shutdown), whichever
+        // comes first; every child ends promptly when cancelled.
+        let timeout = params.timeoutSeconds
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await _ in updates { return }
+            }
+            if let timeout {
+                group.addTask { try? await Task.sleep(for: .seconds(timeout)) }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        if let outcome = try await flows.outcome(of: params.flowID, uid: caller.uid) {
+            return try outcome.get()
+        }
+        if Task.isCancelled { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
+        throw AuthGateError(.loginRequired, "The sign-in is still waiting for you; call login.complete again to keep waiting.")
+    }
+
+    func loginCancel(_ params: LoginCancelParams) async throws(AuthGateError) -> LoginCancelResult {
+        LoginCancelResult(cancelled: try await flows.cancel(params.flowID, uid: caller.uid))
     }
 
     func register(_ params: RegisterParams) async throws(AuthGateError) -> LoginResult {
         let (configuration, client, key) = try await resolve(params.provider, params.session)
         guard case .mock = configuration.settings else {
-            throw AuthGateError(.unsupportedGrant, "Registration with '\(configuration.id)' happens on the provider's own sign-up page; this version of authgated cannot open it yet.")
+            throw AuthGateError(.unsupportedGrant, "Registration with '\(configuration.id)' happens on the provider's own sign-up page: `authgate register \(configuration.id)` opens it (login.begin with the authorization_code grant and prompt \"create\").")
         }
         let registration = Registration(username: params.username ?? "", email: params.email ?? "",
                                         password: params.password ?? Secret(""), passwordConfirmation: params.passwordConfirmation ?? Secret(""))

@@ -10,6 +10,7 @@ import Logging
 struct RPCDispatcher: Sendable {
     let registry: ProviderRegistry
     let sessions: SessionManager
+    let flows: LoginFlowManager
     let reloader: ProviderReloader
     let throttle: LoginThrottle
     let context: DaemonContext
@@ -52,7 +53,7 @@ struct RPCDispatcher: Sendable {
     }
 
     private func run(_ method: RPCMethod, line: Data, caller: PeerCredentials, decoder: JSONDecoder) async -> Result<Data, AuthGateError> {
-        let handlers = MethodHandlers(registry: registry, sessions: sessions, reloader: reloader, throttle: throttle, context: context, logger: logger,
+        let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: throttle, context: context, logger: logger,
                                       caller: caller)
         do throws(AuthGateError) {
             switch method {
@@ -66,8 +67,9 @@ struct RPCDispatcher: Sendable {
             case .userinfo: return try encode(await handlers.userinfo(params(line, decoder)))
             case .tokenRejected: return try encode(await handlers.tokenRejected(params(line, decoder)))
             case .configReload: return try encode(await handlers.configReload())
-            case .loginBegin, .loginComplete:
-                throw AuthGateError(.methodNotFound, "The method \"\(method.rawValue)\" is not available in this version of authgated (\(AuthGateVersion.current)).")
+            case .loginBegin: return try encode(await handlers.loginBegin(params(line, decoder)))
+            case .loginComplete: return try encode(await handlers.loginComplete(params(line, decoder)))
+            case .loginCancel: return try encode(await handlers.loginCancel(params(line, decoder)))
             }
         } catch {
             return .failure(error)

@@ -27,7 +27,29 @@ struct Login: ParsableCommand {
     @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user (a service's own token).")
     var clientCredentials = false
 
+    @Flag(help: "Sign in with a code typed on another device (device authorization grant).")
+    var device = false
+
+    @Flag(help: "Sign in in a web browser (authorization code with PKCE).")
+    var browser = false
+
+    @Flag(name: .customLong("no-browser"), help: "Do not try to open the browser; just print the URL.")
+    var noBrowser = false
+
+    @Flag(name: .customLong("no-qr"), help: "Do not draw a QR code of the device sign-in page.")
+    var noQR = false
+
+    func validate() throws {
+        if [device, browser, clientCredentials, username != nil || passwordStdin].filter({ $0 }).count > 1 {
+            throw ValidationError("Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin.")
+        }
+    }
+
     func run() throws {
+        if let grant = try interactiveGrant() {
+            return try InteractiveLogin(global: global, provider: provider, grant: grant, session: session, scopes: scope, prompt: nil,
+                                        openBrowser: !noBrowser, showQRCode: !noQR, verb: "Signed in to").run()
+        }
         if clientCredentials {
             let params = LoginParams(provider: provider, grant: .clientCredentials, session: session, scopes: scope.isEmpty ? nil : scope)
             let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
@@ -41,6 +63,22 @@ struct Login: ParsableCommand {
                                  session: session, scopes: scope.isEmpty ? nil : scope)
         let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
         try report(result, global: global, verb: "Signed in to")
+    }
+}
+
+extension Login {
+    /// The interactive grant to use: the one asked for, else (no username, no password on
+    /// stdin) one the provider offers: the browser on a desktop, the device code elsewhere.
+    func interactiveGrant() throws -> Grant? {
+        if device { return .deviceCode }
+        if browser { return .authorizationCode }
+        if clientCredentials || username != nil || passwordStdin { return nil }
+        let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
+        guard let grants = providers.first(where: { $0.id == provider })?.grants else { return nil }
+        let hasBrowser = grants.contains(.authorizationCode), hasDevice = grants.contains(.deviceCode)
+        if hasBrowser, Display.isAvailable || !hasDevice { return .authorizationCode }
+        if hasDevice, !grants.contains(.password) || !Terminal.stdinIsTerminal { return .deviceCode }
+        return nil
     }
 }
 

@@ -24,7 +24,22 @@ struct Register: ParsableCommand {
     @Option(help: "Name of the session to sign in to.")
     var session: String?
 
+    @Flag(name: .customLong("no-browser"), help: "OpenID Connect providers: do not try to open the browser; just print the URL.")
+    var noBrowser = false
+
     func run() throws {
+        // OpenID Connect providers register people on their own sign-up page ("Initiating User
+        // Registration"): the browser sign-in with prompt=create, which signs the new user in.
+        let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
+        if let info = providers.first(where: { $0.id == provider }), info.type == "oidc" {
+            guard info.grants.contains(.authorizationCode) else {
+                throw CLIError(message: "\(provider) cannot register people here: its file does not allow the authorization_code grant. [unsupported_grant]",
+                               exitCode: ExitStatus.providerUnusable)
+            }
+            return try InteractiveLogin(global: global, provider: provider, grant: .authorizationCode, session: session, scopes: [],
+                                        prompt: "create", openBrowser: !noBrowser, showQRCode: false,
+                                        verb: "Registered and signed in to").run()
+        }
         let interactive = Terminal.stdinIsTerminal && !passwordStdin
         guard let username = username ?? (interactive ? Terminal.ask("New user name at \(provider): ") : nil) else {
             throw ValidationError("Give --username (there is no terminal to ask on).")

@@ -1,0 +1,360 @@
+import AuthGateCore
+import AuthGateOAuth
+import AuthGateRPC
+public import Foundation
+import Logging
+import NIOHTTP1
+import Synchronization
+
+/// How long interactive sign-ins may take.
+public struct LoginFlowSettings: Sendable {
+    /// The most a pending sign-in may take before it ends with `flow_expired` (a device code
+    /// that expires sooner ends the flow sooner).
+    public var lifetime: TimeInterval
+    /// How long the outcome of a finished flow stays available to a late `login.complete`.
+    public var retention: TimeInterval
+    /// At most this many flows pending per uid (each browser flow holds a port).
+    public var maximumPendingPerUser: Int
+
+    public init(lifetime: TimeInterval = 600, retention: TimeInterval = 120, maximumPendingPerUser: Int = 8) {
+        self.lifetime = lifetime
+        self.retention = retention
+        self.maximumPendingPerUser = maximumPendingPerUser
+    }
+}
+
+/// Owns every pending interactive sign-in (device code or browser) and its tasks.
+///
+/// At most one flow is pending per (uid, provider, session): a second `login.begin` joins it,
+/// even while the first is still asking the provider for a code. Each flow has two tasks owned
+/// here: the start (device authorization request, or binding the loopback listener and
+/// building the authorization URL) and the run (polling, or serving the redirect), which
+/// races the flow's deadline. ``cancel(_:uid:)`` and ``shutdown()`` cancel them; a cancelled
+/// run closes its listener before it ends. A finished flow keeps its outcome for
+/// ``LoginFlowSettings/retention`` so that a `login.complete` arriving late still gets it.
+actor LoginFlowManager {
+    /// What a started flow waits on.
+    private enum Work: Sendable {
+        case device(DeviceAuthorization, scopes: [String])
+        case browser(AuthorizationRequest, LoopbackRedirectListener)
+    }
+
+    private struct Started: Sendable {
+        var begin: LoginBeginResult
+        var work: Work
+        var deadline: Date
+
+        func close() {
+            if case .browser(_, let listener) = work { listener.close() }
+        }
+    }
+
+    private struct Flow {
+        var key: SessionKey
+        var grant: Grant
+        var configuration: ProviderConfiguration
+        var client: RemoteIdentityProvider
+        var start: Task<Result<Started, AuthGateError>, Never>
+        var run: Task<Void, Never>?
+        var outcome: Result<LoginResult, AuthGateError>?
+        var finishedAt: Date?
+    }
+
+    private var flows: [String: Flow] = [:]
+    /// Those waiting in `login.complete`, told once when their flow ends.
+    private var waiters: [String: [AsyncStream<Void>.Continuation]] = [:]
+    /// The pending flow of each session key.
+    private var pending: [SessionKey: String] = [:]
+    private var isShutDown = false
+    private let sessions: SessionManager
+    private let settings: LoginFlowSettings
+    private let now: @Sendable () -> Date
+    private let logger: Logger
+
+    init(sessions: SessionManager, settings: LoginFlowSettings = LoginFlowSettings(), now: @escaping @Sendable () -> Date = { Date() },
+         logger: Logger) {
+        self.sessions = sessions
+        self.settings = settings
+        self.now = now
+        self.logger = logger
+    }
+
+    // MARK: login.begin
+
+    /// Starts a flow for `key`, or joins the one pending.
+    /// - Throws: The provider's error when the flow cannot start.
+    func begin(key: SessionKey, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
+               client: RemoteIdentityProvider) async throws(AuthGateError) -> LoginBeginResult {
+        guard !isShutDown else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
+        purge()
+        if let id = pending[key], let flow = flows[id] {
+            logger.info("sign-in joined", metadata: metadata(key, ["flow.id": "\(id)"]))
+            return try await started(id, flow.start)
+        }
+        // Each pending browser sign-in holds a listening port: a uid gets a few at a time.
+        let mine = pending.keys.count { $0.uid == key.uid }
+        guard mine < settings.maximumPendingPerUser else {
+            throw AuthGateError(.rateLimited, "You have \(mine) sign-ins pending already; finish or cancel one (login.cancel) first.",
+                                retryAfterSeconds: 10)
+        }
+        let id = "flow_" + Secret.random(bytes: 18).exposedValue
+        let lifetime = settings.lifetime
+        let now = now()
+        let logger = logger
+        let start = Task { () -> Result<Started, AuthGateError> in
+            await Self.start(id: id, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client,
+                             now: now, lifetime: lifetime, logger: logger)
+        }
+        flows[id] = Flow(key: key, grant: grant, configuration: configuration, client: client, start: start)
+        pending[key] = id
+        logger.info("sign-in started", metadata: metadata(key, ["flow.id": "\(id)", "flow.grant": "\(grant.rawValue)"]))
+        return try await started(id, start)
+    }
+
+    /// Waits for the flow's start; the first caller back starts its run.
+    private func started(_ id: String, _ start: Task<Result<Started, AuthGateError>, Never>) async throws(AuthGateError) -> LoginBeginResult {
+        let result = await start.value
+        // Check again after the await: the flow may have been cancelled, or have failed, meanwhile.
+        guard let flow = flows[id] else {
+            if case .success(let started) = result { started.close() }
+            throw Self.notFound
+        }
+        if let outcome = flow.outcome {
+            if case .success(let started) = result, flow.run == nil { started.close() }
+            if case .failure(let error) = outcome { throw error }
+        }
+        switch result {
+        case .failure(let error):
+            flows[id] = nil
+            if pending[flow.key] == id { pending[flow.key] = nil }
+            logger.notice("sign-in could not start", metadata: metadata(flow.key, ["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
+            throw error
+        case .success(let started):
+            if flow.run == nil, flow.outcome == nil {
+                flows[id]?.run = Task { await self.run(id, started) }
+            }
+            return started.begin
+        }
+    }
+
+    private static func start(id: String, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
+                              client: RemoteIdentityProvider, now: Date, lifetime: TimeInterval,
+                              logger: Logger) async -> Result<Started, AuthGateError> {
+        do throws(AuthGateError) {
+            switch grant {
+            case .deviceCode:
+                let authorization = try await client.beginDeviceAuthorization(scopes: scopes)
+                let deadline = min(authorization.expiresAt, now.addingTimeInterval(lifetime))
+                let begin = LoginBeginResult(
+                    flowID: id, grant: grant, verificationURI: authorization.verificationURI.absoluteString,
+                    verificationURIComplete: authorization.verificationURIComplete?.absoluteString, userCode: authorization.userCode,
+                    authorizationURL: nil, expiresAt: deadline)
+                return .success(Started(begin: begin, work: .device(authorization, scopes: scopes), deadline: deadline))
+            case .authorizationCode:
+                var configured: URL?
+                if case .oidc(let remote) = configuration.settings { configured = remote.redirectURI }
+                if case .oauth2(let remote) = configuration.settings { configured = remote.redirectURI }
+                let listener = try await LoopbackRedirectListener.bind(configured)
+                let request: AuthorizationRequest
+                do {
+                    request = try await client.authorizationRequest(redirectURI: listener.redirectURI, scopes: scopes, prompt: prompt)
+                } catch {
+                    listener.close()
+                    throw error
+                }
+                let deadline = now.addingTimeInterval(lifetime)
+                logger.debug("redirect listener open", metadata: ["flow.id": "\(id)", "redirect.port": "\(listener.redirectURI.port ?? 0)"])
+                let begin = LoginBeginResult(
+                    flowID: id, grant: grant, verificationURI: request.url.absoluteString, verificationURIComplete: nil, userCode: nil,
+                    authorizationURL: request.url.absoluteString, expiresAt: deadline)
+                return .success(Started(begin: begin, work: .browser(request, listener), deadline: deadline))
+            case .password, .clientCredentials:
+                throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is not interactive; use login.")
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    // MARK: The run
+
+    private func run(_ id: String, _ started: Started) async {
+        guard let flow = flows[id] else { return started.close() }
+        let client = flow.client
+        let provider = flow.configuration.displayName
+        let deadline = started.deadline
+        let logger = logger
+        let flowMetadata = metadata(flow.key, ["flow.id": "\(id)"])
+        let result: Result<SignInResult, AuthGateError>? = await withTaskGroup(of: Result<SignInResult, AuthGateError>?.self) { group in
+            group.addTask { await Self.perform(started.work, client: client, provider: provider, logger: logger, metadata: flowMetadata) }
+            group.addTask {
+                do {
+                    try await Task.sleep(for: .milliseconds(max(0, Int(deadline.timeIntervalSinceNow * 1000))))
+                } catch {
+                    return nil
+                }
+                return .failure(AuthGateError(.flowExpired, "The sign-in to \(provider) was not completed in time; start it again."))
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        started.close()
+        guard let result else { return }  // cancelled: whoever cancelled recorded the outcome
+        await finish(id, result)
+    }
+
+    /// Polls the device code, or serves the redirect; `nil` when cancelled.
+    private static func perform(_ work: Work, client: RemoteIdentityProvider, provider: String, logger: Logger,
+                                metadata: Logger.Metadata) async -> Result<SignInResult, AuthGateError>? {
+        switch work {
+        case .device(let authorization, let scopes):
+            var interval = authorization.interval
+            while true {
+                do {
+                    try await Task.sleep(for: .seconds(interval))
+                } catch {
+                    return nil
+                }
+                do throws(AuthGateError) {
+                    switch try await client.pollDeviceAuthorization(authorization, scopes: scopes) {
+                    case .pending: continue
+                    case .slowDown: interval += 5  // RFC 8628 §3.5
+                    case .signedIn(let signIn): return .success(signIn)
+                    }
+                } catch where error.reason == .networkError || error.reason == .serviceUnavailable {
+                    // RFC 8628 §3.5: on a connection problem, back off and keep polling.
+                    interval = min(interval * 2, 60)
+                } catch {
+                    return .failure(error)
+                }
+            }
+        case .browser(let request, let listener):
+            let claim = Claim()
+            return await listener.serve { (query: [String: String]) -> (RedirectPage, Result<SignInResult, AuthGateError>?) in
+                guard request.carriesState(query) else {
+                    // Never the query itself: it may hold someone's authorization code.
+                    logger.notice("redirect refused: its state does not match the pending sign-in", metadata: metadata)
+                    return (RedirectPage(status: .badRequest, title: "Sign-in failed",
+                                         message: "This request does not belong to the pending sign-in to \(provider) (its state does not match); it was refused."), nil)
+                }
+                // Only one response per sign-in is redeemed, however many arrive at once.
+                guard claim.take() else {
+                    return (RedirectPage(status: .conflict, title: "Sign-in in progress",
+                                         message: "This sign-in is already being completed."), nil)
+                }
+                switch await client.completeAuthorization(query, request: request) {
+                case .ignored(let why):
+                    return (RedirectPage(status: .badRequest, title: "Sign-in failed", message: why), nil)
+                case .finished(.success(let signIn)):
+                    return (RedirectPage(status: .ok, title: "Signed in",
+                                         message: "Signed in to \(provider) — you can close this tab."), .success(signIn))
+                case .finished(.failure(let error)):
+                    return (RedirectPage(status: .badRequest, title: "Sign-in failed", message: error.message), .failure(error))
+                }
+            }
+        }
+    }
+
+    /// Stores the session of a successful flow, or its error.
+    private func finish(_ id: String, _ result: Result<SignInResult, AuthGateError>) async {
+        guard let flow = flows[id], flow.outcome == nil else { return }
+        let key = flow.key
+        switch result {
+        case .success(let signIn):
+            let binding = SessionBinding(flow.configuration, client: flow.client)
+            let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key)
+            record(id, .success(login))
+            logger.info("signed in", metadata: metadata(key, ["flow.id": "\(id)", "session.subject": "\(signIn.subject ?? "-")"]))
+            // The previous session of this name is gone; its refresh token must not outlive it.
+            if let replaced { await flow.client.revoke(replaced) }
+        case .failure(let error):
+            record(id, .failure(error))
+            logger.notice(error.reason == .flowExpired ? "sign-in expired" : "sign-in failed",
+                          metadata: metadata(key, ["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
+        }
+    }
+
+    private func record(_ id: String, _ outcome: Result<LoginResult, AuthGateError>) {
+        guard let key = flows[id]?.key else { return }
+        flows[id]?.outcome = outcome
+        flows[id]?.finishedAt = now()
+        if pending[key] == id { pending[key] = nil }
+        for waiter in waiters.removeValue(forKey: id) ?? [] {
+            waiter.yield()
+            waiter.finish()
+        }
+    }
+
+    // MARK: login.complete and login.cancel
+
+    /// The outcome of the caller's flow, `nil` while it is pending.
+    /// - Throws: `flow_expired` when there is no such flow of this uid (never was, or gone).
+    func outcome(of id: String, uid: UInt32) throws(AuthGateError) -> Result<LoginResult, AuthGateError>? {
+        guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
+        return flow.outcome
+    }
+
+    /// The flow's outcome if it has ended, else a stream that yields once when it does. The
+    /// stream's iteration ends when the waiting task is cancelled, so a waiter never outlives
+    /// its connection; a stale continuation is dropped when the flow ends.
+    func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<LoginResult, AuthGateError>?, AsyncStream<Void>?) {
+        guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
+        if let outcome = flow.outcome { return (outcome, nil) }
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        waiters[id, default: []].append(continuation)
+        return (nil, stream)
+    }
+
+    /// Ends the caller's pending flow: its tasks are cancelled and its listener closed.
+    /// - Returns: False when it had already ended.
+    func cancel(_ id: String, uid: UInt32) throws(AuthGateError) -> Bool {
+        guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
+        guard flow.outcome == nil else { return false }
+        flow.start.cancel()
+        flow.run?.cancel()
+        record(id, .failure(AuthGateError(.loginRequired, "The sign-in to \(flow.configuration.displayName) was cancelled.")))
+        logger.notice("sign-in cancelled", metadata: metadata(flow.key, ["flow.id": "\(id)"]))
+        return true
+    }
+
+    /// Forgets finished flows whose outcome has been kept long enough.
+    func purge() {
+        let cutoff = now().addingTimeInterval(-settings.retention)
+        for (id, flow) in flows {
+            if let finishedAt = flow.finishedAt, finishedAt < cutoff { flows[id] = nil }
+        }
+    }
+
+    /// Cancels every pending flow and waits until their listeners are closed.
+    func shutdown() async {
+        isShutDown = true
+        for (id, flow) in flows where flow.outcome == nil {
+            flow.start.cancel()
+            flow.run?.cancel()
+            record(id, .failure(AuthGateError(.serviceUnavailable, "authgated stopped before the sign-in was completed.")))
+        }
+        for flow in flows.values {
+            if case .success(let started) = await flow.start.value { started.close() }
+            await flow.run?.value
+        }
+    }
+
+    /// How many flows are pending (for tests and `daemon.info`).
+    var pendingCount: Int { pending.count }
+
+    static let notFound = AuthGateError(.flowExpired, "There is no pending sign-in with this flow_id: it expired or was never started; start the sign-in again.")
+
+    private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+        extra.merging(["peer.uid": "\(key.uid)", "provider.id": "\(key.provider)", "session": "\(key.name)"]) { a, _ in a }
+    }
+}
+
+/// Taken once: the first response with the right state is the one redeemed.
+private final class Claim: Sendable {
+    private let taken = Atomic<Bool>(false)
+
+    func take() -> Bool {
+        !taken.exchange(true, ordering: .acquiringAndReleasing)
+    }
+}

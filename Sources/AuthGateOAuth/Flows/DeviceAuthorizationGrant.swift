@@ -1,0 +1,82 @@
+public import AuthGateCore
+public import Foundation
+
+/// What a device authorization endpoint answered (RFC 8628 §3.2): what to show the user, and
+/// the device code to poll with, which never leaves the daemon.
+public struct DeviceAuthorization: Sendable {
+    /// `device_code`: proves the poller is the device the user approves; a secret.
+    public var deviceCode: Secret
+    /// `user_code`: what the user types on the verification page.
+    public var userCode: String
+    /// `verification_uri`.
+    public var verificationURI: URL
+    /// `verification_uri_complete`: the page with the code filled in, where the server gives one.
+    public var verificationURIComplete: URL?
+    /// When the device code stops working (`expires_in`).
+    public var expiresAt: Date
+    /// Seconds between polls (`interval`; 5 when the server does not say, §3.2).
+    public var interval: Int
+}
+
+/// One poll of the token endpoint with a device code (RFC 8628 §3.4, §3.5).
+public enum DevicePoll: Sendable {
+    /// `authorization_pending`: the user has not finished yet.
+    case pending
+    /// `slow_down`: poll less often (5 more seconds, §3.5).
+    case slowDown
+    /// The user approved: the tokens, and who signed in.
+    case signedIn(SignInResult)
+}
+
+/// The device authorization grant (RFC 8628): the form fields of its two requests.
+enum DeviceAuthorizationGrant {
+    /// The grant type of the token request (§3.4).
+    static let grantType = "urn:ietf:params:oauth:grant-type:device_code"
+
+    /// The device authorization request (§3.1); the client authenticates as at the token endpoint.
+    static func authorizationFields(scopes: [String], audience: String?) -> [(String, String)] {
+        var fields: [(String, String)] = []
+        if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
+        if let audience { fields.append(("audience", audience)) }
+        return fields
+    }
+
+    /// The device access token request (§3.4).
+    static func tokenFields(_ deviceCode: Secret) -> [(String, String)] {
+        [("grant_type", grantType), ("device_code", deviceCode.exposedValue)]
+    }
+
+    /// Reads a device authorization response (§3.2) strictly.
+    static func parse(_ object: [String: JSONValue], provider: String, now: Date) throws(AuthGateError) -> DeviceAuthorization {
+        let what = "device authorization response"
+        func string(_ key: String) throws(AuthGateError) -> String {
+            guard let value = object[key]?.stringValue, !value.isEmpty else {
+                throw ProviderFailure.malformed(provider, what: what, "\(key) is missing or not a string")
+            }
+            return value
+        }
+        func url(_ key: String) throws(AuthGateError) -> URL? {
+            guard let text = object[key]?.stringValue else { return nil }
+            guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http", url.host != nil else {
+                throw ProviderFailure.malformed(provider, what: what, "\(key) is not a URL")
+            }
+            return url
+        }
+        let deviceCode = try string("device_code")
+        let userCode = try string("user_code")
+        // `verification_url` is the name of a draft of RFC 8628 that some servers still send.
+        let verificationURI = try url("verification_uri")
+        let draftVerificationURL = try url("verification_url")
+        guard let verificationURI = verificationURI ?? draftVerificationURL else {
+            throw ProviderFailure.malformed(provider, what: what, "verification_uri is missing")
+        }
+        guard case .number(let expiresIn) = object["expires_in"], expiresIn > 0 else {
+            throw ProviderFailure.malformed(provider, what: what, "expires_in is missing or not a positive number")
+        }
+        var interval = 5
+        if case .number(let seconds) = object["interval"], seconds >= 1 { interval = min(Int(seconds), 60) }
+        return DeviceAuthorization(deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: verificationURI,
+                                   verificationURIComplete: try url("verification_uri_complete"),
+                                   expiresAt: now.addingTimeInterval(expiresIn), interval: interval)
+    }
+}

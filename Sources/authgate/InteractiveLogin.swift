@@ -1,0 +1,113 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Set by the Ctrl-C handler before it cancels the flow, so that the main thread (whose
+/// `login.complete` then fails) leaves the exit to the handler.
+private let interrupted = Atomic<Bool>(false)
+
+/// A device-code or browser sign-in, run from the terminal: `login.begin`, the instructions
+/// (URL, code, QR code, browser), then `login.complete` with a spinner. Ctrl-C sends
+/// `login.cancel` on a second connection and exits with status 130.
+struct InteractiveLogin {
+    var global: GlobalOptions
+    var provider: String
+    var grant: Grant
+    var session: String?
+    var scopes: [String]
+    var prompt: String?
+    var openBrowser: Bool
+    var showQRCode: Bool
+    /// How the final line starts: "Signed in to" or "Registered and signed in to".
+    var verb: String
+
+    func run() throws {
+        let params = LoginBeginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, prompt: prompt)
+        let begin = try global.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
+        if global.json {
+            try global.printJSON(begin)
+        } else {
+            FileHandle.standardError.write(Data(instructions(begin).utf8))
+        }
+        if begin.grant == .authorizationCode, openBrowser, let url = begin.authorizationURL {
+            Self.openInBrowser(url)
+        }
+        let path = global.socket ?? SocketLocation.forClient()
+        let waiting = begin.grant == .deviceCode ? "Waiting for you to enter the code…" : "Waiting for you to sign in in the browser…"
+        let cancelSource = Self.cancelOnInterrupt(flowID: begin.flowID, socket: path, provider: provider)
+        defer { cancelSource.cancel() }
+        let result: LoginResult
+        do {
+            result = try global.call(.loginComplete, LoginCompleteParams(flowID: begin.flowID), as: LoginResult.self, progress: waiting)
+        } catch {
+            // Ctrl-C: the handler cancelled the flow (which failed this call) and exits by itself.
+            if interrupted.load(ordering: .acquiring) { while true { pause() } }
+            throw error
+        }
+        try report(result, global: global, verb: verb)
+    }
+
+    /// What the user must do, for stderr.
+    private func instructions(_ begin: LoginBeginResult) -> String {
+        var lines: [String] = []
+        let until = "The sign-in stays open until \(Terminal.describe(begin.expiresAt)); Ctrl-C cancels it."
+        if begin.grant == .deviceCode {
+            lines.append("To sign in to \(provider), open \(begin.verificationURI)")
+            if let code = begin.userCode { lines.append("and enter the code:  \(code)") }
+            if let complete = begin.verificationURIComplete, showQRCode, Terminal.stderrIsTerminal, let qr = QRCode(text: complete) {
+                lines.append("")
+                lines.append("or scan this with your phone (\(complete)):")
+                lines.append(qr.terminalRendering())
+            } else if let complete = begin.verificationURIComplete {
+                lines.append("(or open \(complete), which has the code filled in)")
+            }
+        } else {
+            lines.append("To sign in to \(provider), open this page in your browser\(openBrowser ? " (authgate is trying to open it for you)" : ""):")
+            lines.append("")
+            lines.append("    \(begin.authorizationURL ?? begin.verificationURI)")
+        }
+        lines.append("")
+        lines.append(until)
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Runs `xdg-open URL` in the background; silent when it is missing or fails.
+    static func openInBrowser(_ url: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["xdg-open", url]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try? process.run()
+    }
+
+    /// Ctrl-C while waiting: cancel the flow at the daemon, say so, exit 130.
+    private static func cancelOnInterrupt(flowID: String, socket: String, provider: String) -> any DispatchSourceSignal {
+        signal(SIGINT, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue.global())
+        source.setEventHandler {
+            guard !interrupted.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            let cancelled = (try? RPCConnection(path: socket).call(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?.cancelled
+            let message = cancelled == true ? "\r\u{1B}[K\nSign-in to \(provider) cancelled.\n"
+                                            : "\r\u{1B}[K\nInterrupted; the sign-in to \(provider) may have ended already.\n"
+            FileHandle.standardError.write(Data(message.utf8))
+            exit(130)
+        }
+        source.resume()
+        return source
+    }
+}
+
+/// Whether a graphical browser can be opened here (a desktop session).
+enum Display {
+    static var isAvailable: Bool {
+        let environment = ProcessInfo.processInfo.environment
+        return !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
+    }
+}

@@ -1,0 +1,206 @@
+import AuthGateRPC
+import Crypto
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Helpers of the interactive sign-in tests: the user played by Tests/idp/play_user.py, the
+/// CLI running in the background or under a pseudo-terminal, the loopback redirect hit by hand.
+enum Interactive {
+    static let playUser = LoopbackServer.repository.appendingPathComponent("Tests/idp/play_user.py").path
+
+    /// Runs play_user.py and returns its JSON line; fails the test with its message otherwise.
+    static func play(_ arguments: [String]) throws -> [String: Any] {
+        let result = try run(URL(fileURLWithPath: LoopbackServer.python), [playUser] + arguments)
+        guard result.status == 0,
+              let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
+            throw TestFailure("play_user.py \(arguments.first ?? "") failed (\(result.status)): \(result.stderr)")
+        }
+        return object
+    }
+
+    /// Approves (or denies) a device code as alice.
+    static func device(_ server: LoopbackServer, verificationURIComplete: String, deny: Bool = false) throws -> [String: Any] {
+        try play(["device", "--ca-file", server.caFile, "--verification-uri", verificationURIComplete,
+                  "--username", "alice", "--password", "alice-password-1"] + (deny ? ["--deny"] : []))
+    }
+
+    /// Signs in as alice on the authorization page; follows the redirect unless `follow` is false.
+    static func browser(_ server: LoopbackServer, authorizationURL: String, deny: Bool = false, follow: Bool = true) throws -> [String: Any] {
+        try play(["browser", "--ca-file", server.caFile, "--authorization-url", authorizationURL,
+                  "--username", "alice", "--password", "alice-password-1"] + (deny ? ["--deny"] : []) + (follow ? [] : ["--no-follow"]))
+    }
+
+    /// GET on a plain http loopback URL: (curl's exit status, HTTP status, body).
+    static func get(_ url: String) throws -> (exit: Int32, status: Int, body: String) {
+        let result = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--noproxy", "*", "-m", "10", "-w", "\n%{http_code}", url])
+        var lines = result.stdout.components(separatedBy: "\n")
+        let status = Int(lines.popLast() ?? "") ?? 0
+        return (result.status, status, lines.joined(separator: "\n"))
+    }
+
+    /// `url` with its query parameter `name` replaced (or removed when `value` is nil).
+    static func replacing(_ name: String, with value: String?, in url: String) -> String {
+        var components = URLComponents(string: url)!
+        var items = (components.queryItems ?? []).filter { $0.name != name }
+        if let value { items.append(URLQueryItem(name: name, value: value)) }
+        components.queryItems = items
+        return components.string!
+    }
+
+    static func query(_ name: String, of url: String) -> String? {
+        URLComponents(string: url)?.queryItems?.first { $0.name == name }?.value
+    }
+
+    /// A provider file for the test server's `client`.
+    static func provider(_ server: LoopbackServer, client: String, grants: [String], extra: String = "") -> String {
+        #"""
+        {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "\#(client)", "grants": \#(grants),
+         "scopes": ["openid", "profile", "email"], "tls": {"ca_file": "\#(server.caFile)"},
+         "endpoints": {"revocation": "\#(server.endpoints["revocation"] ?? "")",
+                       "device_authorization": "\#(server.endpoints["device_authorization"] ?? "")"}\#(extra)}
+        """#
+    }
+
+    /// Every 43-character base64url word in `text` whose SHA-256 is `challenge`: a PKCE verifier
+    /// that leaked (RFC 7636 §4.2). The daemon's verifiers are exactly 43 characters.
+    static func verifiers(in text: String, matching challenge: String) -> [String] {
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        var words: [String] = []
+        var current = ""
+        for character in text + " " {
+            if alphabet.contains(character) { current.append(character); continue }
+            if current.count >= 43 {
+                // Any 43-character window of a longer word, too.
+                let characters = Array(current)
+                for start in 0...(characters.count - 43) { words.append(String(characters[start..<start + 43])) }
+            }
+            current = ""
+        }
+        return words.filter { word in
+            let digest = Data(SHA256.hash(data: Data(word.utf8))).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            return digest == challenge
+        }
+    }
+}
+
+/// A process running in the background, its output collected as it comes.
+final class BackgroundProcess: Sendable {
+    private let process: Process
+    private let stdoutText = SharedText()
+    private let stderrText = SharedText()
+
+    init(_ executable: URL, _ arguments: [String], environment: [String: String] = [:]) throws {
+        process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+            .filter { $0.key != "DISPLAY" && $0.key != "WAYLAND_DISPLAY" }
+        let output = Pipe(), errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        collect(output.fileHandleForReading, into: stdoutText)
+        collect(errors.fileHandleForReading, into: stderrText)
+        try process.run()
+    }
+
+    var stdout: String { stdoutText.text }
+    var stderr: String { stderrText.text }
+    var pid: Int32 { process.processIdentifier }
+
+    /// Waits until stdout or stderr contains `text`.
+    func waitForOutput(_ text: String, timeout: Duration = .seconds(30)) throws {
+        let deadline = ContinuousClock.now + timeout
+        while !(stdout + stderr).contains(text) {
+            guard ContinuousClock.now < deadline, process.isRunning || (stdout + stderr).contains(text) else {
+                throw TestFailure("no \"\(text)\" in the output (running: \(process.isRunning)); stdout:\n\(stdout)\nstderr:\n\(stderr)")
+            }
+            usleep(10_000)
+        }
+    }
+
+    func waitForExit(timeout: Duration = .seconds(60)) throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else { throw TestFailure("the process did not exit in time; stderr:\n\(stderr)") }
+            usleep(10_000)
+        }
+        usleep(50_000)  // the last output
+        return process.terminationStatus
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+extension DaemonProcess {
+    /// The CLI against this daemon, in the background, with no display (so no browser).
+    func backgroundCLI(_ arguments: [String]) throws -> BackgroundProcess {
+        try BackgroundProcess(BuiltProducts.cli, arguments, environment: ["AUTHGATE_SOCKET": socketPath])
+    }
+
+    /// The CLI under a pseudo-terminal: waits for `text` in its output, types Ctrl-C, and
+    /// returns what it printed (stdout and stderr together, as a terminal shows them) and its
+    /// exit status.
+    func cliInterruptedOnTerminal(_ arguments: [String], after text: String) throws -> (status: Int32, output: String) {
+        let script = #"""
+        import os, pty, select, sys, time, json
+        wanted = sys.argv[1].encode()
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(sys.argv[2], sys.argv[2:])
+        out = b""
+        sent = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.1)
+            if r:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            if not sent and wanted in out:
+                time.sleep(0.3)
+                os.write(fd, b"\x03")
+                sent = True
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"sent": sent, "status": os.waitstatus_to_exitcode(status), "output": out.decode("utf-8", "replace")}))
+        """#
+        let result = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, text, BuiltProducts.cli.path] + arguments,
+                             environment: ["AUTHGATE_SOCKET": socketPath, "DISPLAY": "", "WAYLAND_DISPLAY": ""])
+        guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let status = object["status"] as? Int, let output = object["output"] as? String else {
+            throw TestFailure("the pty driver failed: \(result.stderr)")
+        }
+        guard object["sent"] as? Bool == true else { throw TestFailure("\"\(text)\" never appeared; output:\n\(output)") }
+        return (Int32(status), output)
+    }
+}
+
+/// A JSON-RPC call with a JSON object as params, answered as a parsed object.
+///
+/// `login.complete` waits 30 s at most unless the params say otherwise, so that a test of a
+/// broken build fails in seconds instead of waiting out a flow's 10-minute lifetime.
+func call(_ connection: RPCConnection, _ method: String, _ params: [String: Any]) throws -> [String: Any] {
+    var params = params
+    if method == "login.complete", params["timeout_seconds"] == nil { params["timeout_seconds"] = 30 }
+    let request: [String: Any] = ["jsonrpc": "2.0", "id": 1, "method": method, "params": params]
+    let line = String(decoding: try JSONSerialization.data(withJSONObject: request), as: UTF8.self)
+    return try exchange(connection, line)
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// The result as an object.
+    var object: [String: Any] { self["result"] as? [String: Any] ?? [:] }
+}
