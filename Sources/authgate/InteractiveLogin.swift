@@ -1,7 +1,8 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -32,7 +33,7 @@ struct InteractiveLogin {
         if global.json {
             try global.printJSON(begin)
         } else {
-            FileHandle.standardError.write(Data(instructions(begin).utf8))
+            Terminal.writeError(instructions(begin))
         }
         if begin.grant == .authorizationCode, openBrowser, let url = begin.authorizationURL {
             Self.openInBrowser(url)
@@ -76,15 +77,20 @@ struct InteractiveLogin {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// Runs `xdg-open URL` in the background; silent when it is missing or fails.
+    /// Runs `xdg-open URL` in the background, its output to /dev/null; silent when it is
+    /// missing or fails. (posix_spawn rather than Foundation's Process: the CLI does without
+    /// Foundation, for its start-up time.)
     static func openInBrowser(_ url: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["xdg-open", url]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        try? process.run()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+        }
+        let arguments: [UnsafeMutablePointer<CChar>?] = ["xdg-open", url].map { (argument: String) in strdup(argument) } + [nil]
+        defer { arguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        _ = posix_spawnp(&pid, "xdg-open", &actions, nil, arguments, environ)
     }
 
     /// Ctrl-C while waiting: cancel the flow at the daemon, say so, exit 130.
@@ -96,7 +102,7 @@ struct InteractiveLogin {
             let cancelled = (try? RPCConnection(path: socket).call(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?.cancelled
             let message = cancelled == true ? "\r\u{1B}[K\nSign-in to \(provider) cancelled.\n"
                                             : "\r\u{1B}[K\nInterrupted; the sign-in to \(provider) may have ended already.\n"
-            FileHandle.standardError.write(Data(message.utf8))
+            Terminal.writeError(message)
             exit(130)
         }
         source.resume()

@@ -25,7 +25,7 @@ struct AbuseResistanceTests {
         #expect(refusal.errorReason == "rate_limited")
         #expect(refusal.errorMessage?.contains("at most 3 connections") == true)
         #expect(try excess.receiveLine() == nil, "the excess connection is closed")
-        #expect(daemon.logText.contains("connection refused: too many connections"))
+        try daemon.waitForLog("connection refused: too many connections", timeout: .seconds(5))
 
         open.removeFirst()  // closed as it goes
         try eventually { try exchange(try daemon.connect(), Self.providersList).result != nil }
