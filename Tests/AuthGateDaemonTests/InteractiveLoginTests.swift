@@ -139,6 +139,32 @@ struct InteractiveLoginTests {
         #expect(try call(connections[1], "login.complete", ["flow_id": first["flow_id"] as? String ?? ""]).errorMessage?.contains("cancelled") == true)
     }
 
+    @Test("another uid can neither complete nor cancel someone's flow: to it the flow does not exist",
+          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+                       && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs root, setpriv and python3 to call as another uid"))
+    func otherUsersFlow() throws {
+        let fixture = try setUp(daemonArguments: ["--socket-group", "nogroup"])
+        defer { withExtendedLifetime(fixture) {} }
+        let daemon = fixture.daemon
+        chmod(daemon.scratch.path, 0o755)
+        let connection = try daemon.connect()
+        let flowID = try #require(try begin(connection, "corp", "device_code")["flow_id"] as? String)
+        // One raw request as nobody (uid 65534); prints the answer line.
+        func asNobody(_ method: String, _ params: String) throws -> String {
+            let line = #"{"jsonrpc":"2.0","id":1,"method":"\#(method)","params":\#(params)}"#
+            let script = "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode()+b'\\n'); print(s.makefile().readline())"
+            let result = try run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                 ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", script, daemon.socketPath, line])
+            return result.stdout + result.stderr
+        }
+        let complete = try asNobody("login.complete", #"{"flow_id":"\#(flowID)","timeout_seconds":1}"#)
+        #expect(complete.contains(#""reason":"flow_expired""#), "\(complete)")
+        let cancel = try asNobody("login.cancel", #"{"flow_id":"\#(flowID)"}"#)
+        #expect(cancel.contains(#""reason":"flow_expired""#), "\(cancel)")
+        #expect((try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool) == true,
+                "the owner's flow was still pending")
+    }
+
     // MARK: Authorization code with PKCE
 
     @Test("browser from the CLI: authorization URL with PKCE S256, state and nonce; signed in; the listener closes; no code, verifier or token in logs or output")
