@@ -130,6 +130,10 @@ struct InteractiveLoginTests {
         #expect(first["user_code"] as? String == second["user_code"] as? String, "one code, not two")
         #expect(daemon.logText.components(separatedBy: "sign-in started").count == 2, "one flow started")
         #expect(daemon.logText.contains("sign-in joined"))
+        // Asking for something else does not join: the pending flow is named instead.
+        let different = try call(connections[0], "login.begin", ["provider": "corp", "grant": "device_code", "scopes": ["openid"]])
+        #expect(different.errorReason == "invalid_request", "\(different)")
+        #expect(different.errorMessage?.contains("pending for this session") == true)
         // Another session name is another flow.
         let other = try call(connections[0], "login.begin", ["provider": "corp", "grant": "device_code", "session": "second"]).object
         #expect(other["flow_id"] as? String != first["flow_id"] as? String)

@@ -52,12 +52,17 @@ actor LoginFlowManager {
     private struct Flow {
         var key: SessionKey
         var grant: Grant
+        /// What the flow asks for; a `login.begin` asking for something else does not join it.
+        var scopes: [String]
+        var prompt: String?
         var configuration: ProviderConfiguration
         var client: RemoteIdentityProvider
         var start: Task<Result<Started, AuthGateError>, Never>
         var run: Task<Void, Never>?
         var outcome: Result<LoginResult, AuthGateError>?
         var finishedAt: Date?
+        /// Its session is being stored: too late to cancel.
+        var isFinishing = false
     }
 
     private var flows: [String: Flow] = [:]
@@ -88,6 +93,9 @@ actor LoginFlowManager {
         guard !isShutDown else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
         purge()
         if let id = pending[key], let flow = flows[id] {
+            guard flow.grant == grant, flow.scopes == scopes, flow.prompt == prompt else {
+                throw AuthGateError(.invalidRequest, "Another sign-in to \(configuration.displayName) is pending for this session (\(flow.grant.rawValue)\(flow.prompt.map { ", prompt=\($0)" } ?? "")); finish it, or cancel it (login.cancel), first.")
+            }
             logger.info("sign-in joined", metadata: metadata(key, ["flow.id": "\(id)"]))
             return try await started(id, flow.start)
         }
@@ -105,7 +113,7 @@ actor LoginFlowManager {
             await Self.start(id: id, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client,
                              now: now, lifetime: lifetime, logger: logger)
         }
-        flows[id] = Flow(key: key, grant: grant, configuration: configuration, client: client, start: start)
+        flows[id] = Flow(key: key, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client, start: start)
         pending[key] = id
         logger.info("sign-in started", metadata: metadata(key, ["flow.id": "\(id)", "flow.grant": "\(grant.rawValue)"]))
         return try await started(id, start)
@@ -200,8 +208,9 @@ actor LoginFlowManager {
             return first
         }
         started.close()
-        guard let result else { return }  // cancelled: whoever cancelled recorded the outcome
-        await finish(id, result)
+        // nil: cancelled, and whoever cancelled recorded the outcome — or the listener stopped
+        // on its own, which must not leave the flow pending (finish ignores ended flows).
+        await finish(id, result ?? .failure(AuthGateError(.internalError, "The sign-in to \(provider) stopped unexpectedly; start it again.")))
     }
 
     /// Polls the device code, or serves the redirect; `nil` when cancelled.
@@ -224,7 +233,7 @@ actor LoginFlowManager {
                     }
                 } catch where error.reason == .networkError || error.reason == .serviceUnavailable {
                     // RFC 8628 §3.5: on a connection problem, back off and keep polling.
-                    interval = min(interval * 2, 60)
+                    interval = max(interval, min(interval * 2, 60))
                 } catch {
                     return .failure(error)
                 }
@@ -258,10 +267,17 @@ actor LoginFlowManager {
 
     /// Stores the session of a successful flow, or its error.
     private func finish(_ id: String, _ result: Result<SignInResult, AuthGateError>) async {
-        guard let flow = flows[id], flow.outcome == nil else { return }
+        guard let flow = flows[id], flow.outcome == nil else {
+            // Cancelled while the provider was answering: the tokens it issued must not outlive it.
+            if case .success(let signIn) = result, let client = flows[id]?.client { await client.revoke(signIn.tokens) }
+            return
+        }
         let key = flow.key
         switch result {
         case .success(let signIn):
+            // Storing awaits the session manager: a cancel meanwhile must not report success
+            // for a flow that then signs in.
+            flows[id]?.isFinishing = true
             let binding = SessionBinding(flow.configuration, client: flow.client)
             let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key)
             record(id, .success(login))
@@ -276,7 +292,7 @@ actor LoginFlowManager {
     }
 
     private func record(_ id: String, _ outcome: Result<LoginResult, AuthGateError>) {
-        guard let key = flows[id]?.key else { return }
+        guard let key = flows[id]?.key, flows[id]?.outcome == nil else { return }
         flows[id]?.outcome = outcome
         flows[id]?.finishedAt = now()
         if pending[key] == id { pending[key] = nil }
@@ -310,7 +326,7 @@ actor LoginFlowManager {
     /// - Returns: False when it had already ended.
     func cancel(_ id: String, uid: UInt32) throws(AuthGateError) -> Bool {
         guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
-        guard flow.outcome == nil else { return false }
+        guard flow.outcome == nil, !flow.isFinishing else { return false }
         flow.start.cancel()
         flow.run?.cancel()
         record(id, .failure(AuthGateError(.loginRequired, "The sign-in to \(flow.configuration.displayName) was cancelled.")))
@@ -329,7 +345,7 @@ actor LoginFlowManager {
     /// Cancels every pending flow and waits until their listeners are closed.
     func shutdown() async {
         isShutDown = true
-        for (id, flow) in flows where flow.outcome == nil {
+        for (id, flow) in flows where flow.outcome == nil && !flow.isFinishing {
             flow.start.cancel()
             flow.run?.cancel()
             record(id, .failure(AuthGateError(.serviceUnavailable, "authgated stopped before the sign-in was completed.")))

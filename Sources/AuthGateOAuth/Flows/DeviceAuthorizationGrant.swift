@@ -74,7 +74,9 @@ enum DeviceAuthorizationGrant {
             throw ProviderFailure.malformed(provider, what: what, "expires_in is missing or not a positive number")
         }
         var interval = 5
-        if case .number(let seconds) = object["interval"], seconds >= 1 { interval = min(Int(seconds), 60) }
+        // As the server asks (RFC 8628 §3.5 forbids polling faster), rounded up; clamped before
+        // the conversion, which would trap on an absurd value such as 1e300.
+        if case .number(let seconds) = object["interval"], seconds >= 1 { interval = Int(min(seconds.rounded(.up), 3600)) }
         return DeviceAuthorization(deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: verificationURI,
                                    verificationURIComplete: try url("verification_uri_complete"),
                                    expiresAt: now.addingTimeInterval(expiresIn), interval: interval)
