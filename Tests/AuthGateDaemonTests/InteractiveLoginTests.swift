@@ -239,8 +239,27 @@ struct InteractiveLoginTests {
         let pending = try call(connection, "login.complete", ["flow_id": flowID, "timeout_seconds": 1])
         #expect(pending.errorReason == "login_required")
         #expect(pending.errorMessage?.contains("still waiting") == true)
+        // Any local user can connect: 8 idle connections are held, a 9th is closed at once.
+        let port = try #require(URLComponents(string: redirect)?.port)
+        let crowd = try run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
+            import socket, sys, time
+            held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(8)]
+            time.sleep(0.3)
+            extra = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+            extra.settimeout(3)
+            try:
+                print("closed" if extra.recv(1) == b"" else "answered")
+            except socket.timeout:
+                print("open")
+            """, "\(port)"])
+        #expect(crowd.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "closed", "\(crowd.stdout)\(crowd.stderr)")
 
-        let real = try Interactive.get(redirect)
+        // The held connections are gone with their process; the listener may need a moment to see it.
+        var real = try Interactive.get(redirect)
+        for _ in 0..<20 where real.status == 0 {
+            usleep(100_000)
+            real = try Interactive.get(redirect)
+        }
         #expect(real.status == 200, "\(real.body)")
         let done = try call(connection, "login.complete", ["flow_id": flowID])
         #expect((done.object["subject"] as? String) == "1", "\(done)\n\(daemon.logText)")

@@ -43,13 +43,22 @@ struct RedirectPage: Sendable {
 /// It answers GET on the redirect path only (anything else is 404), hands each such request's
 /// query to the flow, and closes as soon as the flow has its answer, or when the flow's task
 /// is cancelled (expiry, `login.cancel`, shutdown). It exists only while its flow is pending.
+///
+/// Any local user can connect to a loopback port, so a connection costs little: one request
+/// each (`Connection: close`), sent within ``requestTimeout`` of connecting, and at most
+/// ``maximumConnections`` open at once (more are closed at once).
 final class LoopbackRedirectListener: Sendable {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
+    static let maximumConnections = 8
+    static let requestTimeout: TimeAmount = .seconds(10)
+
     /// The URL the provider sends the browser back to, with the bound port.
     let redirectURI: URL
+    /// Percent-encoded, as it appears in a request line.
     private let path: String
     private let server: NIOAsyncChannel<Connection, Never>
+    private let openConnections = Atomic<Int>(0)
 
     private init(redirectURI: URL, path: String, server: NIOAsyncChannel<Connection, Never>) {
         self.redirectURI = redirectURI
@@ -62,7 +71,10 @@ final class LoopbackRedirectListener: Sendable {
     static func bind(_ configured: URL?) async throws(AuthGateError) -> LoopbackRedirectListener {
         let base = configured ?? URL(string: "http://127.0.0.1/callback")!
         let host = (base.host ?? "127.0.0.1").trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        let path = base.path.isEmpty ? "/" : base.path
+        // Exactly as configured (a trailing slash kept, escapes kept): the provider compares
+        // the redirect_uri character for character.
+        let encodedPath = URLComponents(url: base, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
+        let path = encodedPath.isEmpty ? "/" : encodedPath
         let server: NIOAsyncChannel<Connection, Never>
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -79,7 +91,10 @@ final class LoopbackRedirectListener: Sendable {
         }
         let port = server.channel.localAddress?.port ?? base.port ?? 0
         let urlHost = host.contains(":") ? "[\(host)]" : host
-        let redirect = URL(string: "http://\(urlHost):\(port)\(path)")!
+        guard let redirect = URL(string: "http://\(urlHost):\(port)\(path)") else {
+            server.channel.close(promise: nil)
+            throw AuthGateError(.validationFailed, "The configured redirect_uri cannot be used: \(base.absoluteString.prefix(200))")
+        }
         return LoopbackRedirectListener(redirectURI: redirect, path: path, server: server)
     }
 
@@ -101,7 +116,14 @@ final class LoopbackRedirectListener: Sendable {
                 try await withThrowingDiscardingTaskGroup { group in
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
+                            guard self.openConnections.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
+                                self.openConnections.subtract(1, ordering: .relaxed)
+                                // Closed through the async channel, which must be consumed.
+                                group.addTask { try? await connection.executeThenClose { _, _ in } }
+                                continue
+                            }
                             group.addTask {
+                                defer { self.openConnections.subtract(1, ordering: .relaxed) }
                                 guard let outcome = await self.serve(connection, handle) else { return }
                                 if result.keep(outcome) { server.channel.close(promise: nil) }
                             }
@@ -126,6 +148,9 @@ final class LoopbackRedirectListener: Sendable {
         // read the whole page may close the connection before the last write completes, and
         // the flow must still end with the code it redeemed.
         let outcome = FirstOutcome<Outcome>()
+        let channel = connection.channel
+        let timeout = channel.eventLoop.scheduleTask(in: Self.requestTimeout) { channel.close(promise: nil) }
+        defer { timeout.cancel() }
         return await withTaskCancellationHandler {
             do {
                 try await connection.executeThenClose { inbound, outbound in
@@ -141,8 +166,8 @@ final class LoopbackRedirectListener: Sendable {
                             head = nil
                             let (page, result) = await self.answer(request, handle)
                             if let result { _ = outcome.keep(result) }
-                            try await Self.write(page, to: outbound, keepAlive: result == nil && request.isKeepAlive)
-                            if result != nil || !request.isKeepAlive { return }
+                            try await Self.write(page, to: outbound)
+                            return
                         }
                     }
                 }
@@ -181,8 +206,7 @@ final class LoopbackRedirectListener: Sendable {
         return result
     }
 
-    private static func write(_ page: RedirectPage, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>,
-                              keepAlive: Bool) async throws {
+    private static func write(_ page: RedirectPage, to outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
         let body = ByteBuffer(string: page.html)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
@@ -192,7 +216,7 @@ final class LoopbackRedirectListener: Sendable {
         headers.add(name: "Referrer-Policy", value: "no-referrer")
         headers.add(name: "Content-Security-Policy", value: "default-src 'none'; style-src 'unsafe-inline'")
         headers.add(name: "X-Content-Type-Options", value: "nosniff")
-        headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
+        headers.add(name: "Connection", value: "close")
         try await outbound.write(contentsOf: [.head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers)),
                                               .body(.byteBuffer(body)), .end(nil)])
     }
