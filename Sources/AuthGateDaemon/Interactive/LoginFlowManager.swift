@@ -67,7 +67,8 @@ actor LoginFlowManager {
 
     private var flows: [String: Flow] = [:]
     /// Those waiting in `login.complete`, told once when their flow ends.
-    private var waiters: [String: [AsyncStream<Void>.Continuation]] = [:]
+    private var waiters: [String: [Int: AsyncStream<Void>.Continuation]] = [:]
+    private var nextWaiter = 0
     /// The pending flow of each session key.
     private var pending: [SessionKey: String] = [:]
     private var isShutDown = false
@@ -296,7 +297,7 @@ actor LoginFlowManager {
         flows[id]?.outcome = outcome
         flows[id]?.finishedAt = now()
         if pending[key] == id { pending[key] = nil }
-        for waiter in waiters.removeValue(forKey: id) ?? [] {
+        for waiter in (waiters.removeValue(forKey: id) ?? [:]).values {
             waiter.yield()
             waiter.finish()
         }
@@ -311,15 +312,22 @@ actor LoginFlowManager {
         return flow.outcome
     }
 
-    /// The flow's outcome if it has ended, else a stream that yields once when it does. The
-    /// stream's iteration ends when the waiting task is cancelled, so a waiter never outlives
-    /// its connection; a stale continuation is dropped when the flow ends.
-    func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<LoginResult, AuthGateError>?, AsyncStream<Void>?) {
+    /// The flow's outcome if it has ended, else a stream that yields once when it does, and
+    /// the waiter's number for ``stopWaiting(_:waiter:)``. The stream's iteration ends when
+    /// the waiting task is cancelled, so a waiter never outlives its connection.
+    func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<LoginResult, AuthGateError>?, (AsyncStream<Void>, waiter: Int)?) {
         guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
         if let outcome = flow.outcome { return (outcome, nil) }
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        waiters[id, default: []].append(continuation)
-        return (nil, stream)
+        nextWaiter += 1
+        waiters[id, default: [:]][nextWaiter] = continuation
+        return (nil, (stream, nextWaiter))
+    }
+
+    /// Forgets a waiter that stopped waiting (its timeout), so that a client calling
+    /// `login.complete` with short timeouts in a loop does not pile them up.
+    func stopWaiting(_ id: String, waiter: Int) {
+        waiters[id]?.removeValue(forKey: waiter)?.finish()
     }
 
     /// Ends the caller's pending flow: its tasks are cancelled and its listener closed.

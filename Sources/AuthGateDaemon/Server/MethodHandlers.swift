@@ -111,9 +111,9 @@ struct MethodHandlers {
         if let timeout = params.timeoutSeconds, !(1...3600).contains(timeout) {
             throw AuthGateError(.invalidParams, "\"timeout_seconds\" must be between 1 and 3600.")
         }
-        let (finished, updates) = try await flows.outcomeOrWait(params.flowID, uid: caller.uid)
+        let (finished, waiting) = try await flows.outcomeOrWait(params.flowID, uid: caller.uid)
         if let finished { return try finished.get() }
-        guard let updates else { throw AuthGateError(.internalError, "The sign-in has neither an outcome nor a way to wait for one.") }
+        guard let (updates, waiter) = waiting else { throw AuthGateError(.internalError, "The sign-in has neither an outcome nor a way to wait for one.") }
         // Wait for the flow's end, the timeout, or this connection's end (shutdown), whichever
         // comes first; every child ends promptly when cancelled.
         let timeout = params.timeoutSeconds
@@ -127,6 +127,7 @@ struct MethodHandlers {
             await group.next()
             group.cancelAll()
         }
+        await flows.stopWaiting(params.flowID, waiter: waiter)
         if let outcome = try await flows.outcome(of: params.flowID, uid: caller.uid) {
             return try outcome.get()
         }
