@@ -24,7 +24,8 @@ public enum RPCID: Sendable, Hashable, Codable {
     }
 }
 
-/// The envelope of a request, read before its params.
+/// The envelope of a request: what every request has besides its params (the daemon reads
+/// both in one pass, see its DecodedRequest).
 ///
 /// `hasID` tells a request (which gets an answer, even when its id is `null`) from a
 /// notification (which does not: JSON-RPC 2.0 §4.1).
@@ -43,11 +44,6 @@ public struct RPCRequestEnvelope: Sendable, Decodable {
         id = try? container.decodeIfPresent(RPCID.self, forKey: .id)
         method = try? container.decodeIfPresent(String.self, forKey: .method)
     }
-}
-
-/// A request's params, decoded a second time from the same line once the method is known.
-public struct RPCParamsEnvelope<Params: Decodable>: Decodable {
-    public var params: Params?
 }
 
 /// A request as a client sends it.

@@ -58,12 +58,15 @@ final class LoopbackRedirectListener: Sendable {
     /// Percent-encoded, as it appears in a request line.
     private let path: String
     private let server: NIOAsyncChannel<Connection, Never>
+    private let accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>
     private let openConnections = Atomic<Int>(0)
 
-    private init(redirectURI: URL, path: String, server: NIOAsyncChannel<Connection, Never>) {
+    private init(redirectURI: URL, path: String, server: NIOAsyncChannel<Connection, Never>,
+                 accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>) {
         self.redirectURI = redirectURI
         self.path = path
         self.server = server
+        self.accepted = accepted
     }
 
     /// Binds the listener for `configured` (`http://127.0.0.1/callback` when `nil`).
@@ -76,6 +79,7 @@ final class LoopbackRedirectListener: Sendable {
         let encodedPath = URLComponents(url: base, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
         let path = encodedPath.isEmpty ? "/" : encodedPath
         let server: NIOAsyncChannel<Connection, Never>
+        let accepted = AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>()
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 16)
@@ -83,7 +87,7 @@ final class LoopbackRedirectListener: Sendable {
                 .bind(host: host, port: base.port ?? 0) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        return try Connection(wrappingChannelSynchronously: channel)
+                        return try accepted.wrap(channel)
                     }
                 }
         } catch {
@@ -95,7 +99,7 @@ final class LoopbackRedirectListener: Sendable {
             server.channel.close(promise: nil)
             throw AuthGateError(.validationFailed, "The configured redirect_uri cannot be used: \(base.absoluteString.prefix(200))")
         }
-        return LoopbackRedirectListener(redirectURI: redirect, path: path, server: server)
+        return LoopbackRedirectListener(redirectURI: redirect, path: path, server: server, accepted: accepted)
     }
 
     /// Closes the listener; safe to call more than once.
@@ -116,6 +120,7 @@ final class LoopbackRedirectListener: Sendable {
                 try await withThrowingDiscardingTaskGroup { group in
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
+                            self.accepted.take(connection)
                             guard self.openConnections.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
                                 self.openConnections.subtract(1, ordering: .relaxed)
                                 // Closed through the async channel, which must be consumed.
@@ -129,12 +134,14 @@ final class LoopbackRedirectListener: Sendable {
                             }
                         }
                     }
-                    // The listener is closed: drop connections still open (idle keep-alives).
+                    // The listener is closed: drop connections still open.
                     group.cancelAll()
                 }
             } catch {
                 // The listener closed under us (cancellation): nothing more to serve.
             }
+            // Accepted as the listener closed, never handed to the loop: closed all the same.
+            await self.accepted.drain()
         } onCancel: {
             server.channel.close(promise: nil)
         }

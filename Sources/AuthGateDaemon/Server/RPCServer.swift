@@ -60,6 +60,7 @@ final class RPCServer: Service, CustomStringConvertible {
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+        let accepted = AcceptedConnections<LineFrame, ByteBuffer>()
         let initialize: @Sendable (any Channel) -> EventLoopFuture<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>)> = { channel in
             PeerCredentials.read(from: channel).flatMapThrowing { caller in
                 let deadlines = ConnectionDeadlines(limits: limits) { reason in
@@ -67,7 +68,7 @@ final class RPCServer: Service, CustomStringConvertible {
                 }
                 try channel.pipeline.syncOperations.addHandler(deadlines)
                 try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
-                let connection = try NIOAsyncChannel<LineFrame, ByteBuffer>(wrappingChannelSynchronously: channel)
+                let connection = try accepted.wrap(channel)
                 return (caller, connection)
             }
         }
@@ -84,10 +85,25 @@ final class RPCServer: Service, CustomStringConvertible {
         defer { if inheritedSocket == nil { unlink(socketPath) } }
         onListening()
 
+        // Connections accepted as the listener closed never reach the loop: they are closed
+        // after it, however it ended (NIO traps on an unconsumed one, swift-nio#2637).
+        do {
+            try await acceptConnections(server, accepted: accepted, limits: limits)
+        } catch {
+            await accepted.drain()
+            throw error
+        }
+        await accepted.drain()
+        logger.notice("stopped listening", metadata: ["socket.path": "\(socketPath)"])
+    }
+
+    private func acceptConnections(_ server: NIOAsyncChannel<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>), Never>,
+                       accepted: AcceptedConnections<LineFrame, ByteBuffer>, limits: ConnectionLimits) async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 try await server.executeThenClose { inbound in
                     for try await (caller, connection) in inbound {
+                        accepted.take(connection)
                         guard activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections else {
                             activeConnections.subtract(1, ordering: .relaxed)
                             group.addTask { await self.refuse(connection, caller: caller) }
@@ -105,7 +121,6 @@ final class RPCServer: Service, CustomStringConvertible {
             self.onStopping()
             server.channel.close(promise: nil)
         }
-        logger.notice("stopped listening", metadata: ["socket.path": "\(socketPath)"])
     }
 
     /// One connection too many: an error line, then close.
@@ -184,3 +199,4 @@ final class RPCServer: Service, CustomStringConvertible {
         chmod(socketPath, 0o660)
     }
 }
+

@@ -1,0 +1,49 @@
+import NIOCore
+import Synchronization
+
+/// The connections of an async NIO server wrapped for its serving loop and not yet taken by it.
+///
+/// NIO traps when a `NIOAsyncChannel` is dropped without `executeThenClose`, and a connection
+/// accepted just as the listener closes can miss the serving loop (swift-nio#2637): a SIGTERM
+/// racing a new client crashed the daemon. Wrapping and stopping share one lock, so every
+/// connection is either taken by the loop, closed by ``drain()``, or never wrapped at all.
+/// Used by the RPC socket and by the browser sign-in's redirect listener.
+final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable {
+    typealias Connection = NIOAsyncChannel<Inbound, Outbound>
+
+    private struct State {
+        var isOpen = true
+        var waiting: [ObjectIdentifier: Connection] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// Wraps `channel` for the serving loop.
+    /// - Throws: `ChannelError.ioOnClosedChannel` once the server stopped (NIO closes it).
+    func wrap(_ channel: any Channel) throws -> Connection {
+        try state.withLock { state in
+            guard state.isOpen else { throw ChannelError.ioOnClosedChannel }
+            let connection = try Connection(wrappingChannelSynchronously: channel)
+            state.waiting[ObjectIdentifier(channel)] = connection
+            return connection
+        }
+    }
+
+    /// The serving loop has it.
+    func take(_ connection: Connection) {
+        _ = state.withLock { $0.waiting.removeValue(forKey: ObjectIdentifier(connection.channel)) }
+    }
+
+    /// No more wrapping; the connections the loop never took are closed. Call it once the
+    /// serving loop has ended, however it ended.
+    func drain() async {
+        let left = state.withLock { state in
+            state.isOpen = false
+            defer { state.waiting.removeAll() }
+            return Array(state.waiting.values)
+        }
+        for connection in left {
+            try? await connection.executeThenClose { _, _ in }
+        }
+    }
+}
