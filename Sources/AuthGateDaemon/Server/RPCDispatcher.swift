@@ -150,7 +150,8 @@ struct RPCDispatcher: Sendable {
 ///
 /// The params used to be decoded in a second pass over the line once the method was known;
 /// reading `method` first inside one `init(from:)` parses the line once. With the line parsed
-/// twice, JSON decoding was 18 % of the daemon's CPU for a cached `token` call (perf).
+/// twice, JSON decoding was 18 % of the daemon's CPU for a cached `token` call (perf); parsed
+/// once, CPU per call fell from 123 to 117 µs (perf stat, 20,000 keep-alive calls, 5 runs).
 struct DecodedRequest: Decodable {
     var envelope: RPCRequestEnvelope
     /// `nil` when the method takes none or none were sent (absent or null); a failure names
