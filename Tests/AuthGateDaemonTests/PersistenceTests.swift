@@ -150,7 +150,11 @@ struct PersistenceTests {
         var refreshes = 0
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<6 {
-            usleep(UInt32.random(in: 800_000...2_000_000, using: &generator))
+            // Each restored daemon must rotate again; the kill then lands at a random moment
+            // among the rotation writes (waiting for the first one keeps a loaded machine from
+            // killing before any write).
+            try daemon.waitForLog("session refreshed", timeout: .seconds(20))
+            usleep(UInt32.random(in: 0...1_000_000, using: &generator))
             refreshes += daemon.logText.components(separatedBy: "session refreshed").count - 1
             daemon.send(SIGKILL)
             _ = try daemon.waitForExit()
