@@ -3,6 +3,7 @@ import AuthGateOAuth
 import AuthGateRPC
 import Foundation
 import Logging
+import Synchronization
 
 /// One provider as the daemon knows it: its file's outcome, its status and, when it can sign
 /// people in, its client.
@@ -79,15 +80,40 @@ struct RegisteredProvider: Sendable {
     }
 }
 
+/// The ids of the providers that ``ProviderRegistry/usableProvider(_:for:)`` admits every
+/// caller to: usable and without access rules. Updated by the registry with every change of a
+/// provider, and read from any thread; a provider with access rules is never in it, because
+/// the rules are decided per caller in the registry.
+final class OpenProviders: Sendable {
+    private let ids = Mutex<Set<String>>([])
+
+    func update(_ providers: some Sequence<RegisteredProvider>) {
+        let open = providers.filter { provider in
+            guard provider.status != .invalid, provider.client != nil, let configuration = provider.configuration else { return false }
+            return configuration.access.admitsEveryone
+        }
+        ids.withLock { $0 = Set(open.map(\.id)) }
+    }
+
+    func contains(_ id: String) -> Bool {
+        ids.withLock { $0.contains(id) }
+    }
+}
+
 /// The providers loaded from `providers.d`, and who may use which.
 actor ProviderRegistry {
-    private var providers: [String: RegisteredProvider] = [:]
+    private var providers: [String: RegisteredProvider] = [:] {
+        didSet { openProviders.update(providers.values) }
+    }
     private let accessPolicy = AccessPolicy()
+    /// Which providers anyone may use right now, for answering `token` on the event loops.
+    nonisolated let openProviders = OpenProviders()
 
     init(_ providers: [RegisteredProvider]) {
         for provider in providers {
             self.providers[provider.id] = provider
         }
+        openProviders.update(self.providers.values)
     }
 
     /// Every provider the caller may see, sorted by id.

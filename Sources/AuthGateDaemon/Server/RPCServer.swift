@@ -15,10 +15,19 @@ struct SocketSetupError: Error, CustomStringConvertible {
     var description: String
 }
 
+/// A connection as the listener hands it over: who called, and whether it is within
+/// `ConnectionLimits.maximumConnections` (else it is refused).
+struct AcceptedConnection: Sendable {
+    var caller: PeerCredentials
+    var connection: NIOAsyncChannel<LineFrame, ByteBuffer>
+    var admitted: Bool
+}
+
 /// Serves JSON-RPC on the daemon's Unix socket.
 ///
 /// Each connection is served by its own child task: its requests are answered in order, and
-/// connections run concurrently, at most `limits.maximumConnections` of them. On graceful
+/// connections run concurrently, at most `limits.maximumConnections` of them. A plain `token`
+/// call for a current token is answered before it reaches the task (``CachedTokenHandler``). On graceful
 /// shutdown the listener closes, open connections are cancelled, and the socket file is
 /// removed — unless systemd passed the socket (socket activation), which then stays systemd's.
 final class RPCServer: Service, CustomStringConvertible {
@@ -61,18 +70,24 @@ final class RPCServer: Service, CustomStringConvertible {
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
         let accepted = AcceptedConnections<LineFrame, ByteBuffer>()
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>)> = { channel in
+        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: dispatcher.registry.openProviders)
+        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { channel in
             PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                // Counted here, before the first line can be answered; the serving task counts it out.
+                let admitted = self.activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections
+                if !admitted { self.activeConnections.subtract(1, ordering: .relaxed) }
                 let deadlines = ConnectionDeadlines(limits: limits) { reason in
                     logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
                 }
                 try channel.pipeline.syncOperations.addHandler(deadlines)
                 try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
-                let connection = try accepted.wrap(channel)
-                return (caller, connection)
+                if admitted {
+                    try channel.pipeline.syncOperations.addHandler(CachedTokenHandler(answers: answers, uid: caller.uid))
+                }
+                return AcceptedConnection(caller: caller, connection: try accepted.wrap(channel), admitted: admitted)
             }
         }
-        let server: NIOAsyncChannel<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>), Never>
+        let server: NIOAsyncChannel<AcceptedConnection, Never>
         if let inheritedSocket {
             server = try await bootstrap.bind(inheritedSocket, childChannelInitializer: initialize)
             logger.notice("listening on the socket systemd passed", metadata: ["socket.fd": "\(inheritedSocket)"])
@@ -97,15 +112,15 @@ final class RPCServer: Service, CustomStringConvertible {
         logger.notice("stopped listening", metadata: ["socket.path": "\(socketPath)"])
     }
 
-    private func acceptConnections(_ server: NIOAsyncChannel<(PeerCredentials, NIOAsyncChannel<LineFrame, ByteBuffer>), Never>,
+    private func acceptConnections(_ server: NIOAsyncChannel<AcceptedConnection, Never>,
                        accepted: AcceptedConnections<LineFrame, ByteBuffer>, limits: ConnectionLimits) async throws {
         try await withGracefulShutdownHandler {
             try await withThrowingDiscardingTaskGroup { group in
                 try await server.executeThenClose { inbound in
-                    for try await (caller, connection) in inbound {
+                    for try await incoming in inbound {
+                        let (caller, connection) = (incoming.caller, incoming.connection)
                         accepted.take(connection)
-                        guard activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections else {
-                            activeConnections.subtract(1, ordering: .relaxed)
+                        guard incoming.admitted else {
                             group.addTask { await self.refuse(connection, caller: caller) }
                             continue
                         }

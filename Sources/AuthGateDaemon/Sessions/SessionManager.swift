@@ -105,7 +105,9 @@ actor SessionManager {
         static func < (lhs: Due, rhs: Due) -> Bool { lhs.at < rhs.at }
     }
 
-    private var sessions: [SessionKey: SessionRecord] = [:]
+    private var sessions: SessionTable
+    /// The current tokens of sessions in use, for answering `token` on the event loops.
+    nonisolated let published: PublishedTokens
     private var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
     private var schedule = Heap<Due>()
     private var nextGeneration: UInt64 = 1
@@ -131,6 +133,8 @@ actor SessionManager {
         self.maximumBackgroundRefreshes = maximumBackgroundRefreshes
         self.now = now
         self.random = random
+        published = PublishedTokens(now: now)
+        sessions = SessionTable(published: published)
     }
 
     // MARK: Sign-in and sign-out
@@ -165,7 +169,7 @@ actor SessionManager {
     func removeAll(provider: ProviderID) -> [(TokenSet, any IdentityProvider)] {
         var ended: [(TokenSet, any IdentityProvider)] = []
         var uids: Set<UInt32> = []
-        for (key, record) in sessions where key.provider == provider {
+        for (key, record) in sessions.all where key.provider == provider {
             cancelRefreshes(of: key)
             sessions[key] = nil
             if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
@@ -182,7 +186,7 @@ actor SessionManager {
     func rebind(provider: ProviderID, to binding: SessionBinding) -> [(TokenSet, any IdentityProvider)] {
         var ended: [(TokenSet, any IdentityProvider)] = []
         var uids: Set<UInt32> = []
-        for (key, record) in sessions where key.provider == provider {
+        for (key, record) in sessions.all where key.provider == provider {
             if record.binding.storage == .persistent || binding.storage == .persistent { uids.insert(key.uid) }
             if record.binding.identity == binding.identity {
                 sessions[key]?.binding = binding
@@ -212,6 +216,8 @@ actor SessionManager {
             return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
         }
         if !forceRefresh, tokens.isValid(for: minimumValidity, at: now()) {
+            // Already on disk when persistent: a refresh persists before it returns.
+            sessions.published.publish(tokens, for: key)
             return tokens
         }
         if record.grant != .clientCredentials, tokens.refreshToken == nil {
@@ -288,7 +294,7 @@ actor SessionManager {
     /// The sessions of `uid`, or of everyone (each then naming its uid) when `uid` is nil.
     func status(uid: UInt32?, provider: ProviderID?) -> [SessionStatus] {
         let now = now()
-        return sessions.filter { (uid == nil || $0.key.uid == uid) && (provider == nil || $0.key.provider == provider) }
+        return sessions.all.filter { (uid == nil || $0.key.uid == uid) && (provider == nil || $0.key.provider == provider) }
             .sorted { $0.key < $1.key }
             .map { key, record in
                 var state = record.state
@@ -302,7 +308,7 @@ actor SessionManager {
 
     func count(uid: UInt32?) -> Int {
         guard let uid else { return sessions.count }
-        return sessions.keys.count { $0.uid == uid }
+        return sessions.all.keys.count { $0.uid == uid }
     }
 
     /// Cancels every refresh in flight; part of the daemon's shutdown.
@@ -486,7 +492,7 @@ actor SessionManager {
     /// a caller never holds a token whose refresh token the disk does not know.
     private func persist(_ uid: UInt32) {
         guard let persistence else { return }
-        let kept = sessions.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent && $0.value.tokens != nil }
+        let kept = sessions.all.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent && $0.value.tokens != nil }
         guard !kept.isEmpty || persistedUIDs.contains(uid), let store = persistence.store() else { return }
         let list = kept.sorted { $0.key < $1.key }.map { key, record in
             // `savedAt` carries when the tokens arrived, which the next refresh is planned from.

@@ -1,0 +1,97 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Synchronization
+
+/// Sessions' current tokens, already encoded as `token` results, readable from any thread
+/// without a hop to ``SessionManager``: the event loops answer a plain `token` call from here
+/// (``CachedTokenAnswers``).
+///
+/// Only ``SessionManager`` writes, from inside the actor, so what is published is always a
+/// subset of its current state:
+/// - a session's entry is withdrawn the moment its record's tokens change or it goes (see
+///   ``SessionTable``), so a refreshed, replaced or signed-out session is never answered from
+///   an old entry;
+/// - an entry is published only when the manager itself answers `token` with the session's
+///   current tokens, which is after they reached the disk for a persistent session.
+///
+/// A session nobody asks a token for costs nothing here; one in use costs its encoded
+/// answer (a few hundred bytes).
+final class PublishedTokens: Sendable {
+    struct Key: Hashable, Sendable {
+        var uid: UInt32
+        var provider: String
+        var session: String
+    }
+
+    private struct Entry: Sendable {
+        var tokens: TokenSet
+        /// The `result` member of the answer: `TokenResult` encoded as the dispatcher would.
+        var result: [UInt8]
+    }
+
+    private let entries = Mutex<[Key: Entry]>([:])
+    private let now: @Sendable () -> Date
+
+    init(now: @escaping @Sendable () -> Date) {
+        self.now = now
+    }
+
+    /// Publishes `tokens` as `key`'s current tokens (encoded once; a no-op when they already are).
+    func publish(_ tokens: TokenSet, for key: SessionKey) {
+        let publishedKey = Key(key)
+        if entries.withLock({ $0[publishedKey]?.tokens == tokens }) { return }
+        guard let result = try? RPCCoding.makeEncoder().encode(TokenResult(tokens)) else { return }
+        entries.withLock { $0[publishedKey] = Entry(tokens: tokens, result: Array(result)) }
+    }
+
+    func withdraw(_ key: SessionKey) {
+        _ = entries.withLock { $0.removeValue(forKey: Key(key)) }
+    }
+
+    /// The encoded `token` result for `key` when its token stays valid for more than
+    /// `minimumValidity` seconds; `nil` when the manager must decide (refresh, sign-in…).
+    func result(for key: Key, minimumValidity: Int) -> [UInt8]? {
+        let now = now()
+        return entries.withLock { entries in
+            guard let entry = entries[key], entry.tokens.isValid(for: TimeInterval(minimumValidity), at: now) else { return nil }
+            return entry.result
+        }
+    }
+
+    var count: Int { entries.withLock { $0.count } }
+}
+
+extension PublishedTokens.Key {
+    init(_ key: SessionKey) {
+        self.init(uid: key.uid, provider: key.provider.rawValue, session: key.name.rawValue)
+    }
+}
+
+/// The session records. Every change goes through here, so that a session whose tokens
+/// change or which goes away is withdrawn from ``PublishedTokens`` in the same step.
+struct SessionTable {
+    private var records: [SessionKey: SessionRecord] = [:]
+    let published: PublishedTokens
+
+    init(published: PublishedTokens) {
+        self.published = published
+    }
+
+    subscript(key: SessionKey) -> SessionRecord? {
+        get { records[key] }
+        set {
+            if newValue?.tokens != records[key]?.tokens { published.withdraw(key) }
+            records[key] = newValue
+        }
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey key: SessionKey) -> SessionRecord? {
+        published.withdraw(key)
+        return records.removeValue(forKey: key)
+    }
+
+    var all: [SessionKey: SessionRecord] { records }
+    var count: Int { records.count }
+}

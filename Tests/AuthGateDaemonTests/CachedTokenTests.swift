@@ -1,0 +1,234 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Logging
+import NIOCore
+import Testing
+@testable import AuthGateDaemon
+
+private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+/// The answer to a plain `token` call from the event loop (CachedTokenAnswers): what it
+/// accepts, that it answers exactly as the dispatcher would, and that it never outlives what
+/// the session manager holds.
+@Suite("Cached token answers")
+struct CachedTokenTests {
+    // MARK: The scanner
+
+    private func scan(_ line: String) -> PlainTokenRequest? {
+        Array(line.utf8).withUnsafeBytes { PlainTokenRequest($0) }
+    }
+
+    @Test("plain token lines are read exactly as the JSON decoder reads them", arguments: [
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"id":42,"jsonrpc":"2.0","method":"token","params":{"provider":"corp","session":"work"}}"#,
+        #" { "params" : { "min_valid_seconds" : 300 , "provider" : "corp" } , "method" : "token" , "jsonrpc" : "2.0" , "id" : "a-1" } "#,
+        #"{"jsonrpc":"2.0","id":-7,"method":"token","params":{"provider":"mock","force_refresh":false,"min_valid_seconds":0}}"#,
+        "{\"jsonrpc\":\"2.0\",\t\"id\":123456789012345678,\r\"method\":\"token\",\"params\":{\"provider\":\"mock\",\"min_valid_seconds\":86400}}",
+        #"{"jsonrpc":"2.0","id":"x/y z","method":"token","params":{"provider":"m","session":"Default.2"}}"#,
+    ])
+    func acceptedLines(_ line: String) throws {
+        let request = try #require(scan(line), "the scanner should accept \(line)")
+        let decoded = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(line.utf8))
+        let params = try #require(try decoded.params.get() as? TokenParams)
+        #expect(decoded.envelope.method == "token" && decoded.envelope.jsonrpc == "2.0")
+        #expect(request.provider == params.provider)
+        #expect(request.session == params.session)
+        #expect(request.minimumValidity == params.minValidSeconds)
+        #expect(params.forceRefresh != true && params.scopes == nil && params.resource == nil)
+        // The id is echoed as sent; it must mean what the dispatcher's re-encoded id means.
+        let echoed = try RPCCoding.makeDecoder().decode(RPCID.self, from: Data(request.id))
+        #expect(echoed == decoded.envelope.id)
+    }
+
+    @Test("anything else goes to the full decoder", arguments: [
+        "",
+        "[]",
+        #"{"jsonrpc":"2.0","id":1,"method":"status","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"1.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","method":"token","params":{"provider":"mock"}}"#,                      // a notification
+        #"{"jsonrpc":"2.0","id":null,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token"}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"\u006dock"}}"#,          // an escape
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"möck"}}"#,               // not ASCII
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","scopes":[]}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":true}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":86401}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":1.5}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":"5"}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","provider":"corp"}}"#,
+        #"{"jsonrpc":"2.0","id":1,"id":2,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":1.0,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":1e3,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":01,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":-0,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":1234567890123456789,"method":"token","params":{"provider":"mock"}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"},"extra":1}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}} x"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock",}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":falsey}}"#,
+        #"{"jsonrpc":"2.0","id":1,"method":"token","params":["mock"]}"#,
+    ])
+    func refusedLines(_ line: String) {
+        #expect(scan(line) == nil)
+    }
+
+    // MARK: Published tokens follow the session manager
+
+    private let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
+
+    private func plainLine(minimumValidity: Int? = nil) -> ByteBuffer {
+        let extra = minimumValidity.map { #","min_valid_seconds":\#($0)"# } ?? ""
+        return ByteBuffer(string: #"{"jsonrpc":"2.0","id":9,"method":"token","params":{"provider":"mock"\#(extra)}}"#)
+    }
+
+    private func answers(_ sessions: SessionManager, open: [RegisteredProvider]) -> CachedTokenAnswers {
+        let providers = OpenProviders()
+        providers.update(open)
+        return CachedTokenAnswers(tokens: sessions.published, providers: providers)
+    }
+
+    private func mockProvider(id: String = "mock", access: String = "", now: @escaping @Sendable () -> Date = { Date() }) -> RegisteredProvider {
+        let json = #"{"type":"mock","users":[{"username":"u","password":"p-password-1"}],"access_token_lifetime_seconds":60\#(access)}"#
+        return RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(json.utf8), id: id, file: "\(id).json"), now: now, logger: quiet)
+    }
+
+    @Test("a token is answered from the event loop only once the manager has handed it out, and only while it is current")
+    func followsTheManager() async throws {
+        let clock = ManualClock()
+        let sessions = SessionManager(logger: quiet, now: { [clock] in clock.now }, random: { [clock] in clock.random })
+        let registered = mockProvider(now: { [clock] in clock.now })
+        let client = try #require(registered.client)
+        let answers = answers(sessions, open: [registered])
+        func answer(_ line: ByteBuffer, uid: UInt32 = 1000) -> [String: Any]? {
+            guard let buffer = answers.answer(to: line, uid: uid, allocator: ByteBufferAllocator()) else { return nil }
+            let text = String(buffer: buffer)
+            #expect(text.hasSuffix("}\n") && text.hasPrefix(#"{"id":9,"jsonrpc":"2.0","result":"#))
+            return (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+        }
+        func accessToken(_ reply: [String: Any]?) -> String? { (reply?["result"] as? [String: Any])?["access_token"] as? String }
+
+        let signIn = try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1")))
+        _ = await sessions.store(signIn, grant: .password, binding: SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory), for: key)
+        #expect(answer(plainLine()) == nil, "nothing is published before the manager hands the token out")
+
+        let handedOut = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        let reply = try #require(answer(plainLine()))
+        #expect(accessToken(reply) == handedOut.accessToken.exposedValue)
+        // The result is the dispatcher's encoding of the same TokenResult, byte for byte.
+        let dispatcherResult = try RPCCoding.makeEncoder().encode(TokenResult(handedOut))
+        let fromCache = String(buffer: try #require(answers.answer(to: plainLine(), uid: 1000, allocator: ByteBufferAllocator())))
+        #expect(fromCache == #"{"id":9,"jsonrpc":"2.0","result":"# + String(decoding: dispatcherResult, as: UTF8.self) + "}\n")
+        #expect(!fromCache.contains("refresh"), "never the refresh token")
+        #expect(answer(plainLine(), uid: 1001) == nil, "another uid has no session")
+
+        // Validity is checked on every call, against the manager's clock.
+        #expect(answer(plainLine(minimumValidity: 59)) != nil)
+        #expect(answer(plainLine(minimumValidity: 60)) == nil)
+        clock.advance(by: 55)
+        #expect(answer(plainLine()) == nil, "5 s left is less than the default 10")
+        #expect(answer(plainLine(minimumValidity: 4)) != nil)
+
+        // A refresh withdraws the old token at once; the next hand-out publishes the new one.
+        let refreshed = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        #expect(refreshed.accessToken != handedOut.accessToken)
+        #expect(answer(plainLine(minimumValidity: 0)) == nil, "refreshed, not handed out from the cache yet")
+        _ = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        #expect(accessToken(answer(plainLine())) == refreshed.accessToken.exposedValue)
+
+        // Signing out withdraws it.
+        _ = await sessions.remove(key)
+        #expect(answer(plainLine(minimumValidity: 0)) == nil)
+        #expect(sessions.published.count == 0)
+    }
+
+    @Test("a new sign-in replacing the session withdraws the old token")
+    func replacedSession() async throws {
+        let sessions = SessionManager(logger: quiet)
+        let registered = mockProvider()
+        let client = try #require(registered.client)
+        let answers = answers(sessions, open: [registered])
+        let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
+        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+                                 grant: .password, binding: binding, for: key)
+        _ = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        #expect(answers.answer(to: plainLine(), uid: 1000, allocator: ByteBufferAllocator()) != nil)
+        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+                                 grant: .password, binding: binding, for: key)
+        #expect(answers.answer(to: plainLine(), uid: 1000, allocator: ByteBufferAllocator()) == nil)
+    }
+
+    @Test("providers with access rules, and unusable ones, are always left to the registry")
+    func openProviders() {
+        let open = OpenProviders()
+        let ruled = mockProvider(id: "ruled", access: #","access":{"users":["root"]}"#)
+        #expect(ruled.configuration != nil, "the access rule itself is valid")
+        let broken = RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(#"{"type":"mock","latency":1}"#.utf8), id: "broken", file: "broken.json"),
+                                             logger: quiet)
+        #expect(broken.status == .invalid)
+        open.update([mockProvider(), ruled, broken])
+        #expect(open.contains("mock"))
+        #expect(!open.contains("ruled"), "a provider with access rules is decided per caller")
+        #expect(!open.contains("broken"))
+        open.update([ruled])
+        #expect(!open.contains("mock"), "a provider gone from the registry is gone from the set")
+    }
+
+    // MARK: Through the daemon's socket
+
+    @Test("through the socket: the cached answer is the dispatcher's line, keeps request order, and ends with the session")
+    func throughTheSocket() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(100), "short.json": Providers.shortLivedMock(30)])
+        let connection = try daemon.connect()
+        let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
+        _ = try exchange(connection, login)
+        // The first call goes through the dispatcher and publishes; the second is answered from
+        // the cache; the third is the same request spelt with an escape, which only the full
+        // decoder reads. All three lines must be identical.
+        let plain = #"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"mock"}}"#
+        let viaDispatcher = try connection.callRaw(plain)
+        let cached = try connection.callRaw(plain)
+        let escaped = try connection.callRaw(#"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"\u006dock"}}"#)
+        #expect(viaDispatcher.contains("mock_at_"))
+        #expect(cached == viaDispatcher)
+        #expect(escaped == viaDispatcher)
+        let stringID = try connection.callRaw(#"{"jsonrpc":"2.0","id":"x-1","method":"token","params":{"provider":"mock"}}"#)
+        #expect(stringID == viaDispatcher.replacingOccurrences(of: #"{"id":5,"#, with: #"{"id":"x-1","#))
+        func accessToken(_ reply: [String: Any]) -> String? { (reply.result as? [String: Any])?["access_token"] as? String }
+        let first = try #require(accessToken(try exchange(connection, plain)))
+
+        // Pipelined: a cached token, a slow sign-in that replaces the session, then two tokens.
+        // The answers come in order, and the tokens after the sign-in are the new session's.
+        let pipelined = [
+            #"{"jsonrpc":"2.0","id":10,"method":"token","params":{"provider":"mock"}}"#,
+            login.replacingOccurrences(of: #""id":1"#, with: #""id":11"#),
+            #"{"jsonrpc":"2.0","id":12,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":13,"method":"token","params":{"provider":"mock"}}"#,
+        ]
+        try connection.send(Array((pipelined.joined(separator: "\n") + "\n").utf8))
+        let replies = try (0..<4).map { _ in try readReply(connection) }
+        #expect(replies.map { $0["id"] as? Int } == [10, 11, 12, 13])
+        #expect(accessToken(replies[0]) == first)
+        let second = try #require(accessToken(replies[2]))
+        #expect(second != first, "the sign-in replaced the session before the next token was answered")
+        #expect(accessToken(replies[3]) == second)
+        #expect(accessToken(try exchange(connection, plain)) == second)
+
+        // Signed out on another connection: the cached token is gone for this one too.
+        let other = try daemon.connect()
+        #expect((try exchange(other, #"{"jsonrpc":"2.0","id":20,"method":"logout","params":{"provider":"mock"}}"#).result as? [String: Any])?["removed"] as? Bool == true)
+        #expect(try exchange(connection, plain).errorReason == "login_required")
+
+        // A token that will not last long enough is refreshed, not served from the cache.
+        _ = try exchange(connection, login.replacingOccurrences(of: #""mock""#, with: #""short""#))
+        let short = #"{"jsonrpc":"2.0","id":30,"method":"token","params":{"provider":"short","min_valid_seconds":20}}"#
+        let before = try #require(accessToken(try exchange(connection, short)))
+        #expect(accessToken(try exchange(connection, short)) == before)
+        let longer = try #require(accessToken(try exchange(connection, short.replacingOccurrences(of: ":20}", with: ":40}"))))
+        #expect(longer != before)
+        #expect(accessToken(try exchange(connection, short)) == longer, "the old token is not served after the refresh")
+        #expect(!daemon.logText.contains(before) && !daemon.logText.contains(longer))
+    }
+}
