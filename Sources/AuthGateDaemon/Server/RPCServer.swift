@@ -15,21 +15,14 @@ struct SocketSetupError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// A connection as the listener hands it over: who called, and whether it is within
-/// `ConnectionLimits.maximumConnections` (else it is refused).
-struct AcceptedConnection: Sendable {
-    var caller: PeerCredentials
-    var connection: NIOAsyncChannel<LineFrame, ByteBuffer>
-    var admitted: Bool
-}
-
 /// Serves JSON-RPC on the daemon's Unix socket.
 ///
-/// Each connection is served by its own child task: its requests are answered in order, and
-/// connections run concurrently, at most `limits.maximumConnections` of them. A plain `token`
-/// call for a current token is answered before it reaches the task (``CachedTokenHandler``). On graceful
-/// shutdown the listener closes, open connections are cancelled, and the socket file is
-/// removed — unless systemd passed the socket (socket activation), which then stays systemd's.
+/// Each connection is served by its ``RPCConnectionHandler`` on its event loop: its requests
+/// are answered in order, and connections are served concurrently, at most
+/// `limits.maximumConnections` of them. On graceful shutdown the listener closes, open
+/// connections are closed and their requests cancelled (``OpenConnections``), and the socket
+/// file is removed — unless systemd passed the socket (socket activation), which then stays
+/// systemd's.
 final class RPCServer: Service, CustomStringConvertible {
     private let socketPath: String
     private let socketGroup: String?
@@ -40,6 +33,7 @@ final class RPCServer: Service, CustomStringConvertible {
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
     private let activeConnections = Atomic<Int>(0)
+    private let connections = OpenConnections()
 
     /// - Parameters:
     ///   - inheritedSocket: A listening socket from systemd (`LISTEN_FDS`), served instead of
@@ -62,120 +56,63 @@ final class RPCServer: Service, CustomStringConvertible {
     var description: String { "RPCServer(\(socketPath))" }
 
     func run() async throws {
-        let maximumLine = RPCCoding.maximumLineLength
-        let limits = limits
-        let logger = logger
+        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: dispatcher.registry.openProviders)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
-        let accepted = AcceptedConnections<LineFrame, ByteBuffer>()
-        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: dispatcher.registry.openProviders)
-        let initialize: @Sendable (any Channel) -> EventLoopFuture<AcceptedConnection> = { channel in
-            PeerCredentials.read(from: channel).flatMapThrowing { caller in
-                // Counted here, before the first line can be answered; the serving task counts it out.
-                let admitted = self.activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections
-                if !admitted { self.activeConnections.subtract(1, ordering: .relaxed) }
-                let deadlines = ConnectionDeadlines(limits: limits) { reason in
-                    logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+            .childChannelInitializer { channel in
+                PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                    try self.prepare(channel, for: caller, answers: answers)
                 }
-                try channel.pipeline.syncOperations.addHandler(deadlines)
-                try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLine)))
-                if admitted {
-                    try channel.pipeline.syncOperations.addHandler(CachedTokenHandler(answers: answers, uid: caller.uid))
-                }
-                return AcceptedConnection(caller: caller, connection: try accepted.wrap(channel), admitted: admitted)
             }
-        }
-        let server: NIOAsyncChannel<AcceptedConnection, Never>
+        let listener: any Channel
         if let inheritedSocket {
-            server = try await bootstrap.bind(inheritedSocket, childChannelInitializer: initialize)
+            listener = try await bootstrap.withBoundSocket(inheritedSocket).get()
             logger.notice("listening on the socket systemd passed", metadata: ["socket.fd": "\(inheritedSocket)"])
         } else {
             try prepareSocketPath()
-            server = try await bootstrap.bind(unixDomainSocketPath: socketPath, childChannelInitializer: initialize)
+            listener = try await bootstrap.bind(unixDomainSocketPath: socketPath).get()
             try applyPermissions()
             logger.notice("listening", metadata: ["socket.path": "\(socketPath)"])
         }
         defer { if inheritedSocket == nil { unlink(socketPath) } }
         onListening()
 
-        // Connections accepted as the listener closed never reach the loop: they are closed
-        // after it, however it ended (NIO traps on an unconsumed one, swift-nio#2637).
-        do {
-            try await acceptConnections(server, accepted: accepted, limits: limits)
-        } catch {
-            await accepted.drain()
-            throw error
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                try? await listener.closeFuture.get()
+            } onGracefulShutdown: {
+                self.onStopping()
+                listener.close(promise: nil)
+            }
+        } onCancel: {
+            listener.close(promise: nil)
         }
-        await accepted.drain()
+        await connections.stop()
         logger.notice("stopped listening", metadata: ["socket.path": "\(socketPath)"])
     }
 
-    private func acceptConnections(_ server: NIOAsyncChannel<AcceptedConnection, Never>,
-                       accepted: AcceptedConnections<LineFrame, ByteBuffer>, limits: ConnectionLimits) async throws {
-        try await withGracefulShutdownHandler {
-            try await withThrowingDiscardingTaskGroup { group in
-                try await server.executeThenClose { inbound in
-                    for try await incoming in inbound {
-                        let (caller, connection) = (incoming.caller, incoming.connection)
-                        accepted.take(connection)
-                        guard incoming.admitted else {
-                            group.addTask { await self.refuse(connection, caller: caller) }
-                            continue
-                        }
-                        group.addTask(executorPreference: EventLoopTaskExecutor(connection.channel.eventLoop)) {
-                            await self.serve(connection, caller: caller)
-                            self.activeConnections.subtract(1, ordering: .relaxed)
-                        }
-                    }
-                }
-                group.cancelAll()
-            }
-        } onGracefulShutdown: {
-            self.onStopping()
-            server.channel.close(promise: nil)
+    /// Sets up a new connection's pipeline, on its event loop. One over the limit is still
+    /// set up, to be told `rate_limited` and closed.
+    private func prepare(_ channel: any Channel, for caller: PeerCredentials, answers: CachedTokenAnswers) throws {
+        let admitted = activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections
+        if admitted {
+            channel.closeFuture.whenComplete { _ in self.activeConnections.subtract(1, ordering: .relaxed) }
+            logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+        } else {
+            activeConnections.subtract(1, ordering: .relaxed)
         }
-    }
-
-    /// One connection too many: an error line, then close.
-    private func refuse(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, caller: PeerCredentials) async {
-        logger.warning("connection refused: too many connections", metadata: [
-            "peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "connections.maximum": "\(limits.maximumConnections)",
+        let logger = logger
+        let deadlines = ConnectionDeadlines(limits: limits) { reason in
+            logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+        }
+        let handler = RPCConnectionHandler(caller: caller, admitted: admitted, dispatcher: dispatcher, answers: answers, connections: connections,
+                                           maximumConnections: limits.maximumConnections, logger: logger)
+        try channel.pipeline.syncOperations.addHandlers([
+            deadlines, ByteToMessageHandler(LineFrameDecoder(maximumLength: RPCCoding.maximumLineLength)), handler,
         ])
-        let error = AuthGateError(.rateLimited, "authgated serves at most \(limits.maximumConnections) connections at once; try again in a moment.",
-                                  retryAfterSeconds: 1)
-        try? await connection.executeThenClose { _, outbound in
-            try await outbound.write(ByteBuffer(bytes: dispatcher.encodeError(error, id: nil)))
-        }
-    }
-
-    private func serve(_ connection: NIOAsyncChannel<LineFrame, ByteBuffer>, caller: PeerCredentials) async {
-        logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
-        do {
-            try await connection.executeThenClose { inbound, outbound in
-                for try await frame in inbound {
-                    switch frame {
-                    case .line(let line):
-                        // Every line gets one write, empty for blank lines and notifications, so
-                        // that ConnectionDeadlines knows when nothing is left to answer.
-                        guard line.readableBytesView.contains(where: { !$0.isJSONWhitespace }) else {
-                            try await outbound.write(ByteBuffer())
-                            continue
-                        }
-                        let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller)
-                        try await outbound.write(response.map { ByteBuffer(bytes: $0) } ?? ByteBuffer())
-                    case .tooLong:
-                        logger.notice("request line too long; closing the connection", metadata: ["peer.uid": "\(caller.uid)"])
-                        let error = AuthGateError(.requestTooLarge, "A request line may be at most \(RPCCoding.maximumLineLength) bytes; closing the connection.")
-                        try await outbound.write(ByteBuffer(bytes: dispatcher.encodeError(error, id: nil)))
-                        return
-                    }
-                }
-            }
-        } catch {
-            logger.debug("connection ended with an error", metadata: ["peer.uid": "\(caller.uid)", "error": "\(error)"])
-        }
+        connections.add(channel)
     }
 
     /// Makes sure the socket can be created: its directory exists (0700 when we create it), and

@@ -1,0 +1,177 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Logging
+import NIOCore
+
+/// Serves one connection: answers its request lines in order, one at a time.
+///
+/// A plain `token` call for a current token is answered right here, on the connection's event
+/// loop (``CachedTokenAnswers``). Any other line becomes a request task (owned by
+/// ``OpenConnections``) that runs the dispatcher; lines that arrive meanwhile wait their turn,
+/// and the socket is not read again until they are answered, so a client cannot queue more
+/// than one read's worth of lines. The same holds while the client does not read its answers.
+///
+/// Every line gets exactly one write — empty for blank lines and notifications — which is how
+/// ``ConnectionDeadlines`` tells a busy connection from an idle one. A client that half-closes
+/// after its last line (socat, `nc -N`) gets its answers, then the connection is closed.
+///
+/// Why not an `NIOAsyncChannel` and a task per connection, as before: for a new connection per
+/// request that design cost ~320 µs of daemon CPU and 5.3 context switches per call, handing
+/// each connection from the listener's loop to a task and back (docs/BENCHMARKS.md).
+final class RPCConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = LineFrame
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let caller: PeerCredentials
+    private let admitted: Bool
+    private let dispatcher: RPCDispatcher
+    private let answers: CachedTokenAnswers
+    private let connections: OpenConnections
+    private let maximumConnections: Int
+    private let logger: Logger
+
+    /// Lines waiting for the request in flight.
+    private var waiting: [LineFrame] = []
+    private var requestInFlight = false
+    /// The pipeline asked to read while this handler was busy; it reads once the backlog is answered.
+    private var readHeld = false
+    private var inputClosed = false
+    private var unflushed = false
+
+    /// - Parameter admitted: False for a connection over the limit: it gets `rate_limited` and is closed.
+    init(caller: PeerCredentials, admitted: Bool, dispatcher: RPCDispatcher, answers: CachedTokenAnswers, connections: OpenConnections,
+         maximumConnections: Int, logger: Logger) {
+        self.caller = caller
+        self.admitted = admitted
+        self.dispatcher = dispatcher
+        self.answers = answers
+        self.connections = connections
+        self.maximumConnections = maximumConnections
+        self.logger = logger
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.fireChannelActive()
+        guard !admitted else { return }
+        logger.warning("connection refused: too many connections", metadata: [
+            "peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "connections.maximum": "\(maximumConnections)",
+        ])
+        let error = AuthGateError(.rateLimited, "authgated serves at most \(maximumConnections) connections at once; try again in a moment.",
+                                  retryAfterSeconds: 1)
+        finish(context, with: dispatcher.encodeError(error, id: nil))
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard admitted else { return }
+        let frame = unwrapInboundIn(data)
+        if requestInFlight || !waiting.isEmpty {
+            waiting.append(frame)
+        } else {
+            serve(frame, context)
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushAnswers(context)
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event as? ChannelEvent == .inputClosed {
+            // The line decoder has passed on the last, unterminated line by now.
+            inputClosed = true
+            closeIfDone(context)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Holds reads while lines are waiting or the client does not take its answers.
+    func read(context: ChannelHandlerContext) {
+        if requestInFlight || !waiting.isEmpty || !context.channel.isWritable {
+            readHeld = true
+        } else {
+            context.read()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        resumeReading(context)
+        context.fireChannelWritabilityChanged()
+    }
+
+    // MARK: Serving
+
+    private func serve(_ frame: LineFrame, _ context: ChannelHandlerContext) {
+        switch frame {
+        case .tooLong:
+            logger.notice("request line too long; closing the connection", metadata: ["peer.uid": "\(caller.uid)"])
+            let error = AuthGateError(.requestTooLarge, "A request line may be at most \(RPCCoding.maximumLineLength) bytes; closing the connection.")
+            finish(context, with: dispatcher.encodeError(error, id: nil))
+        case .line(let line):
+            if !line.readableBytesView.contains(where: { !$0.isJSONWhitespace }) {
+                write(ByteBuffer(), context)
+            } else if let answer = answers.answer(to: line, uid: caller.uid, allocator: context.channel.allocator) {
+                write(answer, context)
+            } else {
+                startRequest(line, context)
+            }
+        }
+    }
+
+    private func startRequest(_ line: ByteBuffer, _ context: ChannelHandlerContext) {
+        requestInFlight = true
+        let eventLoop = context.eventLoop
+        let handler = NIOLoopBound((self, context), eventLoop: eventLoop)
+        connections.run(on: eventLoop) { [dispatcher, caller] in
+            let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller)
+            eventLoop.execute {
+                let (self_, context) = handler.value
+                self_.requestFinished(response, context)
+            }
+        }
+    }
+
+    private func requestFinished(_ response: Data?, _ context: ChannelHandlerContext) {
+        requestInFlight = false
+        write(response.map { ByteBuffer(bytes: $0) } ?? ByteBuffer(), context)
+        while !requestInFlight, !waiting.isEmpty {
+            serve(waiting.removeFirst(), context)
+        }
+        flushAnswers(context)
+        closeIfDone(context)
+        resumeReading(context)
+    }
+
+    private func write(_ answer: ByteBuffer, _ context: ChannelHandlerContext) {
+        // Flushed once per read (or per finished request), so pipelined answers share a write.
+        context.write(wrapOutboundOut(answer), promise: nil)
+        unflushed = true
+    }
+
+    private func flushAnswers(_ context: ChannelHandlerContext) {
+        guard unflushed else { return }
+        unflushed = false
+        context.flush()
+    }
+
+    /// Writes a last line and closes.
+    private func finish(_ context: ChannelHandlerContext, with line: Data) {
+        waiting.removeAll()
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: line))).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    private func closeIfDone(_ context: ChannelHandlerContext) {
+        guard inputClosed, !requestInFlight, waiting.isEmpty else { return }
+        flushAnswers(context)
+        context.close(promise: nil)
+    }
+
+    private func resumeReading(_ context: ChannelHandlerContext) {
+        guard readHeld, !requestInFlight, waiting.isEmpty, context.channel.isWritable else { return }
+        readHeld = false
+        context.read()
+    }
+}
