@@ -37,6 +37,11 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     private var partialLine = false
     private var unanswered = 0
     private var requestTimer: Scheduled<Void>?
+    /// Since when nothing is in progress; `nil` while a line or an answer is.
+    private var idleSince: NIODeadline?
+    /// At most one at a time; it checks `idleSince` when it fires rather than being cancelled and
+    /// scheduled again on every line and every answer, which cost two timer cancellations and two
+    /// schedulings per request.
     private var idleTimer: Scheduled<Void>?
 
     /// - Parameter onTimeout: Told which deadline closed the connection (for the log).
@@ -84,20 +89,35 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
-    /// Restarts the idle clock when the connection is idle now, and stops it otherwise.
+    /// Starts the idle clock when the connection is idle now, and stops it otherwise.
     private func rearmIdle(_ context: ChannelHandlerContext) {
-        idleTimer?.cancel()
-        idleTimer = nil
-        guard unanswered == 0, !partialLine else { return }
-        idleTimer = schedule(context, after: limits.idleTimeout, reason: "the connection was idle")
+        guard unanswered == 0, !partialLine else {
+            idleSince = nil
+            return
+        }
+        let now = NIODeadline.now()
+        idleSince = now
+        if idleTimer == nil { scheduleIdleCheck(context, at: now + TimeAmount(limits.idleTimeout)) }
+    }
+
+    private func scheduleIdleCheck(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        let handler = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        idleTimer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (self_, context) = handler.value
+            self_.idleTimer = nil
+            // Busy now: the next idle moment schedules a check again.
+            guard let since = self_.idleSince else { return }
+            let closeAt = since + TimeAmount(self_.limits.idleTimeout)
+            guard NIODeadline.now() >= closeAt else { return self_.scheduleIdleCheck(context, at: closeAt) }
+            self_.onTimeout("the connection was idle")
+            context.channel.close(promise: nil)
+        }
     }
 
     private func schedule(_ context: ChannelHandlerContext, after delay: Duration, reason: String) -> Scheduled<Void> {
         let channel = context.channel
         let onTimeout = onTimeout
-        let (seconds, attoseconds) = delay.components
-        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-        return context.eventLoop.scheduleTask(in: .nanoseconds(nanoseconds)) {
+        return context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
             onTimeout(reason)
             channel.close(promise: nil)
         }
