@@ -82,6 +82,12 @@ public final class RPCConnection {
         guard let reply = try receiveLine() else {
             throw .protocolError("the daemon closed the connection")
         }
+        return try Self.decodeReply(reply, id: id, as: Result.self)
+    }
+
+    /// Decodes the reply to the request `id`.
+    /// - Throws: ``RPCClientError/remote(_:)`` with the daemon's error, or ``RPCClientError/protocolError(_:)``.
+    public static func decodeReply<Result: Decodable>(_ reply: [UInt8], id: RPCID, as: Result.Type = Result.self) throws(RPCClientError) -> Result {
         let response: RPCResponseEnvelope<Result>
         do {
             response = try RPCCoding.makeDecoder().decode(RPCResponseEnvelope<Result>.self, from: Data(reply))
