@@ -112,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "authgate-bench",
             dependencies: [
-                "CLinux",
+                "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AuthGateRPC
 import Foundation
 import Synchronization
 #if canImport(Glibc)
@@ -143,7 +144,7 @@ struct AuthGateBench: ParsableCommand {
             done.enter()
             Thread {
                 defer { done.leave() }
-                guard let connection = try? LineConnection(path: socketPath) else {
+                guard let connection = try? RPCConnection(path: socketPath) else {
                     failures.withLock { $0 += 1 }
                     return
                 }

@@ -1,3 +1,4 @@
+import AuthGateRPC
 import CLinux
 import Foundation
 #if canImport(Glibc)
@@ -70,8 +71,7 @@ final class BenchDaemon {
 
     /// One request on a new connection; the raw answer line.
     func call(_ line: String) throws -> String {
-        let connection = try LineConnection(path: socketPath)
-        return try connection.call(line)
+        try RPCConnection(path: socketPath).call(line)
     }
 
     func stop() {
@@ -83,37 +83,13 @@ final class BenchDaemon {
     deinit { stop() }
 }
 
-/// A blocking line connection for the harness's own calls (not the measured load).
-final class LineConnection {
-    private let descriptor: Int32
-    private var pending: [UInt8] = []
-
-    init(path: String) throws {
-        let bytes = Array(path.utf8)
-        descriptor = bytes.withUnsafeBufferPointer { path in
-            path.withMemoryRebound(to: CChar.self) { ag_connect_unix($0.baseAddress, $0.count) }
-        }
-        guard descriptor >= 0 else { throw BenchError("cannot connect to \(path): \(String(cString: strerror(errno)))") }
-    }
-
-    deinit { close(descriptor) }
-
+extension RPCConnection {
+    /// One raw request line and its raw answer line, for the harness's own calls (the measured
+    /// load uses LoadGenerator's raw descriptors).
     func call(_ line: String) throws -> String {
-        let bytes = Array((line + "\n").utf8)
-        guard bytes.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == bytes.count else {
-            throw BenchError("send failed")
-        }
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let answer = String(decoding: pending[..<newline], as: UTF8.self)
-                pending.removeSubrange(...newline)
-                return answer
-            }
-            let count = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { throw BenchError("the daemon closed the connection") }
-            pending += chunk[..<count]
-        }
+        try send(Array((line + "\n").utf8))
+        guard let answer = try receiveLine() else { throw BenchError("the daemon closed the connection") }
+        return String(decoding: answer, as: UTF8.self)
     }
 }
 
