@@ -124,6 +124,70 @@ struct AbuseResistanceTests {
         #expect(!daemon.logText.contains("guess-"), "wrong passwords are not logged either")
     }
 
+    @Test("a client that floods requests and never reads its answers is held back, not buffered; it gets every answer, in order, once it reads")
+    func unreadAnswers() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try signIn(daemon)
+        // The first token call publishes the answer the event loop then gives without the dispatcher.
+        let expected = try #require(try daemon.connect().callRaw(Self.token).data(using: .utf8))
+        let before = Self.residentKiB(daemon.pid)
+        // The sender thread only sends and this one only receives: the socket allows both at once.
+        nonisolated(unsafe) let flooder = try daemon.connect()
+        let batches = 50, perBatch = 1000  // 72 KB a batch; 11.5 MB of answers if the daemon buffered them all
+        let batch = Array(repeating: Array((Self.token + "\n").utf8), count: perBatch).flatMap { $0 }
+        let sent = Atomic<Int>(0)
+        let sender = Thread {
+            for _ in 0..<batches {
+                guard (try? flooder.send(batch)) != nil else { return }
+                sent.add(1, ordering: .relaxed)
+            }
+        }
+        sender.start()
+        // The sender gets stuck, and not because the daemon is slow: it stopped reading and
+        // sits idle (a daemon that kept reading would be busy piling up answers).
+        var last = -1
+        try eventually(timeout: .seconds(15)) {
+            let now = sent.load(ordering: .relaxed)
+            defer { last = now }
+            usleep(500_000)
+            return now == last
+        }
+        let stuckAt = sent.load(ordering: .relaxed)
+        let cpuBefore = Self.cpuTicks(daemon.pid)
+        usleep(1_000_000)
+        let idleTicks = Self.cpuTicks(daemon.pid) - cpuBefore
+        #expect(stuckAt < batches && sent.load(ordering: .relaxed) == stuckAt, "the daemon stopped reading from a client that does not read")
+        #expect(idleTicks < 10, "the daemon used \(idleTicks) ticks of CPU in a second while held back")
+        let grown = Self.residentKiB(daemon.pid) - before
+        #expect(grown < 6 * 1024, "the daemon grew by \(grown) KiB")
+        #expect(try exchange(try daemon.connect(), Self.token).result != nil, "others are served meanwhile")
+
+        // Reading lets the flood go on; every answer arrives, in order, whole.
+        var answers = 0
+        while answers < batches * perBatch {
+            guard let line = try flooder.receiveLine() else { break }
+            if answers % 997 == 0 { #expect(Data(line) == expected) }
+            answers += 1
+        }
+        #expect(answers == batches * perBatch)
+        #expect(sent.load(ordering: .relaxed) == batches)
+    }
+
+    private static func residentKiB(_ pid: Int32) -> Int {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    /// User and system CPU time of all the process's threads, in clock ticks (proc(5)).
+    private static func cpuTicks(_ pid: Int32) -> Int {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        // Fields after the command name, which ends with the last ')': state is field 3, utime 14, stime 15.
+        let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+        guard fields.count > 12 else { return 0 }
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
     private func signIn(_ daemon: DaemonProcess) throws {
         let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
         #expect(login.status == 0, "\(login.stderr)")
