@@ -173,6 +173,32 @@ struct AbuseResistanceTests {
         #expect(sent.load(ordering: .relaxed) == batches)
     }
 
+    @Test("a line left unfinished behind a request slower than --request-timeout is still read and answered, also as the unfinished last line of a half-closed connection")
+    func slowRequestAhead() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(1500)], arguments: ["--request-timeout", "1"], logLevel: "info")
+        let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
+        let connection = try daemon.connect()
+        // The sign-in takes 1.5 s; the next line arrives in two parts meanwhile. Its clock must
+        // not run while the daemon holds reads behind the sign-in.
+        let next = Array((Self.token + "\n").utf8)
+        try connection.send(Array((login + "\n").utf8) + next[..<20])
+        usleep(200_000)
+        try connection.send(Array(next[20...]))
+        let replies = try (0..<2).map { _ in try readReply(connection) }
+        #expect(replies.map { $0["id"] as? Int } == [1, 2])
+        #expect(replies.allSatisfy { $0["error"] == nil }, "\(replies)")
+        #expect(!daemon.logText.contains("not finished in time"))
+
+        // A request without its newline, then end of input: the line is complete, and its
+        // slow answer comes however long it takes.
+        let last = try daemon.connect()
+        try last.send(Array(login.utf8))
+        try last.shutdownWrite()
+        #expect(try readReply(last)["error"] == nil)
+        #expect(try last.receiveLine() == nil, "closed once answered")
+        #expect(!daemon.logText.contains("not finished in time"))
+    }
+
     private static func residentKiB(_ pid: Int32) -> Int {
         let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""

@@ -128,8 +128,9 @@ struct InteractiveLoginTests {
         #expect(first["flow_id"] as? String != nil)
         #expect(first["flow_id"] as? String == second["flow_id"] as? String)
         #expect(first["user_code"] as? String == second["user_code"] as? String, "one code, not two")
+        // The log line may follow the answer by a moment.
+        try daemon.waitForLog("sign-in joined", timeout: .seconds(5))
         #expect(daemon.logText.components(separatedBy: "sign-in started").count == 2, "one flow started")
-        #expect(daemon.logText.contains("sign-in joined"))
         // Asking for something else does not join: the pending flow is named instead.
         let different = try call(connections[0], "login.begin", ["provider": "corp", "grant": "device_code", "scopes": ["openid"]])
         #expect(different.errorReason == "invalid_request", "\(different)")

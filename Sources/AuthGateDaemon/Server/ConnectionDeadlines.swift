@@ -20,7 +20,8 @@ public struct ConnectionLimits: Sendable {
 /// bounded time and never delays anyone (each connection is served on its own anyway).
 ///
 /// - A request line not finished within `requestTimeout` of its first byte: closed. The clock
-///   is not reset by more bytes, so dripping one byte a second does not keep it open.
+///   is not reset by more bytes, so dripping one byte a second does not keep it open; it does
+///   not run while the server holds reads behind a request in flight.
 /// - No partial line and no request waiting for its answer for `idleTimeout`: closed. A
 ///   request in progress (a slow provider, say) never counts as idle.
 ///
@@ -70,11 +71,30 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
             requestTimer?.cancel()
             requestTimer = nil
         }
+        rearmIdle(context)
+        context.fireChannelRead(data)
+    }
+
+    /// The request clock runs while the server reads: it starts when the server asks for more
+    /// of an unfinished line, not while the server holds reads (a request in flight ahead of
+    /// it), which is no delay of the client's.
+    func read(context: ChannelHandlerContext) {
         if partialLine, requestTimer == nil {
             requestTimer = schedule(context, after: limits.requestTimeout, reason: "the request line was not finished in time")
         }
-        rearmIdle(context)
-        context.fireChannelRead(data)
+        context.read()
+    }
+
+    /// At the end of input an unfinished last line counts as a request (`printf '{…}' | nc -N`).
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event as? ChannelEvent == .inputClosed, partialLine {
+            partialLine = false
+            unanswered += 1
+            requestTimer?.cancel()
+            requestTimer = nil
+            rearmIdle(context)
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -9,8 +9,9 @@ import NIOCore
 /// A plain `token` call for a current token is answered right here, on the connection's event
 /// loop (``CachedTokenAnswers``). Any other line becomes a request task (owned by
 /// ``OpenConnections``) that runs the dispatcher; lines that arrive meanwhile wait their turn,
-/// and the socket is not read again until they are answered, so a client cannot queue more
-/// than one read's worth of lines. The same holds while the client does not read its answers.
+/// and once a whole line waits the socket is not read again until it is answered, so a client
+/// cannot queue more than one read's worth of lines (an unfinished line behind a slow request
+/// is still read to its end). Reads are also held while the client does not read its answers.
 ///
 /// Every line gets exactly one write — empty for blank lines and notifications — which is how
 /// ``ConnectionDeadlines`` tells a busy connection from an idle one. A client that half-closes
@@ -38,6 +39,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     /// The pipeline asked to read while this handler was busy; it reads once the backlog is answered.
     private var readHeld = false
     private var inputClosed = false
+    /// A last line (an error) was written and the connection is closing: nothing more is served.
+    private var closing = false
     private var unflushed = false
 
     /// - Parameter admitted: False for a connection over the limit: it gets `rate_limited` and is closed.
@@ -64,7 +67,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard admitted else { return }
+        guard admitted, !closing else { return }
         let frame = unwrapInboundIn(data)
         if requestInFlight || !waiting.isEmpty {
             waiting.append(frame)
@@ -87,9 +90,9 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         context.fireUserInboundEventTriggered(event)
     }
 
-    /// Holds reads while lines are waiting or the client does not take its answers.
+    /// Holds reads while a whole line is waiting or the client does not take its answers.
     func read(context: ChannelHandlerContext) {
-        if requestInFlight || !waiting.isEmpty || !context.channel.isWritable {
+        if closing || !waiting.isEmpty || !context.channel.isWritable {
             readHeld = true
         } else {
             context.read()
@@ -126,9 +129,15 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         let handler = NIOLoopBound((self, context), eventLoop: eventLoop)
         connections.run(on: eventLoop) { [dispatcher, caller] in
             let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller)
-            eventLoop.execute {
+            // The task runs on this loop (EventLoopTaskExecutor), so this is normally no hop.
+            if eventLoop.inEventLoop {
                 let (self_, context) = handler.value
                 self_.requestFinished(response, context)
+            } else {
+                eventLoop.execute {
+                    let (self_, context) = handler.value
+                    self_.requestFinished(response, context)
+                }
             }
         }
     }
@@ -158,19 +167,24 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
 
     /// Writes a last line and closes.
     private func finish(_ context: ChannelHandlerContext, with line: Data) {
+        closing = true
         waiting.removeAll()
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: line))).whenComplete { _ in channel.close(promise: nil) }
     }
 
+    /// Closes a half-closed connection once every answer is written (writes complete in
+    /// order, and a close would drop those still queued for a client that reads slowly).
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        guard inputClosed, !requestInFlight, waiting.isEmpty else { return }
-        flushAnswers(context)
-        context.close(promise: nil)
+        guard inputClosed, !requestInFlight, waiting.isEmpty, !closing else { return }
+        closing = true
+        unflushed = false
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func resumeReading(_ context: ChannelHandlerContext) {
-        guard readHeld, !requestInFlight, waiting.isEmpty, context.channel.isWritable else { return }
+        guard readHeld, !closing, waiting.isEmpty, context.channel.isWritable else { return }
         readHeld = false
         context.read()
     }
