@@ -231,4 +231,30 @@ struct CachedTokenTests {
         #expect(accessToken(try exchange(connection, short)) == longer, "the old token is not served after the refresh")
         #expect(!daemon.logText.contains(before) && !daemon.logText.contains(longer))
     }
+
+    @Test("through the socket: a reload that adds access rules or breaks the provider ends the cached answers at once")
+    func reloadEndsCachedAnswers() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        let connection = try daemon.connect()
+        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        let plain = #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#
+        #expect(try exchange(connection, plain).result != nil)
+        #expect(try exchange(connection, plain).result != nil, "answered from the cache now")
+
+        // Only `nobody` may use it now: the caller (not nobody) is refused, session or not.
+        let restricted = Providers.mock.replacingOccurrences(of: #""type": "mock","#, with: #""type": "mock", "access": {"users": ["nobody"]},"#)
+        #expect(restricted != Providers.mock)
+        try Data(restricted.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
+        #expect(try daemon.cli(["reload"]).status == 0)
+        #expect(try exchange(connection, plain).errorReason == "permission_denied")
+
+        // Back to open: the kept session answers again; then an invalid file makes it unusable.
+        try Data(Providers.mock.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
+        #expect(try daemon.cli(["reload"]).status == 0)
+        #expect(try exchange(connection, plain).result != nil)
+        #expect(try exchange(connection, plain).result != nil)
+        try Data(#"{"type": "mock", "latency": 1}"#.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
+        _ = try daemon.cli(["reload"])
+        #expect(try exchange(connection, plain).errorReason == "provider_unavailable")
+    }
 }
