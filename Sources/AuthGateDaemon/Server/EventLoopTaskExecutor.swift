@@ -1,10 +1,11 @@
 import NIOCore
 
-/// Runs a connection's task on the event loop that owns its channel.
+/// Runs a task on the event loop that owns its connection's channel: the RPC server's request
+/// tasks (``OpenConnections``).
 ///
 /// Without it every request hops threads twice: from the event loop that read the line to
 /// Swift's global executor that runs the task, and back to the event loop to write the answer.
-/// Serving the connection where its bytes arrive saves those hops: measured with `perf stat`
+/// Running the request where its bytes arrive saves those hops: measured with `perf stat`
 /// on the release daemon over 20,000 keep-alive `token` calls from 4 clients, context switches
 /// fell from 2.8 to 1.5 per call and CPU time by 5 % (docs/BENCHMARKS.md). Actors the task
 /// calls still serialize their own work as before.

@@ -7,7 +7,8 @@ import Synchronization
 /// accepted just as the listener closes can miss the serving loop (swift-nio#2637): a SIGTERM
 /// racing a new client crashed the daemon. Wrapping and stopping share one lock, so every
 /// connection is either taken by the loop, closed by ``drain()``, or never wrapped at all.
-/// Used by the RPC socket and by the browser sign-in's redirect listener.
+/// Used by the browser sign-in's redirect listener. (The RPC socket has no serving loop to
+/// miss: its connections are served in their pipelines, see RPCConnectionHandler.)
 final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable {
     typealias Connection = NIOAsyncChannel<Inbound, Outbound>
 
