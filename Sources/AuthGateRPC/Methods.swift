@@ -338,8 +338,13 @@ public struct DaemonInfo: Sendable, Codable {
     /// `system` or `user`.
     public var mode: String
     public var socket: String
+    /// `token` calls answered on an event loop from a session's published answer since the
+    /// daemon started, for every caller; shown to administrators only.
+    public var cachedTokenAnswers: Int?
 
-    public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String) {
+    public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String,
+                cachedTokenAnswers: Int? = nil) {
+        self.cachedTokenAnswers = cachedTokenAnswers
         self.version = version
         self.uptimeSeconds = uptimeSeconds
         self.providers = providers
@@ -353,6 +358,7 @@ public struct DaemonInfo: Sendable, Codable {
         case version, providers, sessions, mode, socket
         case uptimeSeconds = "uptime_seconds"
         case configDir = "config_dir"
+        case cachedTokenAnswers = "cached_token_answers"
     }
 }
 

@@ -130,5 +130,9 @@ struct AccessControlTests {
         #expect(nobodyAll.status != 0 && nobodyAll.stderr.contains("permission_denied") && nobodyAll.stderr.contains(group), "\(nobodyAll.stderr)")
         #expect(try daemon.cli(["reload"], prefix: asNobody).stderr.contains("permission_denied"))
         #expect(try daemon.cli(["status"], prefix: asNobody).stdout.contains("no sessions"))
+        // How busy the daemon is for everyone is for administrators.
+        #expect(try daemon.cli(["info", "--json"], prefix: asB).stdout.contains("cached_token_answers"))
+        let nobodyInfo = try daemon.cli(["info", "--json"], prefix: asNobody)
+        #expect(nobodyInfo.status == 0 && !nobodyInfo.stdout.contains("cached_token_answers"), "\(nobodyInfo.stdout)")
     }
 }

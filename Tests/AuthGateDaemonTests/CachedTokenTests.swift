@@ -187,15 +187,24 @@ struct CachedTokenTests {
         // The first call goes through the dispatcher and publishes; the second is answered from
         // the cache; the third is the same request spelt with an escape, which only the full
         // decoder reads. All three lines must be identical.
+        // daemon.info counts the answers given on the event loop (shown to root, an administrator).
+        func cachedAnswers() throws -> Int? {
+            (try exchange(daemon.connect(), #"{"jsonrpc":"2.0","id":0,"method":"daemon.info"}"#).result as? [String: Any])?["cached_token_answers"] as? Int
+        }
         let plain = #"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"mock"}}"#
+        #expect(try cachedAnswers() == 0)
         let viaDispatcher = try connection.callRaw(plain)
+        #expect(try cachedAnswers() == 0, "the first call goes through the dispatcher, which publishes")
         let cached = try connection.callRaw(plain)
+        #expect(try cachedAnswers() == 1, "the second is answered on the event loop")
         let escaped = try connection.callRaw(#"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"\u006dock"}}"#)
+        #expect(try cachedAnswers() == 1, "a spelling only the decoder reads goes through the dispatcher")
         #expect(viaDispatcher.contains("mock_at_"))
         #expect(cached == viaDispatcher)
         #expect(escaped == viaDispatcher)
         let stringID = try connection.callRaw(#"{"jsonrpc":"2.0","id":"x-1","method":"token","params":{"provider":"mock"}}"#)
         #expect(stringID == viaDispatcher.replacingOccurrences(of: #"{"id":5,"#, with: #"{"id":"x-1","#))
+        #expect(try cachedAnswers() == 2)
         func accessToken(_ reply: [String: Any]) -> String? { (reply.result as? [String: Any])?["access_token"] as? String }
         let first = try #require(accessToken(try exchange(connection, plain)))
 

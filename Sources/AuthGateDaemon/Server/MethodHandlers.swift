@@ -238,7 +238,8 @@ struct MethodHandlers {
             version: AuthGateVersion.current, uptimeSeconds: Int(uptime.components.seconds),
             providers: await registry.visible(to: caller).count,
             sessions: await sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
-            configDir: context.configDirectory, mode: context.mode.rawValue, socket: context.socketPath)
+            configDir: context.configDirectory, mode: context.mode.rawValue, socket: context.socketPath,
+            cachedTokenAnswers: AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) ? sessions.published.answerCount : nil)
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.

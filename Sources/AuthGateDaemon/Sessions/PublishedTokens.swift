@@ -31,6 +31,7 @@ final class PublishedTokens: Sendable {
     }
 
     private let entries = Mutex<[Key: Entry]>([:])
+    private let answers = Atomic<Int>(0)
     private let now: @Sendable () -> Date
 
     init(now: @escaping @Sendable () -> Date) {
@@ -51,13 +52,19 @@ final class PublishedTokens: Sendable {
 
     /// The encoded `token` result for `key` when its token stays valid for more than
     /// `minimumValidity` seconds; `nil` when the manager must decide (refresh, sign-in…).
+    /// Each result given counts as an answer (``answerCount``).
     func result(for key: Key, minimumValidity: Int) -> [UInt8]? {
         let now = now()
-        return entries.withLock { entries in
+        let result = entries.withLock { entries -> [UInt8]? in
             guard let entry = entries[key], entry.tokens.isValid(for: TimeInterval(minimumValidity), at: now) else { return nil }
             return entry.result
         }
+        if result != nil { answers.add(1, ordering: .relaxed) }
+        return result
     }
+
+    /// How many results were given since the daemon started (`daemon.info` for administrators).
+    var answerCount: Int { answers.load(ordering: .relaxed) }
 
     var count: Int { entries.withLock { $0.count } }
 }

@@ -10,9 +10,11 @@ struct Info: ParsableCommand {
     func run() throws {
         let info = try global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
         if global.json { return try global.printJSON(info) }
-        print(Terminal.table(["", ""], [
+        var rows = [
             ["version", info.version], ["mode", info.mode], ["socket", info.socket], ["providers from", info.configDir],
             ["providers", "\(info.providers)"], ["your sessions", "\(info.sessions)"], ["uptime", "\(info.uptimeSeconds) s"],
-        ]).split(separator: "\n").dropFirst().joined(separator: "\n"))
+        ]
+        if let answers = info.cachedTokenAnswers { rows.append(["cached token answers", "\(answers)"]) }
+        print(Terminal.table(["", ""], rows).split(separator: "\n").dropFirst().joined(separator: "\n"))
     }
 }
