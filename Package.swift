@@ -125,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGateDaemonTests",
-            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateDaemon",
+            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon",
                            // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
                            .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strictSettings

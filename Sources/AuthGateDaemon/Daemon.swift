@@ -1,7 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 public import Logging
 import ServiceLifecycle
 import UnixSignals
@@ -43,8 +43,8 @@ public enum Daemon {
         var lines: [String] = []
         let width = max(8, providers.map(\.id.count).max() ?? 0)
         for (index, provider) in providers.enumerated() {
-            let id = provider.id.padding(toLength: width, withPad: " ", startingAt: 0)
-            let state = provider.status.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)
+            let id = provider.id.padded(to: width)
+            let state = provider.status.rawValue.padded(to: 11)
             lines.append("\(id)  \(state)  \(provider.report.file)")
             if provider.report.problems.isEmpty, let reason = provider.statusReason {
                 lines.append("    error: \(reason)")
@@ -181,5 +181,12 @@ private struct LoginFlowService: Service, CustomStringConvertible {
             }
         }
         await flows.shutdown()
+    }
+}
+
+extension String {
+    /// Cut or filled with spaces to `width` characters, for aligned log columns.
+    func padded(to width: Int) -> String {
+        count >= width ? String(prefix(width)) : self + String(repeating: " ", count: width - count)
     }
 }

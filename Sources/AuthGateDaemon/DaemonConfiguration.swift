@@ -1,5 +1,5 @@
 import AuthGateRPC
-public import Foundation
+public import FoundationEssentials
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -62,7 +62,7 @@ public struct DaemonConfiguration: Sendable {
             if FileManager.default.fileExists(atPath: "providers.d") { return "providers.d" }
             if mode == .system { return "/etc/authgate/providers.d" }
             let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-                ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.config"
+                ?? (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config"
             return config + "/authgate/providers.d"
         }()
         return DaemonConfiguration(

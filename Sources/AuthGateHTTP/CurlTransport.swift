@@ -1,5 +1,5 @@
 internal import CCurl
-import Foundation
+import FoundationEssentials
 internal import NIOPosix
 
 /// ``HTTPTransport`` over libcurl: the only code that touches curl.
@@ -152,7 +152,7 @@ private final class ResponseSink {
             sink.headers.removeAll()  // a new response (e.g. after 100 Continue) starts over
         } else if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].lowercased()
-            sink.headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+            sink.headers[name] = String(line[line.index(after: colon)...]).trimmingWhitespace()
         }
         return length
     }

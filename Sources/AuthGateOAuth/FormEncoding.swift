@@ -1,5 +1,5 @@
 /// `application/x-www-form-urlencoded` (the only body OAuth token endpoints must accept).
-enum FormEncoding {
+package enum FormEncoding {
     /// Percent-encodes everything but the RFC 3986 unreserved characters.
     static func escape(_ value: String) -> String {
         var out = ""
@@ -13,6 +13,34 @@ enum FormEncoding {
             }
         }
         return out
+    }
+
+    /// Decodes one form-encoded name or value: `+` is a space, `%XX` a byte. `nil` for a
+    /// broken escape or bytes that are not UTF-8.
+    package static func unescape(_ value: some StringProtocol) -> String? {
+        var bytes: [UInt8] = []
+        var rest = value.utf8[...]
+        while let byte = rest.popFirst() {
+            switch byte {
+            case UInt8(ascii: "+"):
+                bytes.append(UInt8(ascii: " "))
+            case UInt8(ascii: "%"):
+                guard rest.count >= 2, let high = rest.popFirst().flatMap(hexValue), let low = rest.popFirst().flatMap(hexValue) else { return nil }
+                bytes.append(high << 4 | low)
+            default:
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     static func encode(_ fields: [(String, String)]) -> [UInt8] {

@@ -1,5 +1,5 @@
 import AuthGateCore
-import Foundation
+import FoundationEssentials
 import JWTKit
 
 /// The claims of an ID token that authgate checks (OpenID Connect Core §2, §3.1.3.7).
@@ -124,7 +124,7 @@ actor IDTokenVerifier {
     }
 
     private static func base64URLDecode(_ text: String) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var base64 = text.replacing("-", with: "+").replacing("_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         return Data(base64Encoded: base64)
     }

@@ -1,5 +1,5 @@
 import AuthGateCore
-public import Foundation
+public import FoundationEssentials
 
 /// The endpoints and capabilities of a provider: from OpenID Connect Discovery for `oidc`,
 /// from the file for `oauth2`; endpoints in the file override discovered ones.

@@ -1,6 +1,6 @@
 import AuthGateCore
 import AuthGateHTTP
-import Foundation
+import FoundationEssentials
 
 /// Turns what went wrong on the way to a provider into an error a user can act on.
 enum ProviderFailure {

@@ -1,6 +1,6 @@
 public import AuthGateCore
 import AuthGateHTTP
-public import Foundation
+public import FoundationEssentials
 import Logging
 
 /// What the daemon should do with a request that reached the loopback redirect listener.

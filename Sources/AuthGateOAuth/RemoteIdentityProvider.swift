@@ -1,6 +1,6 @@
 public import AuthGateCore
 public import AuthGateHTTP
-public import Foundation
+public import FoundationEssentials
 public import Logging
 
 /// How a provider fared when its endpoints were checked over the network.
@@ -61,7 +61,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
             guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
                 throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: cannot read \(file)")
             }
-            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let trimmed = text.trimming(while: \.isWhitespace)
             guard !trimmed.isEmpty else {
                 throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(file) is empty")
             }

@@ -1,6 +1,6 @@
 import AuthGateCore
 import AuthGateHTTP
-import Foundation
+import FoundationEssentials
 
 /// What a token request is for; decides how a refusal reads to the user.
 enum TokenPurpose: Sendable {
@@ -98,7 +98,7 @@ struct TokenEndpoint: Sendable {
     func parse(_ response: HTTPResponse, requestedScopes: [String], now: Date) throws(AuthGateError) -> TokenSet {
         let what = "token response"
         guard let object = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
-            throw ProviderFailure.malformed(provider, what: what, "it is not a JSON object\(ProviderFailure.describe(response).replacingOccurrences(of: " and ", with: "; it came with "))")
+            throw ProviderFailure.malformed(provider, what: what, "it is not a JSON object\(ProviderFailure.describe(response).replacing(" and ", with: "; it came with "))")
         }
         guard case .string(let accessToken) = object["access_token"], !accessToken.isEmpty else {
             throw ProviderFailure.malformed(provider, what: what, "access_token is missing or not a string")

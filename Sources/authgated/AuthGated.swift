@@ -1,7 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateDaemon
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// `authgated`: parse the command line, set up logging, run the daemon.
@@ -86,7 +86,7 @@ struct AuthGated: AsyncParsableCommand {
         let logger = Logger(label: "authgated")
         if check {
             let (report, status) = await Daemon.check(configuration, logger: logger)
-            FileHandle.standardOutput.write(Data(report.utf8))
+            print(report, terminator: "")
             throw ExitCode(status.rawValue)
         }
         logger.notice("starting", metadata: [

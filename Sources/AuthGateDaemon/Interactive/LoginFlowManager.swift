@@ -1,7 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
-public import Foundation
+public import FoundationEssentials
 import Logging
 import NIOHTTP1
 import Synchronization

@@ -1,5 +1,6 @@
 import AuthGateCore
-import Foundation
+import AuthGateOAuth
+import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -73,7 +74,7 @@ final class LoopbackRedirectListener: Sendable {
     /// - Throws: `service_unavailable` when the address cannot be bound (a fixed port in use).
     static func bind(_ configured: URL?) async throws(AuthGateError) -> LoopbackRedirectListener {
         let base = configured ?? URL(string: "http://127.0.0.1/callback")!
-        let host = (base.host ?? "127.0.0.1").trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let host = (base.host ?? "127.0.0.1").trimming("[]")
         // Exactly as configured (a trailing slash kept, escapes kept): the provider compares
         // the redirect_uri character for character.
         let encodedPath = URLComponents(url: base, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? ""
@@ -205,8 +206,8 @@ final class LoopbackRedirectListener: Sendable {
         var result: [String: String] = [:]
         for pair in query.split(separator: "&") {
             let halves = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = halves[0].replacingOccurrences(of: "+", with: " ").removingPercentEncoding,
-                  let value = (halves.count > 1 ? String(halves[1]) : "").replacingOccurrences(of: "+", with: " ").removingPercentEncoding,
+            guard let name = FormEncoding.unescape(halves[0]),
+                  let value = FormEncoding.unescape(halves.count > 1 ? halves[1] : Substring("")),
                   result[name] == nil else { return nil }
             result[name] = value
         }

@@ -1,7 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Logging
 import Synchronization
 

@@ -1,7 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Live reload (SIGHUP and `config.reload`): reads `providers.d` again and applies the

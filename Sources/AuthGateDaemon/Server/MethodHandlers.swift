@@ -1,7 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// What `daemon.info` reports about the running daemon, and who administers it.

@@ -1,6 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Logging
 import NIOCore
 

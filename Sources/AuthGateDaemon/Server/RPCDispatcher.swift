@@ -1,6 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Logging
 
 /// Answers one JSON-RPC line: decodes it, runs the method for the caller, encodes the answer.

@@ -1,6 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Logging
 import NIOCore
 import NIOPosix
@@ -118,12 +118,12 @@ final class RPCServer: Service, CustomStringConvertible {
     /// Makes sure the socket can be created: its directory exists (0700 when we create it), and
     /// a file already there is a stale socket, not a live daemon or something else.
     private func prepareSocketPath() throws {
-        let directory = (socketPath as NSString).deletingLastPathComponent
+        let directory = URL(fileURLWithPath: socketPath).deletingLastPathComponent().path
         if !FileManager.default.fileExists(atPath: directory) {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
-                throw SocketSetupError(description: "cannot create the socket directory \(directory): \(error.localizedDescription)")
+                throw SocketSetupError(description: "cannot create the socket directory \(directory): \(error)")
             }
         }
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: socketPath) else { return }

@@ -1,5 +1,5 @@
 import AuthGateCore
-import Foundation
+import FoundationEssentials
 
 /// Slows password guessing through the daemon: after `maximumFailures` wrong passwords from
 /// one uid within `window`, that uid's password sign-ins are refused with `rate_limited`

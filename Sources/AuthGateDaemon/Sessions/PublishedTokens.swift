@@ -1,6 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// Sessions' current tokens, already encoded as `token` results, readable from any thread

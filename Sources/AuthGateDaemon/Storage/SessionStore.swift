@@ -1,6 +1,6 @@
 import AuthGateCore
 import Crypto
-import Foundation
+import FoundationEssentials
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SystemPackage
 #if canImport(Glibc)
 import Glibc

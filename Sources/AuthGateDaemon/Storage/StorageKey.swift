@@ -1,5 +1,6 @@
 import Crypto
-import Foundation
+import AuthGateCore
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -81,7 +82,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
     /// Decodes a key written as base64 (44 characters) or hex (64), ignoring surrounding whitespace.
     private static func decodeText(_ bytes: [UInt8]) -> StorageKey? {
         guard bytes.count <= 4096, let text = String(validating: bytes, as: UTF8.self) else { return nil }
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimming(while: \.isWhitespace)
         if trimmed.count == 44, let data = Data(base64Encoded: trimmed) {
             return StorageKey(rawBytes: Array(data))
         }

@@ -1,5 +1,5 @@
 import CLinux
-import Foundation
+import FoundationEssentials
 import Logging
 import ServiceLifecycle
 #if canImport(Glibc)

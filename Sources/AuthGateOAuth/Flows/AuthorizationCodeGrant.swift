@@ -1,6 +1,6 @@
 public import AuthGateCore
 import Crypto
-public import Foundation
+public import FoundationEssentials
 
 /// One authorization request of the authorization-code grant (RFC 6749 §4.1) with PKCE
 /// (RFC 7636, S256), `state`, the OpenID Connect `nonce`, and what the redirect must carry.

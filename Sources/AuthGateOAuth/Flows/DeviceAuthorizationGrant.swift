@@ -1,5 +1,5 @@
 public import AuthGateCore
-public import Foundation
+public import FoundationEssentials
 
 /// What a device authorization endpoint answered (RFC 8628 §3.2): what to show the user, and
 /// the device code to poll with, which never leaves the daemon.
