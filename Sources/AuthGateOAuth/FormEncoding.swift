@@ -1,3 +1,5 @@
+import AuthGateCore
+
 /// `application/x-www-form-urlencoded` (the only body OAuth token endpoints must accept).
 package enum FormEncoding {
     /// Percent-encodes everything but the RFC 3986 unreserved characters.
@@ -25,22 +27,13 @@ package enum FormEncoding {
             case UInt8(ascii: "+"):
                 bytes.append(UInt8(ascii: " "))
             case UInt8(ascii: "%"):
-                guard rest.count >= 2, let high = rest.popFirst().flatMap(hexValue), let low = rest.popFirst().flatMap(hexValue) else { return nil }
+                guard let high = rest.popFirst()?.hexDigitValue, let low = rest.popFirst()?.hexDigitValue else { return nil }
                 bytes.append(high << 4 | low)
             default:
                 bytes.append(byte)
             }
         }
         return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     static func encode(_ fields: [(String, String)]) -> [UInt8] {

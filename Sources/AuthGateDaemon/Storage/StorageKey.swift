@@ -90,21 +90,12 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
             var raw = [UInt8]()
             var digits = trimmed.utf8.makeIterator()
             while let high = digits.next(), let low = digits.next() {
-                guard let h = hexValue(high), let l = hexValue(low) else { return nil }
+                guard let h = high.hexDigitValue, let l = low.hexDigitValue else { return nil }
                 raw.append(h << 4 | l)
             }
             return StorageKey(rawBytes: raw)
         }
         return nil
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// Reads the state directory's key file, refusing one that others could read or replace.
