@@ -44,7 +44,7 @@ let package = Package(
         .target(
             name: "AuthGateHTTP",
             dependencies: [
-                "CCurl",
+                "AuthGateCore", "CCurl",
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

@@ -74,7 +74,7 @@ extension UInt8 {
 
 extension String {
     /// Without the leading and trailing characters that match `predicate` (FoundationEssentials,
-    /// which the CLI uses for its start-up time, lacks `trimmingCharacters(in:)`).
+    /// which every module uses, lacks `trimmingCharacters(in:)`).
     package func trimming(while predicate: (Character) -> Bool) -> String {
         guard let first = firstIndex(where: { !predicate($0) }), let last = lastIndex(where: { !predicate($0) }) else { return "" }
         return String(self[first...last])

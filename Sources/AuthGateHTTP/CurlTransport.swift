@@ -1,3 +1,4 @@
+import AuthGateCore
 internal import CCurl
 import FoundationEssentials
 internal import NIOPosix
@@ -152,7 +153,7 @@ private final class ResponseSink {
             sink.headers.removeAll()  // a new response (e.g. after 100 Continue) starts over
         } else if let colon = line.firstIndex(of: ":") {
             let name = line[..<colon].lowercased()
-            sink.headers[name] = String(line[line.index(after: colon)...]).trimmingWhitespace()
+            sink.headers[name] = String(line[line.index(after: colon)...]).trimming(while: \.isWhitespace)
         }
         return length
     }

@@ -1,3 +1,4 @@
+import AuthGateCore
 public import FoundationEssentials
 
 /// An HTTP request to an identity provider.
@@ -36,7 +37,7 @@ public struct HTTPResponse: Sendable {
 
     /// `Retry-After` in seconds, when given as a number (RFC 9110 §10.2.3).
     public var retryAfterSeconds: Int? {
-        headers["retry-after"].flatMap { Int($0.trimmingWhitespace()) }
+        headers["retry-after"].flatMap { Int($0.trimming(while: \.isWhitespace)) }
     }
 }
 
@@ -64,7 +65,7 @@ public struct HTTPRequestPolicy: Sendable, Hashable {
 extension HTTPRequestPolicy {
     /// Only https, or plain http to 127.0.0.1 / ::1 when the policy allows it.
     public func allows(_ url: URL) -> Bool {
-        let host = url.host.map { $0.hasPrefix("[") && $0.hasSuffix("]") ? String($0.dropFirst().dropLast()) : $0 }
+        let host = url.host?.trimming("[]")
         switch url.scheme?.lowercased() {
         case "https": return true
         case "http": return allowInsecureLoopback && (host == "127.0.0.1" || host == "::1")
@@ -105,13 +106,4 @@ public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
 /// Sends HTTP requests to identity providers. ``CurlTransport`` is the real one.
 public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest, policy: HTTPRequestPolicy) async throws(HTTPTransportError) -> HTTPResponse
-}
-
-extension String {
-    /// Without leading and trailing whitespace and newlines (FoundationEssentials, which this
-    /// module uses, lacks `trimmingCharacters(in:)`).
-    func trimmingWhitespace() -> String {
-        guard let first = firstIndex(where: { !$0.isWhitespace }), let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
-        return String(self[first...last])
-    }
 }
