@@ -5,7 +5,6 @@ import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -32,7 +31,6 @@ final class RPCServer: Service, CustomStringConvertible {
     private let logger: Logger
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
-    private let activeConnections = Atomic<Int>(0)
     private let connections = OpenConnections()
 
     /// - Parameters:
@@ -96,12 +94,9 @@ final class RPCServer: Service, CustomStringConvertible {
     /// Sets up a new connection's pipeline, on its event loop. One over the limit is still
     /// set up, to be told `rate_limited` and closed.
     private func prepare(_ channel: any Channel, for caller: PeerCredentials, answers: CachedTokenAnswers) throws {
-        let admitted = activeConnections.add(1, ordering: .relaxed).newValue <= limits.maximumConnections
+        let admitted = connections.add(channel, limit: limits.maximumConnections)
         if admitted {
-            channel.closeFuture.whenComplete { _ in self.activeConnections.subtract(1, ordering: .relaxed) }
             logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
-        } else {
-            activeConnections.subtract(1, ordering: .relaxed)
         }
         let logger = logger
         let deadlines = ConnectionDeadlines(limits: limits) { reason in
@@ -112,7 +107,6 @@ final class RPCServer: Service, CustomStringConvertible {
         try channel.pipeline.syncOperations.addHandlers([
             deadlines, ByteToMessageHandler(LineFrameDecoder(maximumLength: RPCCoding.maximumLineLength)), handler,
         ])
-        connections.add(channel)
     }
 
     /// Makes sure the socket can be created: its directory exists (0700 when we create it), and
