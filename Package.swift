@@ -112,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "authgate-bench",
             dependencies: [
-                "AuthGateRPC", "CLinux",
+                "AuthGateCore", "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

@@ -242,10 +242,14 @@ public struct SessionStatus: Sendable, Codable {
     public var subject: String?
     /// Whose session it is; only in an admin's `status` with `all`.
     public var uid: UInt32?
+    /// How long its planned refresh has waited for a slot, when a second or more: its provider
+    /// answers more slowly than its sessions need (the daemon also logs a warning).
+    public var refreshOverdueSeconds: Int?
 
     public init(provider: String, session: String, state: SessionState, expiresAt: Date?, nextRefreshAt: Date?,
-                lastError: String?, subject: String?, uid: UInt32? = nil) {
+                lastError: String?, subject: String?, uid: UInt32? = nil, refreshOverdueSeconds: Int? = nil) {
         self.uid = uid
+        self.refreshOverdueSeconds = refreshOverdueSeconds
         self.provider = provider
         self.session = session
         self.state = state
@@ -260,6 +264,7 @@ public struct SessionStatus: Sendable, Codable {
         case expiresAt = "expires_at"
         case nextRefreshAt = "next_refresh_at"
         case lastError = "last_error"
+        case refreshOverdueSeconds = "refresh_overdue_seconds"
     }
 }
 
@@ -341,10 +346,13 @@ public struct DaemonInfo: Sendable, Codable {
     /// `token` calls answered on an event loop from a session's published answer since the
     /// daemon started, for every caller; shown to administrators only.
     public var cachedTokenAnswers: Int?
+    /// The background refresh, every user's; shown to administrators only.
+    public var refresh: RefreshStatistics?
 
     public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String,
-                cachedTokenAnswers: Int? = nil) {
+                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil) {
         self.cachedTokenAnswers = cachedTokenAnswers
+        self.refresh = refresh
         self.version = version
         self.uptimeSeconds = uptimeSeconds
         self.providers = providers
@@ -359,6 +367,39 @@ public struct DaemonInfo: Sendable, Codable {
         case uptimeSeconds = "uptime_seconds"
         case configDir = "config_dir"
         case cachedTokenAnswers = "cached_token_answers"
+        case refresh
+    }
+}
+
+/// The background refresh as `daemon.info` shows it to administrators.
+public struct RefreshStatistics: Sendable, Codable, Equatable {
+    /// Refreshes at providers right now (background and callers').
+    public var inFlight: Int
+    /// Sessions past their planned refresh time waiting for a slot, by provider.
+    public var waiting: [String: Int]
+    /// Background refreshes started since the daemon did.
+    public var started: Int
+    /// How late the last 10,000 background refreshes started against their plan, in seconds.
+    public var latenessP50Seconds: Double?
+    public var latenessP99Seconds: Double?
+    public var latenessMaxSeconds: Double?
+
+    public init(inFlight: Int, waiting: [String: Int], started: Int, latenessP50Seconds: Double?, latenessP99Seconds: Double?,
+                latenessMaxSeconds: Double?) {
+        self.inFlight = inFlight
+        self.waiting = waiting
+        self.started = started
+        self.latenessP50Seconds = latenessP50Seconds
+        self.latenessP99Seconds = latenessP99Seconds
+        self.latenessMaxSeconds = latenessMaxSeconds
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case waiting, started
+        case inFlight = "in_flight"
+        case latenessP50Seconds = "lateness_p50_seconds"
+        case latenessP99Seconds = "lateness_p99_seconds"
+        case latenessMaxSeconds = "lateness_max_seconds"
     }
 }
 

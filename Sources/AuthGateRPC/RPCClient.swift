@@ -136,7 +136,7 @@ public final class RPCConnection {
             }
             if count == 0 { return nil }
             buffer += chunk[..<count]
-            if buffer.count > 4 * RPCCoding.maximumLineLength {
+            if buffer.count > RPCCoding.maximumResponseLength {
                 throw .protocolError("response line too long")
             }
         }

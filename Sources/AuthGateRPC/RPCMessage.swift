@@ -145,6 +145,10 @@ public enum RPCCoding {
         return decoder
     }
 
-    /// Requests and responses are one line each and at most this long, newline included.
+    /// Requests are one line each and at most this long, newline included.
     public static let maximumLineLength = 64 * 1024
+
+    /// The longest answer a client reads: `status` lists every session of the caller (about
+    /// 250 bytes each; an administrator's `--all`, everyone's), which only the daemon can make long.
+    public static let maximumResponseLength = 64 * 1024 * 1024
 }

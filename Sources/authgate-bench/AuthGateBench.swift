@@ -35,18 +35,22 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
-    @Option(help: "Only these parts: hot, cli, memory, startup.")
+    @Option(help: "Only these parts: hot, cli, memory, startup, refresh.")
     var only: [String] = []
+
+    @Option(help: "Scales the refresh loads' durations (1: 2, 5 and 1 minutes).")
+    var refreshScale = 1.0
 
     func run() throws {
         let work = try WorkDirectory()
-        let parts = Set(only.isEmpty ? ["hot", "cli", "memory", "startup"] : only)
+        let parts = Set(only.isEmpty ? ["hot", "cli", "memory", "startup", "refresh"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
         if parts.contains("cli") { print(try cliProcess(work)) }
         if parts.contains("memory") { print(try memory(work)) }
         if parts.contains("startup"), let python {
             print(try startUp(work, python: python))
         }
+        if parts.contains("refresh") { print(try refreshAtScale(work)) }
     }
 
     // MARK: 1. The token RPC on a cached token
@@ -122,7 +126,7 @@ struct AuthGateBench: ParsableCommand {
         var rows = [["idle (mock provider loaded, nobody signed in)", "0", mebibytes(idle.total), mebibytes(idle.anonymous), "–"]]
         var signedIn = 0
         for target in sessions.sorted() {
-            try signIn(daemon, from: signedIn, to: target)
+            try signIn(daemon, provider: "mock", from: signedIn, to: target)
             signedIn = target
             usleep(500_000)
             let rss = daemon.residentKiB
@@ -134,9 +138,8 @@ struct AuthGateBench: ParsableCommand {
             + table(["state", "sessions", "VmRSS MiB", "of it anonymous (RssAnon) MiB", "bytes per session over idle"], rows)
     }
 
-    /// Signs in sessions `s<from>` … `s<to - 1>` of the demo user, from 8 connections at once.
-    private func signIn(_ daemon: BenchDaemon, from: Int, to: Int) throws {
-        let workers = 8
+    /// Signs in sessions `s<from>` … `s<to - 1>` of the demo user, from `workers` connections at once.
+    func signIn(_ daemon: BenchDaemon, provider: String, from: Int, to: Int, workers: Int = 8) throws {
         let failures = Mutex(0)
         let done = DispatchGroup()
         let socketPath = daemon.socketPath
@@ -149,7 +152,7 @@ struct AuthGateBench: ParsableCommand {
                     return
                 }
                 for index in stride(from: from + worker, to: to, by: workers) {
-                    let line = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
+                    let line = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
                     if (try? connection.call(line))?.contains(#""result""#) != true { failures.withLock { $0 += 1 } }
                 }
             }.start()
@@ -196,7 +199,7 @@ struct AuthGateBench: ParsableCommand {
 
     // MARK: Output
 
-    private func table(_ header: [String], _ rows: [[String]]) -> String {
+    func table(_ header: [String], _ rows: [[String]]) -> String {
         var lines = ["| " + header.joined(separator: " | ") + " |", "|" + header.map { _ in " --- |" }.joined()]
         lines += rows.map { "| " + $0.joined(separator: " | ") + " |" }
         return lines.joined(separator: "\n") + "\n"

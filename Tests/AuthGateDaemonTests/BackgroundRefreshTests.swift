@@ -122,4 +122,90 @@ struct BackgroundRefreshTests {
         #expect(ended["expires_at"] == nil, "the tokens are cleared at once")
         #expect(try daemon.cli(["token", "faulty"]).status == 3)
     }
+
+    /// The old scheduler started at most 32 refreshes a second: 300 sessions of 3 s tokens
+    /// need about 190, so most samples were `expired`.
+    @Test("300 sessions of 3 s tokens, untouched for 8 s: no status sample is ever expired, and refreshes start on time")
+    func manySessionsKeepUp() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": #"""
+            {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+             "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+            """#], logLevel: "notice")
+        let connection = try daemon.connect()
+        let count = 300
+        for index in 0..<count {
+            let login = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#)
+            #expect(login.result != nil, "\(login)")
+        }
+        let until = ContinuousClock.now + .seconds(8)
+        var samples = 0
+        var expired = 0
+        while ContinuousClock.now < until {
+            let status = try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"status"}"#)
+            let sessions = try #require(status.result as? [[String: Any]])
+            #expect(sessions.count == count)
+            samples += sessions.count
+            expired += sessions.count { ["expired", "login_required"].contains($0["state"] as? String) }
+            usleep(200_000)
+        }
+        let info = try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"daemon.info"}"#)
+        let refresh = try #require((info.result as? [String: Any])?["refresh"] as? [String: Any])
+        let started = refresh["started"] as? Int ?? 0
+        let p99 = refresh["lateness_p99_seconds"] as? Double ?? .infinity
+        print(String(format: "refresh at scale: %d sessions of 3 s tokens, 8 s: %d of %d samples expired, %d refreshes, lateness p99 %.3f s",
+                     count, expired, samples, started, p99))
+        #expect(expired == 0)
+        #expect(started >= count * 3, "every session refreshed several times")
+        #expect(p99 <= 1)
+        #expect(!daemon.logText.contains("refreshes fall behind"))
+    }
+
+    @Test("a provider slower than its sessions need: the backlog is warned about and shown, and another provider's sessions stay fresh")
+    func slowProviderBacklog() throws {
+        let daemon = try DaemonProcess(providers: [
+            "slow.json": #"""
+            {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "latency_ms": [300, 300],
+             "access_token_lifetime_seconds": 4, "refresh": {"before_expiry_seconds": 1}}
+            """#,
+            "fast.json": #"""
+            {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+             "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+            """#,
+        ], logLevel: "notice")
+        // 8 slots for a 300 ms provider: about 27 refreshes a second, where 100 sessions of 4 s
+        // tokens need about 40.
+        // Every sign-in on its own connection, all written before any answer is read: the
+        // 300 ms of each overlap.
+        let logins = (0..<100).map { ("slow", "s\($0)") } + (0..<50).map { ("fast", "f\($0)") }
+        let pending = try logins.map { provider, session in
+            let connection = try daemon.connect()
+            try connection.send(Array((#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"\#(session)"}}"# + "\n").utf8))
+            return connection
+        }
+        for connection in pending {
+            let reply = try readReply(connection)
+            #expect(reply.result != nil, "\(reply)")
+        }
+        let connections = try (0..<2).map { _ in try daemon.connect() }
+        try daemon.waitForLog("refreshes fall behind", timeout: .seconds(20))
+        let warning = daemon.logText.split(separator: "\n").first { $0.contains("refreshes fall behind") } ?? ""
+        #expect(warning.contains("slow") && warning.contains("refresh.waiting") && !warning.contains("fast"), "\(warning)")
+        var sawOverdue = false
+        var shownOverdue = false
+        var fastExpired = 0
+        let until = ContinuousClock.now + .seconds(4)
+        while ContinuousClock.now < until {
+            let status = try exchange(connections[1], #"{"jsonrpc":"2.0","id":2,"method":"status"}"#)
+            let sessions = try #require(status.result as? [[String: Any]])
+            sawOverdue = sawOverdue || sessions.contains { $0["provider"] as? String == "slow" && $0["refresh_overdue_seconds"] != nil }
+            fastExpired += sessions.count { $0["provider"] as? String == "fast" && $0["state"] as? String != "authenticated" && $0["state"] as? String != "refreshing" }
+            shownOverdue = try shownOverdue || daemon.cli(["status", "slow"]).stdout.contains("overdue by")
+            usleep(100_000)
+        }
+        #expect(sawOverdue, "status shows the slow provider's sessions waiting")
+        #expect(fastExpired == 0, "the fast provider's sessions stay fresh")
+        let warnings = daemon.logText.components(separatedBy: "refreshes fall behind").count - 1
+        #expect(warnings == 1, "once per interval, not once per refresh")
+        #expect(shownOverdue, "authgate status shows it")
+    }
 }

@@ -89,8 +89,8 @@ struct SessionManagerTests {
     let clock = ManualClock()
     let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
 
-    private func manager(maximumBackgroundRefreshes: Int = 32) -> SessionManager {
-        SessionManager(logger: quiet, maximumBackgroundRefreshes: maximumBackgroundRefreshes,
+    private func manager(limits: RefreshQueue.Limits = .standard) -> SessionManager {
+        SessionManager(logger: quiet, refreshLimits: limits,
                        now: { [clock] in clock.now }, random: { [clock] in clock.random })
     }
 
@@ -293,31 +293,101 @@ struct SessionManagerTests {
         #expect(planned == clock.now.addingTimeInterval(120))
     }
 
-    @Test("no more background refreshes run at once than the limit")
+    @Test("no more refreshes in flight than the limit, and a freed slot is taken at once without another tick")
     func backgroundLimit() async throws {
         let provider = ScriptedProvider(clock: clock, gated: true)
-        let sessions = manager(maximumBackgroundRefreshes: 2)
+        let sessions = manager(limits: RefreshQueue.Limits(total: 2, perProvider: 2))
         for name in ["a", "b", "c", "d", "e"] {
             try await signIn(sessions, provider, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName(name)!))
         }
         clock.advance(by: 60)
-        for expected in [2, 2, 1] {
-            #expect(await sessions.refreshDue() == expected)
-            #expect(await sessions.refreshDue() == 0)
-            for _ in 0..<expected {
-                await provider.waitForRefresh()
-                await provider.release()
-            }
-            await sessions.waitForRefreshes()
+        #expect(await sessions.refreshDue() == 2)
+        #expect(await sessions.refreshDue() == 0)
+        #expect(await sessions.refreshStatistics().inFlight == 2)
+        // Each refresh that finishes starts the next waiting one by itself: five in all, never
+        // more than two at the gate, and nobody calls refreshDue again.
+        for _ in 0..<5 {
+            await provider.waitForRefresh()
+            #expect(await sessions.refreshStatistics().inFlight <= 2)
+            await provider.release()
         }
+        await sessions.waitForRefreshes()
         #expect(await provider.refreshCount == 5)
+        #expect(await sessions.refreshStatistics().started == 5)
+        #expect(await sessions.refreshStatistics().inFlight == 0)
+    }
+
+    @Test("a slow provider holds at most its own slots: another provider's due sessions still start")
+    func perProviderLimit() async throws {
+        let slow = ScriptedProvider(clock: clock, gated: true)
+        let fast = ScriptedProvider(clock: clock, gated: true)
+        let sessions = manager(limits: RefreshQueue.Limits(total: 4, perProvider: 2))
+        let other = ProviderID("other")!
+        for name in ["a", "b", "c", "d", "e", "f"] {
+            try await signIn(sessions, slow, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName(name)!))
+        }
+        for name in ["a", "b", "c"] {
+            try await signIn(sessions, fast, key: SessionKey(uid: 1000, provider: other, name: SessionName(name)!))
+        }
+        clock.advance(by: 60)
+        // Two of each: the slow provider's two slots, and two of the total's four for the other.
+        #expect(await sessions.refreshDue() == 4)
+        // The other provider's third session takes the slot its first frees, while the slow
+        // provider's sessions wait behind its own two.
+        for _ in 0..<3 {
+            await fast.waitForRefresh()
+            await fast.release()
+        }
+        #expect(await fast.refreshCount == 3)
+        #expect(await sessions.refreshStatistics().waiting == ["mock": 4])
+        for _ in 0..<6 {
+            await slow.waitForRefresh()
+            await slow.release()
+        }
+        await sessions.waitForRefreshes()
+        #expect(await slow.refreshCount == 6)
+    }
+
+    @Test("sessions waiting for a slot go in the order their tokens expire, not the order they were planned")
+    func nearestExpiryFirst() async throws {
+        // One provider id, three clients, so that each refresh tells whose it is.
+        let blocker = ScriptedProvider(clock: clock, gated: true, lifetime: 60)
+        let long = ScriptedProvider(clock: clock, gated: true, lifetime: 590)
+        let short = ScriptedProvider(clock: clock, gated: true, lifetime: 60)
+        let sessions = manager(limits: RefreshQueue.Limits(total: 1, perProvider: 1))
+        let start = clock.now
+        try await signIn(sessions, blocker, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName("blocker")!))
+        try await signIn(sessions, long, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName("long")!))
+        clock.set(start.addingTimeInterval(30))  // the blocker's plan: half of its 60 s
+        #expect(await sessions.refreshDue() == 1)
+        await blocker.waitForRefresh()  // and holds the only slot
+        clock.set(start.addingTimeInterval(450))
+        try await signIn(sessions, short, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName("short")!))
+        // "long" was planned at 472 s (80 % of 590 s) and expires at 590 s; "short" was planned
+        // at 480 s and expires at 510 s.
+        clock.set(start.addingTimeInterval(490))
+        #expect(await sessions.refreshDue() == 0)
+        let overdue = await sessions.status(uid: 1000, provider: nil).compactMap { status in
+            status.refreshOverdueSeconds.map { (status.session, $0) }
+        }
+        #expect(overdue.map(\.0) == ["long", "short"] && overdue.map(\.1) == [18, 10], "\(overdue)")
+        await blocker.release()
+        await short.waitForRefresh()
+        #expect(await long.refreshCount == 0)
+        await short.release()
+        await long.waitForRefresh()
+        await long.release()
+        await sessions.waitForRefreshes()
+        #expect(await sessions.refreshStatistics().waiting.isEmpty)
+        let lateness = await sessions.refreshStatistics()
+        #expect(lateness.started == 3 && lateness.latenessMaxSeconds == 18, "\(lateness)")
     }
 
     /// 2,000 sessions keep this under 5 s in a debug build; scripts/bench runs it with 10,000
     /// (`AUTHGATE_SPREAD_SESSIONS`) for docs/BENCHMARKS.md.
     @Test("mock sessions signed in at once refresh spread out: max per second ≤ 3 × mean")
     func refreshSpread() async throws {
-        let sessions = SessionManager(logger: quiet, maximumBackgroundRefreshes: 100_000, now: { [clock] in clock.now })
+        let sessions = SessionManager(logger: quiet, refreshLimits: RefreshQueue.Limits(total: 100_000, perProvider: 100_000), now: { [clock] in clock.now })
         let provider = MockIdentityProvider(settings: MockProviderSettings(
             users: [.init(username: "u", password: Secret("p"))], accessTokenLifetimeSeconds: 60), now: { [clock] in clock.now })
         let binding = SessionBinding(client: provider, policy: RefreshPolicy(), storage: .memory)

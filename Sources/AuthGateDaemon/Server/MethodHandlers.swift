@@ -233,13 +233,15 @@ struct MethodHandlers {
     }
 
     func daemonInfo() async -> DaemonInfo {
+        let isAdmin = AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup)
         let uptime = ContinuousClock.now - context.startedAt
         return DaemonInfo(
             version: AuthGateVersion.current, uptimeSeconds: Int(uptime.components.seconds),
             providers: await registry.visible(to: caller).count,
             sessions: await sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
             configDir: context.configDirectory, mode: context.mode.rawValue, socket: context.socketPath,
-            cachedTokenAnswers: AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) ? sessions.published.answerCount : nil)
+            cachedTokenAnswers: isAdmin ? sessions.published.answerCount : nil,
+            refresh: isAdmin ? await sessions.refreshStatistics() : nil)
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.

@@ -1,7 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
-import HeapModule
 import Logging
 
 /// A session's identity: whose, at which provider, under which name.
@@ -89,27 +88,29 @@ struct SessionRecord: Sendable {
 /// Refreshes of one session's variants run one after another, because each may spend and
 /// rotate the session's single refresh token.
 ///
-/// Background refresh: each session carries a `nextRefreshAt` (see ``RefreshSchedule``),
-/// kept in a min-heap; ``RefreshScheduler`` calls ``refreshDue()`` every second, which
-/// costs O(1) when nothing is due and O(k log n) for k due sessions.
+/// Background refresh: each session carries a `nextRefreshAt` (see ``RefreshSchedule``), kept
+/// in a ``RefreshQueue``. ``RefreshScheduler`` sleeps until the earliest planned time (woken
+/// when an earlier one is planned) and calls ``refreshDue()``; every refresh that finishes
+/// calls it too, so a freed slot is taken at once and the only bound is on refreshes in flight.
 actor SessionManager {
     private struct RefreshKey: Hashable {
         var session: SessionKey
         var variant: TokenVariant
     }
 
-    /// A heap entry; stale entries (the session was rescheduled or removed since) are skipped.
-    private struct Due: Comparable {
-        var at: Date
-        var key: SessionKey
-        static func < (lhs: Due, rhs: Due) -> Bool { lhs.at < rhs.at }
-    }
-
     private var sessions: SessionTable
     /// The current tokens of sessions in use, for answering `token` on the event loops.
     nonisolated let published: PublishedTokens
     private var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
-    private var schedule = Heap<Due>()
+    private var queue: RefreshQueue
+    private var lateness = RefreshLateness()
+    /// When ``RefreshScheduler`` looks next (`nil`: when woken), and how to wake it sooner.
+    private var schedulerWakesAt: Date?
+    private var wakeScheduler: (@Sendable () -> Void)?
+    /// When the backlog warning was last logged, per provider.
+    private var backlogWarnedAt: [ProviderID: Date] = [:]
+    private var backlogCheckedAt: Date?
+    private var isShutDown = false
     private var nextGeneration: UInt64 = 1
     private let now: @Sendable () -> Date
     private let random: @Sendable () -> Double
@@ -119,18 +120,19 @@ actor SessionManager {
     /// The uids that have a sessions file, so that the last persistent session's removal
     /// deletes it, and memory-only uids never cause a disk access.
     private var persistedUIDs: Set<UInt32> = []
-    /// At most this many refreshes run at once on the scheduler's account, so that a daemon
-    /// restored with thousands of expired sessions does not open thousands of connections.
-    let maximumBackgroundRefreshes: Int
+    /// How long a provider's backlog is warned about once.
+    static let backlogWarningInterval: TimeInterval = 60
 
     /// - Parameters:
+    ///   - refreshLimits: Refreshes in flight at once, in all and per provider, so that a daemon
+    ///     restored with thousands of expired sessions does not open thousands of connections.
     ///   - now: The clock; injected by tests.
     ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
-    init(logger: Logger, persistence: SessionPersistence? = nil, maximumBackgroundRefreshes: Int = 32,
+    init(logger: Logger, persistence: SessionPersistence? = nil, refreshLimits: RefreshQueue.Limits = .standard,
          now: @escaping @Sendable () -> Date = { Date() }, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.logger = logger
         self.persistence = persistence
-        self.maximumBackgroundRefreshes = maximumBackgroundRefreshes
+        queue = RefreshQueue(limits: refreshLimits)
         self.now = now
         self.random = random
         published = PublishedTokens(now: now)
@@ -259,26 +261,82 @@ actor SessionManager {
 
     // MARK: Background refresh
 
-    /// Starts the refreshes that are due, at most ``maximumBackgroundRefreshes`` at once, and
-    /// ends sessions that expired without a refresh token. Called by ``RefreshScheduler``.
+    /// Starts the refreshes that are due while slots are free (see ``RefreshQueue``), and ends
+    /// sessions that expired without a refresh token. Called by ``RefreshScheduler`` when the
+    /// earliest planned time comes, and after every refresh (a freed slot).
     /// - Returns: How many refreshes it started.
     @discardableResult
     func refreshDue() -> Int {
+        guard !isShutDown else { return 0 }
         let now = now()
         var started = 0
-        while let due = schedule.min, due.at <= now, refreshes.count < maximumBackgroundRefreshes {
-            schedule.removeMin()
-            guard let record = sessions[due.key], record.nextRefreshAt == due.at, let tokens = record.tokens else { continue }
-            sessions[due.key]?.nextRefreshAt = nil
-            if refreshes[RefreshKey(session: due.key, variant: TokenVariant())] != nil { continue }  // a caller's refresh plans the next one
+        while let start = queue.next(now: now, current: { key, plannedAt in
+            guard let record = sessions[key], record.nextRefreshAt == plannedAt else { return nil }
+            return record.tokens?.expiresAt
+        }) {
+            guard let record = sessions[start.key], let tokens = record.tokens else { continue }
+            sessions[start.key]?.nextRefreshAt = nil
+            if refreshes[RefreshKey(session: start.key, variant: TokenVariant())] != nil { continue }  // a caller's refresh plans the next one
             if record.grant != .clientCredentials, tokens.refreshToken == nil {
-                expireWithoutRefreshToken(due.key)
+                expireWithoutRefreshToken(start.key)
                 continue
             }
-            _ = refresh(due.key, variant: TokenVariant())
+            lateness.record(now.timeIntervalSince(start.plannedAt))
+            _ = refresh(start.key, variant: TokenVariant())
             started += 1
         }
+        warnAboutBacklogs(now: now)
         return started
+    }
+
+    /// Seconds until the earliest planned refresh (0 when one is due), `nil` when none is
+    /// planned; from now on, a plan earlier than that wakes the scheduler (``setSchedulerWakeup(_:)``).
+    func secondsUntilNextPlan() -> TimeInterval? {
+        schedulerWakesAt = queue.earliestPlan
+        return schedulerWakesAt.map { max(0, $0.timeIntervalSince(now())) }
+    }
+
+    /// How ``RefreshScheduler`` is woken when a refresh is planned earlier than it will look.
+    func setSchedulerWakeup(_ wake: @escaping @Sendable () -> Void) {
+        wakeScheduler = wake
+    }
+
+    /// What administrators see of the background refresh in `daemon.info`.
+    func refreshStatistics() -> RefreshStatistics {
+        let now = now()
+        var waiting: [String: Int] = [:]
+        for (key, record) in sessions.all {
+            if let at = record.nextRefreshAt, at <= now { waiting[key.provider.rawValue, default: 0] += 1 }
+        }
+        return RefreshStatistics(inFlight: queue.inFlight, waiting: waiting, started: lateness.count,
+                                 latenessP50Seconds: lateness.quantile(0.5), latenessP99Seconds: lateness.quantile(0.99),
+                                 latenessMaxSeconds: lateness.quantile(1))
+    }
+
+    /// A provider slower than its sessions need: said once per ``backlogWarningInterval``,
+    /// with how many sessions wait and how late the oldest is. Looked at most once a second
+    /// (it reads every session), and only while some provider's line is not empty.
+    private func warnAboutBacklogs(now: Date) {
+        guard !queue.providersWaiting.isEmpty, backlogCheckedAt.map({ now.timeIntervalSince($0) >= 1 }) ?? true else { return }
+        backlogCheckedAt = now
+        var overdue: [ProviderID: (count: Int, oldest: TimeInterval)] = [:]
+        for (key, record) in sessions.all {
+            // At the end of `refreshDue` every due session has started or waits for a slot.
+            guard let at = record.nextRefreshAt, at <= now else { continue }
+            let previous = overdue[key.provider] ?? (0, 0)
+            overdue[key.provider] = (previous.count + 1, max(previous.oldest, now.timeIntervalSince(at)))
+        }
+        for (provider, backlog) in overdue.sorted(by: { $0.key < $1.key }) {
+            // A second's wait is within the scheduler's precision, not a slow provider.
+            guard backlog.oldest >= 1 else { continue }
+            if let warned = backlogWarnedAt[provider], now.timeIntervalSince(warned) < Self.backlogWarningInterval { continue }
+            backlogWarnedAt[provider] = now
+            logger.warning("refreshes fall behind: the provider is slower than its sessions need", metadata: [
+                "provider.id": "\(provider)", "refresh.waiting": "\(backlog.count)",
+                "refresh.oldest_overdue_seconds": "\(Int(backlog.oldest.rounded(.up)))",
+                "refresh.in_flight_limit": "\(queue.limits.perProvider)",
+            ])
+        }
     }
 
     /// Waits until no refresh is in flight; lets tests step an injected clock deterministically.
@@ -300,9 +358,11 @@ actor SessionManager {
                 var state = record.state
                 // A session whose token ran out while refreshes fail is `expired`, not `authenticated`.
                 if state == .authenticated, let tokens = record.tokens, !tokens.isValid(for: 0, at: now) { state = .expired }
+                // Past its planned time and not started: waiting for a slot at a provider that falls behind.
+                let overdue = record.nextRefreshAt.map { now.timeIntervalSince($0) }.flatMap { $0 >= 1 ? Int($0) : nil }
                 return SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: state,
                                      expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt, lastError: record.lastError,
-                                     subject: record.subject, uid: uid == nil ? key.uid : nil)
+                                     subject: record.subject, uid: uid == nil ? key.uid : nil, refreshOverdueSeconds: overdue)
             }
     }
 
@@ -313,6 +373,7 @@ actor SessionManager {
 
     /// Cancels every refresh in flight; part of the daemon's shutdown.
     func shutdown() {
+        isShutDown = true
         for task in refreshes.values { task.cancel() }
         refreshes.removeAll()
     }
@@ -327,12 +388,22 @@ actor SessionManager {
         let earlier = refreshes.filter { $0.key.session == key }.map(\.value)
         let generation = sessions[key]?.generation ?? 0
         if variant.isEmpty { sessions[key]?.state = .refreshing }
+        // The slot is held from here to the end, waiting included: the task is bound for the provider.
+        queue.started(key.provider)
         let task = Task { () -> Result<TokenSet, AuthGateError> in
             for other in earlier { _ = await other.value }
-            return await self.performRefresh(refreshKey, generation: generation)
+            let result = await self.performRefresh(refreshKey, generation: generation)
+            self.refreshEnded(key.provider)
+            return result
         }
         refreshes[refreshKey] = task
         return task
+    }
+
+    /// A refresh's slot is free: the next due session takes it at once.
+    private func refreshEnded(_ provider: ProviderID) {
+        queue.finished(provider)
+        refreshDue()
     }
 
     private func performRefresh(_ refreshKey: RefreshKey, generation: UInt64) async -> Result<TokenSet, AuthGateError> {
@@ -526,7 +597,11 @@ actor SessionManager {
 
     private func reschedule(_ key: SessionKey, at: Date) {
         sessions[key]?.nextRefreshAt = at
-        schedule.insert(Due(at: at, key: key))
+        queue.plan(key, at: at)
+        if let wakeScheduler, schedulerWakesAt.map({ at < $0 }) ?? true {
+            schedulerWakesAt = at
+            wakeScheduler()
+        }
     }
 
     private func cancelRefreshes(of key: SessionKey) {

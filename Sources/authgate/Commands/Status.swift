@@ -21,9 +21,11 @@ struct Status: ParsableCommand {
             return print(provider.map { "You have no session with \($0)." } ?? "You have no sessions.")
         }
         let rows = sessions.map { session in
-            (all ? [session.uid.map(String.init) ?? "-"] : [])
+            // A refresh past its time waits for a slot at a provider slower than its sessions need.
+            let nextRefresh = session.refreshOverdueSeconds.map { "overdue by \($0) s (provider slow)" } ?? Terminal.describe(session.nextRefreshAt)
+            return (all ? [session.uid.map(String.init) ?? "-"] : [])
                 + [session.provider, session.session, session.state.rawValue, session.subject ?? "-",
-                   Terminal.describe(session.expiresAt), Terminal.describe(session.nextRefreshAt), session.lastError ?? ""]
+                   Terminal.describe(session.expiresAt), nextRefresh, session.lastError ?? ""]
         }
         let header = ["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"]
         print(Terminal.table((all ? ["UID"] : []) + header, rows))
