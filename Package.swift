@@ -102,7 +102,7 @@ let package = Package(
         .executableTarget(
             name: "authgate",
             dependencies: [
-                "AuthGateRPC",
+                "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

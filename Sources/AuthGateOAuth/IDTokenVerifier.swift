@@ -11,6 +11,13 @@ struct IDTokenClaims: JWTPayload {
     var iat: Double
     var nonce: String?
     var azp: String?
+    /// Standard claims (OIDC Core §5.1) for the name shown to the user; never checked.
+    var preferred_username: String?
+    var email: String?
+    var name: String?
+
+    /// The name the user knows (OIDC Core §5.1), where the subject is an opaque identifier.
+    var displayName: String? { SignInResult.displayName(preferredUsername: preferred_username, email: email, name: name) }
 
     /// Claims are checked by ``IDTokenVerifier`` with its own clock and leeway (jwt-kit has
     /// no leeway setting); this checks nothing so the signature check can run first.

@@ -48,7 +48,7 @@ enum ProviderFailure {
     /// An `error_description` fit to show: printable, short.
     static func sanitize(_ text: String?) -> String? {
         guard let text, !text.isEmpty else { return nil }
-        let printable = String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F }.prefix(200).map(Character.init))
+        let printable = String(String.UnicodeScalarView(text.unicodeScalars.filter { !$0.isUnsafeControl }.prefix(200)))
         return printable.isEmpty ? nil : printable
     }
 }

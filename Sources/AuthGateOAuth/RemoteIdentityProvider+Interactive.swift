@@ -124,7 +124,7 @@ extension RemoteIdentityProvider {
             return SignInResult(tokens: tokens, subject: nil)
         }
         let claims = try await verify(idToken, nonce: request.nonce?.exposedValue)
-        return SignInResult(tokens: tokens, subject: claims.sub)
+        return SignInResult(tokens: tokens, subject: claims.sub, displayName: claims.displayName)
     }
 
     /// An error redirect (RFC 6749 §4.1.2.1, OpenID Connect Core §3.1.2.6) as a reason.

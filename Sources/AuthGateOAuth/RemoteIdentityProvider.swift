@@ -226,7 +226,9 @@ public actor RemoteIdentityProvider: IdentityProvider {
     }
 
     public func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
-        let scopes = variant.scopes.isEmpty ? configuration.scopes.filter { $0 != "openid" && $0 != "offline_access" } : variant.scopes
+        // The file's scopes as written: a server that grants a client only what it asks for
+        // refuses a request stripped of, say, `openid` that its policy requires.
+        let scopes = variant.scopes.isEmpty ? configuration.scopes : variant.scopes
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint,
@@ -241,12 +243,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
 
     public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
-        let tokens = try await tokenEndpoint.requestTokens(
+        var tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, variant: variant), purpose: .refresh,
             requestedScopes: variant.scopes, now: now())
         if let idToken = tokens.idToken {
-            // Some servers issue an ID token on refresh only; it is verified like any other.
-            _ = try await verify(idToken, nonce: nil)
+            // Some servers issue an ID token on refresh only; it is verified like any other
+            // (its `iss` is this provider's), and the session checks its `sub` is the session's.
+            tokens.idTokenSubject = try await verify(idToken, nonce: nil).sub
         }
         return tokens
     }
@@ -281,11 +284,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
     /// Verifies any ID token and finds out who signed in.
     func signedIn(_ tokens: TokenSet) async throws(AuthGateError) -> SignInResult {
         if let idToken = tokens.idToken {
-            return SignInResult(tokens: tokens, subject: try await verify(idToken, nonce: nil).sub)
+            let claims = try await verify(idToken, nonce: nil)
+            return SignInResult(tokens: tokens, subject: claims.sub, displayName: claims.displayName)
         }
         // No ID token (common on the password grant): ask the userinfo endpoint, best effort.
         if isOIDC, tokens.scopes.contains("openid"), let claims = try? await userinfo(tokens) {
-            return SignInResult(tokens: tokens, subject: claims["sub"]?.stringValue)
+            return SignInResult(tokens: tokens, subject: claims["sub"]?.stringValue, displayName: SignInResult.displayName(
+                preferredUsername: claims["preferred_username"]?.stringValue, email: claims["email"]?.stringValue, name: claims["name"]?.stringValue))
         }
         return SignInResult(tokens: tokens, subject: nil)
     }

@@ -50,12 +50,13 @@ struct TokenEndpoint: Sendable {
     func requestTokens(at url: URL, _ fields: [(String, String)], purpose: TokenPurpose, requestedScopes: [String],
                        now: Date) async throws(AuthGateError) -> TokenSet {
         let response = try await post(url, fields)
-        guard response.status == 200 else { throw refusal(response, purpose: purpose) }
+        guard response.status == 200 else { throw refusal(response, purpose: purpose, scopes: requestedScopes) }
         return try parse(response, requestedScopes: requestedScopes, now: now)
     }
 
     /// - Parameter what: The request, as a person would name it.
-    func refusal(_ response: HTTPResponse, purpose: TokenPurpose, what: String = "token request") -> AuthGateError {
+    /// - Parameter scopes: The scopes the request asked for, named when the provider refuses them.
+    func refusal(_ response: HTTPResponse, purpose: TokenPurpose, what: String = "token request", scopes: [String] = []) -> AuthGateError {
         if let oauth = OAuthErrorResponse(response) {
             switch (oauth.error, purpose) {
             case ("invalid_grant", .passwordSignIn):
@@ -70,7 +71,8 @@ struct TokenEndpoint: Sendable {
             case ("unauthorized_client", _), ("unsupported_grant_type", _):
                 return AuthGateError(.unsupportedGrant, "\(provider) does not let this client use that grant (\(oauth.error))\(oauth.detail).")
             case ("invalid_scope", _):
-                return AuthGateError(.validationFailed, "\(provider) refused the requested scopes\(oauth.detail).",
+                let asked = scopes.isEmpty ? "the requested scopes" : "the scopes \"\(scopes.joined(separator: " ").prefix(512))\""
+                return AuthGateError(.validationFailed, "\(provider) refused \(asked)\(oauth.detail).",
                                      fields: [FieldError(field: "scopes", message: "refused by the provider")])
             case ("invalid_target", _):
                 // RFC 8707 §2: the resource is unknown to the server or not allowed for this client.
@@ -103,8 +105,14 @@ struct TokenEndpoint: Sendable {
         guard case .string(let accessToken) = object["access_token"], !accessToken.isEmpty else {
             throw ProviderFailure.malformed(provider, what: what, "access_token is missing or not a string")
         }
-        guard case .string(let tokenType) = object["token_type"], !tokenType.isEmpty else {
-            throw ProviderFailure.malformed(provider, what: what, "token_type is missing or not a string")
+        // The token becomes an Authorization header (here, at the userinfo endpoint, and in
+        // every caller's request) and a line of `authgate token`: a CR LF in it would add a
+        // header of the provider's choosing.
+        guard TokenShape.isB64Token(accessToken) else {
+            throw ProviderFailure.malformed(provider, what: what, "access_token is not an RFC 6750 b64token (letters, digits and -._~+/ then =)")
+        }
+        guard case .string(let tokenType) = object["token_type"], TokenShape.isToken(tokenType) else {
+            throw ProviderFailure.malformed(provider, what: what, "token_type is missing or not a word like Bearer")
         }
         var lifetime: Double = 3600  // RFC 6749 §5.1 only RECOMMENDS expires_in; assume an hour without it
         switch object["expires_in"] {
@@ -122,9 +130,51 @@ struct TokenEndpoint: Sendable {
             }
         }
         let scopes = try optionalString("scope").map { $0.split(separator: " ").map(String.init) } ?? requestedScopes
+        let refreshToken = try optionalString("refresh_token")
+        if let refreshToken, !TokenShape.isVisibleASCII(refreshToken) {
+            throw ProviderFailure.malformed(provider, what: what, "refresh_token is not of RFC 6749 Appendix A visible characters")
+        }
+        let idToken = try optionalString("id_token")
+        if let idToken, !TokenShape.isCompactJWS(idToken) {
+            throw ProviderFailure.malformed(provider, what: what, "id_token is not a compact JWS (base64url parts joined by dots)")
+        }
         return TokenSet(
             accessToken: Secret(accessToken), tokenType: tokenType.lowercased() == "bearer" ? "Bearer" : tokenType,
-            expiresAt: now.addingTimeInterval(lifetime), refreshToken: try optionalString("refresh_token").map(Secret.init),
-            idToken: try optionalString("id_token").map(Secret.init), scopes: scopes)
+            expiresAt: now.addingTimeInterval(lifetime), refreshToken: refreshToken.map(Secret.init),
+            idToken: idToken.map(Secret.init), scopes: scopes)
+    }
+}
+
+/// The shapes a token response's strings must have before they are stored, sent or printed.
+enum TokenShape {
+    /// RFC 6750 §2.1 `b64token`: `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`,
+    /// at most 16 KiB.
+    static func isB64Token(_ text: String) -> Bool {
+        let bytes = text.utf8
+        guard !bytes.isEmpty, bytes.count <= 16 * 1024 else { return false }
+        let body = bytes.prefix { $0 != UInt8(ascii: "=") }
+        guard !body.isEmpty, bytes.dropFirst(body.count).allSatisfy({ $0 == UInt8(ascii: "=") }) else { return false }
+        return body.allSatisfy { isAlphanumeric($0) || "-._~+/".utf8.contains($0) }
+    }
+
+    /// RFC 6749 Appendix A `VSCHAR` (`%x20-7E`), at most 16 KiB: `refresh_token`.
+    static func isVisibleASCII(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 16 * 1024 && text.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E }
+    }
+
+    /// A `token_type` (RFC 6749 §7.1, a `type-name` in Appendix A.7): letters, digits, `-`, `.`, `_`; at most 64.
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64 && text.utf8.allSatisfy { isAlphanumeric($0) || "-._".utf8.contains($0) }
+    }
+
+    /// A compact JWS (RFC 7515 §7.1): three base64url parts joined by dots, at most 64 KiB.
+    static func isCompactJWS(_ text: String) -> Bool {
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return text.utf8.count <= 64 * 1024 && parts.count == 3 && !parts[0].isEmpty && !parts[1].isEmpty
+            && parts.allSatisfy { $0.allSatisfy { isAlphanumeric($0) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") } }
+    }
+
+    private static func isAlphanumeric(_ byte: UInt8) -> Bool {
+        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || ((byte | 0x20) >= UInt8(ascii: "a") && (byte | 0x20) <= UInt8(ascii: "z"))
     }
 }

@@ -87,18 +87,23 @@ public struct LoginResult: Sendable, Codable {
     public var expiresAt: Date
     /// The user's identifier at the provider, where it says.
     public var subject: String?
+    /// The name the user knows (`preferred_username`, else `email`, else `name`), where the
+    /// provider says one; the CLI shows it instead of an opaque subject.
+    public var displayName: String?
 
-    public init(provider: String, session: String, state: SessionState, expiresAt: Date, subject: String?) {
+    public init(provider: String, session: String, state: SessionState, expiresAt: Date, subject: String?, displayName: String? = nil) {
         self.provider = provider
         self.session = session
         self.state = state
         self.expiresAt = expiresAt
         self.subject = subject
+        self.displayName = displayName
     }
 
     private enum CodingKeys: String, CodingKey {
         case provider, session, state, subject
         case expiresAt = "expires_at"
+        case displayName = "display_name"
     }
 }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import CLinux
 import FoundationEssentials
 
 /// `authgate`: the command-line client of `authgated`.
@@ -19,6 +20,9 @@ struct AuthGate: ParsableCommand {
 
     /// Like ArgumentParser's, but a failed call prints one sentence and exits with its class's status.
     static func main() {
+        // Line by line even into a pipe: a script or GUI reading `login --browser --json` must
+        // get the URL to open when it is printed, not when the sign-in ends.
+        ag_line_buffer_stdout()
         // `authgate token PROVIDER`, the form scripts run inside `$(...)` before every API
         // call, skips the argument parser, whose reflection over every command's options took
         // 2.4 ms before the first syscall of its own (strace; docs/BENCHMARKS.md). Any other

@@ -26,8 +26,9 @@ struct CLIError: Error, CustomStringConvertible {
             if json, let data = try? RPCCoding.makeEncoder().encode(["error": remote]) {
                 Terminal.writeError(String(decoding: data, as: UTF8.self) + "\n")
             }
-            var lines = ["\(remote.description) [\(remote.reason.rawValue)]"]
-            lines += (remote.data?.fields ?? []).map { "  \($0.field): \($0.message)" }
+            // The message may quote the provider (its error_description): printed through Terminal.safe.
+            var lines = ["\(Terminal.safe(remote.description)) [\(remote.reason.rawValue)]"]
+            lines += (remote.data?.fields ?? []).map { "  \(Terminal.safe($0.field)): \(Terminal.safe($0.message))" }
             if let retry = remote.data?.retryAfterSeconds { lines.append("  try again in \(retry) s") }
             self.init(message: lines.joined(separator: "\n"), exitCode: ExitStatus.forReason(remote.reason))
         }

@@ -55,6 +55,12 @@ struct InteractiveLogin {
 
     /// What the user must do, for stderr.
     private func instructions(_ begin: LoginBeginResult) -> String {
+        lines(begin).map(Terminal.safe).joined(separator: "\n") + "\n"
+    }
+
+    /// The instructions' lines; each passes Terminal.safe, as the code and the URLs come from
+    /// the provider (the daemon refuses controls in them too).
+    private func lines(_ begin: LoginBeginResult) -> [String] {
         var lines: [String] = []
         let until = "The sign-in stays open until \(Terminal.describe(begin.expiresAt)); Ctrl-C cancels it."
         if begin.grant == .deviceCode {
@@ -63,7 +69,7 @@ struct InteractiveLogin {
             if let complete = begin.verificationURIComplete, showQRCode, Terminal.stderrIsTerminal, let qr = QRCode(text: complete) {
                 lines.append("")
                 lines.append("or scan this with your phone (\(complete)):")
-                lines.append(qr.terminalRendering())
+                lines += qr.terminalRendering().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             } else if let complete = begin.verificationURIComplete {
                 lines.append("(or open \(complete), which has the code filled in)")
             }
@@ -74,7 +80,7 @@ struct InteractiveLogin {
         }
         lines.append("")
         lines.append(until)
-        return lines.joined(separator: "\n") + "\n"
+        return lines
     }
 
     /// Runs `xdg-open URL` in the background, its output to /dev/null; silent when it is

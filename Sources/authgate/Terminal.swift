@@ -1,3 +1,4 @@
+import AuthGateCore
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -59,9 +60,17 @@ enum Terminal {
         readLine(strippingNewline: true)
     }
 
-    /// Left-aligned columns separated by two spaces.
+    /// A string that came from outside (a provider's claims, codes, URLs and messages, the
+    /// daemon's errors quoting them), fit to print: control characters, which could set the
+    /// title, write the clipboard or move the cursor, are shown as `\u{XX}`. Everything the
+    /// CLI prints from the daemon passes here.
+    static func safe(_ text: String) -> String {
+        text.escapingControlCharacters
+    }
+
+    /// Left-aligned columns separated by two spaces; every cell passes ``safe(_:)``.
     static func table(_ header: [String], _ rows: [[String]]) -> String {
-        let all = [header] + rows
+        let all = [header] + rows.map { $0.map(safe) }
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
             row.enumerated().map { index, cell in

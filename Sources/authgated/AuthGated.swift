@@ -79,7 +79,8 @@ struct AuthGated: AsyncParsableCommand {
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler = journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            var handler: any LogHandler = EscapingLogHandler(
+                wrapping: journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label))
             handler.logLevel = check ? .critical : level
             return handler
         }

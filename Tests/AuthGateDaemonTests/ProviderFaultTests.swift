@@ -32,6 +32,7 @@ struct ProviderFaultTests {
         ("id_token_wrong_aud", "server_error"),
         ("id_token_expired", "server_error"),
         ("id_token_unknown_kid", "server_error"),
+        ("injected_token", "server_error"),
     ]
 
     @Test("each token-endpoint fault gets its reason and a sentence; nothing leaks")

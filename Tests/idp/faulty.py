@@ -14,11 +14,12 @@ Endpoints (the issuer is the origin, no path):
   GET  /jwks                               one RSA key, kid "faulty-1"
   POST /token                              answers as the mode says (below)
   POST /revoke                             200, or the mode's transport fault
-  GET  /userinfo                           {"sub": "faulty-user", ...} given a Bearer token
+  GET  /userinfo                           {"sub": "faulty-user", ..., "huge_number": 1e300} given a Bearer token
   POST /device                             a device authorization response (RFC 8628)
   GET  /_stats                             {"mode": ..., "requests": {"POST /token": 2, ...},
                                             "last_token_request": {"grant_type": ...,
-                                            "client_id": ..., "client_auth": "basic"|"post"|"none"}}
+                                            "client_id": ..., "client_auth": "basic"|"post"|"none",
+                                            "scope": the scope parameter or null}}
                                            (control endpoints /_* are not counted)
   POST /_mode                              form body mode=MODE [&delay=SECONDS]: switch at run time
 
@@ -44,7 +45,13 @@ Modes (what /token answers; discovery and JWKS are normal unless said):
   authorization_pending / slow_down / access_denied / expired_token
                       400 with that RFC 8628 error (device-code polling)
   id_token_unknown_kid, id_token_bad_signature, id_token_wrong_aud, id_token_wrong_issuer,
-  id_token_expired    as ok (with openid), but the id_token has that defect
+  id_token_expired, id_token_other_sub
+                      as ok (with openid), but the id_token has that defect (other_sub: the sub
+                      "someone-else", as if the refresh token were another user's)
+  injected_token      as ok, but the access_token is "tok\r\nX-Injected: yes"
+  escape_error        400 {"error": "invalid_request"} with an error_description holding an OSC 52
+                      clipboard write, a C1 CSI and CR LF (terminal and log injection)
+  escape_user_code    the device authorization response's user_code holds an escape sequence
   issuer_mismatch     discovery names the issuer https://evil.example.com
   slow_discovery      discovery waits --delay seconds, then answers normally
   discovery_500       discovery answers 500
@@ -76,11 +83,12 @@ KID = "faulty-1"
 TRANSPORT_FAULTS = {"http500", "http503", "html_error", "empty_401", "empty_403", "invalid_client", "slow"}
 DEVICE_ERRORS = {"authorization_pending", "slow_down", "access_denied", "expired_token"}
 ID_TOKEN_DEFECTS = {"id_token_unknown_kid", "id_token_bad_signature", "id_token_wrong_aud",
-                    "id_token_wrong_issuer", "id_token_expired"}
+                    "id_token_wrong_issuer", "id_token_expired", "id_token_other_sub"}
 MODES = TRANSPORT_FAULTS | DEVICE_ERRORS | ID_TOKEN_DEFECTS | {
     "ok", "invalid_grant", "truncated", "truncated_transfer", "huge", "wrong_types", "not_json",
-    "issuer_mismatch", "slow_discovery", "discovery_500",
+    "issuer_mismatch", "slow_discovery", "discovery_500", "injected_token", "escape_error", "escape_user_code",
 }
+ESCAPES = "\x1b]52;c;aGVsbG8=\x07\u009b2J\r\nforged line"
 HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>\n"
 
 
@@ -220,6 +228,7 @@ class Handler(BaseHTTPRequestHandler):
                 "grant_type": form.get("grant_type"),
                 "client_id": client_id,
                 "client_auth": "basic" if basic_id else "post" if "client_secret" in form else "none",
+                "scope": form.get("scope"),
             }
         mode = self.state.mode
         if self.transport_fault(mode):
@@ -233,15 +242,20 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"access_token": 12345, "token_type": "Bearer", "expires_in": "soon"})
         if mode == "not_json":
             return self.send(200, b"hello", "text/plain")
+        if mode == "escape_error":
+            return self.send_json(400, {"error": "invalid_request", "error_description": "bad " + ESCAPES})
 
         n = self.state.next_number()
         now, expires_in = int(time.time()), self.server.expires_in
         response = {"access_token": f"faulty-at-{n}", "token_type": "Bearer", "expires_in": expires_in,
                     "refresh_token": f"faulty-rt-{n}"}
+        if mode == "injected_token":
+            response["access_token"] = "tok\r\nX-Injected: yes"
         scope = form.get("scope")
         if scope is not None:
             response["scope"] = scope
-        if scope and "openid" in scope.split():
+        # id_token_other_sub: as a refresh with an ID token (no scope on a refresh request).
+        if (scope and "openid" in scope.split()) or mode == "id_token_other_sub":
             response["id_token"] = self.id_token(mode, client_id, form.get("nonce"), now, expires_in)
 
         if mode == "huge":
@@ -258,13 +272,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def id_token(self, mode: str, client_id: str | None, nonce: str | None, now: int, expires_in: int) -> str:
         claims = {"iss": self.server.issuer, "aud": client_id, "sub": "faulty-user",
-                  "iat": now, "exp": now + expires_in}
+                  "preferred_username": "faulty", "iat": now, "exp": now + expires_in}
         if nonce:
             claims["nonce"] = nonce
         if mode == "id_token_wrong_aud":
             claims["aud"] = "someone-else"
         elif mode == "id_token_wrong_issuer":
             claims["iss"] = "https://evil.example.com"
+        elif mode == "id_token_other_sub":
+            claims["sub"] = "someone-else"
         elif mode == "id_token_expired":
             claims["iat"], claims["exp"] = now - 1200, now - 600
         token = jwt(claims, self.server.key, "unknown-kid" if mode == "id_token_unknown_kid" else KID)
@@ -287,7 +303,7 @@ class Handler(BaseHTTPRequestHandler):
         if not self.headers.get("Authorization", "").startswith("Bearer "):
             return self.send_json(401, {"error": "invalid_token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'})
         self.send_json(200, {"sub": "faulty-user", "preferred_username": "faulty",
-                             "name": "Faulty User", "email": "faulty@example.com"})
+                             "name": "Faulty User", "email": "faulty@example.com", "huge_number": 1e300})
 
     def device(self) -> None:
         self.read_form()
@@ -295,7 +311,8 @@ class Handler(BaseHTTPRequestHandler):
             return
         n = self.state.next_number()
         issuer = self.server.issuer
-        self.send_json(200, {"device_code": f"faulty-dc-{n}", "user_code": f"FAULTY-{n}",
+        user_code = f"FAULTY-{n}" + (ESCAPES if self.state.mode == "escape_user_code" else "")
+        self.send_json(200, {"device_code": f"faulty-dc-{n}", "user_code": user_code,
                              "verification_uri": f"{issuer}/verify",
                              "verification_uri_complete": f"{issuer}/verify?user_code=FAULTY-{n}",
                              "expires_in": 600, "interval": 1})

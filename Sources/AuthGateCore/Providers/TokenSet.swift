@@ -12,6 +12,9 @@ public struct TokenSet: Sendable, Hashable {
     public var idToken: Secret?
     /// The granted scopes (RFC 6749 §5.1 `scope`), which may differ from those requested.
     public var scopes: [String]
+    /// The `sub` of the ID token that came with these tokens, once verified; a refresh's must
+    /// be the session's (OIDC Core §12.2). Not stored: it only travels from the provider.
+    public var idTokenSubject: String?
 
     public init(accessToken: Secret, tokenType: String = "Bearer", expiresAt: Date, refreshToken: Secret? = nil,
                 refreshTokenExpiresAt: Date? = nil, idToken: Secret? = nil, scopes: [String] = []) {
@@ -36,9 +39,19 @@ public struct SignInResult: Sendable {
     public var tokens: TokenSet
     /// The user's stable identifier at the provider (`sub`).
     public var subject: String?
+    /// The name the user knows, where the provider says one (`preferred_username`, else
+    /// `email`, else `name`): subjects are often opaque ("1", a UUID).
+    public var displayName: String?
 
-    public init(tokens: TokenSet, subject: String?) {
+    public init(tokens: TokenSet, subject: String?, displayName: String? = nil) {
         self.tokens = tokens
         self.subject = subject
+        self.displayName = displayName
+    }
+
+    /// The first of the three that is a short printable string.
+    public static func displayName(preferredUsername: String?, email: String?, name: String?) -> String? {
+        [preferredUsername, email, name].lazy.compactMap { $0 }
+            .first { !$0.isEmpty && $0.count <= 256 && !$0.containsControlCharacters }
     }
 }

@@ -27,20 +27,48 @@ public struct TokenVariant: Sendable, Hashable, CustomStringConvertible {
         return parts.isEmpty ? "session" : parts.joined(separator: ", ")
     }
 
-    /// `validation_failed` unless each scope is a valid `scope-token` (RFC 6749 §3.3) and the
-    /// resource an absolute URI without a fragment (RFC 8707 §2).
+    /// `validation_failed` unless each scope is a valid `scope-token` (RFC 6749 §3.3);
+    /// `invalid_params` unless the resource is an absolute URI without a fragment made of
+    /// RFC 3986 characters only (RFC 8707 §2): anything else, a space, a CR LF, a NUL, a
+    /// non-ASCII letter, is refused rather than percent-encoded on the caller's behalf.
     public func validate() throws(AuthGateError) {
+        if let resource, !Self.isResourceURI(resource) {
+            throw AuthGateError(.invalidParams, "resource must be an absolute URI without a fragment, of RFC 3986 characters only, like https://api.example.com.",
+                                fields: [FieldError(field: "resource", message: "must be an absolute URI without a fragment, like https://api.example.com")])
+        }
         var fields: [FieldError] = []
         let scopeCharacters = { (c: Unicode.Scalar) in c == "!" || (c >= "#" && c <= "[") || (c >= "]" && c <= "~") }
         if scopes.contains(where: { $0.isEmpty || $0.count > 256 || !$0.unicodeScalars.allSatisfy(scopeCharacters) }) {
             fields.append(FieldError(field: "scopes", message: "each scope must be 1–256 printable ASCII characters without spaces, quotes or backslashes"))
         }
-        if let resource {
-            let url = URL(string: resource)
-            if resource.count > 2048 || url?.scheme == nil || url?.host == nil || url?.fragment != nil {
-                fields.append(FieldError(field: "resource", message: "must be an absolute URI without a fragment, like https://api.example.com"))
-            }
-        }
         if !fields.isEmpty { throw .validationFailed(fields) }
+    }
+
+    /// RFC 8707 §2 with RFC 3986 §3: `scheme ":" …` with a host, at most 2,048 characters of
+    /// the unreserved, reserved and `%XX` sets, and no `#`.
+    static func isResourceURI(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard !bytes.isEmpty, bytes.count <= 2048, let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0 else { return false }
+        let isAlpha = { (b: UInt8) in (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") }
+        let isDigit = { (b: UInt8) in b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+        guard isAlpha(bytes[0]), bytes[1..<colon].allSatisfy({ isAlpha($0) || isDigit($0) || "+-.".utf8.contains($0) }) else { return false }
+        let allowed = Set("-._~:/?[]@!$&'()*+,;=".utf8)
+        var index = colon + 1
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.count, bytes[index + 1].hexDigitValue != nil, bytes[index + 2].hexDigitValue != nil else { return false }
+                index += 3
+                continue
+            }
+            guard isAlpha(byte) || isDigit(byte) || allowed.contains(byte) else { return false }
+            index += 1
+        }
+        // A host after "//" (RFC 8707 names the resource server by its location).
+        let rest = bytes[(colon + 1)...]
+        guard rest.starts(with: "//".utf8) else { return false }
+        let authority = rest.dropFirst(2).prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") }
+        let host = authority.split(separator: UInt8(ascii: "@")).last ?? []
+        return !host.isEmpty && host.first != UInt8(ascii: ":")
     }
 }

@@ -153,7 +153,7 @@ actor SessionManager {
         if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
         let replaced = previous?.tokens
         let result = LoginResult(provider: key.provider.rawValue, session: key.name.rawValue, state: .authenticated,
-                                 expiresAt: signIn.tokens.expiresAt, subject: signIn.subject)
+                                 expiresAt: signIn.tokens.expiresAt, subject: signIn.subject, displayName: signIn.displayName)
         return (result, replaced)
     }
 
@@ -230,8 +230,10 @@ actor SessionManager {
         switch await refresh(key, variant: variant).value {
         case .success(let refreshed):
             return refreshed
-        case .failure(let error) where error.reason != .loginRequired:
-            // The provider is unwell, but the current token may still work: serve it until it expires.
+        case .failure(let error) where error.reason != .loginRequired && !forceRefresh:
+            // The provider is unwell, but the current token may still work: serve it until it
+            // expires. Not to a caller who forced the refresh (`force_refresh`, `token.rejected`):
+            // that caller was just told this token no longer works.
             if let current = sessions[key]?.tokens, current.isValid(for: 0, at: now()) { return current }
             throw error
         case .failure(let error):
@@ -446,8 +448,15 @@ actor SessionManager {
     private func finishSessionRefresh(_ key: SessionKey, result: Result<TokenSet, AuthGateError>,
                                       previous: TokenSet) -> Result<TokenSet, AuthGateError> {
         guard var record = sessions[key] else { return result }
+        var result = result
+        // OIDC Core §12.2: an ID token on refresh names the same user, or the tokens are not
+        // this session's; they are refused and the session keeps what it had.
+        if case .success(let tokens) = result, let subject = tokens.idTokenSubject, let expected = record.subject, subject != expected {
+            result = .failure(AuthGateError(.serverError, "\(key.provider) answered a refresh with an ID token for another user; the tokens were refused."))
+        }
         switch result {
         case .success(var tokens):
+            tokens.idTokenSubject = nil
             // RFC 6749 §6: a server that issues no new refresh token leaves the old one valid.
             // A rotated one replaces it here, before any caller sees the new access token.
             if tokens.refreshToken == nil {
@@ -612,6 +621,7 @@ actor SessionManager {
 
     private static func withoutRefreshToken(_ tokens: TokenSet) -> TokenSet {
         var tokens = tokens
+        tokens.idTokenSubject = nil
         tokens.refreshToken = nil
         tokens.refreshTokenExpiresAt = nil
         return tokens

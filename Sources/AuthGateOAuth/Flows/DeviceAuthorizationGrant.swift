@@ -57,13 +57,19 @@ enum DeviceAuthorizationGrant {
         }
         func url(_ key: String) throws(AuthGateError) -> URL? {
             guard let text = object[key]?.stringValue else { return nil }
-            guard let url = URL(string: text), url.scheme == "https" || url.scheme == "http", url.host != nil else {
+            // Shown on the user's terminal: refused, not percent-encoded, when it holds controls.
+            guard !text.containsControlCharacters, text.utf8.count <= 2048, let url = URL(string: text), url.scheme == "https" || url.scheme == "http", url.host != nil else {
                 throw ProviderFailure.malformed(provider, what: what, "\(key) is not a URL")
             }
             return url
         }
         let deviceCode = try string("device_code")
         let userCode = try string("user_code")
+        // The user reads it off the terminal and types it in: a short, printable code, never
+        // escape sequences for the terminal that shows it.
+        guard userCode.count <= 64, !userCode.containsControlCharacters else {
+            throw ProviderFailure.malformed(provider, what: what, "user_code is over 64 characters or holds control characters")
+        }
         // `verification_url` is the name of a draft of RFC 8628 that some servers still send.
         let verificationURI = try url("verification_uri")
         let draftVerificationURL = try url("verification_url")

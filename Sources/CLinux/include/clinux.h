@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -19,6 +20,11 @@
 /// same uid, and no core file. Returns 0, or -1 with errno set.
 static inline int ag_set_not_dumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/// Makes stdout line-buffered even when it is a pipe (Swift 6 cannot name the C global `stdout`).
+static inline void ag_line_buffer_stdout(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
 /// RLIMIT_CORE 0 (soft and hard). Returns 0, or -1 with errno set.

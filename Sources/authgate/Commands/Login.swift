@@ -96,7 +96,8 @@ func readPassword(passwordStdin: Bool, prompt: String) throws -> String {
 /// Prints the outcome of a sign-in.
 func report(_ result: LoginResult, global: GlobalOptions, verb: String) throws {
     if global.json { return try global.printJSON(result) }
-    let who = result.subject.map { " as \($0)" } ?? ""
+    // The name the user knows; the subject is often opaque ("1", a UUID).
+    let who = (result.displayName ?? result.subject).map { " as \(Terminal.safe($0))" } ?? ""
     let session = result.session == "default" ? "" : " (session \(result.session))"
     print("\(verb) \(result.provider)\(who)\(session). The access token is valid until \(Terminal.describe(result.expiresAt)).")
 }

@@ -18,7 +18,7 @@ struct Providers: ParsableCommand {
         }
         print(Terminal.table(["PROVIDER", "TYPE", "STATUS", "SIGN-IN", "NAME"], rows))
         for provider in providers {
-            if let reason = provider.statusReason { print("\n\(provider.id) is \(provider.status.rawValue): \(reason)") }
+            if let reason = provider.statusReason { print("\n\(provider.id) is \(provider.status.rawValue): \(Terminal.safe(reason))") }
         }
     }
 }

@@ -17,8 +17,8 @@ struct Reload: ParsableCommand {
         }
         print(Terminal.table(["PROVIDER", "CHANGE", "STATUS", "REASON"], rows))
         for report in reports {
-            for problem in report.problems { print("  error: \(problem)") }
-            for warning in report.warnings { print("  warning: \(warning)") }
+            for problem in report.problems { print("  error: \(Terminal.safe(problem))") }
+            for warning in report.warnings { print("  warning: \(Terminal.safe(warning))") }
         }
     }
 }

@@ -17,7 +17,8 @@ struct Userinfo: ParsableCommand {
             case .string(let text): text
             case .null: "null"
             case .bool(let flag): "\(flag)"
-            case .number(let number): number.rounded() == number ? "\(Int64(number))" : "\(number)"
+            // Whole numbers without ".0"; Int64 only where it holds them (1e300 would trap it).
+            case .number(let number): number.rounded() == number && abs(number) < 9e15 ? "\(Int64(number))" : "\(number)"
             case .array, .object: "(structured; see --json)"
             }
             return [key, value]

@@ -7,7 +7,8 @@ public import Logging
 /// `<6>` for info, as `sd-daemon(3)` describes), so that `journalctl -p warning` and the
 /// journal's colours work; no timestamp, as the journal adds its own.
 ///
-/// authgated uses it when `$JOURNAL_STREAM` says that stderr goes to the journal.
+/// authgated uses it when `$JOURNAL_STREAM` says that stderr goes to the journal, inside an
+/// ``EscapingLogHandler``.
 public struct JournalLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
@@ -36,8 +37,10 @@ public struct JournalLogHandler: LogHandler {
         if !merged.isEmpty {
             line += " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         }
-        // One write(2) per line, so that lines from several threads never interleave.
-        line = line.replacingNewlines() + "\n"
+        // One write(2) per line, so that lines from several threads never interleave. A newline
+        // inside would start a record without priority: EscapingLogHandler, which every line
+        // passes first, has written it as \u{A}.
+        line += "\n"
         _ = line.utf8CString.withUnsafeBufferPointer { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
     }
 
@@ -51,12 +54,5 @@ public struct JournalLogHandler: LogHandler {
         case .error: 3
         case .critical: 2
         }
-    }
-}
-
-private extension String {
-    /// A message with a newline would become two journal entries, the second without priority.
-    func replacingNewlines() -> String {
-        contains("\n") ? split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ⏎ ") : self
     }
 }

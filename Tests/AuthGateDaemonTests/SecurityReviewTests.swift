@@ -1,0 +1,224 @@
+import AuthGateCore
+import Foundation
+import Logging
+import Synchronization
+import Testing
+@testable import AuthGateDaemon
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the security review of issue 13 found, each proven closed: the attacker is another
+/// process (a socket client, a provider), so most of these drive the real daemon and CLI.
+@Suite("Security review", .serialized)
+struct SecurityReviewTests {
+    private static func faulty(_ server: LoopbackServer, grants: String = #"["password"]"#, scopes: String = #"["openid"]"#,
+                               extra: String = "") -> String {
+        #"""
+        {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": \#(grants), "scopes": \#(scopes),
+         "tls": {"ca_file": "\#(server.caFile)"}, "timeouts": {"connect_ms": 1000, "total_ms": 5000},
+         "endpoints": {"device_authorization": "\#(server.issuer)/device"}\#(extra)}
+        """#
+    }
+
+    /// Control bytes a terminal acts on: ESC, BEL, CR, and C1's CSI in UTF-8.
+    private static func hasTerminalControls(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.isUnsafeControl && $0 != "\n" }
+    }
+
+    // MARK: 1. Log injection
+
+    @Test("item 1: a resource with CR LF is invalid_params, and no client string forges a log record")
+    func logInjection() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "trace")
+        let connection = try daemon.connect()
+        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        for resource in [#"x\r\n<0>emerg forged"#, #"https://api.example.com/\u0000"#, "https://api.example.com/a b", "https://api.example.com/#frag",
+                         "https://ä.example.com/", "relative/path"] {
+            let reply = try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","resource":"\#(resource)"}}"#)
+            #expect(reply.errorReason == "invalid_params", "\(resource): \(reply)")
+        }
+        let fine = try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","resource":"https://api.example.com/v1?x=%41"}}"#)
+        #expect(fine.errorReason != "invalid_params", "\(fine)")
+        // A method name is logged at debug level: its CR LF must not start a record of its own.
+        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"x\r\n<0>emerg forged method\u2028\u009b"}"#)
+        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":4,"method":"daemon.info"}"#)
+        let lines = daemon.logText.split(separator: "\n")
+        #expect(!lines.contains { $0.hasPrefix("<0>") || $0.hasPrefix("emerg") }, "\(daemon.logText.suffix(2000))")
+        #expect(!daemon.logText.unicodeScalars.contains { $0.isUnsafeControl && $0 != "\n" })
+    }
+
+    @Test("item 1: EscapingLogHandler escapes C0, CR, NUL, DEL, C1 and U+2028 in messages and every metadata value")
+    func escapingLogHandler() {
+        let captured = CapturedLog()
+        var logger = Logger(label: "test") { _ in EscapingLogHandler(wrapping: CapturingHandler(log: captured)) }
+        logger.logLevel = .trace
+        logger[metadataKey: "handler"] = "a\rb"
+        logger.info("sub \("x\r\n<0>forged\u{0}")", metadata: [
+            "plain": "ok", "kid": "\u{1B}]0;title\u{7}", "nested": .dictionary(["c1": "\u{9B}2J", "list": .array(["\u{2028}", "\u{7F}"])]),
+            "convertible": .stringConvertible(ControlDescription()),
+        ])
+        let (message, metadata) = captured.last
+        #expect(message == #"sub x\u{D}\u{A}<0>forged\u{0}"#)
+        #expect(metadata["plain"] == "ok")
+        #expect(metadata["kid"] == #"\u{1B}]0;title\u{7}"#)
+        #expect(metadata["nested"] == .dictionary(["c1": #"\u{9B}2J"#, "list": .array([#"\u{2028}"#, #"\u{7F}"#])]))
+        #expect(metadata["convertible"] == #"line\u{A}two"#)
+        #expect(logger[metadataKey: "handler"] == #"a\u{D}b"#)
+        #expect("Zoë 日本 🙂".escapingControlCharacters == "Zoë 日本 🙂")
+    }
+
+    // MARK: 2. Terminal injection
+
+    @Test("item 2: a provider's error_description and user_code cannot drive the user's terminal")
+    func terminalInjection() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "escape_error")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server, grants: #"["password", "device_code"]"#)])
+        try daemon.waitForLog("provider ready")
+        let login = try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
+        #expect(login.status != 0)
+        #expect(login.stderr.contains("faulty") && !Self.hasTerminalControls(login.stderr), "\(login.stderr.debugDescription)")
+
+        try server.setMode("escape_user_code")
+        let device = try daemon.cli(["login", "faulty", "--device", "--no-qr"])
+        #expect(device.status == 7, "\(device.stderr)")
+        #expect(device.stderr.contains("[server_error]") && device.stderr.contains("user_code"), "\(device.stderr)")
+        #expect(!Self.hasTerminalControls(device.stderr + device.stdout))
+        #expect(!daemon.logText.unicodeScalars.contains { $0.isUnsafeControl && $0 != "\n" })
+    }
+
+    // MARK: 8. ID token on refresh
+
+    @Test("item 8: an ID token for another user on refresh is refused (server_error) and the session keeps its tokens")
+    func idTokenSubjectOnRefresh() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server)])
+        try daemon.waitForLog("provider ready")
+        let login = try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        // Item 12: the name the user knows, not the opaque subject; status keeps the subject.
+        #expect(login.stdout.contains("as faulty."), "\(login.stdout)")
+        let original = try daemon.cli(["token", "faulty"]).stdout
+        try server.setMode("id_token_other_sub")
+        let forced = try daemon.cli(["token", "faulty", "--force-refresh"])
+        #expect(forced.status == 7 && forced.stderr.contains("[server_error]") && forced.stderr.contains("another user"), "\(forced.stderr)")
+        try server.setMode("ok")
+        #expect(try daemon.cli(["token", "faulty"]).stdout == original, "the session kept its tokens")
+        let status = try daemon.cli(["status", "--json"]).stdout
+        #expect(status.contains(#""subject":"faulty-user""#) && status.contains("another user"), "\(status)")
+    }
+
+    // MARK: 9. Outage answers
+
+    @Test("item 9: force_refresh and token.rejected answer the outage; a plain token call still serves the valid token")
+    func outageAnswers() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server)])
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let current = try daemon.cli(["token", "faulty"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try server.setMode("http503")
+        let forced = try daemon.cli(["token", "faulty", "--force-refresh"])
+        #expect(forced.status == 7 && forced.stdout.isEmpty && forced.stderr.contains("[service_unavailable]"), "\(forced)")
+        let rejected = try exchange(try daemon.connect(),
+                                    #"{"jsonrpc":"2.0","id":1,"method":"token.rejected","params":{"provider":"faulty","access_token":"\#(current)"}}"#)
+        #expect(rejected.errorReason == "service_unavailable", "\(rejected)")
+        let data = (rejected["error"] as? [String: Any])?["data"] as? [String: Any]
+        #expect(data?["retry_after_seconds"] as? Int == 7)
+        let plain = try daemon.cli(["token", "faulty"])
+        #expect(plain.status == 0 && plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == current)
+    }
+
+    // MARK: 10. Client-credentials scopes
+
+    @Test("item 10: client_credentials sends the file's scopes as written; a refusal names them")
+    func clientCredentialsScopes() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
+        let secret = scratch.path + "/secret"
+        try "s3cret-client\n".write(toFile: secret, atomically: true, encoding: .utf8)
+        chmod(secret, 0o600)
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(
+            server, grants: #"["client_credentials"]"#, scopes: #"["openid", "offline_access", "api.read"]"#,
+            extra: #", "client_secret_file": "\#(secret)""#)])
+        try daemon.waitForLog("provider ready")
+        let login = try daemon.cli(["login", "faulty", "--client-credentials"])
+        #expect(login.status == 0, "\(login.stderr)")
+        let sent = (try server.stats()["last_token_request"] as? [String: Any])?["scope"] as? String
+        #expect(sent == "openid offline_access api.read")
+        #expect(!daemon.logText.contains("s3cret-client"))
+    }
+
+    // MARK: 11. Streamed --json
+
+    @Test("item 11: login --device --json into a pipe delivers the begin line while the sign-in is still open")
+    func jsonStreamsToPipe() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "authorization_pending")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server, grants: #"["device_code"]"#)])
+        try daemon.waitForLog("provider ready")
+        let process = Process()
+        process.executableURL = BuiltProducts.cli
+        process.arguments = ["login", "faulty", "--device", "--json"]
+        process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            // SIGKILL: the test runner's blocked signals are the child's too.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        var line = Data()
+        while true {
+            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line.append(byte)
+        }
+        let begin = try JSONSerialization.jsonObject(with: line) as? [String: Any]
+        #expect(begin?["user_code"] as? String != nil, "\(String(decoding: line, as: UTF8.self))")
+        #expect(process.isRunning, "the sign-in is still open")
+    }
+
+    // MARK: 12. Small ones
+
+    @Test("item 12: userinfo prints a claim of 1e300 instead of trapping")
+    func userinfoHugeNumber() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server)])
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let userinfo = try daemon.cli(["userinfo", "faulty"])
+        #expect(userinfo.status == 0, "\(userinfo.stderr)")
+        #expect(userinfo.stdout.contains("huge_number") && userinfo.stdout.contains("e+300"), "\(userinfo.stdout)")
+    }
+}
+
+/// What ``CapturingHandler`` saw last.
+private final class CapturedLog: Sendable {
+    private let entries = Mutex<[(String, Logger.Metadata)]>([])
+    func append(_ message: String, _ metadata: Logger.Metadata) { entries.withLock { $0.append((message, metadata)) } }
+    var last: (String, Logger.Metadata) { entries.withLock { $0.last ?? ("", [:]) } }
+}
+
+private struct CapturingHandler: LogHandler {
+    let log: CapturedLog
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        log.append(event.message.description, metadata.merging(event.metadata ?? [:]) { _, new in new })
+    }
+}
+
+private struct ControlDescription: CustomStringConvertible, Sendable {
+    var description: String { "line\ntwo" }
+}
