@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateRPC
 import Foundation
 import Logging
 import Synchronization
@@ -86,6 +87,75 @@ struct SecurityReviewTests {
         #expect(device.stderr.contains("[server_error]") && device.stderr.contains("user_code"), "\(device.stderr)")
         #expect(!Self.hasTerminalControls(device.stderr + device.stdout))
         #expect(!daemon.logText.unicodeScalars.contains { $0.isUnsafeControl && $0 != "\n" })
+    }
+
+    // MARK: 4. Connections
+
+    static let canSwitchUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+        && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+
+    /// Holds `count` connections as another uid (a blank line each, so the first-byte deadline
+    /// does not close them), then tries one more and prints its answer; holds them until stdin closes.
+    private static func holdConnections(_ daemon: DaemonProcess, as prefix: [String], count: Int) throws -> (Process, Pipe, FileHandle) {
+        let script = """
+            import socket, sys
+            held = []
+            for _ in range(\(count)):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"\\n"); held.append(s)
+            extra = socket.socket(socket.AF_UNIX); extra.connect(sys.argv[1])
+            print(extra.makefile().readline().strip(), flush=True)
+            sys.stdin.read()
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: prefix[0])
+        process.arguments = Array(prefix.dropFirst()) + ["/usr/bin/python3", "-c", script, daemon.socketPath]
+        let output = Pipe(), input = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        try process.run()
+        return (process, input, output.fileHandleForReading)
+    }
+
+    @Test("item 4: one uid holding its share of connections is refused more; other uids and root are still served; refusals logged once per interval",
+          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    func connectionShare() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--max-connections", "8", "--socket-group", "nogroup"],
+                                       logLevel: "info")
+        chmod(daemon.scratch.path, 0o755)
+        let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        // A quarter of 8: uid 1 holds 2, and its third is refused with the share's sentence.
+        let (holder, input, output) = try Self.holdConnections(daemon, as: asDaemonUser, count: 2)
+        defer {
+            try? input.fileHandleForWriting.close()
+            holder.waitUntilExit()
+        }
+        var line = Data()
+        while true {
+            let byte = output.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line.append(byte)
+        }
+        let refusal = String(decoding: line, as: UTF8.self)
+        #expect(refusal.contains("rate_limited") && refusal.contains("connections of one user"), "\(refusal)")
+        // Another uid, and root, are served meanwhile.
+        let nobody = try daemon.cli(["providers"], prefix: asNobody)
+        #expect(nobody.status == 0 && nobody.stdout.contains("mock"), "\(nobody.stderr)")
+        #expect(try exchange(try daemon.connect(), #"{"jsonrpc":"2.0","id":1,"method":"providers.list"}"#).result != nil)
+        // More refusals within the interval are one summary line, not one each.
+        for _ in 0..<20 { _ = try daemon.cli(["providers"], prefix: asDaemonUser) }
+        #expect(daemon.logText.components(separatedBy: "connection refused: too many connections").count - 1 == 1, "\(daemon.logText.suffix(1500))")
+    }
+
+    @Test("item 4: a connection that sends no byte is closed after the first-byte deadline (2 s)")
+    func firstByteDeadline() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        let silent = try daemon.connect()
+        let opened = ContinuousClock.now
+        #expect(try silent.receiveLine() == nil, "closed by the daemon")
+        let waited = ContinuousClock.now - opened
+        #expect(waited >= .seconds(1.5) && waited < .seconds(10), "\(waited)")
+        try daemon.waitForLog("nothing arrived within", timeout: .seconds(5))
     }
 
     // MARK: 8. ID token on refresh

@@ -8,17 +8,27 @@ public struct ConnectionLimits: Sendable {
     public var requestTimeout: Duration
     /// A connection with nothing to answer and nothing arriving is closed after this long.
     public var idleTimeout: Duration
+    /// A connection that sends no byte this long after it was accepted is closed: holding
+    /// sockets open without asking anything costs others their places.
+    public var firstByteTimeout: Duration
 
-    public init(maximumConnections: Int = 1024, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300)) {
+    /// The connections one uid may hold at once: a quarter of ``maximumConnections``, so that
+    /// one user cannot lock the others out. Root and the daemon's own uid are not bound by it.
+    public var perUserShare: Int { max(1, maximumConnections / 4) }
+
+    public init(maximumConnections: Int = 1024, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300),
+                firstByteTimeout: Duration = .seconds(2)) {
         self.maximumConnections = maximumConnections
         self.requestTimeout = requestTimeout
         self.idleTimeout = idleTimeout
+        self.firstByteTimeout = firstByteTimeout
     }
 }
 
 /// Closes connections that stall, so that a slow or idle client costs a descriptor for a
 /// bounded time and never delays anyone (each connection is served on its own anyway).
 ///
+/// - No byte within `firstByteTimeout` of the connection's start: closed.
 /// - A request line not finished within `requestTimeout` of its first byte: closed. The clock
 ///   is not reset by more bytes, so dripping one byte a second does not keep it open; it does
 ///   not run while the server holds reads behind a request in flight.
@@ -38,6 +48,8 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     private var partialLine = false
     private var unanswered = 0
     private var requestTimer: Scheduled<Void>?
+    private var firstByteTimer: Scheduled<Void>?
+    private var anyByteArrived = false
     /// Since when nothing is in progress; `nil` while a line or an answer is.
     private var idleSince: NIODeadline?
     /// At most one at a time; it checks `idleSince` when it fires rather than being cancelled and
@@ -52,17 +64,29 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        rearmIdle(context)
+        started(context)
         context.fireChannelActive()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { rearmIdle(context) }
+        if context.channel.isActive { started(context) }
+    }
+
+    private func started(_ context: ChannelHandlerContext) {
+        rearmIdle(context)
+        if firstByteTimer == nil, !anyByteArrived {
+            firstByteTimer = schedule(context, after: limits.firstByteTimeout, reason: "nothing arrived within \(limits.firstByteTimeout) of connecting")
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let bytes = unwrapInboundIn(data).readableBytesView
         guard let last = bytes.last else { return context.fireChannelRead(data) }
+        if !anyByteArrived {
+            anyByteArrived = true
+            firstByteTimer?.cancel()
+            firstByteTimer = nil
+        }
         let finishedLines = bytes.count { $0 == UInt8(ascii: "\n") }
         unanswered += finishedLines
         partialLine = last != UInt8(ascii: "\n")
@@ -105,6 +129,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         requestTimer?.cancel()
+        firstByteTimer?.cancel()
         idleTimer?.cancel()
         context.fireChannelInactive()
     }

@@ -26,11 +26,12 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let caller: PeerCredentials
-    private let admitted: Bool
+    private let admission: OpenConnections.Admission
+    private var admitted: Bool { admission == .admitted }
     private let dispatcher: RPCDispatcher
     private let answers: CachedTokenAnswers
     private let connections: OpenConnections
-    private let maximumConnections: Int
+    private let limits: ConnectionLimits
     private let logger: Logger
 
     /// Lines waiting for the request in flight.
@@ -43,26 +44,26 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private var closing = false
     private var unflushed = false
 
-    /// - Parameter admitted: False for a connection over the limit: it gets `rate_limited` and is closed.
-    init(caller: PeerCredentials, admitted: Bool, dispatcher: RPCDispatcher, answers: CachedTokenAnswers, connections: OpenConnections,
-         maximumConnections: Int, logger: Logger) {
+    /// - Parameter admission: Anything but `admitted`: the connection gets `rate_limited` and is closed.
+    init(caller: PeerCredentials, admission: OpenConnections.Admission, dispatcher: RPCDispatcher, answers: CachedTokenAnswers,
+         connections: OpenConnections, limits: ConnectionLimits, logger: Logger) {
         self.caller = caller
-        self.admitted = admitted
+        self.admission = admission
         self.dispatcher = dispatcher
         self.answers = answers
         self.connections = connections
-        self.maximumConnections = maximumConnections
+        self.limits = limits
         self.logger = logger
     }
 
     func channelActive(context: ChannelHandlerContext) {
         context.fireChannelActive()
         guard !admitted else { return }
-        logger.warning("connection refused: too many connections", metadata: [
-            "peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "connections.maximum": "\(maximumConnections)",
-        ])
-        let error = AuthGateError(.rateLimited, "authgated serves at most \(maximumConnections) connections at once; try again in a moment.",
-                                  retryAfterSeconds: 1)
+        // Logged by ConnectionRefusals, one summary an interval.
+        let message = admission == .tooManyOfOneUser
+            ? "authgated serves at most \(limits.perUserShare) connections of one user at once, and yours are open; close some and try again."
+            : "authgated serves at most \(limits.maximumConnections) connections at once; try again in a moment."
+        let error = AuthGateError(.rateLimited, message, retryAfterSeconds: 1)
         finish(context, with: dispatcher.encodeError(error, id: nil))
     }
 

@@ -32,6 +32,7 @@ final class RPCServer: Service, CustomStringConvertible {
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
     private let connections = OpenConnections()
+    private let refusals: ConnectionRefusals
 
     /// - Parameters:
     ///   - inheritedSocket: A listening socket from systemd (`LISTEN_FDS`), served instead of
@@ -49,6 +50,7 @@ final class RPCServer: Service, CustomStringConvertible {
         self.logger = logger
         self.onListening = onListening
         self.onStopping = onStopping
+        refusals = ConnectionRefusals(logger: logger)
     }
 
     var description: String { "RPCServer(\(socketPath))" }
@@ -94,16 +96,20 @@ final class RPCServer: Service, CustomStringConvertible {
     /// Sets up a new connection's pipeline, on its event loop. One over the limit is still
     /// set up, to be told `rate_limited` and closed.
     private func prepare(_ channel: any Channel, for caller: PeerCredentials, answers: CachedTokenAnswers) throws {
-        let admitted = connections.add(channel, limit: limits.maximumConnections)
-        if admitted {
+        // Root and the daemon's own user administer it; everyone else holds at most a share.
+        let share = caller.uid == 0 || caller.uid == geteuid() ? nil : limits.perUserShare
+        let admission = connections.add(channel, uid: caller.uid, limit: limits.maximumConnections, share: share)
+        if admission == .admitted {
             logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+        } else {
+            refusals.record(admission, uid: caller.uid, on: channel.eventLoop)
         }
         let logger = logger
         let deadlines = ConnectionDeadlines(limits: limits) { reason in
             logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         }
-        let handler = RPCConnectionHandler(caller: caller, admitted: admitted, dispatcher: dispatcher, answers: answers, connections: connections,
-                                           maximumConnections: limits.maximumConnections, logger: logger)
+        let handler = RPCConnectionHandler(caller: caller, admission: admission, dispatcher: dispatcher, answers: answers, connections: connections,
+                                           limits: limits, logger: logger)
         try channel.pipeline.syncOperations.addHandlers([
             deadlines, ByteToMessageHandler(LineFrameDecoder(maximumLength: RPCCoding.maximumLineLength)), handler,
         ])
