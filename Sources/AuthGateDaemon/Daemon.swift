@@ -90,7 +90,7 @@ public enum Daemon {
         let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, logger: logger) })
         let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
                                              credentialsDirectory: configuration.credentialsDirectory, logger: logger)
-        let sessions = SessionManager(logger: logger, persistence: persistence)
+        let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser)
         if await registry.hasPersistentProviders {
             await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
         }

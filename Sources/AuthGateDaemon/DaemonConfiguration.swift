@@ -30,6 +30,8 @@ public struct DaemonConfiguration: Sendable {
     public var adminGroup: String = DaemonConfiguration.defaultAdminGroup
     /// How long interactive sign-ins (device code, browser) may take.
     public var loginFlows: LoginFlowSettings
+    /// Sessions one user may hold (root and the daemon's own user excepted).
+    public var maximumSessionsPerUser = 1000
 
     public static let defaultAdminGroup = "authgate-admin"
 

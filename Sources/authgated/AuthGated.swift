@@ -55,6 +55,10 @@ struct AuthGated: AsyncParsableCommand {
             help: ArgumentHelp("How long an interactive sign-in (device code or browser) may take before it ends with flow_expired.", valueName: "seconds"))
     var loginTimeout = 600
 
+    @Option(name: .customLong("max-sessions-per-user"),
+            help: ArgumentHelp("Sessions one user may hold at once (root and the daemon's own user are not bound).", valueName: "n"))
+    var maximumSessionsPerUser = 1000
+
     func validate() throws {
         guard !(user && system) else { throw ValidationError("--user and --system exclude each other.") }
         guard maximumConnections >= 1, requestTimeout > 0, idleTimeout > 0 else {
@@ -66,6 +70,7 @@ struct AuthGated: AsyncParsableCommand {
         guard (1...86_400).contains(loginTimeout) else {
             throw ValidationError("--login-timeout must be between 1 and 86400 seconds.")
         }
+        guard maximumSessionsPerUser >= 1 else { throw ValidationError("--max-sessions-per-user must be positive.") }
     }
 
     func run() async throws {
@@ -76,6 +81,7 @@ struct AuthGated: AsyncParsableCommand {
                                      idleTimeout: .milliseconds(Int(idleTimeout * 1000))))
         configuration.adminGroup = adminGroup
         configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
+        configuration.maximumSessionsPerUser = maximumSessionsPerUser
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in

@@ -158,6 +158,120 @@ struct SecurityReviewTests {
         try daemon.waitForLog("nothing arrived within", timeout: .seconds(5))
     }
 
+    // MARK: 5. Per-uid bounds
+
+    /// Starts sending each line on a connection of its own as another uid (or as root with an
+    /// empty prefix), all before reading any answer (or one after another with `sequential`);
+    /// ``answers(_:)`` collects the answers in order.
+    private static func startConcurrently(_ daemon: DaemonProcess, as prefix: [String], _ lines: [String],
+                                          sequential: Bool = false) throws -> (Process, Pipe) {
+        let script = """
+            import json, socket, sys
+            lines = json.load(sys.stdin)
+            def ask(line):
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(line.encode() + b"\\n"); return s
+            if sys.argv[2] == "1":
+                for line in lines:
+                    print(ask(line).makefile().readline().strip(), flush=True)
+            else:
+                held = [ask(line) for line in lines]
+                for s in held:
+                    print(s.makefile().readline().strip(), flush=True)
+            """
+        let process = Process()
+        let command = prefix + ["/usr/bin/python3", "-c", script, daemon.socketPath, sequential ? "1" : "0"]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        input.fileHandleForWriting.write(try JSONSerialization.data(withJSONObject: lines))
+        try input.fileHandleForWriting.close()
+        return (process, output)
+    }
+
+    private static func answers(_ started: (Process, Pipe)) -> [[String: Any]] {
+        let data = started.1.fileHandleForReading.readDataToEndOfFile()
+        started.0.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+            .map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+    }
+
+    private static func concurrently(_ daemon: DaemonProcess, as prefix: [String], _ lines: [String], sequential: Bool = false) throws -> [[String: Any]] {
+        answers(try startConcurrently(daemon, as: prefix, lines, sequential: sequential))
+    }
+
+    private static func login(_ provider: String, session: String, password: String = "demo-password-1") -> String {
+        #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"\#(password)","session":"\#(session)"}}"#
+    }
+
+    @Test("item 5: a uid's sessions are capped (--max-sessions-per-user); replacing one is allowed; another uid is still served",
+          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    func sessionsPerUser() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock],
+                                       arguments: ["--max-sessions-per-user", "3", "--socket-group", "nogroup"], logLevel: "info")
+        chmod(daemon.scratch.path, 0o755)
+        let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let replies = try Self.concurrently(daemon, as: asDaemonUser, ["a", "b", "c", "d", "a"].map { Self.login("mock", session: $0) }, sequential: true)
+        #expect(replies.map { $0.errorReason ?? "ok" } == ["ok", "ok", "ok", "rate_limited", "ok"], "\(replies)")
+        #expect(replies[3].errorMessage?.contains("3 sessions") == true)
+        let other = try Self.concurrently(daemon, as: asNobody, [Self.login("mock", session: "x")])
+        #expect(other.first?.errorReason == nil, "\(other)")
+    }
+
+    @Test("item 5: parallel wrong passwords: at most 5 reach the provider before the throttle holds the uid; another uid still signs in",
+          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    func parallelGuesses() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(300)], arguments: ["--socket-group", "nogroup"], logLevel: "info")
+        chmod(daemon.scratch.path, 0o755)
+        // Root: not bound by the provider share, so only the throttle stands in the way.
+        let replies = try Self.concurrently(daemon, as: [], (0..<12).map { Self.login("mock", session: "s\($0)", password: "wrong-password-\($0)") })
+        let reasons = replies.map { $0.errorReason ?? "ok" }
+        #expect(reasons.count == 12)
+        #expect(reasons.count { $0 == "invalid_credentials" } <= 5, "\(reasons)")
+        #expect(reasons.count { $0 == "rate_limited" } >= 7, "\(reasons)")
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        #expect(try Self.concurrently(daemon, as: asNobody, [Self.login("mock", session: "x")]).first?.errorReason == nil)
+    }
+
+    @Test("item 5: one uid gets at most 4 requests at providers at once; another uid is served meanwhile",
+          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    func providerShare() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(1500)], arguments: ["--socket-group", "nogroup"], logLevel: "info")
+        chmod(daemon.scratch.path, 0o755)
+        let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        let started = ContinuousClock.now
+        let mine = try Self.startConcurrently(daemon, as: asDaemonUser, (0..<8).map { Self.login("mock", session: "s\($0)") })
+        usleep(500_000)  // uid 1's eight are at the provider (or refused) by now
+        let other = try Self.concurrently(daemon, as: asNobody, [Self.login("mock", session: "x")])
+        #expect(other.first?.errorReason == nil, "uid 65534 signed in meanwhile: \(other)")
+        let reasons = Self.answers(mine).map { $0.errorReason ?? "ok" }
+        #expect(reasons.count { $0 == "ok" } == 4 && reasons.count { $0 == "rate_limited" } == 4, "\(reasons)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test("item 5: finished flows kept per uid are bounded: a begin/cancel loop forgets the oldest outcomes")
+    func finishedFlowsBounded() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "authorization_pending")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server, grants: #"["device_code"]"#)], logLevel: "info")
+        try daemon.waitForLog("provider ready")
+        let connection = try daemon.connect()
+        var flowIDs: [String] = []
+        for _ in 0..<20 {
+            let begin = try call(connection, "login.begin", ["provider": "faulty", "grant": "device_code"])
+            let flowID = try #require(begin.object["flow_id"] as? String, "\(begin)")
+            #expect(try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool == true)
+            flowIDs.append(flowID)
+        }
+        #expect(try call(connection, "login.complete", ["flow_id": flowIDs[0]]).errorReason == "flow_expired", "the oldest was forgotten")
+        let newest = try call(connection, "login.complete", ["flow_id": flowIDs[19]])
+        #expect(newest.errorMessage?.contains("cancelled") == true, "\(newest)")
+    }
+
     // MARK: 8. ID token on refresh
 
     @Test("item 8: an ID token for another user on refresh is refused (server_error) and the session keeps its tokens")

@@ -434,4 +434,20 @@ struct SessionManagerTests {
         _ = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: true)
         #expect(await provider.refreshTokensSpent == ["rt-0", "rt-1", "rt-2"])
     }
+
+    @Test("at most 16 narrower tokens are cached per session; the one expiring first makes room")
+    func variantsBounded() async throws {
+        let provider = ScriptedProvider(clock: clock, lifetime: 600)
+        let sessions = manager()
+        try await signIn(sessions, provider)
+        for index in 0..<40 {
+            _ = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: TokenVariant(scopes: ["s\(index)"]))
+            clock.advance(by: 1)
+        }
+        #expect(await sessions.variantCount(for: key) == SessionManager.maximumVariantsPerSession)
+        // The newest is still cached: no request for it.
+        let asked = await provider.refreshCount
+        _ = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: TokenVariant(scopes: ["s39"]))
+        #expect(await provider.refreshCount == asked)
+    }
 }

@@ -15,6 +15,9 @@ public struct LoginFlowSettings: Sendable {
     public var retention: TimeInterval
     /// At most this many flows pending per uid (each browser flow holds a port).
     public var maximumPendingPerUser: Int
+    /// At most this many finished flows kept per uid for a late `login.complete`; a begin and
+    /// cancel loop otherwise piles them up for `retention`. The oldest go first.
+    public var maximumFinishedPerUser = 16
 
     public init(lifetime: TimeInterval = 600, retention: TimeInterval = 120, maximumPendingPerUser: Int = 8) {
         self.lifetime = lifetime
@@ -297,6 +300,11 @@ actor LoginFlowManager {
         flows[id]?.outcome = outcome
         flows[id]?.finishedAt = now()
         if pending[key] == id { pending[key] = nil }
+        let finished = flows.filter { $0.value.key.uid == key.uid && $0.value.finishedAt != nil && waiters[$0.key] == nil }
+        if finished.count > settings.maximumFinishedPerUser {
+            let oldest = finished.sorted { ($0.value.finishedAt ?? .distantPast) < ($1.value.finishedAt ?? .distantPast) }
+            for (old, _) in oldest.prefix(finished.count - settings.maximumFinishedPerUser) where old != id { flows[old] = nil }
+        }
         for waiter in (waiters.removeValue(forKey: id) ?? [:]).values {
             waiter.yield()
             waiter.finish()

@@ -32,6 +32,7 @@ struct MethodHandlers {
     let throttle: LoginThrottle
     let context: DaemonContext
     let logger: Logger
+    let providerShare: ProviderRequestShare
     let caller: PeerCredentials
 
     /// `min_valid_seconds` when the caller does not say.
@@ -53,15 +54,15 @@ struct MethodHandlers {
             let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
                                                   scopes: params.scopes ?? [])
             try credentials.validate()
-            try await throttle.check(uid: caller.uid)
+            try await throttle.begin(uid: caller.uid)
             do {
                 let result = try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
                     try await provider.signIn(credentials)
                 }
-                await throttle.recordSuccess(uid: caller.uid)
+                await throttle.end(uid: caller.uid, .success)
                 return result
             } catch {
-                if error.reason == .invalidCredentials { await throttle.recordFailure(uid: caller.uid) }
+                await throttle.end(uid: caller.uid, error.reason == .invalidCredentials ? .wrongPassword : .other)
                 throw error
             }
         case .clientCredentials:
@@ -100,8 +101,11 @@ struct MethodHandlers {
         guard let remote = client as? RemoteIdentityProvider else {
             throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' has no interactive sign-in.")
         }
-        return try await flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
-                                     configuration: configuration, client: remote)
+        if !caller.isUnbounded { try await sessions.ensureRoom(for: key) }
+        return try await providerShare.run(for: caller) { () throws(AuthGateError) in
+            try await flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
+                                  configuration: configuration, client: remote)
+        }
     }
 
     /// Waits for the caller's flow to end, at most `timeout_seconds`.
@@ -154,9 +158,10 @@ struct MethodHandlers {
     private func signIn(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider, grant: Grant,
                         event: String = "signed in",
                         _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult) async throws(AuthGateError) -> LoginResult {
+        if !caller.isUnbounded { try await sessions.ensureRoom(for: key) }
         let signIn: SignInResult
         do {
-            signIn = try await perform(client)
+            signIn = try await providerShare.run(for: caller) { () throws(AuthGateError) in try await perform(client) }
         } catch {
             logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
@@ -180,20 +185,21 @@ struct MethodHandlers {
         let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource)
         try variant.validate()
         let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(minimum),
-                                              forceRefresh: params.forceRefresh ?? false, variant: variant)
+                                              forceRefresh: params.forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
 
     func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
         let (_, _, key) = try await resolve(params.provider, params.session)
-        let tokens = try await sessions.tokenRejected(for: key, rejected: params.accessToken)
+        let tokens = try await sessions.tokenRejected(for: key, rejected: params.accessToken, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
 
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
         let (_, client, key) = try await resolve(params.provider, params.session)
-        let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false)
-        return try await client.userinfo(tokens)
+        let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false,
+                                              bounded: !caller.isUnbounded)
+        return try await providerShare.run(for: caller) { () throws(AuthGateError) in try await client.userinfo(tokens) }
     }
 
     func status(_ params: StatusParams) async throws(AuthGateError) -> [SessionStatus] {

@@ -20,6 +20,10 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
 
     var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
 
+    /// Root, or the daemon's own user: not bound by the per-user shares (connections, sessions,
+    /// provider requests), which protect users from each other.
+    var isUnbounded: Bool { uid == 0 || uid == geteuid() }
+
     /// Laid out like Linux's `struct ucred`, which Swift cannot import.
     struct UCred: Sendable {
         var pid: Int32 = 0

@@ -15,6 +15,7 @@ struct RPCDispatcher: Sendable {
     let throttle: LoginThrottle
     let context: DaemonContext
     let logger: Logger
+    var providerShare = ProviderRequestShare()
 
     /// The response line (with its `\n`), or `nil` for a notification.
     func respond(to line: Data, from caller: PeerCredentials) async -> Data? {
@@ -54,7 +55,7 @@ struct RPCDispatcher: Sendable {
 
     private func run(_ method: RPCMethod, _ request: DecodedRequest, caller: PeerCredentials) async -> Result<Data, AuthGateError> {
         let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: throttle, context: context, logger: logger,
-                                      caller: caller)
+                                      providerShare: providerShare, caller: caller)
         do throws(AuthGateError) {
             switch method {
             case .providersList: return try encode(await handlers.providersList())

@@ -97,7 +97,7 @@ final class RPCServer: Service, CustomStringConvertible {
     /// set up, to be told `rate_limited` and closed.
     private func prepare(_ channel: any Channel, for caller: PeerCredentials, answers: CachedTokenAnswers) throws {
         // Root and the daemon's own user administer it; everyone else holds at most a share.
-        let share = caller.uid == 0 || caller.uid == geteuid() ? nil : limits.perUserShare
+        let share = caller.isUnbounded ? nil : limits.perUserShare
         let admission = connections.add(channel, uid: caller.uid, limit: limits.maximumConnections, share: share)
         if admission == .admitted {
             logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])

@@ -79,6 +79,7 @@ extension PublishedTokens.Key {
 /// change or which goes away is withdrawn from ``PublishedTokens`` in the same step.
 struct SessionTable {
     private var records: [SessionKey: SessionRecord] = [:]
+    private var countByUID: [UInt32: Int] = [:]
     let published: PublishedTokens
 
     init(published: PublishedTokens) {
@@ -89,14 +90,26 @@ struct SessionTable {
         get { records[key] }
         set {
             if newValue?.tokens != records[key]?.tokens { published.withdraw(key) }
+            let existed = records[key] != nil
             records[key] = newValue
+            if existed != (newValue != nil) { count(key.uid, newValue != nil ? 1 : -1) }
         }
     }
 
     @discardableResult
     mutating func removeValue(forKey key: SessionKey) -> SessionRecord? {
         published.withdraw(key)
-        return records.removeValue(forKey: key)
+        let removed = records.removeValue(forKey: key)
+        if removed != nil { count(key.uid, -1) }
+        return removed
+    }
+
+    /// The sessions of `uid`, in O(1).
+    func count(uid: UInt32) -> Int { countByUID[uid, default: 0] }
+
+    private mutating func count(_ uid: UInt32, _ change: Int) {
+        let count = countByUID[uid, default: 0] + change
+        countByUID[uid] = count > 0 ? count : nil
     }
 
     var all: [SessionKey: SessionRecord] { records }

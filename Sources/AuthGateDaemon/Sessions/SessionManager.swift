@@ -122,17 +122,25 @@ actor SessionManager {
     private var persistedUIDs: Set<UInt32> = []
     /// How long a provider's backlog is warned about once.
     static let backlogWarningInterval: TimeInterval = 60
+    /// Narrower tokens cached per session; a new one beyond it replaces the one expiring first.
+    static let maximumVariantsPerSession = 16
+    /// Refreshes one bounded uid's calls may have at providers at once (of the 16 HTTP threads).
+    static let maximumCallerRefreshesPerUser = 4
+    /// Sessions a bounded uid may hold (see ``PeerCredentials/isUnbounded``); `authgated
+    /// --max-sessions-per-user`.
+    let maximumSessionsPerUser: Int
 
     /// - Parameters:
     ///   - refreshLimits: Refreshes in flight at once, in all and per provider, so that a daemon
     ///     restored with thousands of expired sessions does not open thousands of connections.
     ///   - now: The clock; injected by tests.
     ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
-    init(logger: Logger, persistence: SessionPersistence? = nil, refreshLimits: RefreshQueue.Limits = .standard,
+    init(logger: Logger, persistence: SessionPersistence? = nil, refreshLimits: RefreshQueue.Limits = .standard, maximumSessionsPerUser: Int = 1000,
          now: @escaping @Sendable () -> Date = { Date() }, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.logger = logger
         self.persistence = persistence
         queue = RefreshQueue(limits: refreshLimits)
+        self.maximumSessionsPerUser = maximumSessionsPerUser
         self.now = now
         self.random = random
         published = PublishedTokens(now: now)
@@ -140,6 +148,13 @@ actor SessionManager {
     }
 
     // MARK: Sign-in and sign-out
+
+    /// Throws `rate_limited` when `key` is a new session of a uid that holds its most already;
+    /// asked before a sign-in reaches the provider. Replacing a session is always allowed.
+    func ensureRoom(for key: SessionKey) throws(AuthGateError) {
+        guard sessions[key] == nil, sessions.count(uid: key.uid) >= maximumSessionsPerUser else { return }
+        throw AuthGateError(.rateLimited, "You have \(maximumSessionsPerUser) sessions, the most one user may hold; sign out of some (authgate logout) first.")
+    }
 
     /// Stores a fresh sign-in, replacing any session of the same key.
     /// - Returns: The result for the caller, and the replaced tokens (to revoke).
@@ -209,10 +224,20 @@ actor SessionManager {
     /// - Parameter variant: Narrower scopes or a resource; empty for the session's own token.
     /// - Throws: `login_required` when there is no usable session; the provider's error when a
     ///   needed refresh failed and the current token has expired.
+    /// - Parameter bounded: The caller is bound by ``maximumCallerRefreshesPerUser``.
     func token(for key: SessionKey, minimumValidity: TimeInterval, forceRefresh: Bool,
-               variant: TokenVariant = TokenVariant()) async throws(AuthGateError) -> TokenSet {
+               variant: TokenVariant = TokenVariant(), bounded: Bool = false) async throws(AuthGateError) -> TokenSet {
         guard let record = sessions[key], let tokens = record.tokens else {
             throw .loginRequired(provider: key.provider.rawValue)
+        }
+        let current = variant.isEmpty ? tokens : record.variants[variant]
+        let needsRefresh = forceRefresh || !(current?.isValid(for: minimumValidity, at: now()) ?? false)
+        // One uid's calls must not hold every provider thread: a new refresh beyond its share
+        // is refused (joining one in flight is free).
+        if bounded, needsRefresh, refreshes[RefreshKey(session: key, variant: variant)] == nil,
+           refreshes.keys.count(where: { $0.session.uid == key.uid }) >= Self.maximumCallerRefreshesPerUser {
+            throw AuthGateError(.rateLimited, "You have \(Self.maximumCallerRefreshesPerUser) refreshes at providers already; try again in a moment.",
+                                retryAfterSeconds: 1)
         }
         if !variant.isEmpty {
             return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
@@ -255,10 +280,10 @@ actor SessionManager {
     /// A caller's API refused `rejected`. If it is still the current token, the session is
     /// refreshed (joining a refresh already in flight); if it was already replaced, the
     /// current token is returned without asking the provider.
-    func tokenRejected(for key: SessionKey, rejected: Secret) async throws(AuthGateError) -> TokenSet {
+    func tokenRejected(for key: SessionKey, rejected: Secret, bounded: Bool = false) async throws(AuthGateError) -> TokenSet {
         guard let tokens = sessions[key]?.tokens else { throw .loginRequired(provider: key.provider.rawValue) }
         guard tokens.accessToken == rejected else { return tokens }
-        return try await token(for: key, minimumValidity: 0, forceRefresh: true)
+        return try await token(for: key, minimumValidity: 0, forceRefresh: true, bounded: bounded)
     }
 
     // MARK: Background refresh
@@ -368,9 +393,12 @@ actor SessionManager {
             }
     }
 
+    /// The narrower tokens cached for `key` (bounded by ``maximumVariantsPerSession``).
+    func variantCount(for key: SessionKey) -> Int { sessions[key]?.variants.count ?? 0 }
+
     func count(uid: UInt32?) -> Int {
         guard let uid else { return sessions.count }
-        return sessions.all.keys.count { $0.uid == uid }
+        return sessions.count(uid: uid)
     }
 
     /// Cancels every refresh in flight; part of the daemon's shutdown.
@@ -504,6 +532,10 @@ actor SessionManager {
                 sessions[key]?.tokens?.refreshToken = rotated
                 sessions[key]?.tokens?.refreshTokenExpiresAt = tokens.refreshTokenExpiresAt
                 if sessions[key]?.binding.storage == .persistent { persist(key.uid) }
+            }
+            if let variants = sessions[key]?.variants, variants[variant] == nil, variants.count >= Self.maximumVariantsPerSession,
+               let soonest = variants.min(by: { $0.value.expiresAt < $1.value.expiresAt })?.key {
+                sessions[key]?.variants[soonest] = nil
             }
             sessions[key]?.variants[variant] = Self.withoutRefreshToken(tokens)
             logger.info("narrower token obtained", metadata: metadata(key, ["token.variant": "\(variant)"]))

@@ -1,0 +1,33 @@
+import AuthGateCore
+import Synchronization
+
+/// At most ``maximumPerUser`` sign-ins, registrations, interactive starts and userinfo calls
+/// of one bounded uid (see ``PeerCredentials/isUnbounded``) at providers at once: the provider
+/// HTTP pool has 16 threads, and one user's requests to a slow provider must not hold them all.
+/// A call beyond the share is refused at once (`rate_limited`), not queued.
+final class ProviderRequestShare: Sendable {
+    static let maximumPerUser = 4
+
+    private let inFlight = Mutex<[UInt32: Int]>([:])
+
+    /// Runs `body` inside the caller's share.
+    func run<Result>(for caller: PeerCredentials, _ body: () async throws(AuthGateError) -> Result) async throws(AuthGateError) -> Result {
+        guard !caller.isUnbounded else { return try await body() }
+        let admitted = inFlight.withLock { counts in
+            guard counts[caller.uid, default: 0] < Self.maximumPerUser else { return false }
+            counts[caller.uid, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            throw AuthGateError(.rateLimited, "You have \(Self.maximumPerUser) requests at providers in flight already; try again when one has ended.",
+                                retryAfterSeconds: 1)
+        }
+        defer {
+            inFlight.withLock { counts in
+                let left = counts[caller.uid, default: 1] - 1
+                counts[caller.uid] = left > 0 ? left : nil
+            }
+        }
+        return try await body()
+    }
+}
