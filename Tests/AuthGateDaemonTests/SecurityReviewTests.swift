@@ -272,6 +272,39 @@ struct SecurityReviewTests {
         #expect(newest.errorMessage?.contains("cancelled") == true, "\(newest)")
     }
 
+    // MARK: 6. Executable rule
+
+    @Test("item 6: a process that connects, then execs the allowed program and leaves the socket to its child, is refused",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") && FileManager.default.isExecutableFile(atPath: "/usr/bin/sleep")))
+    func executablePinnedAtAccept() throws {
+        let daemon = try DaemonProcess(providers: [
+            "sleepers.json": #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"executables": ["/usr/bin/sleep"]}}"#,
+        ], logLevel: "info")
+        // The child asks once before the parent execs (so the daemon has accepted and pinned
+        // the parent as python), then again after the parent became /usr/bin/sleep.
+        let script = """
+            import os, socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile()
+            read_end, write_end = os.pipe()
+            if os.fork() == 0:
+                os.close(write_end)
+                s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"sleepers"}}\\n'); print(f.readline().strip(), flush=True)
+                os.read(read_end, 1)
+                time.sleep(0.3)
+                s.sendall(b'{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"sleepers"}}\\n'); print(f.readline().strip(), flush=True)
+                os._exit(0)
+            os.close(read_end)
+            time.sleep(0.5)
+            os.write(write_end, b"x")
+            os.execv("/usr/bin/sleep", ["sleep", "2"])
+            """
+        let result = try run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", script, daemon.socketPath])
+        let replies = result.stdout.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+        #expect(replies.count == 2, "\(result)")
+        #expect(replies.allSatisfy { $0.errorReason == "permission_denied" }, "python, then the pid that became sleep after connecting: \(replies)")
+        // The rule still admits the program it names: RPCServerTests' `executables` test, with the CLI.
+    }
+
     // MARK: 8. ID token on refresh
 
     @Test("item 8: an ID token for another user on refresh is refused (server_error) and the session keeps its tokens")

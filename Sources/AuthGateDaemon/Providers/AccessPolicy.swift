@@ -9,7 +9,10 @@ import Glibc
 ///
 /// Each list that is present must admit the caller: `users` by user name (or numeric uid),
 /// `groups` by any of the uid's groups (primary or supplementary, from the group database),
-/// `executables` by the caller's `/proc/PID/exe`.
+/// `executables` by the program the caller ran when it connected (``ProcessIdentity``: the
+/// same file, by device and inode), and only while its pid still names that process running
+/// that program. This rule tells programs of one uid apart; it is no boundary against code
+/// running as that uid, which can hand its socket to another process (docs/SECURITY.md).
 struct AccessPolicy: Sendable {
     func admits(_ caller: PeerCredentials, _ rules: AccessRules) -> Bool {
         if rules.admitsEveryone { return true }
@@ -23,10 +26,11 @@ struct AccessPolicy: Sendable {
             guard !callerGroups.isDisjoint(with: allowed) else { return false }
         }
         if let executables = rules.executables {
-            // The kernel reports the executable with symlinks resolved (/usr/bin/python3 →
-            // /usr/bin/python3.11), so compare against the resolved form of each configured path.
-            guard let executable = Self.executable(pid: caller.pid),
-                  executables.contains(where: { $0 == executable || Self.resolved($0) == executable }) else { return false }
+            // Pinned at accept time; refused when the pid now names another process (it exited
+            // and the pid was reused) or the same process runs another program (it exec'd after
+            // connecting, leaving the socket to a child, say).
+            guard let pinned = caller.process, ProcessIdentity(pid: caller.pid) == pinned,
+                  executables.contains(where: pinned.runs) else { return false }
         }
         return true
     }
@@ -69,16 +73,5 @@ struct AccessPolicy: Sendable {
             _ = getgrouplist(userName, primary, &groups, &count)
         }
         return Set(groups.prefix(Int(max(count, 0)))).union([primary])
-    }
-
-    static func resolved(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
-    }
-
-    /// The caller's executable, as the kernel knows it.
-    static func executable(pid: Int32) -> String? {
-        try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/exe")
     }
 }

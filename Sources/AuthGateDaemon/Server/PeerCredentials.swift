@@ -1,3 +1,4 @@
+import CLinux
 import NIOCore
 #if canImport(Glibc)
 import Glibc
@@ -11,11 +12,15 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     var pid: Int32
     var uid: UInt32
     var gid: UInt32
+    /// The connecting process as it was when the connection was accepted: `access.executables`
+    /// is checked against it, and refused once the pid names another process or another program.
+    var process: ProcessIdentity?
 
-    init(pid: Int32, uid: UInt32, gid: UInt32) {
+    init(pid: Int32, uid: UInt32, gid: UInt32, process: ProcessIdentity? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
+        self.process = process
     }
 
     var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
@@ -38,6 +43,36 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
         }
         let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-        return future.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+        return future.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid, process: ProcessIdentity(pid: $0.pid)) }
+    }
+}
+
+/// One process and the program it runs: its pid's start time (so a reused pid is another
+/// process) and the device and inode of its executable (so an `exec` of another program, or
+/// another file put at the program's path, is another program). Read from /proc when a
+/// connection is accepted, and again when a request needs `access.executables`.
+struct ProcessIdentity: Sendable, Hashable {
+    var startTime: UInt64
+    var executableDevice: UInt64
+    var executableInode: UInt64
+
+    /// `nil` when /proc does not tell (the process is gone, or /proc is hidden from the daemon).
+    init?(pid: Int32) {
+        let startTime = ag_process_start_time(pid)
+        var device: UInt64 = 0, inode: UInt64 = 0
+        guard startTime != 0, ag_file_identity("/proc/\(pid)/exe", &device, &inode) == 0 else { return nil }
+        self.init(startTime: startTime, executableDevice: device, executableInode: inode)
+    }
+
+    init(startTime: UInt64, executableDevice: UInt64, executableInode: UInt64) {
+        self.startTime = startTime
+        self.executableDevice = executableDevice
+        self.executableInode = executableInode
+    }
+
+    /// Whether the file at `path` is this process's program.
+    func runs(_ path: String) -> Bool {
+        var device: UInt64 = 0, inode: UInt64 = 0
+        return ag_file_identity(path, &device, &inode) == 0 && device == executableDevice && inode == executableInode
     }
 }

@@ -8,10 +8,13 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +23,34 @@
 /// same uid, and no core file. Returns 0, or -1 with errno set.
 static inline int ag_set_not_dumpable(void) {
     return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+}
+
+/// The device and inode of the file at `path` (links followed): a file's identity, which
+/// another file put at the same path does not share. Returns 0, or -1 with errno set.
+static inline int ag_file_identity(const char *path, unsigned long long *device, unsigned long long *inode) {
+    struct stat info;
+    if (stat(path, &info) != 0) return -1;
+    *device = (unsigned long long)info.st_dev;
+    *inode = (unsigned long long)info.st_ino;
+    return 0;
+}
+
+/// When process `pid` started, in clock ticks since boot (`/proc/PID/stat` field 22): with the
+/// pid, it names one process, as a pid alone does not once the pid is reused. 0 when unknown.
+static inline unsigned long long ag_process_start_time(int pid) {
+    char path[64], buffer[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t length = read(fd, buffer, sizeof buffer - 1);
+    close(fd);
+    if (length <= 0) return 0;
+    buffer[length] = 0;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    char *field = strrchr(buffer, ')');
+    if (field == NULL) return 0;
+    for (int index = 2; index < 22 && field != NULL; index++) field = strchr(field + 1, ' ');
+    return field == NULL ? 0 : strtoull(field + 1, NULL, 10);
 }
 
 /// Makes stdout line-buffered even when it is a pipe (Swift 6 cannot name the C global `stdout`).
