@@ -67,7 +67,11 @@ public struct CurlTransport: HTTPTransport {
         set(ag_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
         set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
-        if let caFile = policy.caFile { set(ag_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)) }
+        if let caBundle = policy.caBundle {
+            caBundle.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_CAINFO_BLOB, base, bytes.count)) }
+            }
+        }
         set(ag_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
         set(ag_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, policy.connectTimeoutMilliseconds))
         set(ag_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, policy.totalTimeoutMilliseconds))

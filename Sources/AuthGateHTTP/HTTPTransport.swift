@@ -43,8 +43,8 @@ public struct HTTPResponse: Sendable {
 
 /// How one request may be made: the provider's TLS trust, its timeouts, and the limits.
 public struct HTTPRequestPolicy: Sendable, Hashable {
-    /// A PEM bundle of CAs to trust instead of the system's.
-    public var caFile: String?
+    /// A PEM bundle of CAs to trust instead of the system's, in memory (`CURLOPT_CAINFO_BLOB`).
+    public var caBundle: [UInt8]?
     public var connectTimeoutMilliseconds: Int
     public var totalTimeoutMilliseconds: Int
     /// Allow plain http, but only to 127.0.0.1 and ::1 (tests).
@@ -52,9 +52,9 @@ public struct HTTPRequestPolicy: Sendable, Hashable {
     /// Bodies larger than this are refused while they arrive.
     public var maximumResponseBytes: Int
 
-    public init(caFile: String? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10_000,
+    public init(caBundle: [UInt8]? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10_000,
                 allowInsecureLoopback: Bool = false, maximumResponseBytes: Int = 1 << 20) {
-        self.caFile = caFile
+        self.caBundle = caBundle
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
         self.allowInsecureLoopback = allowInsecureLoopback

@@ -55,11 +55,11 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
         var secret: Secret?
         if let file = settings.clientSecretFile {
-            if let problem = FileTrust.problem(with: file, as: .secret) {
-                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: refused: \(problem)")
-            }
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else {
-                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: cannot read \(file)")
+            let text: String
+            switch FileTrust.read(file, as: .secret, maximumSize: 64 * 1024) {
+            case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+            case .failure(let problem):
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(problem.refused ? "refused: " : "")\(problem)")
             }
             let trimmed = text.trimming(while: \.isWhitespace)
             guard !trimmed.isEmpty else {
@@ -67,15 +67,22 @@ public actor RemoteIdentityProvider: IdentityProvider {
             }
             secret = Secret(trimmed)
         }
-        if let file = settings.caFile, let problem = FileTrust.problem(with: file, as: .certificate) {
-            throw AuthGateError(.providerUnavailable, "\(configuration.file): $.tls.ca_file: refused: \(problem)")
+        // Read into memory once, here (the provider's validation), and handed to libcurl as a
+        // blob: curl never opens the path, which could be swapped after this check.
+        var caBundle: [UInt8]?
+        if let file = settings.caFile {
+            switch FileTrust.read(file, as: .certificate, maximumSize: 4 << 20) {
+            case .success(let bytes): caBundle = bytes
+            case .failure(let problem):
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.tls.ca_file: \(problem.refused ? "refused: " : "")\(problem)")
+            }
         }
         self.configuration = configuration
         self.settings = settings
         self.transport = transport
         self.now = now
         self.logger = logger
-        policy = HTTPRequestPolicy(caFile: settings.caFile, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
+        policy = HTTPRequestPolicy(caBundle: caBundle, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                                    totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
                                    allowInsecureLoopback: settings.allowInsecureHTTPLoopback)
         clientSecret = secret

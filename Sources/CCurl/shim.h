@@ -19,6 +19,12 @@ static inline CURLcode ag_curl_setopt_pointer(CURL *_Nonnull handle, CURLoption 
     return curl_easy_setopt(handle, option, value);
 }
 
+/// A blob option (CURLOPT_CAINFO_BLOB); libcurl copies the bytes.
+static inline CURLcode ag_curl_setopt_blob(CURL *_Nonnull handle, CURLoption option, const void *_Nonnull data, size_t length) {
+    struct curl_blob blob = { (void *)data, length, CURL_BLOB_COPY };
+    return curl_easy_setopt(handle, option, &blob);
+}
+
 static inline CURLcode ag_curl_setopt_headers(CURL *_Nonnull handle, struct curl_slist *_Nullable headers) {
     return curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
 }

@@ -171,7 +171,7 @@ struct ProviderConfigurationLoaderTests {
         #expect(reports.map(\.id) == ["bad", "good", "huge"])
         #expect(reports[1].configuration != nil)
         #expect(problems(reports[0]) == [#"$.extra: unknown key for a provider of type "mock""#])
-        #expect(problems(reports[2]) == ["$: file is \(ProviderConfigurationLoader.maximumFileSize + 1) bytes; the limit is \(ProviderConfigurationLoader.maximumFileSize)"])
+        #expect(problems(reports[2]) == ["$: the provider file \(directory.path)/huge.json is \(ProviderConfigurationLoader.maximumFileSize + 1) bytes; the limit is \(ProviderConfigurationLoader.maximumFileSize)"])
     }
 
     @Test("a missing directory is an error of its own")

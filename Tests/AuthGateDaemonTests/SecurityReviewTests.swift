@@ -305,6 +305,47 @@ struct SecurityReviewTests {
         // The rule still admits the program it names: RPCServerTests' `executables` test, with the CLI.
     }
 
+    // MARK: 7. Files
+
+    @Test("item 7: a secret file in a directory others can write is refused, naming the directory; /tmp's sticky root directory is fine")
+    func directoryAboveSecret() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path + "/idp", mode: "ok")
+        let open = scratch.path + "/open"
+        try FileManager.default.createDirectory(atPath: open, withIntermediateDirectories: false)
+        chmod(open, 0o777)
+        try "s3cret-client\n".write(toFile: open + "/secret", atomically: false, encoding: .utf8)
+        chmod(open + "/secret", 0o600)
+        let providers = scratch.path + "/providers.d"
+        try FileManager.default.createDirectory(atPath: providers, withIntermediateDirectories: false)
+        try Self.faulty(server, grants: #"["client_credentials"]"#, extra: #", "client_secret_file": "\#(open)/secret""#)
+            .write(toFile: providers + "/faulty.json", atomically: false, encoding: .utf8)
+        let check = try run(BuiltProducts.daemon, ["--check", "--providers", providers])
+        #expect(check.stdout.contains("refused: the directory \(open) above the secret file \(open)/secret is writable by everyone (mode 0777)"), "\(check.stdout)")
+        // Sticky and root's, like /tmp itself: others cannot replace the file.
+        chmod(open, 0o1777)
+        if getuid() == 0 {
+            let sticky = try run(BuiltProducts.daemon, ["--check", "--providers", providers])
+            #expect(!sticky.stdout.contains("refused"), "\(sticky.stdout)")
+        }
+    }
+
+    @Test("item 7: the CA bundle is read once, at validation: a CA file changed afterwards is not what curl trusts")
+    func caBundleInMemory() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path + "/idp", mode: "ok")
+        let ca = scratch.path + "/ca.pem"
+        try FileManager.default.copyItem(atPath: server.caFile, toPath: ca)
+        let daemon = try DaemonProcess(providers: ["faulty.json": #"""
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(ca)"}}
+            """#])
+        try daemon.waitForLog("provider ready")
+        try "not a certificate\n".write(toFile: ca, atomically: false, encoding: .utf8)
+        let login = try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
+        #expect(login.status == 0, "the bundle read at validation is still trusted: \(login.stderr)")
+    }
+
     // MARK: 8. ID token on refresh
 
     @Test("item 8: an ID token for another user on refresh is refused (server_error) and the session keeps its tokens")

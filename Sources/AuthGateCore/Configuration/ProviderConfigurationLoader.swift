@@ -64,21 +64,14 @@ public enum ProviderConfigurationLoader {
     public static func load(file: String) -> ProviderFileReport {
         let name = file.split(separator: "/").last.map(String.init) ?? file
         let id = String(name.dropLast(name.hasSuffix(".json") ? 5 : 0))
-        let resolved = URL(fileURLWithPath: file).resolvingSymlinksInPath().path
-        guard let type = try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType, type == .typeRegular else {
-            return invalid(id, file, "$", "is not a regular file")
+        // Checked on the descriptor it is read from (FileTrust.read): never checked by path and
+        // then reopened.
+        switch FileTrust.read(file, as: .providerFile, maximumSize: maximumFileSize) {
+        case .success(let bytes):
+            return parse(Data(bytes), id: id, file: file)
+        case .failure(let problem):
+            return invalid(id, file, "$", problem.refused ? "refused: \(problem)" : "\(problem)")
         }
-        if let problem = FileTrust.problem(with: file, as: .providerFile) {
-            return invalid(id, file, "$", "refused: \(problem)")
-        }
-        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
-        guard size <= maximumFileSize else {
-            return invalid(id, file, "$", "file is \(size) bytes; the limit is \(maximumFileSize)")
-        }
-        guard let data = FileManager.default.contents(atPath: file) else {
-            return invalid(id, file, "$", "cannot be read (check its permissions)")
-        }
-        return parse(data, id: id, file: file)
     }
 
     /// Checks one provider document.
