@@ -50,7 +50,8 @@ struct InteractiveLoginTests {
         let approved = try Interactive.device(server, verificationURIComplete: complete)
         #expect(approved["status"] as? String == "Authorized")
         #expect(try cli.waitForExit() == 0, "\(cli.stderr)")
-        #expect(cli.stdout.hasPrefix("Signed in to corp as 1."), "\(cli.stdout)")
+        // The name the user knows (preferred_username), not the server's opaque subject "1".
+        #expect(cli.stdout.hasPrefix("Signed in to corp as alice."), "\(cli.stdout)")
 
         let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .newlines)
         #expect(!token.isEmpty)
@@ -192,7 +193,7 @@ struct InteractiveLoginTests {
         #expect(played["callback_status"] as? Int == 200)
         #expect((played["callback_body"] as? String)?.contains("you can close this tab") == true)
         #expect(try cli.waitForExit() == 0, "\(cli.stderr)")
-        #expect(cli.stdout.hasPrefix("Signed in to web as 1."), "\(cli.stdout)")
+        #expect(cli.stdout.hasPrefix("Signed in to web as alice."), "\(cli.stdout)")
         let redirect = try #require(played["redirect"] as? String)
         let code = try #require(Interactive.query("code", of: redirect))
 
@@ -240,20 +241,26 @@ struct InteractiveLoginTests {
         let pending = try call(connection, "login.complete", ["flow_id": flowID, "timeout_seconds": 1])
         #expect(pending.errorReason == "login_required")
         #expect(pending.errorMessage?.contains("still waiting") == true)
-        // Any local user can connect: 8 idle connections are held, a 9th is closed at once.
+        // Any local user can connect: 32 idle connections are held, a 33rd is closed at once,
+        // and the held ones are closed 2 s after connecting (the header deadline).
         let port = try #require(URLComponents(string: redirect)?.port)
         let crowd = try run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
             import socket, sys, time
-            held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(8)]
+            began = time.time()
+            held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(32)]
             time.sleep(0.3)
             extra = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-            extra.settimeout(3)
+            extra.settimeout(1.5)
             try:
                 print("closed" if extra.recv(1) == b"" else "answered")
             except socket.timeout:
                 print("open")
+            held[0].settimeout(10)
+            print("dropped" if held[0].recv(1) == b"" else "answered", round(time.time() - began))
             """, "\(port)"])
-        #expect(crowd.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "closed", "\(crowd.stdout)\(crowd.stderr)")
+        let lines = crowd.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "closed", "\(crowd.stdout)\(crowd.stderr)")
+        #expect(lines.last == "dropped 2", "the header deadline: \(crowd.stdout)")
 
         // The held connections are gone with their process; the listener may need a moment to see it.
         var real = try Interactive.get(redirect)

@@ -46,13 +46,15 @@ struct RedirectPage: Sendable {
 /// is cancelled (expiry, `login.cancel`, shutdown). It exists only while its flow is pending.
 ///
 /// Any local user can connect to a loopback port, so a connection costs little: one request
-/// each (`Connection: close`), sent within ``requestTimeout`` of connecting, and at most
-/// ``maximumConnections`` open at once (more are closed at once).
+/// each (`Connection: close`), whose head must arrive within ``requestTimeout`` of connecting
+/// (a browser sends it at once), and at most ``maximumConnections`` open at once (more are
+/// closed at once). Slots are many and short-lived, so that a local user holding some cannot
+/// keep the browser out for longer than the deadline.
 final class LoopbackRedirectListener: Sendable {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
-    static let maximumConnections = 8
-    static let requestTimeout: TimeAmount = .seconds(10)
+    static let maximumConnections = 32
+    static let requestTimeout: TimeAmount = .seconds(2)
 
     /// The URL the provider sends the browser back to, with the bound port.
     let redirectURI: URL
