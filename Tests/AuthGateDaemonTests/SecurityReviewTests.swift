@@ -455,6 +455,22 @@ struct SecurityReviewTests {
         #expect(userinfo.status == 0, "\(userinfo.stderr)")
         #expect(userinfo.stdout.contains("huge_number") && userinfo.stdout.contains("e+300"), "\(userinfo.stdout)")
     }
+
+    // MARK: 13. No token in argv
+
+    @Test("item 13: `token --header` feeds `curl -H @-`: the provider's userinfo answers, and no argv held the token")
+    func headerForCurl() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
+        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(server)])
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let header = try daemon.cli(["token", "faulty", "--header"])
+        #expect(header.status == 0 && header.stdout.hasPrefix("Authorization: Bearer faulty-at-") && header.stdout.hasSuffix("\n"), "\(header)")
+        let curl = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-H", "@-", server.issuer + "/userinfo"],
+                           stdin: header.stdout)
+        #expect(curl.stdout.contains(#""sub": "faulty-user""#) || curl.stdout.contains(#""sub":"faulty-user""#), "\(curl)")
+    }
 }
 
 /// What ``CapturingHandler`` saw last.

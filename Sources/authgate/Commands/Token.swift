@@ -5,7 +5,10 @@ import AuthGateRPC
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a valid access token for a provider.",
-        discussion: #"Prints the bare token, for `curl -H "Authorization: Bearer $(authgate token corp)"`."#)
+        discussion: """
+            Prints the bare token; with --header, the whole header for `curl -H @-`, which keeps \
+            the token out of every process's argv: `authgate token corp --header | curl -H @- https://api.example.com/`.
+            """)
 
     @OptionGroup var global: GlobalOptions
 
@@ -23,9 +26,16 @@ struct Token: ParsableCommand {
     @Option(help: ArgumentHelp("The API the token is for (RFC 8707), an absolute URI.", valueName: "uri"))
     var resource: String?
 
+    @Flag(help: "Print `Authorization: Bearer TOKEN` (the token's own type), for `curl -H @-`.")
+    var header = false
+
     func run() throws {
         let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid,
                                  forceRefresh: forceRefresh ? true : nil, scopes: scopes.isEmpty ? nil : scopes, resource: resource)
+        if header, !global.json {
+            let result = try global.call(.token, params, as: TokenResult.self)
+            return print("Authorization: \(result.tokenType) \(result.accessToken.exposedValue)")
+        }
         try Self.printToken(params, socket: global.socket, json: global.json)
     }
 
