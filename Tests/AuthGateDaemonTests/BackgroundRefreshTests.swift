@@ -186,10 +186,11 @@ struct BackgroundRefreshTests {
             let reply = try readReply(connection)
             #expect(reply.result != nil, "\(reply)")
         }
-        let connections = try (0..<2).map { _ in try daemon.connect() }
         try daemon.waitForLog("refreshes fall behind", timeout: .seconds(20))
         let warning = daemon.logText.split(separator: "\n").first { $0.contains("refreshes fall behind") } ?? ""
         #expect(warning.contains("slow") && warning.contains("refresh.waiting") && !warning.contains("fast"), "\(warning)")
+        // Opened now: a connection that sends nothing for 2 s is closed (the first-byte deadline).
+        let connections = try (0..<2).map { _ in try daemon.connect() }
         var sawOverdue = false
         var shownOverdue = false
         var fastExpired = 0

@@ -54,7 +54,7 @@ struct MethodHandlers {
             let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
                                                   scopes: params.scopes ?? [])
             try credentials.validate()
-            try await throttle.begin(uid: caller.uid)
+            try await throttle.begin(uid: caller.uid, countInFlight: !caller.isUnbounded)
             do {
                 let result = try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
                     try await provider.signIn(credentials)

@@ -4,9 +4,11 @@ import FoundationEssentials
 /// Slows password guessing through the daemon: after `maximumFailures` wrong passwords from
 /// one uid within `window`, that uid's password sign-ins are refused with `rate_limited`
 /// (and `retry_after_seconds`) until the oldest of those failures is older than `window`.
-/// Attempts in flight count as failures until they end, so that guesses sent in parallel
-/// cannot all pass the check before the first is answered. A successful sign-in clears the
-/// uid's record. Per uid, so one user cannot lock out another.
+/// For bounded uids, attempts in flight count as failures until they end, so that guesses sent
+/// in parallel cannot all pass the check before the first is answered (root and the daemon's
+/// own user, who may sign in many sessions at once from a script, are throttled by their
+/// failures only). A successful sign-in clears the uid's record. Per uid, so one user cannot
+/// lock out another.
 actor LoginThrottle {
     /// How an attempt ended.
     enum Outcome {
@@ -30,13 +32,14 @@ actor LoginThrottle {
     }
 
     /// Admits one password attempt of `uid`, to be ended with ``end(uid:_:)``.
+    /// - Parameter countInFlight: Whether the uid's attempts in flight count against it.
     /// - Throws: `rate_limited` while the uid is held back.
-    func begin(uid: UInt32) throws(AuthGateError) {
+    func begin(uid: UInt32, countInFlight: Bool) throws(AuthGateError) {
         let now = now()
         var recent = failures[uid] ?? []
         recent.removeAll { now.timeIntervalSince($0) >= window }
         failures[uid] = recent.isEmpty ? nil : recent
-        let pending = inFlight[uid, default: 0]
+        let pending = countInFlight ? inFlight[uid, default: 0] : 0
         if recent.count + pending >= maximumFailures {
             let wait = recent.count >= maximumFailures
                 ? recent.first.map { Int((window - now.timeIntervalSince($0)).rounded(.up)) } ?? 1
@@ -44,7 +47,7 @@ actor LoginThrottle {
             throw AuthGateError(.rateLimited, "Too many wrong passwords or attempts at once; try again in \(max(1, wait)) s.",
                                 retryAfterSeconds: max(1, wait))
         }
-        inFlight[uid] = pending + 1
+        inFlight[uid, default: 0] += 1
     }
 
     func end(uid: UInt32, _ outcome: Outcome) {
