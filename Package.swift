@@ -127,7 +127,9 @@ let package = Package(
             name: "AuthGateDaemonTests",
             dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon",
                            // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
-                           .product(name: "Crypto", package: "swift-crypto")],
+                           .product(name: "Crypto", package: "swift-crypto"),
+                           // Connection handlers tested in process.
+                           .product(name: "NIOEmbedded", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
     ],

@@ -8,6 +8,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case register
     case token
     case tokenRejected = "token.rejected"
+    /// `token`, then `token.changed` and `session.ended` notifications on the same connection.
+    case tokenWatch = "token.watch"
     case userinfo
     case status
     case logout

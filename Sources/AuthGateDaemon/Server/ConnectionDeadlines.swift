@@ -49,6 +49,8 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     private var unanswered = 0
     private var requestTimer: Scheduled<Void>?
     private var firstByteTimer: Scheduled<Void>?
+    /// The connection carries a `token.watch`: quiet by nature, never closed for idling.
+    private var watching = false
     private var anyByteArrived = false
     /// Since when nothing is in progress; `nil` while a line or an answer is.
     private var idleSince: NIODeadline?
@@ -134,9 +136,19 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
         context.fireChannelInactive()
     }
 
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        if event is WatchStarted {
+            watching = true
+            idleSince = nil
+            promise?.succeed()
+            return
+        }
+        context.triggerUserOutboundEvent(event, promise: promise)
+    }
+
     /// Starts the idle clock when the connection is idle now, and stops it otherwise.
     private func rearmIdle(_ context: ChannelHandlerContext) {
-        guard unanswered == 0, !partialLine else {
+        guard unanswered == 0, !partialLine, !watching else {
             idleSince = nil
             return
         }

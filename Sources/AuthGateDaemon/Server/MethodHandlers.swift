@@ -34,6 +34,8 @@ struct MethodHandlers {
     let logger: Logger
     let providerShare: ProviderRequestShare
     let caller: PeerCredentials
+    /// The connection, for `token.watch`; `nil` where there is none (in-process callers).
+    var watchSink: WatchSink?
 
     /// `min_valid_seconds` when the caller does not say.
     static let defaultMinimumValidity = 10
@@ -187,6 +189,29 @@ struct MethodHandlers {
         let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(minimum),
                                               forceRefresh: params.forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
+    }
+
+    /// `token`, and from then on `token.changed` and `session.ended` on this connection until it
+    /// closes. The watch starts before the token is read, so no change falls between the two.
+    func tokenWatch(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
+        guard params.scopes == nil, params.resource == nil, params.forceRefresh == nil else {
+            throw AuthGateError(.invalidParams, "token.watch watches a session's own token: it takes provider, session and min_valid_seconds only.")
+        }
+        guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
+        let (_, _, key) = try await resolve(params.provider, params.session)
+        let watchers = sessions.watchers
+        let id = try watchers.add(key, sink: watchSink, bounded: !caller.isUnbounded)
+        watchSink.started()
+        watchSink.onClose { watchers.remove(key, id: id) }
+        do {
+            let result = try await token(params)
+            watchSink.willAnswer(with: result.accessToken.exposedValue)
+            logger.debug("token watch started", metadata: metadata(key))
+            return result
+        } catch {
+            watchers.remove(key, id: id)
+            throw error
+        }
     }
 
     func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {

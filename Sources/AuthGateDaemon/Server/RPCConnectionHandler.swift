@@ -33,6 +33,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private let connections: OpenConnections
     private let limits: ConnectionLimits
     private let logger: Logger
+    /// Made on the first request that needs the dispatcher; `token.watch` writes through it.
+    private var watchSink: WatchSink?
 
     /// Lines waiting for the request in flight.
     private var waiting: [LineFrame] = []
@@ -128,8 +130,10 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         requestInFlight = true
         let eventLoop = context.eventLoop
         let handler = NIOLoopBound((self, context), eventLoop: eventLoop)
+        let sink = watchSink ?? WatchSink(channel: context.channel, uid: caller.uid, logger: logger)
+        watchSink = sink
         connections.run(on: eventLoop) { [dispatcher, caller] in
-            let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller)
+            let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller, watchSink: sink)
             // The task runs on this loop (EventLoopTaskExecutor), so this is normally no hop.
             if eventLoop.inEventLoop {
                 let (self_, context) = handler.value
@@ -146,6 +150,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private func requestFinished(_ response: Data?, _ context: ChannelHandlerContext) {
         requestInFlight = false
         write(response.map { ByteBuffer(bytes: $0) } ?? ByteBuffer(), context)
+        // A token.watch just answered: its notifications may follow now.
+        watchSink?.answerWritten()
         while !requestInFlight, !waiting.isEmpty {
             serve(waiting.removeFirst(), context)
         }

@@ -18,7 +18,8 @@ struct RPCDispatcher: Sendable {
     var providerShare = ProviderRequestShare()
 
     /// The response line (with its `\n`), or `nil` for a notification.
-    func respond(to line: Data, from caller: PeerCredentials) async -> Data? {
+    /// - Parameter watchSink: Where `token.watch` sends its notifications (the connection).
+    func respond(to line: Data, from caller: PeerCredentials, watchSink: WatchSink? = nil) async -> Data? {
         let request: DecodedRequest
         do {
             request = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: line)
@@ -38,7 +39,7 @@ struct RPCDispatcher: Sendable {
         }
         let response: Result<Data, AuthGateError>
         if let method = RPCMethod(rawValue: methodName) {
-            response = await run(method, request, caller: caller)
+            response = await run(method, request, caller: caller, watchSink: watchSink)
         } else {
             response = .failure(AuthGateError(.methodNotFound, "There is no method \"\(methodName.prefix(64))\"."))
         }
@@ -53,9 +54,9 @@ struct RPCDispatcher: Sendable {
         }
     }
 
-    private func run(_ method: RPCMethod, _ request: DecodedRequest, caller: PeerCredentials) async -> Result<Data, AuthGateError> {
+    private func run(_ method: RPCMethod, _ request: DecodedRequest, caller: PeerCredentials, watchSink: WatchSink?) async -> Result<Data, AuthGateError> {
         let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: throttle, context: context, logger: logger,
-                                      providerShare: providerShare, caller: caller)
+                                      providerShare: providerShare, caller: caller, watchSink: watchSink)
         do throws(AuthGateError) {
             switch method {
             case .providersList: return try encode(await handlers.providersList())
@@ -67,6 +68,7 @@ struct RPCDispatcher: Sendable {
             case .daemonInfo: return try encode(await handlers.daemonInfo())
             case .userinfo: return try encode(await handlers.userinfo(params(request)))
             case .tokenRejected: return try encode(await handlers.tokenRejected(params(request)))
+            case .tokenWatch: return try encode(await handlers.tokenWatch(params(request)))
             case .configReload: return try encode(await handlers.configReload())
             case .loginBegin: return try encode(await handlers.loginBegin(params(request)))
             case .loginComplete: return try encode(await handlers.loginComplete(params(request)))
@@ -181,7 +183,7 @@ struct DecodedRequest: Decodable {
         case .providersList, .daemonInfo, .configReload: nil
         case .login: try container.decodeIfPresent(LoginParams.self, forKey: .params)
         case .register: try container.decodeIfPresent(RegisterParams.self, forKey: .params)
-        case .token: try container.decodeIfPresent(TokenParams.self, forKey: .params)
+        case .token, .tokenWatch: try container.decodeIfPresent(TokenParams.self, forKey: .params)
         case .status: try container.decodeIfPresent(StatusParams.self, forKey: .params)
         case .logout: try container.decodeIfPresent(LogoutParams.self, forKey: .params)
         case .userinfo: try container.decodeIfPresent(UserinfoParams.self, forKey: .params)

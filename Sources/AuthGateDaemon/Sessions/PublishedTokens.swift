@@ -76,23 +76,27 @@ extension PublishedTokens.Key {
 }
 
 /// The session records. Every change goes through here, so that a session whose tokens
-/// change or which goes away is withdrawn from ``PublishedTokens`` in the same step.
+/// change or which goes away is withdrawn from ``PublishedTokens`` in the same step, and its
+/// watchers (``TokenWatchers``) are told.
 struct SessionTable {
     private var records: [SessionKey: SessionRecord] = [:]
     private var countByUID: [UInt32: Int] = [:]
     let published: PublishedTokens
+    let watchers: TokenWatchers
 
-    init(published: PublishedTokens) {
+    init(published: PublishedTokens, watchers: TokenWatchers) {
         self.published = published
+        self.watchers = watchers
     }
 
     subscript(key: SessionKey) -> SessionRecord? {
         get { records[key] }
         set {
-            if newValue?.tokens != records[key]?.tokens { published.withdraw(key) }
-            let existed = records[key] != nil
+            let old = records[key]
+            if newValue?.tokens != old?.tokens { published.withdraw(key) }
             records[key] = newValue
-            if existed != (newValue != nil) { count(key.uid, newValue != nil ? 1 : -1) }
+            if (old != nil) != (newValue != nil) { count(key.uid, newValue != nil ? 1 : -1) }
+            tell(key, old: old, new: newValue)
         }
     }
 
@@ -101,7 +105,23 @@ struct SessionTable {
         published.withdraw(key)
         let removed = records.removeValue(forKey: key)
         if removed != nil { count(key.uid, -1) }
+        tell(key, old: removed, new: nil)
         return removed
+    }
+
+    /// A new access token is `token.changed`; tokens gone (refused, expired) or the record gone
+    /// (signed out) is `session.ended`. A change of the refresh token alone tells nobody.
+    private func tell(_ key: SessionKey, old: SessionRecord?, new: SessionRecord?) {
+        switch (old?.tokens, new?.tokens) {
+        case (let before, .some(let after)) where before?.accessToken != after.accessToken || before?.expiresAt != after.expiresAt:
+            watchers.tokensChanged(key, after)
+        case (.some, nil) where new != nil:
+            watchers.sessionEnded(key, .loginRequired, message: new?.lastError ?? "The session needs a new sign-in.")
+        case (_, _) where old != nil && new == nil:
+            watchers.sessionEnded(key, .loggedOut, message: "The session was signed out.")
+        default:
+            break
+        }
     }
 
     /// The sessions of `uid`, in O(1).

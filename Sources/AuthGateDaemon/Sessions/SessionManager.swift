@@ -101,6 +101,8 @@ actor SessionManager {
     private var sessions: SessionTable
     /// The current tokens of sessions in use, for answering `token` on the event loops.
     nonisolated let published: PublishedTokens
+    /// The `token.watch` subscriptions, told of every change by ``SessionTable``.
+    nonisolated let watchers = TokenWatchers()
     private var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
     private var queue: RefreshQueue
     private var lateness = RefreshLateness()
@@ -144,7 +146,7 @@ actor SessionManager {
         self.now = now
         self.random = random
         published = PublishedTokens(now: now)
-        sessions = SessionTable(published: published)
+        sessions = SessionTable(published: published, watchers: watchers)
     }
 
     // MARK: Sign-in and sign-out

@@ -1,0 +1,90 @@
+import Logging
+import NIOCore
+import Synchronization
+
+/// Tells the connection's ``ConnectionDeadlines`` that it now carries a watch, which is quiet
+/// by nature: it is never closed for being idle.
+struct WatchStarted: Sendable {}
+
+/// Where a connection's `token.watch` notifications go: lines written on the connection's
+/// event loop, between its answers.
+///
+/// A watch's notifications start after its answer: those that come while the answer is on its
+/// way (the token it answers may itself be a refresh's, which is also a change) are held, then
+/// written after it, without the one that only repeats the answered token. A client that stops
+/// reading is dropped, not buffered for: once NIO's outbound buffer is over its high-water mark
+/// (64 KiB), the connection is closed.
+final class WatchSink: Sendable {
+    private struct State {
+        /// No watch answered yet: notifications wait (at most ``maximumHeld``, the newest kept).
+        var active = false
+        var held: [(accessToken: String?, line: [UInt8])] = []
+        /// Set by ``willAnswer(with:)``; the answer's write activates the sink.
+        var answeredToken: String?
+    }
+
+    private static let maximumHeld = 16
+    private let channel: any Channel
+    private let logger: Logger
+    private let uid: UInt32
+    private let state = Mutex(State())
+
+    init(channel: any Channel, uid: UInt32, logger: Logger) {
+        self.channel = channel
+        self.uid = uid
+        self.logger = logger
+    }
+
+    /// The connection now carries a watch (see ``WatchStarted``).
+    func started() {
+        channel.eventLoop.execute { [channel] in channel.triggerUserOutboundEvent(WatchStarted(), promise: nil) }
+    }
+
+    /// The watch's answer, about to be written, holds `accessToken`.
+    func willAnswer(with accessToken: String) {
+        state.withLock { $0.answeredToken = accessToken }
+    }
+
+    /// An answer was written on the connection (called on its event loop after every one): the
+    /// first after ``willAnswer(with:)`` lets the held notifications go.
+    func answerWritten() {
+        let released = state.withLock { state -> [[UInt8]]? in
+            guard !state.active, let answered = state.answeredToken else { return nil }
+            state.active = true
+            // Notifications up to the one carrying the answered token are older news.
+            let fresh = state.held.lastIndex { $0.accessToken == answered }.map { state.held[($0 + 1)...] } ?? state.held[...]
+            state.held = []
+            return fresh.map(\.line)
+        }
+        for line in released ?? [] { write(line) }
+    }
+
+    /// Writes one notification line (with its newline), or holds it until the watch's answer.
+    /// - Parameter accessToken: The token a `token.changed` carries, to leave out a repeat of the answer.
+    func send(_ line: [UInt8], accessToken: String?) {
+        channel.eventLoop.execute {
+            let held = self.state.withLock { state -> Bool in
+                guard !state.active else { return false }
+                state.held.append((accessToken, line))
+                if state.held.count > Self.maximumHeld { state.held.removeFirst() }
+                return true
+            }
+            if !held { self.write(line) }
+        }
+    }
+
+    private func write(_ line: [UInt8]) {
+        guard channel.isActive else { return }
+        guard channel.isWritable else {
+            logger.notice("closing a watching connection that does not read its notifications", metadata: ["peer.uid": "\(uid)"])
+            channel.close(promise: nil)
+            return
+        }
+        channel.writeAndFlush(ByteBuffer(bytes: line), promise: nil)
+    }
+
+    /// Calls `body` once the connection has closed.
+    func onClose(_ body: @escaping @Sendable () -> Void) {
+        channel.closeFuture.whenComplete { _ in body() }
+    }
+}

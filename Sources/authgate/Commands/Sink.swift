@@ -1,0 +1,220 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate sink`: keeps a file holding a session's current token, for services that read a
+/// file (nginx, a proxy, a daemon that re-reads its credentials on SIGHUP).
+///
+/// It subscribes with `token.watch` and rewrites the file atomically on every change (a temp
+/// file in the same directory, fsync, rename, fsync of the directory), so a reader never sees a
+/// partial or empty file while the session lives. When the session ends (signed out, refused)
+/// the file is **removed**: a service then fails loudly instead of sending a dead token. It
+/// reconnects with backoff (1 s doubling to 30 s) when the daemon restarts, and waits for a
+/// new sign-in when there is no session.
+struct Sink: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Keep a file holding a session's current token, rewritten on every change (runs until stopped).",
+        discussion: """
+            Run it as the service's user, e.g. from a systemd unit (systemd/authgate-sink@.service). The file is \
+            replaced atomically on each refresh or sign-in, and removed when the session ends. Exits non-zero \
+            with a sentence when the provider is unknown or refused to you; waits for the daemon and for a \
+            sign-in otherwise.
+            """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        /// The bare token and a newline.
+        case raw
+        /// `Authorization: Bearer TOKEN` and a newline.
+        case header
+        /// The `token` result as one line of JSON.
+        case json
+    }
+
+    @OptionGroup var global: GlobalOptions
+
+    @OptionGroup var selection: SessionSelection
+
+    @Option(help: ArgumentHelp("The file to keep the token in.", valueName: "path"))
+    var file: String
+
+    @Option(help: "What the file holds: raw (the token), header (Authorization: Bearer TOKEN) or json (the token result).")
+    var format: Format = .raw
+
+    @Option(help: ArgumentHelp("The file's mode, in octal.", valueName: "octal"))
+    var mode = "0400"
+
+    @Flag(help: "Write the file once and exit.")
+    var once = false
+
+    @Option(name: .customLong("on-change"), parsing: .remaining,
+            help: ArgumentHelp("A command run after each write (the rest of the line), e.g. systemctl reload nginx. It gets no token.", valueName: "command"))
+    var onChange: [String] = []
+
+    func validate() throws {
+        guard let value = UInt16(mode, radix: 8), value <= 0o777 else { throw ValidationError("--mode must be an octal mode such as 0400 or 0640.") }
+        guard file.hasPrefix("/") || !file.isEmpty else { throw ValidationError("--file must name a file.") }
+    }
+
+    func run() throws {
+        let fileMode = mode_t(UInt16(mode, radix: 8) ?? 0o400)
+        let socket = global.socket ?? SocketLocation.forClient()
+        let params = TokenParams(provider: selection.provider, session: selection.session)
+        var delay = 1.0
+        var saidWaiting = false
+        while true {
+            do throws(RPCClientError) {
+                let connection = try RPCConnection(path: socket)
+                try watch(connection, params: params, fileMode: fileMode) {
+                    delay = 1  // the daemon answered: the next reconnect starts from a second again
+                }
+                // The daemon closed the connection (a restart): reconnect.
+                Terminal.writeError("authgate sink: authgated closed the connection; reconnecting.\n")
+            } catch .remote(let error) where [.loginRequired, .serviceUnavailable, .networkError, .rateLimited].contains(error.reason) {
+                if once { throw CLIError(.remote(error), json: false) }
+                if !saidWaiting {
+                    Terminal.writeError("authgate sink: \(Terminal.safe(error.description)) [\(error.reason.rawValue)]; waiting.\n")
+                    saidWaiting = true
+                }
+                removeFile()
+            } catch .daemonUnreachable(let path, let detail) {
+                if once { throw CLIError(.daemonUnreachable(path: path, detail: detail), json: false) }
+                if !saidWaiting {
+                    Terminal.writeError("authgate sink: cannot reach authgated at \(path) (\(detail)); retrying.\n")
+                    saidWaiting = true
+                }
+            } catch {
+                // Unknown provider, refused, bad arguments: waiting would not help.
+                throw CLIError(error, json: false)
+            }
+            if once { return }
+            usleep(useconds_t(delay * 1_000_000))
+            delay = min(delay * 2, 30)
+        }
+    }
+
+    /// One watch on one connection: the first answer, then each notification, until the daemon
+    /// closes the connection (or, with `--once`, after the first write).
+    private func watch(_ connection: RPCConnection, params: TokenParams, fileMode: mode_t,
+                       answered: () -> Void) throws(RPCClientError) {
+        let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        try connection.send(Array((#"{"id":1,"jsonrpc":"2.0","method":"token.watch","params":"# + encoded + "}\n").utf8))
+        // The answer comes before any notification of this watch.
+        guard let reply = try connection.receiveLine() else { throw .protocolError("the daemon closed the connection") }
+        let first = try RPCConnection.decodeReply(reply, id: .number(1), as: TokenResult.self)
+        answered()
+        write(token: first.accessToken, type: first.tokenType, result: reply, expiresAt: first.expiresAt)
+        if once { return }
+        while let line = try connection.receiveLine() {
+            guard let method = (try? RPCCoding.makeDecoder().decode(Peek.self, from: Data(line)))?.method else { continue }
+            switch method {
+            case TokenChanged.method:
+                guard let change = try? RPCCoding.makeDecoder().decode(RPCNotification<TokenChanged>.self, from: Data(line)).params else { continue }
+                write(token: change.accessToken, type: change.tokenType, result: line, expiresAt: change.expiresAt)
+            case SessionEnded.method:
+                let ended = try? RPCCoding.makeDecoder().decode(RPCNotification<SessionEnded>.self, from: Data(line)).params
+                removeFile()
+                Terminal.writeError("authgate sink: the session ended (\(ended?.reason.rawValue ?? "ended")): \(Terminal.safe(ended?.message ?? "")) Removed \(file); waiting for a new sign-in.\n")
+            default:
+                continue
+            }
+        }
+    }
+
+    private struct Peek: Decodable {
+        var method: String?
+    }
+
+    /// Writes the file in the chosen format and runs `--on-change`.
+    private func write(token: Secret, type: String, result: [UInt8], expiresAt: Date) {
+        let contents: [UInt8] = switch format {
+        case .raw: Array((token.exposedValue + "\n").utf8)
+        case .header: Array("Authorization: \(type) \(token.exposedValue)\n".utf8)
+        case .json: Self.tokenJSON(result) + [UInt8(ascii: "\n")]
+        }
+        do {
+            try AtomicFile.write(contents, to: file, mode: mode_t(UInt16(mode, radix: 8) ?? 0o400))
+        } catch {
+            Terminal.writeError("authgate sink: cannot write \(file): \(error)\n")
+            return
+        }
+        Terminal.writeError("authgate sink: wrote \(file) (the token is valid until \(Terminal.describe(expiresAt))).\n")
+        if !onChange.isEmpty { Self.run(onChange) }
+    }
+
+    /// The token fields of an answer or a notification, as one JSON object: the `result` of an
+    /// answer, the `params` of a notification.
+    private static func tokenJSON(_ line: [UInt8]) -> [UInt8] {
+        guard let object = try? JSONValue.parse(Data(line)).objectValue,
+              let token = object["result"] ?? object["params"],
+              let data = try? RPCCoding.makeEncoder().encode(token) else { return Array(line) }
+        return Array(data)
+    }
+
+    private func removeFile() {
+        if unlink(file) == 0 {
+            Terminal.writeError("authgate sink: removed \(file).\n")
+        }
+    }
+
+    /// Runs `command` and waits for it; its failure is reported, not fatal.
+    private static func run(_ command: [String]) {
+        let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { arguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        guard posix_spawnp(&pid, command[0], nil, nil, arguments, environ) == 0 else {
+            return Terminal.writeError("authgate sink: cannot run \(command[0]).\n")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        if status != 0 { Terminal.writeError("authgate sink: \(command[0]) failed (wait status \(status)).\n") }
+    }
+}
+
+/// A file replaced in one step: a temp file in the same directory, written, fsynced, renamed
+/// over the target, and the directory fsynced, so that a reader sees the old file or the new
+/// one, whole, and a crash leaves one of the two.
+enum AtomicFile {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func write(_ bytes: [UInt8], to path: String, mode: mode_t) throws {
+        let slash = path.lastIndex(of: "/")
+        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        var template = Array("\(directory)/.\(name).XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var ok = false
+        defer {
+            if !ok { unlink(temporary) }
+        }
+        guard fchmod(descriptor, mode) == 0 else {
+            close(descriptor)
+            throw Failure(description: String(cString: strerror(errno)))
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else {
+                close(descriptor)
+                throw Failure(description: String(cString: strerror(errno)))
+            }
+            offset += written
+        }
+        guard fsync(descriptor) == 0, close(descriptor) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        guard rename(temporary, path) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        ok = true
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+    }
+}

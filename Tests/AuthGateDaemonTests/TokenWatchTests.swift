@@ -1,0 +1,211 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Logging
+import NIOCore
+import NIOEmbedded
+import Testing
+@testable import AuthGateDaemon
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `token.watch` and `authgate sink`, through the real daemon with short-lived mock tokens.
+@Suite("Token watches and sinks", .serialized)
+struct TokenWatchTests {
+    /// Mock tokens of 3 s, refreshed a second or so before they expire.
+    static let shortMock = #"""
+        {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+         "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+        """#
+
+    /// A watcher in a process of its own (so that a test cannot hang on a read): sends
+    /// token.watch, prints each line it receives, and exits after `seconds`.
+    private static func startWatcher(_ daemon: DaemonProcess, seconds: Double, prefix: [String] = []) throws -> (Process, Pipe) {
+        let script = """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock"}}\\n')
+            s.settimeout(0.2); buffer = b""; end = time.time() + float(sys.argv[2])
+            while time.time() < end:
+                try:
+                    chunk = s.recv(65536)
+                except socket.timeout:
+                    continue
+                if not chunk: break
+                buffer += chunk
+                while b"\\n" in buffer:
+                    line, buffer = buffer.split(b"\\n", 1)
+                    print(line.decode(), flush=True)
+            """
+        let process = Process()
+        let command = prefix + ["/usr/bin/python3", "-c", script, daemon.socketPath, "\(seconds)"]
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        return (process, output)
+    }
+
+    private static func lines(_ started: (Process, Pipe)) -> [[String: Any]] {
+        let data = started.1.fileHandleForReading.readDataToEndOfFile()
+        started.0.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n")
+            .map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+    }
+
+    private static func signIn(_ daemon: DaemonProcess, prefix: [String] = []) throws {
+        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n", prefix: prefix)
+        #expect(login.status == 0, "\(login.stderr)")
+    }
+
+    @Test("token.watch: the token at once, token.changed on each refresh, session.ended on logout, token.changed on a new sign-in")
+    func notifications() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
+        try Self.signIn(daemon)
+        let watcher = try Self.startWatcher(daemon, seconds: 6)
+        usleep(3_500_000)  // at least one refresh
+        #expect(try daemon.cli(["logout", "mock"]).status == 0)
+        usleep(300_000)
+        try Self.signIn(daemon)
+        let lines = Self.lines(watcher)
+        let first = try #require(lines.first?["result"] as? [String: Any], "\(lines)")
+        let methods = lines.dropFirst().compactMap { $0["method"] as? String }
+        let changes = lines.compactMap { ($0["params"] as? [String: Any]).flatMap { $0["access_token"] as? String } }
+        #expect(methods.contains("token.changed") && methods.contains("session.ended"), "\(methods)")
+        #expect(methods.last == "token.changed", "the new sign-in: \(methods)")
+        #expect(!changes.contains(first["access_token"] as? String ?? "-"), "each change is a new token")
+        let ended = lines.first { $0["method"] as? String == "session.ended" }?["params"] as? [String: Any]
+        #expect(ended?["reason"] as? String == "logged_out" && ended?["provider"] as? String == "mock", "\(ended ?? [:])")
+        // Between the refreshes the connection is quiet longer than nothing: never closed as idle.
+        #expect(!daemon.logText.contains("the connection was idle"))
+    }
+
+    @Test("two uids watching: each sees only its own session's notifications",
+          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func watchersSeeOnlyTheirOwn() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--socket-group", "nogroup"], logLevel: "info")
+        chmod(daemon.scratch.path, 0o755)
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        try Self.signIn(daemon)
+        try Self.signIn(daemon, prefix: asNobody)
+        let rootWatcher = try Self.startWatcher(daemon, seconds: 4)
+        let nobodyWatcher = try Self.startWatcher(daemon, seconds: 4, prefix: asNobody)
+        let rootToken = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let root = Self.lines(rootWatcher), nobody = Self.lines(nobodyWatcher)
+        let rootTokens = Set(root.compactMap { (($0["result"] ?? $0["params"]) as? [String: Any])?["access_token"] as? String })
+        let nobodyTokens = Set(nobody.compactMap { (($0["result"] ?? $0["params"]) as? [String: Any])?["access_token"] as? String })
+        #expect(rootTokens.count >= 2 && nobodyTokens.count >= 2, "both saw refreshes: \(rootTokens.count), \(nobodyTokens.count)")
+        #expect(rootTokens.isDisjoint(with: nobodyTokens))
+        #expect(!nobodyTokens.contains(rootToken))
+    }
+
+    @Test("a watcher that does not read is dropped when its connection's buffer is full, not buffered for")
+    func slowWatcherDropped() throws {
+        let channel = EmbeddedChannel()
+        let sink = WatchSink(channel: channel, uid: 1000, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/tmp/x")).wait()
+        sink.willAnswer(with: "t0")
+        sink.answerWritten()
+        sink.send(Array("{\"method\":\"token.changed\"}\n".utf8), accessToken: "t1")
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) != nil, "written while the client reads")
+        channel.isWritable = false  // the client stopped reading: NIO's outbound buffer is over its mark
+        sink.send(Array("{\"method\":\"token.changed\"}\n".utf8), accessToken: "t2")
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil)
+        #expect(!channel.isActive, "closed")
+    }
+
+    @Test("a bounded uid holds at most 64 watches (rate_limited with a sentence); root is not bound")
+    func watchesPerUser() throws {
+        let watchers = TokenWatchers()
+        let sink = WatchSink(channel: EmbeddedChannel(), uid: 1000, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
+        let ids = try (0..<TokenWatchers.maximumPerUser).map { _ in try watchers.add(key, sink: sink, bounded: true) }
+        #expect(throws: AuthGateError.self) { try watchers.add(key, sink: sink, bounded: true) }
+        do {
+            _ = try watchers.add(key, sink: sink, bounded: true)
+        } catch {
+            #expect(error.reason == .rateLimited && error.message.contains("64 token watches"))
+        }
+        watchers.remove(key, id: ids[0])
+        #expect((try? watchers.add(key, sink: sink, bounded: true)) != nil, "a closed watch frees its place")
+        let root = SessionKey(uid: 0, provider: ProviderID("mock")!, name: .default)
+        for _ in 0..<100 { _ = try watchers.add(root, sink: sink, bounded: false) }
+    }
+
+    // MARK: authgate sink
+
+    @Test("authgate sink: the file holds the current token (mode as asked), rewritten on refresh with --on-change each time, never partial; removed on logout, back on sign-in, survives a daemon restart")
+    func sinkFollowsTheSession() throws {
+        var daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
+        let scratch = daemon.scratch
+        try Self.signIn(daemon)
+        let file = scratch.path + "/out/token", count = scratch.path + "/changes"
+        try FileManager.default.createDirectory(atPath: scratch.path + "/out", withIntermediateDirectories: false)
+        let sink = Process()
+        sink.executableURL = BuiltProducts.cli
+        sink.arguments = ["sink", "mock", "--file", file, "--mode", "0440", "--on-change", "/bin/sh", "-c", "echo x >> \(count)"]
+        sink.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+        sink.standardError = FileHandle.nullDevice
+        try sink.run()
+        defer {
+            kill(sink.processIdentifier, SIGKILL)
+            sink.waitUntilExit()
+        }
+        try eventually { FileManager.default.fileExists(atPath: file) }
+        let permissions = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+        #expect(permissions == 0o440)
+        // A reader in a tight loop for 4 s (a refresh or two): always a whole token line.
+        let reader = try run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
+            import sys, time
+            seen, bad, end = set(), 0, time.time() + 4
+            while time.time() < end:
+                try:
+                    text = open(sys.argv[1]).read()
+                except FileNotFoundError:
+                    bad += 1; continue
+                if not (text.startswith("mock_at_") and text.endswith("\\n") and len(text) > 20): bad += 1
+                seen.add(text)
+            print(len(seen), bad)
+            """, file])
+        let figures = reader.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        #expect(figures.count == 2 && figures[0] >= 2 && figures[1] == 0, "tokens seen, bad reads: \(reader.stdout)\(reader.stderr)")
+        let current = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout
+        try eventually { (try? String(contentsOfFile: file, encoding: .utf8)) == current }
+        let writes = ((try? String(contentsOfFile: count, encoding: .utf8)) ?? "").split(separator: "\n").count
+        #expect(writes >= figures[0], "--on-change ran after each write: \(writes)")
+
+        #expect(try daemon.cli(["logout", "mock"]).status == 0)
+        try eventually { !FileManager.default.fileExists(atPath: file) }
+        try Self.signIn(daemon)
+        try eventually { FileManager.default.fileExists(atPath: file) }
+
+        // A restart: the mock's sessions are in memory, so the sink waits for a sign-in, then
+        // writes again through a new connection.
+        daemon.send(SIGTERM)
+        _ = try daemon.waitForExit()
+        daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info", scratch: scratch)
+        try eventually(timeout: .seconds(15)) { !FileManager.default.fileExists(atPath: file) }
+        try Self.signIn(daemon)
+        try eventually(timeout: .seconds(40)) {
+            (try? String(contentsOfFile: file, encoding: .utf8))?.hasPrefix("mock_at_") == true
+        }
+    }
+
+    @Test("authgate sink --once writes and exits; an unknown provider exits non-zero with a sentence")
+    func sinkOnceAndRefusal() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try Self.signIn(daemon)
+        let file = daemon.scratch.path + "/header"
+        let once = try daemon.cli(["sink", "mock", "--file", file, "--format", "header", "--once"])
+        #expect(once.status == 0, "\(once.stderr)")
+        let token = try daemon.cli(["token", "mock"]).stdout
+        #expect((try? String(contentsOfFile: file, encoding: .utf8)) == "Authorization: Bearer \(token)")
+        let unknown = try daemon.cli(["sink", "nope", "--file", file + "2"])
+        #expect(unknown.status == 6 && unknown.stderr.contains("[unknown_provider]"), "\(unknown)")
+        #expect(!FileManager.default.fileExists(atPath: file + "2"))
+    }
+}
