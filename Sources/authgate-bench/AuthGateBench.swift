@@ -35,7 +35,7 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
-    @Option(help: "Only these parts: hot, cli, memory, startup, refresh.")
+    @Option(help: "Only these parts: hot, cli, memory, startup, refresh, sink.")
     var only: [String] = []
 
     @Option(help: "Scales the refresh loads' durations (1: 2, 5 and 1 minutes).")
@@ -43,7 +43,7 @@ struct AuthGateBench: ParsableCommand {
 
     func run() throws {
         let work = try WorkDirectory()
-        let parts = Set(only.isEmpty ? ["hot", "cli", "memory", "startup", "refresh"] : only)
+        let parts = Set(only.isEmpty ? ["hot", "cli", "memory", "startup", "refresh", "sink"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
         if parts.contains("cli") { print(try cliProcess(work)) }
         if parts.contains("memory") { print(try memory(work)) }
@@ -51,6 +51,7 @@ struct AuthGateBench: ParsableCommand {
             print(try startUp(work, python: python))
         }
         if parts.contains("refresh") { print(try refreshAtScale(work)) }
+        if parts.contains("sink") { print(try sinkLatency(work)) }
     }
 
     // MARK: 1. The token RPC on a cached token
