@@ -123,9 +123,17 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
+        // Entry points into every parser of untrusted bytes, for scripts/fuzz (libFuzzer) and the
+        // tests' replay of the committed inputs. Debug builds only: it uses @testable imports.
+        .target(
+            name: "AuthGateFuzzing",
+            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP",
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "AuthGateDaemonTests",
-            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon",
+            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing",
                            // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
                            .product(name: "Crypto", package: "swift-crypto"),
                            // Connection handlers tested in process.
@@ -135,3 +143,18 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Coverage-guided fuzz targets (libFuzzer), one executable each, declared only for
+// `scripts/fuzz`, which sets AUTHGATE_FUZZ=1 and builds them with -sanitize=fuzzer,address in a
+// scratch path of their own (.build-fuzz): the ordinary build and tests never see them.
+if Context.environment["AUTHGATE_FUZZ"] == "1" {
+    for target in ["rpc-line", "provider-file", "token-response", "discovery", "jwks", "id-token", "redirect-query",
+                   "session-file", "device-response", "watch-line"] {
+        package.targets.append(.executableTarget(
+            name: "fuzz-\(target)",
+            dependencies: ["AuthGateFuzzing", "CLinux"],
+            path: "Tests/Fuzz/Entry/\(target)",
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]
+        ))
+    }
+}

@@ -283,6 +283,13 @@ final class SessionStore: Sendable {
         guard bytes.count <= Self.maximumFileSize else {
             return .failure(StoreFailure("\(file) is more than the 16 MiB a sessions file may be"))
         }
+        return Self.openSealed(bytes, uid: uid, key: key, file: file)
+    }
+
+    /// The file format, without the file: a sealed file's bytes opened for `uid` with `key`.
+    /// Any bytes give the sessions or a sentence naming `file`, never a trap (fuzzed:
+    /// `scripts/fuzz session-file`).
+    static func openSealed(_ bytes: [UInt8], uid: UInt32, key: StorageKey, file: String) -> Result<[PersistedSession], StoreFailure> {
         // Magic, nonce and tag; an empty list is never written, so anything this short is damaged.
         guard bytes.count >= Self.magic.count + 12 + 16 else {
             return .failure(StoreFailure("\(file) is too short to be a sessions file (\(bytes.count) bytes)"))
@@ -293,7 +300,7 @@ final class SessionStore: Sendable {
         let plaintext: Data
         do {
             let box = try AES.GCM.SealedBox(combined: bytes[Self.magic.count...])
-            plaintext = try AES.GCM.open(box, using: key.symmetricKey, authenticating: Self.authenticatedData(uid: uid))
+            plaintext = try AES.GCM.open(box, using: key.symmetricKey, authenticating: authenticatedData(uid: uid))
         } catch {
             return .failure(StoreFailure("\(file) cannot be decrypted: it was written with another key, was damaged, "
                                          + "or belongs to another uid"))
@@ -403,7 +410,7 @@ final class SessionStore: Sendable {
 }
 
 /// Why one sessions file cannot be used: a sentence naming the file.
-private struct StoreFailure: Error {
+struct StoreFailure: Error {
     var reason: String
     init(_ reason: String) { self.reason = reason }
 }

@@ -53,6 +53,11 @@ static inline unsigned long long ag_process_start_time(int pid) {
     return field == NULL ? 0 : strtoull(field + 1, NULL, 10);
 }
 
+/// libFuzzer's driver (linked only into the fuzz targets, built by scripts/fuzz): runs the
+/// fuzzing loop with `callback` as the target. Declared here because SwiftPM gives each
+/// executable a `main` of its own, so libFuzzer's `main` cannot be used.
+int LLVMFuzzerRunDriver(int *argc, char ***argv, int (*callback)(const unsigned char *data, size_t size));
+
 /// Makes stdout line-buffered even when it is a pipe (Swift 6 cannot name the C global `stdout`).
 static inline void ag_line_buffer_stdout(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);

@@ -1,0 +1,165 @@
+@testable import AuthGateCore
+@testable import AuthGateDaemon
+import AuthGateHTTP
+@testable import AuthGateOAuth
+import AuthGateRPC
+import Dispatch
+import FoundationEssentials
+import Logging
+
+/// The parsers that read bytes from outside, one entry each, for coverage-guided fuzzing
+/// (`scripts/fuzz`, libFuzzer) and for the regression replay of every committed input in the
+/// ordinary test suite (`FuzzReplayTests`). Each runs any input to an answer: an error value,
+/// never a trap; a trap, or an expectation a target checks failing, is a crash libFuzzer keeps.
+///
+/// Built in debug mode only (it reaches the modules' internals with `@testable`).
+public enum FuzzTarget: String, CaseIterable, Sendable {
+    /// An RPC line: the cached path's scanner against the JSON decoder (differential), then
+    /// the whole dispatcher, which must answer every line.
+    case rpcLine = "rpc-line"
+    /// A provider file's bytes through the configuration loader.
+    case providerFile = "provider-file"
+    /// A token endpoint's answer (status from the first byte, body from the rest): the strict
+    /// reader and the error mapping for every purpose.
+    case tokenResponse = "token-response"
+    /// A discovery document.
+    case discovery
+    /// A JWKS, as the ID token verifier loads it.
+    case jwks
+    /// An ID token handed to the verifier (header, claims, signature), against a fixed JWKS.
+    case idToken = "id-token"
+    /// The query of a redirect to the loopback listener.
+    case redirectQuery = "redirect-query"
+    /// A sealed sessions file (first byte 0), or a plaintext sealed with the test key first
+    /// (first byte 1), so that the JSON reader behind the decryption is reached too.
+    case sessionFile = "session-file"
+    /// A device authorization response (RFC 8628 §3.2).
+    case deviceResponse = "device-response"
+    /// A line `authgate sink` reads from a watch: an answer or a notification.
+    case watchLine = "watch-line"
+
+    /// Runs one input.
+    public func run(_ bytes: [UInt8]) {
+        switch self {
+        case .rpcLine: Self.rpcLine(bytes)
+        case .providerFile: _ = ProviderConfigurationLoader.parse(Data(bytes), id: "fuzz", file: "fuzz.json")
+        case .tokenResponse: Self.tokenResponse(bytes)
+        case .discovery:
+            if let object = (try? JSONValue.parse(Data(bytes)))?.objectValue {
+                _ = try? ProviderMetadata.discovered(object, overrides: .init())
+            }
+        case .jwks: Self.wait { _ = try? await IDTokenVerifier(provider: "fuzz") { bytes }.reload() }
+        case .idToken: Self.idToken(bytes)
+        case .redirectQuery: _ = LoopbackRedirectListener.parseQuery(String(decoding: bytes, as: UTF8.self))
+        case .sessionFile: Self.sessionFile(bytes)
+        case .deviceResponse:
+            if let object = (try? JSONValue.parse(Data(bytes)))?.objectValue {
+                _ = try? DeviceAuthorizationGrant.parse(object, provider: "fuzz", now: Date(timeIntervalSince1970: 1_800_000_000))
+            }
+        case .watchLine:
+            _ = try? RPCConnection.decodeReply(bytes, id: .number(1), as: TokenResult.self)
+            _ = try? RPCCoding.makeDecoder().decode(RPCNotification<TokenChanged>.self, from: Data(bytes))
+            _ = try? RPCCoding.makeDecoder().decode(RPCNotification<SessionEnded>.self, from: Data(bytes))
+        }
+    }
+
+    // MARK: The targets
+
+    private static func rpcLine(_ bytes: [UInt8]) {
+        let decoded = try? RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(bytes))
+        if let plain = bytes.withUnsafeBytes({ PlainTokenRequest($0) }) {
+            // Whatever the scanner accepts, the decoder must read the same way.
+            guard let decoded, decoded.envelope.method == "token", decoded.envelope.jsonrpc == "2.0",
+                  let params = try? decoded.params.get() as? TokenParams,
+                  params.provider == plain.provider, params.session == plain.session,
+                  params.minValidSeconds == plain.minimumValidity, params.forceRefresh != true,
+                  params.scopes == nil, params.resource == nil,
+                  (try? RPCCoding.makeDecoder().decode(RPCID.self, from: Data(plain.id))) == decoded.envelope.id else {
+                fatalError("the scanner and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
+            }
+        }
+        let dispatcher = Fixtures.dispatcher
+        wait {
+            let answer = await dispatcher.respond(to: Data(bytes), from: PeerCredentials(pid: 1, uid: 1000, gid: 1000))
+            if let answer, !answer.isEmpty, (try? JSONValue.parse(answer)) == nil {
+                fatalError("the dispatcher answered something that is not JSON")
+            }
+        }
+    }
+
+    private static func tokenResponse(_ bytes: [UInt8]) {
+        let statuses = [200, 400, 401, 403, 429, 500, 503]
+        let status = statuses[Int(bytes.first ?? 0) % statuses.count]
+        let response = HTTPResponse(status: status, headers: ["content-type": "application/json", "retry-after": "7"], body: Array(bytes.dropFirst()))
+        let endpoint = Fixtures.tokenEndpoint
+        _ = try? endpoint.parse(response, requestedScopes: ["openid"], now: Date(timeIntervalSince1970: 1_800_000_000))
+        for purpose in [TokenPurpose.passwordSignIn, .clientSignIn, .refresh, .interactiveSignIn] {
+            _ = endpoint.refusal(response, purpose: purpose, scopes: ["openid"])
+        }
+    }
+
+    private static func idToken(_ bytes: [UInt8]) {
+        let token = String(decoding: bytes, as: UTF8.self)
+        wait {
+            let verifier = IDTokenVerifier(provider: "fuzz") { Array(Fixtures.jwks.utf8) }
+            _ = try? await verifier.verify(Secret(token), issuer: "https://fuzz.example.com", clientID: "fuzz", nonce: "n",
+                                           now: Date(timeIntervalSince1970: 1_800_000_000))
+        }
+    }
+
+    private static func sessionFile(_ bytes: [UInt8]) {
+        let file: [UInt8]
+        if bytes.first == 1 {
+            guard let sealed = try? SessionStore.fileContents(sealing: Data(bytes.dropFirst()), uid: 1000, key: Fixtures.storageKey) else { return }
+            file = sealed
+        } else {
+            file = Array(bytes.dropFirst())
+        }
+        _ = SessionStore.openSealed(file, uid: 1000, key: Fixtures.storageKey, file: "fuzz.sessions")
+    }
+
+    /// Runs async work to its end from a synchronous entry point.
+    private static func wait(_ body: @escaping @Sendable () async -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            await body()
+            done.signal()
+        }
+        done.wait()
+    }
+}
+
+/// What the targets need, made once.
+private enum Fixtures {
+    static let quiet = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    static let tokenEndpoint = TokenEndpoint(provider: "fuzz", clientID: "fuzz", clientSecret: nil, authentication: .none,
+                                             transport: NoTransport(), policy: HTTPRequestPolicy())
+
+    static let storageKey = StorageKey(rawBytes: Array(repeating: 7, count: StorageKey.byteCount))!
+
+    /// A public RSA key (no private half exists anywhere): tokens verify up to the signature.
+    static let jwks = #"""
+    {"keys": [{"kty": "RSA", "kid": "fuzz-1", "use": "sig", "alg": "RS256", "n": "nYp7Nt5NGyXXaPaXJ1ZVdyAAEBt9-qyIFldGguvWj10pypIVUXqO--IGa81UTeR0Yec9FF-O-tPlpY0dN_6SSGhR7QXUzSqLdI0l5AEm4X3XO7XqSjLd2-Jab9Mk1KYhRRbi5Pf81GIRgHB3xIUjci7Ruzxjicag2wD0dUdjz-lxuB8OMRRG2Ju004An-yhbqaH7ZYNGX5PaN47eXB8BSK9yMVu5E2qMc3FSrxtT0yvGtczrkuQ8KpYeqD0Ow2pckXe7bxbSwOMR8XCf0-w96TcLKrimXB_2tuXLz105VvXNulO5rcZGeQdhDzv6gKdOzq-sgwutvuM36t9TtwgQSw", "e": "AQAB"}]}
+    """#
+
+    /// A dispatcher with one mock provider and nothing on disk.
+    static let dispatcher: RPCDispatcher = {
+        let mock = ProviderConfigurationLoader.parse(Data(#"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}"#.utf8),
+                                                     id: "mock", file: "mock.json")
+        let registry = ProviderRegistry([RegisteredProvider.make(mock, logger: quiet)])
+        let sessions = SessionManager(logger: quiet)
+        let flows = LoginFlowManager(sessions: sessions, settings: LoginFlowSettings(), logger: quiet)
+        let reloader = ProviderReloader(directory: "/nonexistent/providers.d", registry: registry, sessions: sessions,
+                                        validator: ProviderValidator(registry: registry, logger: quiet), logger: quiet)
+        return RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
+                             context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"), logger: quiet)
+    }()
+}
+
+/// Provider HTTP that never leaves the process: the targets only parse.
+private struct NoTransport: HTTPTransport {
+    func send(_ request: HTTPRequest, policy: HTTPRequestPolicy) async throws(HTTPTransportError) -> HTTPResponse {
+        HTTPResponse(status: 503)
+    }
+}

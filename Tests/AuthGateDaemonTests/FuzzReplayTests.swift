@@ -1,0 +1,33 @@
+import AuthGateFuzzing
+import Foundation
+import Testing
+
+/// Every committed fuzzing input, seeds and crashes alike (Tests/Fuzz/TARGET/{corpus,crashes}),
+/// run through its target as `scripts/fuzz` does: a crash found once stays fixed.
+@Suite("Fuzz inputs replayed")
+struct FuzzReplayTests {
+    static let root = LoopbackServer.repository.appendingPathComponent("Tests/Fuzz")
+
+    static func inputs(_ target: FuzzTarget) -> [URL] {
+        ["corpus", "crashes"].flatMap { folder in
+            let directory = root.appendingPathComponent(target.rawValue).appendingPathComponent(folder)
+            return ((try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)) ?? [])
+                .filter { !$0.lastPathComponent.hasPrefix(".") }
+        }
+    }
+
+    @Test("each target has seeds, and every committed input runs to an answer", arguments: FuzzTarget.allCases)
+    func replay(_ target: FuzzTarget) async throws {
+        let inputs = Self.inputs(target)
+        #expect(!inputs.isEmpty, "Tests/Fuzz/\(target.rawValue)/corpus has no seeds")
+        let contents = try inputs.map { Array(try Data(contentsOf: $0)) }
+        // On a thread of its own, as in the fuzzer: a target blocks until its async parts end,
+        // which must not hold one of the cooperative pool's few threads.
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread {
+                for bytes in contents { target.run(bytes) }
+                done.resume()
+            }.start()
+        }
+    }
+}
