@@ -463,6 +463,31 @@ struct SecurityReviewTests {
 
     // MARK: 13. No token in argv
 
+    @Test("authgate exec: the token in the named variable, never in argv, no wrapper process left, the command's exit status")
+    func execPassesTheToken() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let token = try daemon.cli(["token", "mock", "--min-valid", "60"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let dir = daemon.scratch.path
+        let process = Process()
+        process.executableURL = BuiltProducts.cli
+        process.arguments = ["exec", "mock", "--env", "MY_TOKEN", "--", "/bin/sh", "-c",
+                             #"printf %s "$MY_TOKEN" > "$0/token"; tr '\0' ' ' < /proc/$$/cmdline > "$0/argv"; echo $$ > "$0/pid"; exit 7"#, dir]
+        process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 7, "the command's own status")
+        #expect((try? String(contentsOfFile: dir + "/token", encoding: .utf8)) == token)
+        let argv = (try? String(contentsOfFile: dir + "/argv", encoding: .utf8)) ?? ""
+        #expect(argv.contains("/bin/sh") && !argv.contains(token), "\(argv)")
+        #expect((try? String(contentsOfFile: dir + "/pid", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                == String(process.processIdentifier), "authgate became the command: no wrapper process")
+        let missing = try daemon.cli(["exec", "mock", "--", "/nonexistent/program"])
+        #expect(missing.status == 127 && missing.stderr.contains("cannot run /nonexistent/program"), "\(missing)")
+        let signedOut = try daemon.cli(["exec", "nope", "--", "/bin/true"])
+        #expect(signedOut.status == 6 && signedOut.stderr.contains("[unknown_provider]"), "\(signedOut)")
+    }
+
     @Test("item 13: `token --header` feeds `curl -H @-`: the provider's userinfo answers, and no argv held the token")
     func headerForCurl() throws {
         let scratch = try ScratchDirectory()
