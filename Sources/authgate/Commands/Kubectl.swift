@@ -1,0 +1,107 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate kubectl PROVIDER`: a kubectl exec credential plugin
+/// (client.authentication.k8s.io): prints an `ExecCredential` with the session's token and its
+/// expiry, so kubectl reuses it until then and asks again after.
+struct Kubectl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "kubectl's exec credential plugin: print an ExecCredential with the session's token.",
+        discussion: """
+            Put `authgate kubectl PROVIDER --kubeconfig-snippet` into your kubeconfig's users. When the session \
+            needs a sign-in and kubectl lets the plugin use the terminal (interactiveMode), the provider's \
+            sign-in runs there; otherwise one sentence on stderr names `authgate login PROVIDER`.
+            """)
+
+    static let apiVersions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
+
+    @OptionGroup var global: GlobalOptions
+
+    @OptionGroup var selection: SessionSelection
+
+    @Flag(name: .customLong("kubeconfig-snippet"), help: "Print the users: entry to paste into a kubeconfig, and exit.")
+    var kubeconfigSnippet = false
+
+    /// What kubectl says in `KUBERNETES_EXEC_INFO`: the API version it speaks and whether the
+    /// plugin may interact with the user.
+    struct ExecInfo: Decodable {
+        struct Spec: Decodable { var interactive: Bool? }
+        var apiVersion: String?
+        var spec: Spec?
+    }
+
+    func run() throws {
+        if kubeconfigSnippet { return print(snippet()) }
+        let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"]
+            .flatMap { try? RPCCoding.makeDecoder().decode(ExecInfo.self, from: Data($0.utf8)) }
+        let apiVersion = info?.apiVersion.flatMap { Self.apiVersions.contains($0) ? $0 : nil } ?? Self.apiVersions[0]
+        let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: 60)
+        let result: TokenResult
+        do {
+            result = try Daemon.call(.token, params, as: TokenResult.self, socket: global.socket, json: false)
+        } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
+            guard info?.spec?.interactive == true else {
+                throw CLIError(message: "sign in first: authgate login \(Terminal.safe(selection.provider))\(selection.session.map { " --session \($0)" } ?? "") (the session needs a sign-in).",
+                               exitCode: ExitStatus.signInRequired)
+            }
+            try signInOnTheTerminal()
+            result = try Daemon.call(.token, params, as: TokenResult.self, socket: global.socket, json: false)
+        }
+        let credential: [String: JSONValue] = [
+            "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"),
+            "status": .object(["token": .string(result.accessToken.exposedValue),
+                               "expirationTimestamp": .string(Self.rfc3339(result.expiresAt))]),
+        ]
+        let data = try RPCCoding.makeEncoder().encode(credential)
+        print(String(decoding: data, as: UTF8.self))
+    }
+
+    /// The provider's own sign-in, as `authgate login PROVIDER` runs it, with everything it
+    /// prints sent to stderr: stdout belongs to the ExecCredential.
+    private func signInOnTheTerminal() throws {
+        var arguments = [selection.provider]
+        if let session = selection.session { arguments += ["--session", session] }
+        if let socket = global.socket { arguments += ["--socket", socket] }
+        let login = try Login.parse(arguments)
+        fflush(nil)
+        let saved = dup(STDOUT_FILENO)
+        dup2(STDERR_FILENO, STDOUT_FILENO)
+        defer {
+            fflush(nil)
+            dup2(saved, STDOUT_FILENO)
+            close(saved)
+        }
+        try login.run()
+    }
+
+    /// `2026-11-25T10:04:12Z`.
+    static func rfc3339(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let date = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))"
+        return date + "T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    }
+
+    private func snippet() -> String {
+        let name = selection.provider + (selection.session.map { "-\($0)" } ?? "")
+        let args = ["kubectl", selection.provider] + (selection.session.map { ["--session", $0] } ?? [])
+        return """
+            users:
+            - name: \(name)
+              user:
+                exec:
+                  apiVersion: \(Self.apiVersions[0])
+                  command: authgate
+                  args: [\(args.map { "\"\($0)\"" }.joined(separator: ", "))]
+                  interactiveMode: IfAvailable
+                  provideClusterInfo: false
+            """
+    }
+}
