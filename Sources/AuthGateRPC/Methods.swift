@@ -17,9 +17,24 @@ public struct ProviderInfo: Sendable, Codable {
     /// Whether `register` works with this provider.
     public var registration: Bool
     public var storage: String?
+    /// The hosts the git and docker credential helpers serve with this provider, and the user
+    /// name they answer with.
+    public var credentialHelper: CredentialHelperInfo?
+
+    /// `credential_helper` of a provider.
+    public struct CredentialHelperInfo: Sendable, Codable, Equatable {
+        public var hosts: [String]
+        public var username: String
+
+        public init(hosts: [String], username: String) {
+            self.hosts = hosts
+            self.username = username
+        }
+    }
 
     public init(id: String, displayName: String, type: String?, status: ProviderStatus, statusReason: String?,
-                grants: [Grant], registration: Bool, storage: String?) {
+                grants: [Grant], registration: Bool, storage: String?, credentialHelper: CredentialHelperInfo? = nil) {
+        self.credentialHelper = credentialHelper
         self.id = id
         self.displayName = displayName
         self.type = type
@@ -34,6 +49,7 @@ public struct ProviderInfo: Sendable, Codable {
         case id, type, status, grants, registration, storage
         case displayName = "display_name"
         case statusReason = "status_reason"
+        case credentialHelper = "credential_helper"
     }
 }
 

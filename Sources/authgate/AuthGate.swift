@@ -16,7 +16,7 @@ struct AuthGate: ParsableCommand {
             7 provider unreachable or failing, 8 not allowed or rate limited, 64 usage error.
             """,
         version: AuthGateVersion.current,
-        subcommands: [Providers.self, Login.self, Register.self, Token.self, Exec.self, Kubectl.self, Sink.self, Userinfo.self, Status.self, Logout.self, Reload.self, Info.self])
+        subcommands: [Providers.self, Login.self, Register.self, Token.self, Exec.self, Kubectl.self, GitCredential.self, DockerCredential.self, Sink.self, Userinfo.self, Status.self, Logout.self, Reload.self, Info.self])
 
     /// Like ArgumentParser's, but a failed call prints one sentence and exits with its class's status.
     static func main() {
@@ -27,6 +27,20 @@ struct AuthGate: ParsableCommand {
         // call, skips the argument parser, whose reflection over every command's options took
         // 2.4 ms before the first syscall of its own (strace; docs/BENCHMARKS.md). Any other
         // form, including any option, goes through the parser as usual.
+        // Installed as links: git-credential-authgate and docker-credential-authgate are the
+        // helpers themselves (git and docker run them by those names).
+        let invokedAs = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        if let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs] {
+            do {
+                var command = try parseAsRoot([helper] + CommandLine.arguments.dropFirst())
+                try command.run()
+            } catch let error as CLIError {
+                CLIError.exit(error)
+            } catch {
+                exit(withError: error)
+            }
+            return
+        }
         let arguments = CommandLine.arguments.dropFirst()
         if arguments.count == 2, arguments.first == "token", let provider = arguments.last, !provider.hasPrefix("-") {
             do {

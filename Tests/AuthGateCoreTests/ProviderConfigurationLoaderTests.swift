@@ -180,4 +180,19 @@ struct ProviderConfigurationLoaderTests {
             try ProviderConfigurationLoader.load(directory: "/nonexistent/providers.d")
         }
     }
+
+    @Test("credential_helper: hosts without scheme or path, lowercased; a host two files claim makes the later one invalid, naming both")
+    func credentialHelperHosts() throws {
+        let good = load(#"{"type": "mock", "credential_helper": {"hosts": ["Git.Example.com", "registry.example.com:5000", "[::1]:8443"]}}"#)
+        let helper = try #require(good.configuration?.credentialHelper)
+        #expect(helper.hosts == ["git.example.com", "registry.example.com:5000", "[::1]:8443"] && helper.username == "oauth2")
+        let bad = load(#"{"type": "mock", "credential_helper": {"hosts": ["https://git.example.com", "a.example.com/path", "h:99999"], "username": "a:b"}}"#)
+        #expect(problems(bad).count == 4, "\(problems(bad))")
+        #expect(problems(bad).first?.hasPrefix("$.credential_helper.hosts[0]: must be a host name") == true)
+        let first = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"]}}"#, id: "first")
+        let second = load(#"{"type": "mock", "credential_helper": {"hosts": ["GIT.example.com"]}}"#, id: "second")
+        let checked = ProviderConfigurationLoader.refusingSharedCredentialHosts([first, second])
+        #expect(checked[0].configuration != nil)
+        #expect(problems(checked[1]) == ["$.credential_helper.hosts: git.example.com is claimed by \(first.file) too; a host belongs to one provider"])
+    }
 }

@@ -27,6 +27,20 @@ public struct ProviderConfiguration: Sendable, Hashable {
     /// Scopes requested at sign-in when the caller names none.
     public var scopes: [String]
     public var settings: Settings
+    /// Which hosts the git and docker credential helpers serve with this provider's token.
+    public var credentialHelper: CredentialHelper?
+
+    /// `credential_helper`: hosts (`host` or `host:port`, lowercase) and the user name the
+    /// helpers answer with.
+    public struct CredentialHelper: Sendable, Hashable {
+        public var hosts: [String]
+        public var username: String
+
+        public init(hosts: [String], username: String = "oauth2") {
+            self.hosts = hosts
+            self.username = username
+        }
+    }
 
     public var kind: Kind {
         switch settings {
@@ -53,7 +67,8 @@ public struct ProviderConfiguration: Sendable, Hashable {
 
     public init(id: ProviderID, file: String, displayName: String, storage: Storage = .memory,
                 refresh: RefreshPolicy = RefreshPolicy(), access: AccessRules = AccessRules(),
-                scopes: [String] = [], settings: Settings) {
+                scopes: [String] = [], settings: Settings, credentialHelper: CredentialHelper? = nil) {
+        self.credentialHelper = credentialHelper
         self.id = id
         self.file = file
         self.displayName = displayName

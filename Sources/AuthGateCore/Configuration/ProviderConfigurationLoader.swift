@@ -55,8 +55,25 @@ public enum ProviderConfigurationLoader {
             throw ProvidersDirectoryError(path: directory, detail: "refused: \(problem)")
         }
         let base = directory.hasSuffix("/") ? directory : directory + "/"
-        return names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().map { name in
+        let reports = names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().map { name in
             load(file: base + name)
+        }
+        return refusingSharedCredentialHosts(reports)
+    }
+
+    /// A host the credential helpers serve belongs to one provider: a later file (by name)
+    /// claiming a host an earlier one claims is invalid, and the error names both files.
+    public static func refusingSharedCredentialHosts(_ reports: [ProviderFileReport]) -> [ProviderFileReport] {
+        var owners: [String: String] = [:]
+        return reports.map { report in
+            guard let hosts = report.configuration?.credentialHelper?.hosts else { return report }
+            let taken = hosts.filter { owners[$0] != nil }
+            if let host = taken.first, let owner = owners[host] {
+                return invalid(report.id, report.file, "$.credential_helper.hosts",
+                               "\(host) is claimed by \(owner) too; a host belongs to one provider")
+            }
+            for host in hosts { owners[host] = report.file }
+            return report
         }
     }
 
@@ -99,11 +116,12 @@ public enum ProviderConfigurationLoader {
         }
         let configuration = ProviderConfiguration(
             id: providerID, file: file, displayName: settings.displayName ?? id, storage: settings.storage,
-            refresh: settings.refresh, access: settings.access, scopes: settings.scopes, settings: settings.settings)
+            refresh: settings.refresh, access: settings.access, scopes: settings.scopes, settings: settings.settings,
+            credentialHelper: settings.credentialHelper)
         return ProviderFileReport(id: id, file: file, outcome: .valid(configuration), warnings: warnings)
     }
 
-    private static func invalid(_ id: String, _ file: String, _ path: String, _ message: String) -> ProviderFileReport {
+    static func invalid(_ id: String, _ file: String, _ path: String, _ message: String) -> ProviderFileReport {
         ProviderFileReport(id: id, file: file, outcome: .invalid([ConfigProblem(file: file, path: path, message: message)]), warnings: [])
     }
 }
@@ -116,8 +134,9 @@ private struct ProviderDocument {
     var access: AccessRules
     var scopes: [String]
     var settings: ProviderConfiguration.Settings
+    var credentialHelper: ProviderConfiguration.CredentialHelper?
 
-    static let commonKeys: Set<String> = ["type", "display_name", "storage", "refresh", "access", "scopes"]
+    static let commonKeys: Set<String> = ["type", "display_name", "storage", "refresh", "access", "scopes", "credential_helper"]
     static let remoteKeys: Set<String> = commonKeys.union([
         "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
         "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback",
@@ -141,6 +160,7 @@ private struct ProviderDocument {
         let refresh = readRefresh(root)
         let access = readAccess(root)
         let scopes = readScopes(root)
+        let credentialHelper = readCredentialHelper(root)
 
         let settings: ProviderConfiguration.Settings?
         switch kind {
@@ -156,7 +176,28 @@ private struct ProviderDocument {
             warnings.append(ConfigProblem(file: fileName, path: "$.grants", message: "the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4); prefer device_code or authorization_code"))
         }
         guard let settings else { return nil }
-        return ProviderDocument(displayName: displayName, storage: storage, refresh: refresh, access: access, scopes: scopes, settings: settings)
+        return ProviderDocument(displayName: displayName, storage: storage, refresh: refresh, access: access, scopes: scopes, settings: settings,
+                                credentialHelper: credentialHelper)
+    }
+
+    /// `credential_helper`: `{"hosts": ["git.example.com", "registry.example.com:5000"], "username": "oauth2"}`.
+    private static func readCredentialHelper(_ root: ObjectReader) -> ProviderConfiguration.CredentialHelper? {
+        guard let helper = root.object("credential_helper") else { return nil }
+        helper.rejectUnknownKeys(allowed: ["hosts", "username"], context: "credential_helper")
+        var hosts: [String] = []
+        for (index, host) in (helper.stringArray("hosts") ?? []).enumerated() {
+            if let normalized = CredentialHost.normalize(host) {
+                hosts.append(normalized)
+            } else {
+                helper.add("hosts[\(index)]", "must be a host name or address with an optional :port, without a scheme or path, found \"\(host.prefix(100))\"")
+            }
+        }
+        if hosts.isEmpty, helper.stringArray("hosts") == nil { helper.add("hosts", "is required: the hosts the credential helpers serve") }
+        let username = helper.string("username") ?? "oauth2"
+        if username.isEmpty || username.count > 256 || username.containsControlCharacters || username.contains(":") {
+            helper.add("username", "must be 1–256 printable characters without a colon")
+        }
+        return ProviderConfiguration.CredentialHelper(hosts: hosts, username: username)
     }
 
     private static func readRefresh(_ root: ObjectReader) -> RefreshPolicy {

@@ -32,7 +32,8 @@ struct RegisteredProvider: Sendable {
                 case .oauth2: false
                 }
             } ?? false,
-            storage: configuration?.storage.rawValue)
+            storage: configuration?.storage.rawValue,
+            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username) })
     }
 
     /// True when `other` comes from an identical file (and the same client secret), so that a

@@ -1,0 +1,54 @@
+/// The hosts credential helpers are asked about: `host` or `host:port` (git sends
+/// `host=git.example.com:8443`; docker a server URL, with or without `https://`).
+public enum CredentialHost {
+    /// `host[:port]` lowercased, or `nil` when `text` is not one: a DNS name or an IPv4
+    /// address (letters, digits, `-` and `.`, at most 253), or a bracketed IPv6 address, then
+    /// an optional port 1–65535; no scheme, user, path, query or spaces.
+    public static func normalize(_ text: String) -> String? {
+        let lower = text.lowercased()
+        guard !lower.isEmpty, lower.utf8.count <= 300 else { return nil }
+        var host = Substring(lower)
+        var port: Substring?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let address = host[host.index(after: host.startIndex)..<close]
+            guard !address.isEmpty, address.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
+            let rest = host[host.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return nil }
+                port = rest.dropFirst()
+            }
+            host = host[...close]
+        } else {
+            let parts = host.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count <= 2 else { return nil }
+            host = parts[0]
+            port = parts.count == 2 ? parts[1] : nil
+            guard !host.isEmpty, host.utf8.count <= 253,
+                  host.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "." }),
+                  !host.hasPrefix("."), !host.hasPrefix("-") else { return nil }
+        }
+        if let port {
+            guard let number = Int(port), (1...65_535).contains(number), String(number) == port else { return nil }
+            return "\(host):\(number)"
+        }
+        return String(host)
+    }
+
+    /// The host of a docker server URL (`https://registry.example.com:5000/v2/`, or just the host).
+    public static func fromServerURL(_ url: String) -> String? {
+        var text = Substring(url.trimmingWhitespace())
+        if let scheme = text.firstRange(of: "://") { text = text[scheme.upperBound...] }
+        if let slash = text.firstIndex(of: "/") { text = text[..<slash] }
+        return normalize(String(text))
+    }
+}
+
+private extension String {
+    func trimmingWhitespace() -> Substring {
+        let scalars = unicodeScalars
+        let start = scalars.firstIndex { !$0.properties.isWhitespace } ?? scalars.endIndex
+        let end = scalars.lastIndex { !$0.properties.isWhitespace }.map { scalars.index(after: $0) } ?? start
+        return Substring(scalars[start..<max(start, end)])
+    }
+}

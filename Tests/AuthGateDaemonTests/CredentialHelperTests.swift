@@ -1,0 +1,104 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// git's and docker's credential helpers, driven by the real clients: git (over HTTPS to git's
+/// own http-backend, Tests/idp/git_http.py) and PyPI's docker package, which runs credential
+/// helpers exactly as the docker CLI does.
+@Suite("git and docker credential helpers", .serialized)
+struct CredentialHelperTests {
+    /// A directory with the helper links, as `scripts/install` makes them.
+    private static func links(in directory: String) throws -> String {
+        let bin = directory + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        for name in ["git-credential-authgate", "docker-credential-authgate"] {
+            try FileManager.default.createSymbolicLink(atPath: bin + "/" + name, withDestinationPath: BuiltProducts.cli.path)
+        }
+        return bin
+    }
+
+    private static func mock(hosts: [String]) -> String {
+        #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": [\#(hosts.map { "\"\($0)\"" }.joined(separator: ", "))], "username": "oauth2"}}"#
+    }
+
+    @Test("git ls-remote over HTTPS with git-credential-authgate; another host gets nothing; a refused token is erased and the next get recovers",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend")))
+    func gitThroughTheHelper() throws {
+        let scratch = try ScratchDirectory()
+        let repos = scratch.path + "/repos"
+        try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
+        let git = URL(fileURLWithPath: "/usr/bin/git")
+        let home = ["HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+                    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"]
+        #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
+        #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
+        #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
+        let tokenFile = scratch.path + "/expected-token"
+        try "none".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let server = try LoopbackServer(script: "git_http.py", workdir: scratch.path + "/tls",
+                                        arguments: ["--project-root", repos, "--token-file", tokenFile])
+        let host = "127.0.0.1:\(server.port)"
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: [host])], logLevel: "info", scratch: scratch)
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let bin = try Self.links(in: scratch.path)
+        var environment = home
+        environment["PATH"] = bin + ":/usr/bin:/bin"
+        environment["AUTHGATE_SOCKET"] = daemon.socketPath
+        environment["GIT_SSL_CAINFO"] = server.caFile
+        let lsRemote = ["-c", "http.sslCAInfo=\(server.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
+                        "ls-remote", "https://\(host)/repo.git"]
+
+        let first = try daemon.cli(["token", "mock", "--min-valid", "60"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try first.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let ok = try run(git, lsRemote, environment: environment)
+        #expect(ok.status == 0 && ok.stdout.contains("refs/heads/"), "\(ok.stdout)\(ok.stderr)")
+
+        // The server now wants another token: git is refused, erases the password it tried,
+        // which makes the daemon refresh the session; the next command gets the new token.
+        try "stale-for-the-server".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let refused = try run(git, lsRemote, environment: environment)
+        #expect(refused.status != 0, "\(refused.stderr)")
+        let second = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(second != first, "git's erase refreshed the session")
+        try second.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let recovered = try run(git, lsRemote, environment: environment)
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+
+        // A host no provider lists: nothing, exit 0, so git asks its other helpers.
+        let other = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
+                            environment: environment)
+        #expect(other.status == 0 && other.stdout.isEmpty, "\(other)")
+        let expiry = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=\(host)\n\n",
+                             environment: environment)
+        #expect(expiry.stdout.contains("username=oauth2\npassword=mock_at_") && expiry.stdout.contains("password_expiry_utc="), "\(expiry.stdout)")
+    }
+
+    @Test("docker.credentials.Store runs docker-credential-authgate: get, list, and the exact not-found answer")
+    func dockerThroughTheHelper() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["registry.example.com:5000"])], logLevel: "info")
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let token = try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let bin = try Self.links(in: daemon.scratch.path)
+        let script = """
+            import json, os, sys
+            from docker.credentials import Store, CredentialsNotFound
+            os.environ["PATH"] = sys.argv[1] + ":/usr/bin:/bin"  # where Store looks for docker-credential-authgate
+            store = Store("authgate", environment={"AUTHGATE_SOCKET": sys.argv[2]})
+            got = store.get("https://registry.example.com:5000")
+            try:
+                store.get("other.example.com")
+                missing = "found"
+            except CredentialsNotFound:
+                missing = "not found"
+            print(json.dumps({"get": got, "list": store.list(), "missing": missing}))
+            """
+        let result = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, bin, daemon.socketPath])
+        let answer = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        let got = answer?["get"] as? [String: Any]
+        #expect(got?["Username"] as? String == "oauth2" && got?["Secret"] as? String == token, "\(result.stdout)\(result.stderr)")
+        #expect((answer?["list"] as? [String: Any])?["registry.example.com:5000"] as? String == "oauth2")
+        #expect(answer?["missing"] as? String == "not found")
+    }
+}

@@ -1,0 +1,110 @@
+"""git's own `git http-backend` behind HTTPS on loopback, with Basic authentication.
+
+    .venv/bin/python Tests/idp/git_http.py --workdir DIR --project-root REPOS --token-file FILE
+
+Every request must carry Basic credentials whose password is what FILE holds at that moment
+(the test writes the session's current token there), or it gets 401 with
+`WWW-Authenticate: Basic`; then the request is handed to `git http-backend` (CGI) for the
+repositories under REPOS. Prints {"port": N, "issuer": "https://127.0.0.1:N", "ca_file": ...}
+when it listens; serves until SIGTERM or its parent dies.
+"""
+
+import argparse
+import base64
+import json
+import os
+import signal
+import ssl
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import certs
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self.serve()
+
+    def do_POST(self) -> None:
+        self.serve()
+
+    def serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        expected = Path(self.server.token_file).read_text().strip()
+        auth = self.headers.get("Authorization", "")
+        password = ""
+        if auth.startswith("Basic "):
+            password = base64.b64decode(auth[6:]).decode(errors="replace").partition(":")[2]
+        if not expected or password != expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        path, _, query = self.path.partition("?")
+        env = dict(os.environ, GIT_PROJECT_ROOT=self.server.project_root, GIT_HTTP_EXPORT_ALL="1", PATH_INFO=path,
+                   REQUEST_METHOD=self.command, QUERY_STRING=query, CONTENT_TYPE=self.headers.get("Content-Type", ""),
+                   CONTENT_LENGTH=str(len(body)), REMOTE_USER="git", REMOTE_ADDR="127.0.0.1")
+        output = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, content = output.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode(errors="replace").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+
+def main() -> None:
+    certs.unblock_stop_signals()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workdir", type=Path, required=True)
+    p.add_argument("--project-root", required=True)
+    p.add_argument("--token-file", required=True)
+    args = p.parse_args()
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    ca_file, cert_file, key_file = certs.ensure_tls(workdir)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server.token_file = args.token_file
+    server.project_root = args.project_root
+    port = server.server_address[1]
+
+    def stop(_signum, _frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    parent = os.getppid()
+
+    def watch_parent():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    print(json.dumps({"port": port, "issuer": f"https://127.0.0.1:{port}", "ca_file": str(ca_file)}), flush=True)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()
