@@ -149,7 +149,7 @@ let package = Package(
 // scratch path of their own (.build-fuzz): the ordinary build and tests never see them.
 if Context.environment["AUTHGATE_FUZZ"] == "1" {
     for target in ["rpc-line", "provider-file", "token-response", "discovery", "jwks", "id-token", "redirect-query",
-                   "session-file", "device-response", "watch-line"] {
+                   "session-file", "device-response", "watch-line", "helper-input"] {
         package.targets.append(.executableTarget(
             name: "fuzz-\(target)",
             dependencies: ["AuthGateFuzzing", "CLinux"],

@@ -37,6 +37,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case deviceResponse = "device-response"
     /// A line `authgate sink` reads from a watch: an answer or a notification.
     case watchLine = "watch-line"
+    /// What the credential helpers and the kubectl plugin read (first byte: 0 git's
+    /// `key=value` lines, 1 a docker server URL, 2 `KUBERNETES_EXEC_INFO`, 3 a configured host).
+    case helperInput = "helper-input"
 
     /// Runs one input.
     public func run(_ bytes: [UInt8]) {
@@ -55,6 +58,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .deviceResponse:
             if let object = (try? JSONValue.parse(Data(bytes)))?.objectValue {
                 _ = try? DeviceAuthorizationGrant.parse(object, provider: "fuzz", now: Date(timeIntervalSince1970: 1_800_000_000))
+            }
+        case .helperInput:
+            let text = String(decoding: bytes.dropFirst(), as: UTF8.self)
+            switch bytes.first.map({ $0 % 4 }) {
+            case 0: _ = CredentialHost.gitAttributes(text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))["host"]
+                .flatMap(CredentialHost.normalize)
+            case 1: _ = CredentialHost.fromServerURL(text)
+            case 2: _ = KubernetesExecInfo.parse(Array(bytes.dropFirst()))
+            default:
+                // Normalizing is idempotent: what it gives, it gives back unchanged.
+                if let host = CredentialHost.normalize(text), CredentialHost.normalize(host) != host {
+                    fatalError("CredentialHost.normalize is not idempotent on \(text.debugDescription)")
+                }
             }
         case .watchLine:
             _ = try? RPCConnection.decodeReply(bytes, id: .number(1), as: TokenResult.self)

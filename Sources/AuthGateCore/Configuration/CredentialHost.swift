@@ -35,6 +35,18 @@ public enum CredentialHost {
         return String(host)
     }
 
+    /// git's credential protocol: `key=value` lines up to a blank line; a line without `=` is
+    /// skipped, and a key given twice keeps its last value.
+    public static func gitAttributes(_ lines: some Sequence<String>) -> [String: String] {
+        var attributes: [String: String] = [:]
+        for line in lines {
+            if line.isEmpty { break }
+            guard let equals = line.firstIndex(of: "=") else { continue }
+            attributes[String(line[..<equals])] = String(line[line.index(after: equals)...])
+        }
+        return attributes
+    }
+
     /// The host of a docker server URL (`https://registry.example.com:5000/v2/`, or just the host).
     public static func fromServerURL(_ url: String) -> String? {
         var text = Substring(url.trimmingWhitespace())

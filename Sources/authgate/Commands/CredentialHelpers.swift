@@ -15,12 +15,7 @@ enum CredentialHosts {
 
     /// Reads `key=value` lines from stdin until a blank line or the end (git's credential protocol).
     static func readAttributes() -> [String: String] {
-        var attributes: [String: String] = [:]
-        while let line = readLine(strippingNewline: true), !line.isEmpty {
-            guard let equals = line.firstIndex(of: "=") else { continue }
-            attributes[String(line[..<equals])] = String(line[line.index(after: equals)...])
-        }
-        return attributes
+        CredentialHost.gitAttributes(AnyIterator { readLine(strippingNewline: true) }.prefix(1000))
     }
 }
 

@@ -27,18 +27,10 @@ struct Kubectl: ParsableCommand {
     @Flag(name: .customLong("kubeconfig-snippet"), help: "Print the users: entry to paste into a kubeconfig, and exit.")
     var kubeconfigSnippet = false
 
-    /// What kubectl says in `KUBERNETES_EXEC_INFO`: the API version it speaks and whether the
-    /// plugin may interact with the user.
-    struct ExecInfo: Decodable {
-        struct Spec: Decodable { var interactive: Bool? }
-        var apiVersion: String?
-        var spec: Spec?
-    }
-
     func run() throws {
         if kubeconfigSnippet { return print(snippet()) }
         let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"]
-            .flatMap { try? RPCCoding.makeDecoder().decode(ExecInfo.self, from: Data($0.utf8)) }
+            .flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
         let apiVersion = info?.apiVersion.flatMap { Self.apiVersions.contains($0) ? $0 : nil } ?? Self.apiVersions[0]
         let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: 60)
         let result: TokenResult
