@@ -1,0 +1,99 @@
+"""authgate_client against the real daemon (the build's authgated, a mock provider), run by
+scripts/test with the package installed in the test venv."""
+
+import http.server
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+import requests
+
+import authgate_client
+from authgate_client import AuthGateAuth, Client, DaemonUnreachable, LoginRequired, UnknownProvider
+
+MOCK = '{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}'
+
+
+@pytest.fixture
+def daemon():
+    binaries = os.environ.get("AUTHGATE_BIN_DIR", ".build/debug")
+    work = tempfile.mkdtemp(prefix="agpy-", dir="/tmp")  # socket paths must stay short
+    os.makedirs(f"{work}/providers.d")
+    with open(f"{work}/providers.d/mock.json", "w") as file:
+        file.write(MOCK)
+    socket_path = f"{work}/s.sock"
+    process = subprocess.Popen([f"{binaries}/authgated", "--user", "--providers", f"{work}/providers.d", "--socket", socket_path,
+                                "--state-dir", f"{work}/state", "--log-level", "warning"], stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while not os.path.exists(socket_path):
+        assert time.time() < deadline and process.poll() is None, "authgated did not start"
+        time.sleep(0.02)
+    client = Client(socket_path)
+    client.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1"})
+    yield client
+    process.terminate()
+    process.wait()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def test_installed_from_the_package():
+    assert "site-packages" in authgate_client.__file__, authgate_client.__file__
+
+
+def test_token_and_result(daemon):
+    token = daemon.token("mock")
+    assert token.startswith("mock_at_")
+    result = daemon.token_result("mock", min_valid=60)
+    assert result["access_token"] == token and result["token_type"] == "Bearer" and "expires_at" in result
+    assert [p["id"] for p in daemon.providers()] == ["mock"]
+    assert [s["provider"] for s in daemon.status()] == ["mock"]
+    assert all("access_token" not in s for s in daemon.status())
+
+
+def test_errors_by_reason(daemon):
+    with pytest.raises(UnknownProvider) as unknown:
+        daemon.token("nope")
+    assert unknown.value.reason == "unknown_provider" and "nope" in unknown.value.message
+    with pytest.raises(LoginRequired):
+        daemon.token("mock", session="never-signed-in")
+    with pytest.raises(DaemonUnreachable):
+        Client("/tmp/nothing-listens-here.sock").token("mock")
+
+
+def test_token_rejected(daemon):
+    first = daemon.token("mock")
+    second = daemon.token_rejected("mock", first)
+    assert second != first, "the current token was refused: the session is refreshed"
+    assert daemon.token_rejected("mock", first) == second, "an old token: the current one, no refresh"
+
+
+def test_requests_auth_retries_once_after_401(daemon):
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            token = self.headers.get("Authorization", "")
+            seen.append(token)
+            status = 401 if len(seen) == 1 else 200  # the first token is "stale"
+            self.send_response(status)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        response = requests.get(f"http://127.0.0.1:{server.server_address[1]}/", auth=AuthGateAuth("mock", client=daemon))
+    finally:
+        server.shutdown()
+    assert response.status_code == 200
+    assert [r.status_code for r in response.history] == [401]
+    assert len(seen) == 2 and seen[0] != seen[1] and all(s.startswith("Bearer mock_at_") for s in seen)
+    assert seen[1] == f"Bearer {daemon.token('mock')}"
