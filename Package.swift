@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .executable(name: "authgated", targets: ["authgated"]),
         .executable(name: "authgate", targets: ["authgate"]),
+        .library(name: "AuthGateClient", targets: ["AuthGateClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -102,7 +103,7 @@ let package = Package(
         .executableTarget(
             name: "authgate",
             dependencies: [
-                "AuthGateRPC", "CLinux",
+                "AuthGateClient", "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -123,6 +124,12 @@ let package = Package(
             resources: [.copy("Fixtures")],
             swiftSettings: strictSettings
         ),
+        // The client library for Swift programs, which the CLI uses too.
+        .target(
+            name: "AuthGateClient",
+            dependencies: ["AuthGateCore", "AuthGateRPC"],
+            swiftSettings: strictSettings
+        ),
         // Entry points into every parser of untrusted bytes, for scripts/fuzz (libFuzzer) and the
         // tests' replay of the committed inputs. Debug builds only: it uses @testable imports.
         .target(
@@ -133,7 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGateDaemonTests",
-            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing",
+            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing", "AuthGateClient",
                            // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
                            .product(name: "Crypto", package: "swift-crypto"),
                            // Connection handlers tested in process.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import CLinux
@@ -102,8 +103,7 @@ enum Daemon {
         let spinner = progress.flatMap { json ? nil : Spinner(message: $0) }
         defer { spinner?.stop() }
         do {
-            let connection = try RPCConnection(path: path)
-            return try connection.call(method, params, as: Result.self)
+            return try AuthGateClient(socketPath: path).callBlocking(method, params, as: Result.self)
         } catch {
             spinner?.stop()
             throw CLIError(error, json: json)
