@@ -100,14 +100,24 @@ struct AuthGateBench: ParsableCommand {
     // MARK: 2. `authgate token` as a whole process
 
     func cliProcess(_ work: WorkDirectory) throws -> String {
-        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "cli", providers: ["mock.json": Self.mockProvider])
+        let provider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400, "credential_helper": {"hosts": ["git.example.com"]}}"#
+        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "cli", providers: ["mock.json": provider])
         _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+        let authgate = cli ?? binDirectory + "/authgate"
+        // git runs its helper by name: a link, as scripts/install makes.
+        let gitHelper = work.path + "/git-credential-authgate"
+        try? FileManager.default.removeItem(atPath: gitHelper)
+        try FileManager.default.createSymbolicLink(atPath: gitHelper, withDestinationPath: URL(fileURLWithPath: authgate).path)
+        let gitRequest = work.path + "/git-request"
+        try work.write("git-request", "protocol=https\nhost=git.example.com\n\n")
         var rows: [[String]] = []
-        for (name, arguments) in [("`/bin/true` (the cost of a process)", ["/bin/true"]),
-                                  ("`authgate token mock`", [cli ?? binDirectory + "/authgate", "token", "mock"])] {
-            _ = try timeProcesses(arguments, environment: environment, runs: 20)  // warm the page cache
-            let times = try timeProcesses(arguments, environment: environment, runs: runs)
+        for (name, arguments, stdin) in [("`/bin/true` (the cost of a process)", ["/bin/true"], nil),
+                                         ("`authgate token mock`", [authgate, "token", "mock"], nil),
+                                         ("`authgate kubectl mock` (an ExecCredential)", [authgate, "kubectl", "mock"], nil),
+                                         ("`git-credential-authgate get` (providers.list, then token)", [gitHelper, "get"], gitRequest)] as [(String, [String], String?)] {
+            _ = try timeProcesses(arguments, environment: environment, runs: 20, stdin: stdin)  // warm the page cache
+            let times = try timeProcesses(arguments, environment: environment, runs: runs, stdin: stdin)
             rows.append([name, "\(runs)", String(format: "%.2f", quantile(times, 0.5) / 1000), String(format: "%.2f", quantile(times, 0.99) / 1000)])
         }
         daemon.stop()

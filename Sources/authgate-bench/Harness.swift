@@ -101,7 +101,8 @@ extension RPCConnection {
 
 /// Runs `arguments` `runs` times in a row with posix_spawn (stdout to /dev/null) and returns
 /// the wall time of each run, spawn to exit, in microseconds, sorted.
-func timeProcesses(_ arguments: [String], environment: [String: String], runs: Int) throws -> [Double] {
+/// - Parameter stdin: A file each run reads as its stdin (a credential helper's request).
+func timeProcesses(_ arguments: [String], environment: [String: String], runs: Int, stdin: String? = nil) throws -> [Double] {
     let argv = arguments.map { strdup($0) } + [nil]
     let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer {
@@ -111,6 +112,7 @@ func timeProcesses(_ arguments: [String], environment: [String: String], runs: I
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    if let stdin { posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0) }
     defer { posix_spawn_file_actions_destroy(&actions) }
     var times: [Double] = []
     for _ in 0..<runs {

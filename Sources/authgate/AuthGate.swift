@@ -33,6 +33,9 @@ struct AuthGate: ParsableCommand {
         let invokedAs = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
         if let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs] {
             do {
+                if helper == "git-credential", CommandLine.arguments.count == 2 {
+                    return try GitCredential.perform(CommandLine.arguments[1], socket: nil)
+                }
                 var command = try parseAsRoot([helper] + CommandLine.arguments.dropFirst())
                 try command.run()
             } catch let error as CLIError {
@@ -47,6 +50,16 @@ struct AuthGate: ParsableCommand {
             do {
                 try Token.printToken(TokenParams(provider: provider), socket: nil, json: false)
                 return
+            } catch let error as CLIError {
+                CLIError.exit(error)
+            } catch {
+                exit(withError: error)
+            }
+        }
+        // `authgate kubectl PROVIDER`, which kubectl runs before its requests: no parser either.
+        if arguments.count == 2, arguments.first == "kubectl", let provider = arguments.last, !provider.hasPrefix("-") {
+            do {
+                return try Kubectl.printCredential(provider: provider, session: nil, socket: nil)
             } catch let error as CLIError {
                 CLIError.exit(error)
             } catch {

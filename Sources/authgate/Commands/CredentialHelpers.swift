@@ -35,24 +35,30 @@ struct GitCredential: ParsableCommand {
     var operation: String
 
     func run() throws {
+        try Self.perform(operation, socket: global.socket)
+    }
+
+    /// The helper itself; `git-credential-authgate OPERATION` comes here without the argument
+    /// parser (its start-up would be most of the call's cost, in someone's `git pull`).
+    static func perform(_ operation: String, socket: String?) throws {
         let attributes = CredentialHosts.readAttributes()
         guard attributes["protocol"] == "https" || attributes["protocol"] == nil,
               let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
         switch operation {
         case "get":
-            guard let provider = try CredentialHosts.provider(for: host, socket: global.socket),
+            guard let provider = try CredentialHosts.provider(for: host, socket: socket),
                   let helper = provider.credentialHelper else { return }
             let result = try Daemon.call(.token, TokenParams(provider: provider.id, minValidSeconds: 60), as: TokenResult.self,
-                                         socket: global.socket, json: false)
+                                         socket: socket, json: false)
             print("username=\(helper.username)")
             print("password=\(result.accessToken.exposedValue)")
             print("password_expiry_utc=\(Int(result.expiresAt.timeIntervalSince1970))")
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.
-            guard let password = attributes["password"], let provider = try CredentialHosts.provider(for: host, socket: global.socket) else { return }
+            guard let password = attributes["password"], let provider = try CredentialHosts.provider(for: host, socket: socket) else { return }
             _ = try? Daemon.call(.tokenRejected, TokenRejectedParams(provider: provider.id, accessToken: Secret(password)),
-                                 as: TokenResult.self, socket: global.socket, json: false)
+                                 as: TokenResult.self, socket: socket, json: false)
         default:
             return  // store: the daemon keeps the session; nothing to store
         }

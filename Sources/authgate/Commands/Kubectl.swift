@@ -29,20 +29,25 @@ struct Kubectl: ParsableCommand {
 
     func run() throws {
         if kubeconfigSnippet { return print(snippet()) }
+        try Self.printCredential(provider: selection.provider, session: selection.session, socket: global.socket)
+    }
+
+    /// The plugin itself; `authgate kubectl PROVIDER` comes here without the argument parser.
+    static func printCredential(provider: String, session: String?, socket: String?) throws {
         let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"]
             .flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
         let apiVersion = info?.apiVersion.flatMap { Self.apiVersions.contains($0) ? $0 : nil } ?? Self.apiVersions[0]
-        let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: 60)
+        let params = TokenParams(provider: provider, session: session, minValidSeconds: 60)
         let result: TokenResult
         do {
-            result = try Daemon.call(.token, params, as: TokenResult.self, socket: global.socket, json: false)
+            result = try Daemon.call(.token, params, as: TokenResult.self, socket: socket, json: false)
         } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
             guard info?.spec?.interactive == true else {
-                throw CLIError(message: "sign in first: authgate login \(Terminal.safe(selection.provider))\(selection.session.map { " --session \($0)" } ?? "") (the session needs a sign-in).",
+                throw CLIError(message: "sign in first: authgate login \(Terminal.safe(provider))\(session.map { " --session \($0)" } ?? "") (the session needs a sign-in).",
                                exitCode: ExitStatus.signInRequired)
             }
-            try signInOnTheTerminal()
-            result = try Daemon.call(.token, params, as: TokenResult.self, socket: global.socket, json: false)
+            try signInOnTheTerminal(provider: provider, session: session, socket: socket)
+            result = try Daemon.call(.token, params, as: TokenResult.self, socket: socket, json: false)
         }
         let credential: [String: JSONValue] = [
             "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"),
@@ -55,10 +60,10 @@ struct Kubectl: ParsableCommand {
 
     /// The provider's own sign-in, as `authgate login PROVIDER` runs it, with everything it
     /// prints sent to stderr: stdout belongs to the ExecCredential.
-    private func signInOnTheTerminal() throws {
-        var arguments = [selection.provider]
-        if let session = selection.session { arguments += ["--session", session] }
-        if let socket = global.socket { arguments += ["--socket", socket] }
+    private static func signInOnTheTerminal(provider: String, session: String?, socket: String?) throws {
+        var arguments = [provider]
+        if let session { arguments += ["--session", session] }
+        if let socket { arguments += ["--socket", socket] }
         let login = try Login.parse(arguments)
         fflush(nil)
         let saved = dup(STDOUT_FILENO)
