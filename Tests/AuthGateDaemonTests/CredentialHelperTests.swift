@@ -101,4 +101,21 @@ struct CredentialHelperTests {
         #expect((answer?["list"] as? [String: Any])?["registry.example.com:5000"] as? String == "oauth2")
         #expect(answer?["missing"] as? String == "not found")
     }
+
+    @Test("every helper refuses a caller the provider's access rules refuse: git and docker find nothing, kubectl and exec are refused")
+    func helpersFollowAccessRules() throws {
+        let locked = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"users": ["65534"]}, "credential_helper": {"hosts": ["locked.example.com"]}}"#
+        let daemon = try DaemonProcess(providers: ["locked.json": locked], logLevel: "info")
+        let bin = try Self.links(in: daemon.scratch.path)
+        let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
+        let git = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=locked.example.com\n\n",
+                          environment: environment)
+        #expect(git.status == 0 && git.stdout.isEmpty, "\(git)")
+        let docker = try run(URL(fileURLWithPath: bin + "/docker-credential-authgate"), ["get"], stdin: "locked.example.com\n", environment: environment)
+        #expect(docker.status == 1 && docker.stdout == "credentials not found in native keychain\n", "\(docker)")
+        let kubectl = try daemon.cli(["kubectl", "locked"])
+        #expect(kubectl.status == 8 && kubectl.stderr.contains("[permission_denied]"), "\(kubectl)")
+        let exec = try daemon.cli(["exec", "locked", "--", "/bin/true"])
+        #expect(exec.status == 8 && exec.stderr.contains("[permission_denied]"), "\(exec)")
+    }
 }
