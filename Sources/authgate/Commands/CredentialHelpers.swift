@@ -46,13 +46,18 @@ struct GitCredential: ParsableCommand {
               let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
         switch operation {
         case "get":
-            guard let provider = try CredentialHosts.provider(for: host, socket: socket),
-                  let helper = provider.credentialHelper else { return }
-            let result = try Daemon.call(.token, TokenParams(provider: provider.id, minValidSeconds: 60), as: TokenResult.self,
-                                         socket: socket, json: false)
-            print("username=\(helper.username)")
-            print("password=\(result.accessToken.exposedValue)")
-            print("password_expiry_utc=\(Int(result.expiresAt.timeIntervalSince1970))")
+            // Read with PlainCall: this runs in someone's `git pull`, and the coders would be
+            // most of its cost.
+            let providers = try PlainCall.result(.providersList, params: "{}", socket: socket)
+            guard case .array(let list) = providers,
+                  let provider = list.compactMap(\.objectValue).first(where: { entry in
+                      guard case .array(let hosts)? = entry["credential_helper"]?.objectValue?["hosts"] else { return false }
+                      return hosts.contains(.string(host))
+                  }),
+                  let id = provider["id"]?.stringValue,
+                  let username = provider["credential_helper"]?.objectValue?["username"]?.stringValue else { return }
+            let token = try PlainCall.token(PlainCall.result(.token, params: #"{"min_valid_seconds":60,"provider":\#(PlainCall.quoted(id))}"#, socket: socket))
+            print("username=\(username)\npassword=\(token.token)\npassword_expiry_utc=\(Int(token.expiresAt.timeIntervalSince1970))")
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.

@@ -37,25 +37,20 @@ struct Kubectl: ParsableCommand {
         let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"]
             .flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
         let apiVersion = info?.apiVersion.flatMap { Self.apiVersions.contains($0) ? $0 : nil } ?? Self.apiVersions[0]
-        let params = TokenParams(provider: provider, session: session, minValidSeconds: 60)
-        let result: TokenResult
+        let params = #"{"min_valid_seconds":60,"provider":\#(PlainCall.quoted(provider))\#(session.map { #","session":\#(PlainCall.quoted($0))"# } ?? "")}"#
+        let result: (token: String, tokenType: String, expiresAt: Date)
         do {
-            result = try Daemon.call(.token, params, as: TokenResult.self, socket: socket, json: false)
+            result = try PlainCall.token(PlainCall.result(.token, params: params, socket: socket))
         } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
-            guard info?.spec?.interactive == true else {
+            guard info?.interactive == true else {
                 throw CLIError(message: "sign in first: authgate login \(Terminal.safe(provider))\(session.map { " --session \($0)" } ?? "") (the session needs a sign-in).",
                                exitCode: ExitStatus.signInRequired)
             }
             try signInOnTheTerminal(provider: provider, session: session, socket: socket)
-            result = try Daemon.call(.token, params, as: TokenResult.self, socket: socket, json: false)
+            result = try PlainCall.token(PlainCall.result(.token, params: params, socket: socket))
         }
-        let credential: [String: JSONValue] = [
-            "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"),
-            "status": .object(["token": .string(result.accessToken.exposedValue),
-                               "expirationTimestamp": .string(Self.rfc3339(result.expiresAt))]),
-        ]
-        let data = try RPCCoding.makeEncoder().encode(credential)
-        print(String(decoding: data, as: UTF8.self))
+        // Written by hand, like the request: the coders' first use would be most of the cost.
+        print(#"{"apiVersion":\#(PlainCall.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(result.expiresAt))","token":\#(PlainCall.quoted(result.token))}}"#)
     }
 
     /// The provider's own sign-in, as `authgate login PROVIDER` runs it, with everything it
