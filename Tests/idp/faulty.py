@@ -63,14 +63,10 @@ import argparse
 import base64
 import collections
 import json
-import os
-import signal
-import socket
-import ssl
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -78,6 +74,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
 import certs
+import loopback
 
 KID = "faulty-1"
 TRANSPORT_FAULTS = {"http500", "http503", "html_error", "empty_401", "empty_403", "invalid_client", "slow"}
@@ -335,32 +332,20 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(200, {"mode": mode, "delay": self.state.delay})
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    # socketserver listens with a backlog of 5: more concurrent clients than that see dropped
-    # SYNs and a 1 s retransmit, which would measure the test server instead of authgate.
-    request_queue_size = 256
-    routes = {
-        ("GET", "/.well-known/openid-configuration"): Handler.discovery,
-        ("GET", "/jwks"): Handler.jwks,
-        ("POST", "/token"): Handler.token,
-        ("POST", "/revoke"): Handler.revoke,
-        ("GET", "/userinfo"): Handler.userinfo,
-        ("POST", "/userinfo"): Handler.userinfo,
-        ("POST", "/device"): Handler.device,
-        ("GET", "/_stats"): Handler.stats,
-        ("POST", "/_mode"): Handler.set_mode,
-    }
-
-    def handle_error(self, request, client_address) -> None:
-        # A client that gave up (timeouts, a failed TLS handshake) is part of the job here.
-        if isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError, socket.timeout)):
-            return
-        super().handle_error(request, client_address)
+ROUTES = {
+    ("GET", "/.well-known/openid-configuration"): Handler.discovery,
+    ("GET", "/jwks"): Handler.jwks,
+    ("POST", "/token"): Handler.token,
+    ("POST", "/revoke"): Handler.revoke,
+    ("GET", "/userinfo"): Handler.userinfo,
+    ("POST", "/userinfo"): Handler.userinfo,
+    ("POST", "/device"): Handler.device,
+    ("GET", "/_stats"): Handler.stats,
+    ("POST", "/_mode"): Handler.set_mode,
+}
 
 
 def main() -> None:
-    certs.unblock_stop_signals()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--mode", choices=sorted(MODES), default="ok")
@@ -369,41 +354,13 @@ def main() -> None:
     p.add_argument("--expires-in", type=int, default=3600, metavar="SECONDS")
     args = p.parse_args()
 
-    workdir = args.workdir.resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    ca_file, cert_file, key_file = certs.ensure_tls(workdir)
+    def configure(server):
+        server.routes = ROUTES
+        server.key = certs.ensure_rsa_key(args.workdir.resolve() / "faulty-signing-key.pem")
+        server.expires_in = args.expires_in
+        server.state = State(args.mode, args.delay)
 
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_file, key_file)
-    server = Server(("127.0.0.1", args.port), Handler)
-    # The handshake happens in the handler thread on first read, not in accept(): a client
-    # that connects and stalls cannot block the server.
-    server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
-    port = server.server_address[1]
-    server.issuer = f"https://127.0.0.1:{port}"
-    server.key = certs.ensure_rsa_key(workdir / "faulty-signing-key.pem")
-    server.expires_in = args.expires_in
-    server.state = State(args.mode, args.delay)
-
-    def stop(_signum, _frame):
-        raise SystemExit(0)  # unwinds serve_forever in the main thread
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    parent = os.getppid()
-
-    def watch_parent():
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
-
-    print(json.dumps({"port": port, "issuer": server.issuer, "ca_file": str(ca_file)}), flush=True)
-    try:
-        server.serve_forever(poll_interval=0.1)
-    finally:
-        server.server_close()
+    loopback.serve(Handler, args.workdir, port=args.port, configure=configure)
 
 
 if __name__ == "__main__":

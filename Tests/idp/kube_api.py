@@ -10,15 +10,10 @@ listens; serves until SIGTERM or its parent dies. Each request is logged to stde
 
 import argparse
 import json
-import os
-import signal
-import ssl
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import certs
+import loopback
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -42,38 +37,15 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    certs.unblock_stop_signals()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--token-file", required=True)
     args = p.parse_args()
-    workdir = args.workdir.resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
-    ca_file, cert_file, key_file = certs.ensure_tls(workdir)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert_file, key_file)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    server.token_file = args.token_file
-    port = server.server_address[1]
 
-    def stop(_signum, _frame):
-        raise SystemExit(0)
+    def configure(server):
+        server.token_file = args.token_file
 
-    signal.signal(signal.SIGTERM, stop)
-    parent = os.getppid()
-
-    def watch_parent():
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
-    print(json.dumps({"port": port, "issuer": f"https://127.0.0.1:{port}", "ca_file": str(ca_file)}), flush=True)
-    try:
-        server.serve_forever(poll_interval=0.1)
-    finally:
-        server.server_close()
+    loopback.serve(Handler, args.workdir, configure=configure)
 
 
 if __name__ == "__main__":
