@@ -6,11 +6,43 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// The provider whose `credential_helper.hosts` names `host`, among those the caller may use.
+/// Which provider serves which host, as the caller's `providers.list` says, and the calls the
+/// helpers make. Everything goes through PlainCall: the helpers run in someone's `git pull` or
+/// `docker push`, and the Codable coders' first use would be most of their cost.
 enum CredentialHosts {
-    static func provider(for host: String, socket: String?) throws -> ProviderInfo? {
-        let providers = try Daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self, socket: socket, json: false)
-        return providers.first { $0.credentialHelper?.hosts.contains(host) == true }
+    /// A host's provider and the user name the helpers answer with.
+    struct Mapping {
+        var provider: String
+        var username: String
+    }
+
+    /// Every host a provider the caller may use lists (a host belongs to one provider).
+    static func all(socket: String?) throws -> [String: Mapping] {
+        guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return [:] }
+        var mappings: [String: Mapping] = [:]
+        for provider in providers.compactMap(\.objectValue) {
+            guard let id = provider["id"]?.stringValue, let helper = provider["credential_helper"]?.objectValue,
+                  let username = helper["username"]?.stringValue, case .array(let hosts)? = helper["hosts"] else { continue }
+            for host in hosts.compactMap(\.stringValue) { mappings[host] = Mapping(provider: id, username: username) }
+        }
+        return mappings
+    }
+
+    static func provider(for host: String, socket: String?) throws -> Mapping? {
+        try all(socket: socket)[host]
+    }
+
+    /// The provider's token, valid at least `minimumValidity` seconds.
+    static func token(_ provider: String, minimumValidity: Int, socket: String?) throws -> (token: String, tokenType: String, expiresAt: Date) {
+        try PlainCall.token(PlainCall.result(.token, params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(PlainCall.quoted(provider))}"#,
+                                             socket: socket))
+    }
+
+    /// Tells the daemon an API refused `accessToken` (`token.rejected`): if it is the current
+    /// one, the session is refreshed. Best effort: the helper's caller has failed already.
+    static func rejected(_ provider: String, accessToken: String, socket: String?) {
+        _ = try? PlainCall.result(.tokenRejected, params: #"{"access_token":\#(PlainCall.quoted(accessToken)),"provider":\#(PlainCall.quoted(provider))}"#,
+                                  socket: socket)
     }
 
     /// Reads `key=value` lines from stdin until a blank line or the end (git's credential protocol).
@@ -46,24 +78,14 @@ struct GitCredential: ParsableCommand {
               let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
         switch operation {
         case "get":
-            // Read with PlainCall: this runs in someone's `git pull`, and the coders would be
-            // most of its cost.
-            let providers = try PlainCall.result(.providersList, params: "{}", socket: socket)
-            guard case .array(let list) = providers,
-                  let provider = list.compactMap(\.objectValue).first(where: { entry in
-                      guard case .array(let hosts)? = entry["credential_helper"]?.objectValue?["hosts"] else { return false }
-                      return hosts.contains(.string(host))
-                  }),
-                  let id = provider["id"]?.stringValue,
-                  let username = provider["credential_helper"]?.objectValue?["username"]?.stringValue else { return }
-            let token = try PlainCall.token(PlainCall.result(.token, params: #"{"min_valid_seconds":60,"provider":\#(PlainCall.quoted(id))}"#, socket: socket))
-            print("username=\(username)\npassword=\(token.token)\npassword_expiry_utc=\(Int(token.expiresAt.timeIntervalSince1970))")
+            guard let mapping = try CredentialHosts.provider(for: host, socket: socket) else { return }
+            let token = try CredentialHosts.token(mapping.provider, minimumValidity: 60, socket: socket)
+            print("username=\(mapping.username)\npassword=\(token.token)\npassword_expiry_utc=\(Int(token.expiresAt.timeIntervalSince1970))")
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.
-            guard let password = attributes["password"], let provider = try CredentialHosts.provider(for: host, socket: socket) else { return }
-            _ = try? Daemon.call(.tokenRejected, TokenRejectedParams(provider: provider.id, accessToken: Secret(password)),
-                                 as: TokenResult.self, socket: socket, json: false)
+            guard let password = attributes["password"], let mapping = try CredentialHosts.provider(for: host, socket: socket) else { return }
+            CredentialHosts.rejected(mapping.provider, accessToken: password, socket: socket)
         default:
             return  // store: the daemon keeps the session; nothing to store
         }
@@ -90,32 +112,22 @@ struct DockerCredential: ParsableCommand {
         case "get":
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                  let provider = try CredentialHosts.provider(for: host, socket: global.socket),
-                  let helper = provider.credentialHelper else {
+                  let mapping = try CredentialHosts.provider(for: host, socket: global.socket) else {
                 print(Self.notFound)
                 throw ExitCode(1)
             }
-            let result = try Daemon.call(.token, TokenParams(provider: provider.id, minValidSeconds: 60), as: TokenResult.self,
-                                         socket: global.socket, json: false)
-            let answer: [String: String] = ["ServerURL": serverURL, "Username": helper.username, "Secret": result.accessToken.exposedValue]
-            print(String(decoding: try RPCCoding.makeEncoder().encode(answer), as: UTF8.self))
+            let token = try CredentialHosts.token(mapping.provider, minimumValidity: 60, socket: global.socket)
+            print(#"{"Secret":\#(PlainCall.quoted(token.token)),"ServerURL":\#(PlainCall.quoted(serverURL)),"Username":\#(PlainCall.quoted(mapping.username))}"#)
         case "list":
-            let providers = try Daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self, socket: global.socket, json: false)
-            var servers: [String: String] = [:]
-            for provider in providers {
-                for host in provider.credentialHelper?.hosts ?? [] { servers[host] = provider.credentialHelper?.username }
-            }
-            print(String(decoding: try RPCCoding.makeEncoder().encode(servers), as: UTF8.self))
+            let servers = try CredentialHosts.all(socket: global.socket).sorted { $0.key < $1.key }
+            print("{" + servers.map { "\(PlainCall.quoted($0.key)):\(PlainCall.quoted($0.value.username))" }.joined(separator: ",") + "}")
         case "erase":
             // docker names only the server: the session's current token is the refused one.
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                  let provider = try CredentialHosts.provider(for: host, socket: global.socket) else { return }
-            if let current = try? Daemon.call(.token, TokenParams(provider: provider.id, minValidSeconds: 0), as: TokenResult.self,
-                                              socket: global.socket, json: false) {
-                _ = try? Daemon.call(.tokenRejected, TokenRejectedParams(provider: provider.id, accessToken: current.accessToken),
-                                     as: TokenResult.self, socket: global.socket, json: false)
-            }
+                  let mapping = try CredentialHosts.provider(for: host, socket: global.socket),
+                  let current = try? CredentialHosts.token(mapping.provider, minimumValidity: 0, socket: global.socket) else { return }
+            CredentialHosts.rejected(mapping.provider, accessToken: current.token, socket: global.socket)
         default:
             _ = readLine(strippingNewline: true)  // store: accepted and ignored
         }
