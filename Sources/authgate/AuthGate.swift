@@ -24,56 +24,37 @@ struct AuthGate: ParsableCommand {
         // Line by line even into a pipe: a script or GUI reading `login --browser --json` must
         // get the URL to open when it is printed, not when the sign-in ends.
         ag_line_buffer_stdout()
-        // `authgate token PROVIDER`, the form scripts run inside `$(...)` before every API
-        // call, skips the argument parser, whose reflection over every command's options took
-        // 2.4 ms before the first syscall of its own (strace; docs/BENCHMARKS.md). Any other
-        // form, including any option, goes through the parser as usual.
         // Installed as links: git-credential-authgate and docker-credential-authgate are the
         // helpers themselves (git and docker run them by those names).
         let invokedAs = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
-        if let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs] {
-            do {
-                if helper == "git-credential", CommandLine.arguments.count == 2 {
-                    return try GitCredential.perform(CommandLine.arguments[1], socket: nil)
-                }
-                var command = try parseAsRoot([helper] + CommandLine.arguments.dropFirst())
-                try command.run()
-            } catch let error as CLIError {
-                CLIError.exit(error)
-            } catch {
-                exit(withError: error)
-            }
-            return
-        }
-        let arguments = CommandLine.arguments.dropFirst()
-        if arguments.count == 2, arguments.first == "token", let provider = arguments.last, !provider.hasPrefix("-") {
-            do {
-                try Token.printToken(TokenParams(provider: provider), socket: nil, json: false)
-                return
-            } catch let error as CLIError {
-                CLIError.exit(error)
-            } catch {
-                exit(withError: error)
-            }
-        }
-        // `authgate kubectl PROVIDER`, which kubectl runs before its requests: no parser either.
-        if arguments.count == 2, arguments.first == "kubectl", let provider = arguments.last, !provider.hasPrefix("-") {
-            do {
-                return try Kubectl.printCredential(provider: provider, session: nil, socket: nil)
-            } catch let error as CLIError {
-                CLIError.exit(error)
-            } catch {
-                exit(withError: error)
-            }
-        }
+        let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs]
+        let arguments = (helper.map { [$0] } ?? []) + CommandLine.arguments.dropFirst()
         do {
-            var command = try parseAsRoot()
+            if try runWithoutParser(arguments) { return }
+            var command = try parseAsRoot(arguments)
             try command.run()
         } catch let error as CLIError {
             CLIError.exit(error)
         } catch {
             exit(withError: error)
         }
+    }
+
+    /// The forms other programs run before each of their requests, without the argument parser,
+    /// whose reflection over every command's options took 2.4 ms before the first syscall of its
+    /// own (strace; docs/BENCHMARKS.md): `authgate token PROVIDER` (inside `$(...)`), `authgate
+    /// kubectl PROVIDER` and `git-credential-authgate OPERATION`. Any other form, including any
+    /// option, goes through the parser as usual.
+    /// - Returns: Whether the form was one of these, and was run.
+    private static func runWithoutParser(_ arguments: [String]) throws -> Bool {
+        guard arguments.count == 2, let argument = arguments.last, !argument.hasPrefix("-") else { return false }
+        switch arguments[0] {
+        case "token": try Token.printToken(TokenParams(provider: argument), socket: nil, json: false)
+        case "kubectl": try Kubectl.printCredential(provider: argument, session: nil, socket: nil)
+        case "git-credential": try GitCredential.perform(argument, socket: nil)
+        default: return false
+        }
+        return true
     }
 }
 
