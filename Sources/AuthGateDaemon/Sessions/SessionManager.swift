@@ -332,14 +332,22 @@ actor SessionManager {
 
     /// What administrators see of the background refresh in `daemon.info`.
     func refreshStatistics() -> RefreshStatistics {
-        let now = now()
-        var waiting: [String: Int] = [:]
-        for (key, record) in sessions.all {
-            if let at = record.nextRefreshAt, at <= now { waiting[key.provider.rawValue, default: 0] += 1 }
-        }
+        let waiting = Dictionary(uniqueKeysWithValues: overdue(at: now()).map { ($0.key.rawValue, $0.value.count) })
         return RefreshStatistics(inFlight: queue.inFlight, waiting: waiting, started: lateness.count,
                                  latenessP50Seconds: lateness.quantile(0.5), latenessP99Seconds: lateness.quantile(0.99),
                                  latenessMaxSeconds: lateness.quantile(1))
+    }
+
+    /// Sessions whose planned refresh time has passed, by provider: how many, and how late the
+    /// oldest is. A due session that has started has no planned time, so these wait for a slot.
+    private func overdue(at now: Date) -> [ProviderID: (count: Int, oldest: TimeInterval)] {
+        var overdue: [ProviderID: (count: Int, oldest: TimeInterval)] = [:]
+        for (key, record) in sessions.all {
+            guard let at = record.nextRefreshAt, at <= now else { continue }
+            let previous = overdue[key.provider] ?? (0, 0)
+            overdue[key.provider] = (previous.count + 1, max(previous.oldest, now.timeIntervalSince(at)))
+        }
+        return overdue
     }
 
     /// A provider slower than its sessions need: said once per ``backlogWarningInterval``,
@@ -348,14 +356,7 @@ actor SessionManager {
     private func warnAboutBacklogs(now: Date) {
         guard !queue.providersWaiting.isEmpty, backlogCheckedAt.map({ now.timeIntervalSince($0) >= 1 }) ?? true else { return }
         backlogCheckedAt = now
-        var overdue: [ProviderID: (count: Int, oldest: TimeInterval)] = [:]
-        for (key, record) in sessions.all {
-            // At the end of `refreshDue` every due session has started or waits for a slot.
-            guard let at = record.nextRefreshAt, at <= now else { continue }
-            let previous = overdue[key.provider] ?? (0, 0)
-            overdue[key.provider] = (previous.count + 1, max(previous.oldest, now.timeIntervalSince(at)))
-        }
-        for (provider, backlog) in overdue.sorted(by: { $0.key < $1.key }) {
+        for (provider, backlog) in overdue(at: now).sorted(by: { $0.key < $1.key }) {
             // A second's wait is within the scheduler's precision, not a slow provider.
             guard backlog.oldest >= 1 else { continue }
             if let warned = backlogWarnedAt[provider], now.timeIntervalSince(warned) < Self.backlogWarningInterval { continue }
