@@ -54,13 +54,15 @@ struct Sink: ParsableCommand {
             help: ArgumentHelp("A command run after each write (the rest of the line), e.g. systemctl reload nginx. It gets no token.", valueName: "command"))
     var onChange: [String] = []
 
+    /// `--mode`, checked by ``validate()``.
+    private var fileMode: mode_t { mode_t(UInt16(mode, radix: 8) ?? 0o400) }
+
     func validate() throws {
         guard let value = UInt16(mode, radix: 8), value <= 0o777 else { throw ValidationError("--mode must be an octal mode such as 0400 or 0640.") }
-        guard file.hasPrefix("/") || !file.isEmpty else { throw ValidationError("--file must name a file.") }
+        guard !file.isEmpty else { throw ValidationError("--file must name a file.") }
     }
 
     func run() throws {
-        let fileMode = mode_t(UInt16(mode, radix: 8) ?? 0o400)
         let socket = global.socket ?? SocketLocation.forClient()
         let params = TokenParams(provider: selection.provider, session: selection.session)
         var delay = 1.0
@@ -68,7 +70,7 @@ struct Sink: ParsableCommand {
         while true {
             do throws(RPCClientError) {
                 let connection = try RPCConnection(path: socket)
-                try watch(connection, params: params, fileMode: fileMode) {
+                try watch(connection, params: params) {
                     delay = 1  // the daemon answered: the next reconnect starts from a second again
                 }
                 // The daemon closed the connection (a restart): reconnect.
@@ -98,7 +100,7 @@ struct Sink: ParsableCommand {
 
     /// One watch on one connection: the first answer, then each notification, until the daemon
     /// closes the connection (or, with `--once`, after the first write).
-    private func watch(_ connection: RPCConnection, params: TokenParams, fileMode: mode_t,
+    private func watch(_ connection: RPCConnection, params: TokenParams,
                        answered: () -> Void) throws(RPCClientError) {
         let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         try connection.send(Array((#"{"id":1,"jsonrpc":"2.0","method":"token.watch","params":"# + encoded + "}\n").utf8))
@@ -117,7 +119,7 @@ struct Sink: ParsableCommand {
             case SessionEnded.method:
                 let ended = try? RPCCoding.makeDecoder().decode(RPCNotification<SessionEnded>.self, from: Data(line)).params
                 removeFile()
-                Terminal.writeError("authgate sink: the session ended (\(ended?.reason.rawValue ?? "ended")): \(Terminal.safe(ended?.message ?? "")) Removed \(file); waiting for a new sign-in.\n")
+                Terminal.writeError("authgate sink: the session ended (\(ended?.reason.rawValue ?? "ended")): \(Terminal.safe(ended?.message ?? "")) Waiting for a new sign-in.\n")
             default:
                 continue
             }
@@ -136,7 +138,7 @@ struct Sink: ParsableCommand {
         case .json: Self.tokenJSON(result) + [UInt8(ascii: "\n")]
         }
         do {
-            try AtomicFile.write(contents, to: file, mode: mode_t(UInt16(mode, radix: 8) ?? 0o400))
+            try AtomicFile.write(contents, to: file, mode: fileMode)
         } catch {
             Terminal.writeError("authgate sink: cannot write \(file): \(error)\n")
             return
