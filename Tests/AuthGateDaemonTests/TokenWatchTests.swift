@@ -20,14 +20,17 @@ struct TokenWatchTests {
         """#
 
     /// A watcher in a process of its own (so that a test cannot hang on a read): sends
-    /// token.watch, prints each line it receives, and exits after `seconds`.
-    private static func startWatcher(_ daemon: DaemonProcess, seconds: Double, prefix: [String] = []) throws -> (Process, Pipe) {
+    /// token.watch and prints each line it receives until it has seen what `until` says
+    /// (`changes:N`: N token.changed; `ended-then-changed`: a token.changed after a
+    /// session.ended), or `timeout` seconds have passed. Returns once the watch is answered.
+    private static func startWatcher(_ daemon: DaemonProcess, until: String, timeout: Double = 20, prefix: [String] = []) throws -> Watcher {
         let script = """
-            import socket, sys, time
+            import json, socket, sys, time
             s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
             s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock"}}\\n')
-            s.settimeout(0.2); buffer = b""; end = time.time() + float(sys.argv[2])
-            while time.time() < end:
+            s.settimeout(0.2); buffer = b""; end = time.time() + float(sys.argv[2]); until = sys.argv[3]
+            changes, ended, done = 0, False, False
+            while not done and time.time() < end:
                 try:
                     chunk = s.recv(65536)
                 except socket.timeout:
@@ -37,22 +40,43 @@ struct TokenWatchTests {
                 while b"\\n" in buffer:
                     line, buffer = buffer.split(b"\\n", 1)
                     print(line.decode(), flush=True)
+                    method = json.loads(line).get("method")
+                    changes += method == "token.changed"
+                    if until == "ended-then-changed":
+                        done = done or (ended and method == "token.changed")
+                        ended = ended or method == "session.ended"
+                    else:
+                        done = done or changes >= int(until.split(":")[1])
             """
         let process = Process()
-        let command = prefix + ["/usr/bin/python3", "-c", script, daemon.socketPath, "\(seconds)"]
+        let command = prefix + ["/usr/bin/python3", "-c", script, daemon.socketPath, "\(timeout)", until]
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        return (process, output)
+        var answer = Data()
+        while true {
+            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            answer.append(byte)
+        }
+        return Watcher(process: process, output: output, answer: answer)
     }
 
-    private static func lines(_ started: (Process, Pipe)) -> [[String: Any]] {
-        let data = started.1.fileHandleForReading.readDataToEndOfFile()
-        started.0.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: "\n")
-            .map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+    struct Watcher {
+        var process: Process
+        var output: Pipe
+        /// The watch's answer line.
+        var answer: Data
+    }
+
+    /// Every line the watcher printed, the answer first, once it has exited.
+    private static func lines(_ watcher: Watcher) -> [[String: Any]] {
+        let rest = watcher.output.fileHandleForReading.readDataToEndOfFile()
+        watcher.process.waitUntilExit()
+        return ([watcher.answer] + String(decoding: rest, as: UTF8.self).split(separator: "\n").map { Data($0.utf8) })
+            .map { (try? JSONSerialization.jsonObject(with: $0) as? [String: Any]) ?? [:] }
     }
 
     private static func signIn(_ daemon: DaemonProcess, prefix: [String] = []) throws {
@@ -64,10 +88,14 @@ struct TokenWatchTests {
     func notifications() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
         try Self.signIn(daemon)
-        let watcher = try Self.startWatcher(daemon, seconds: 6)
-        usleep(3_500_000)  // at least one refresh
+        let watcher = try Self.startWatcher(daemon, until: "ended-then-changed")
+        // At least one refresh of the watched session before it is signed out.
+        let watched = try #require((try? JSONSerialization.jsonObject(with: watcher.answer) as? [String: Any])?["result"] as? [String: Any])
+        try eventually(timeout: .seconds(10)) {
+            try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                != watched["access_token"] as? String
+        }
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
-        usleep(300_000)
         try Self.signIn(daemon)
         let lines = Self.lines(watcher)
         let first = try #require(lines.first?["result"] as? [String: Any], "\(lines)")
@@ -90,8 +118,8 @@ struct TokenWatchTests {
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
         try Self.signIn(daemon)
         try Self.signIn(daemon, prefix: asNobody)
-        let rootWatcher = try Self.startWatcher(daemon, seconds: 4)
-        let nobodyWatcher = try Self.startWatcher(daemon, seconds: 4, prefix: asNobody)
+        let rootWatcher = try Self.startWatcher(daemon, until: "changes:2")
+        let nobodyWatcher = try Self.startWatcher(daemon, until: "changes:2", prefix: asNobody)
         let rootToken = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let root = Self.lines(rootWatcher), nobody = Self.lines(nobodyWatcher)
         let rootTokens = Set(root.compactMap { (($0["result"] ?? $0["params"]) as? [String: Any])?["access_token"] as? String })
