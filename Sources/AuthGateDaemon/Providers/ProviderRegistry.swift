@@ -87,6 +87,7 @@ struct RegisteredProvider: Sendable {
 /// the rules are decided per caller in the registry.
 final class OpenProviders: Sendable {
     private let ids = Mutex<Set<String>>([])
+    private let executableRules = Atomic<Bool>(false)
 
     func update(_ providers: some Sequence<RegisteredProvider>) {
         let open = providers.filter { provider in
@@ -94,7 +95,12 @@ final class OpenProviders: Sendable {
             return configuration.access.admitsEveryone
         }
         ids.withLock { $0 = Set(open.map(\.id)) }
+        executableRules.store(providers.contains { $0.configuration?.access.executables != nil }, ordering: .releasing)
     }
+
+    /// Whether some provider has an `access.executables` rule: only then is a connecting
+    /// process pinned (PeerCredentials), which costs /proc reads on every connection.
+    var anyExecutableRule: Bool { executableRules.load(ordering: .acquiring) }
 
     func contains(_ id: String) -> Bool {
         ids.withLock { $0.contains(id) }

@@ -37,13 +37,15 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Reads the peer credentials of a connected Unix socket channel.
-    static func read(from channel: any Channel) -> EventLoopFuture<PeerCredentials> {
+    /// - Parameter pinProcess: Whether to pin the process too (``process``), which costs /proc
+    ///   reads on every connection and matters only to `access.executables` rules.
+    static func read(from channel: any Channel, pinProcess: Bool) -> EventLoopFuture<PeerCredentials> {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
         }
         let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-        return future.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid, process: ProcessIdentity(pid: $0.pid)) }
+        return future.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid, process: pinProcess ? ProcessIdentity(pid: $0.pid) : nil) }
     }
 }
 

@@ -56,13 +56,16 @@ final class RPCServer: Service, CustomStringConvertible {
     var description: String { "RPCServer(\(socketPath))" }
 
     func run() async throws {
-        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: dispatcher.registry.openProviders)
+        let openProviders = dispatcher.registry.openProviders
+        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: openProviders)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                PeerCredentials.read(from: channel).flatMapThrowing { caller in
+                // A connection accepted before a reload adds an executables rule has no pin, and
+                // the rule refuses it (AccessPolicy): it fails closed until it reconnects.
+                PeerCredentials.read(from: channel, pinProcess: openProviders.anyExecutableRule).flatMapThrowing { caller in
                     try self.prepare(channel, for: caller, answers: answers)
                 }
             }
