@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system.git", from: "1.7.0"),
         // AES-GCM for the session store; jwt-kit already depends on it (4.x).
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // The daemon's metrics: swift-prometheus's registry and exposition (on swift-metrics' handler types).
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Domain: providers, configuration, tokens, sessions, errors. No NIO, no curl.
@@ -89,6 +91,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strictSettings
         ),

@@ -16,7 +16,7 @@ apt_install() {
 # libcurl's development files (provider HTTP goes through libcurl), pkg-config to find them,
 # curl, which the tests use to ask the test servers things directly, and, for the tests of
 # the service (scripts/verify-units, running clients as other users), systemd-analyze,
-# setpriv and useradd.
+# setpriv and useradd; Prometheus for the metrics tests.
 ensure_system_packages() {
     local missing=()
     command -v pkg-config >/dev/null || missing+=(pkg-config)
@@ -25,6 +25,9 @@ ensure_system_packages() {
     command -v setpriv >/dev/null || missing+=(util-linux)
     command -v useradd >/dev/null || missing+=(passwd)
     dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libcurl4-openssl-dev)
+    # The metrics tests: promtool checks the exposition and the alert rules, a Prometheus
+    # server scrapes --metrics-listen.
+    command -v promtool >/dev/null && command -v prometheus >/dev/null || missing+=(prometheus)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then
         apt_install "${missing[@]}"

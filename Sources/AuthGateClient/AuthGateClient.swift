@@ -1,6 +1,8 @@
 public import AuthGateCore
 public import AuthGateRPC
 import Dispatch
+import FoundationEssentials
+import Synchronization
 
 /// A client of authgated for Swift programs: tokens without socket code.
 ///
@@ -102,4 +104,115 @@ public struct AuthGateClientError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { reason.map { "\(message) [\($0.rawValue)]" } ?? message }
+}
+
+// MARK: Watching a session's token
+
+/// What a watch delivers (RPC `token.watch`).
+public enum TokenWatchEvent: Sendable {
+    /// The session's token: at once, then each time it changes (a refresh, a new sign-in).
+    case token(TokenResult)
+    /// The session ended; the watch goes on, and a new sign-in is a ``token(_:)`` again.
+    case ended(SessionEnded)
+}
+
+extension AuthGateClient {
+    /// The session's token now, then every new one as the daemon refreshes it, without polling.
+    ///
+    /// ```swift
+    /// for try await event in client.watch(provider: "corp") {
+    ///     if case .token(let token) = event { use(token.accessToken) }
+    /// }
+    /// ```
+    ///
+    /// The sequence ends when the daemon closes the connection (a restart; watch again), and
+    /// throws when the watch is refused (the daemon's reason in ``AuthGateClientError``).
+    /// Cancelling the consuming task, or dropping the sequence, closes the connection.
+    public func watch(provider: String, session: String? = nil, minimumValidity: Int? = nil) -> AsyncThrowingStream<TokenWatchEvent, any Error> {
+        let params = TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity)
+        let socketPath = socketPath
+        let (stream, continuation) = AsyncThrowingStream<TokenWatchEvent, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let stop = WatchStop()
+        continuation.onTermination = { _ in stop.stop() }
+        DispatchQueue.global().async {
+            do throws(RPCClientError) {
+                let connection = try RPCConnection(path: socketPath)
+                guard stop.attach(connection.interrupter) else { return }
+                defer { stop.detach() }
+                try AuthGateClient.watchBlocking(on: connection, params) { event in
+                    continuation.yield(event)
+                    return !stop.isStopped
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: AuthGateClientError(error))
+            }
+        }
+        return stream
+    }
+
+    /// A watch on the calling thread: `handle` gets each event and says whether to go on.
+    /// Returns when the daemon closes the connection or `handle` says stop. `authgate sink` runs
+    /// this; ``watch(provider:session:minimumValidity:)`` runs it on a Dispatch thread.
+    public static func watchBlocking(on connection: RPCConnection, _ params: TokenParams,
+                                     _ handle: (TokenWatchEvent) -> Bool) throws(RPCClientError) {
+        let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        try connection.send(Array((#"{"id":1,"jsonrpc":"2.0","method":"token.watch","params":"# + encoded + "}\n").utf8))
+        // The answer comes before any notification of this watch.
+        guard let reply = try connection.receiveLine() else { throw .protocolError("the daemon closed the connection") }
+        guard handle(.token(try RPCConnection.decodeReply(reply, id: .number(1), as: TokenResult.self))) else { return }
+        let decoder = RPCCoding.makeDecoder()
+        while let line = try connection.receiveLine() {
+            let event: TokenWatchEvent
+            switch (try? decoder.decode(NotificationMethod.self, from: Data(line)))?.method {
+            case TokenChanged.method:
+                guard let change = try? decoder.decode(RPCNotification<TokenChanged>.self, from: Data(line)).params else { continue }
+                event = .token(TokenResult(accessToken: change.accessToken, tokenType: change.tokenType, expiresAt: change.expiresAt,
+                                           scopes: change.scopes, idToken: nil))
+            case SessionEnded.method:
+                guard let ended = try? decoder.decode(RPCNotification<SessionEnded>.self, from: Data(line)).params else { continue }
+                event = .ended(ended)
+            default:
+                continue
+            }
+            guard handle(event) else { return }
+        }
+    }
+
+    private struct NotificationMethod: Decodable {
+        var method: String?
+    }
+}
+
+/// Stops a watch from another thread: interrupts its blocked read, and only while its
+/// connection is open (a descriptor number is reused once closed).
+private final class WatchStop: Sendable {
+    private struct State {
+        var interrupter: RPCConnection.Interrupter?
+        var stopped = false
+    }
+
+    private let state = Mutex(State())
+
+    var isStopped: Bool { state.withLock { $0.stopped } }
+
+    /// False when stopped already: the watch should not start.
+    func attach(_ interrupter: RPCConnection.Interrupter) -> Bool {
+        state.withLock { state in
+            guard !state.stopped else { return false }
+            state.interrupter = interrupter
+            return true
+        }
+    }
+
+    func detach() {
+        state.withLock { $0.interrupter = nil }
+    }
+
+    func stop() {
+        state.withLock { state in
+            state.stopped = true
+            state.interrupter?.interrupt()
+        }
+    }
 }

@@ -87,10 +87,12 @@ public enum Daemon {
             return .providerProblems
         }
 
-        let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, logger: logger) })
+        let metrics = configuration.keepsMetrics ? DaemonMetrics() : nil
+        let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, metrics: metrics, logger: logger) })
         let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
                                              credentialsDirectory: configuration.credentialsDirectory, logger: logger)
-        let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser)
+        let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser,
+                                      metrics: metrics)
         if await registry.hasPersistentProviders {
             await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
         }
@@ -98,13 +100,19 @@ public enum Daemon {
                                     socketPath: configuration.socketPath, adminGroup: configuration.adminGroup)
         let validator = ProviderValidator(registry: registry, logger: logger)
         let reloader = ProviderReloader(directory: configuration.providersDirectory, registry: registry, sessions: sessions,
-                                        validator: validator, notifier: notifier, logger: logger)
-        let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, logger: logger)
+                                        validator: validator, notifier: notifier, metrics: metrics, logger: logger)
+        let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, metrics: metrics, logger: logger)
+        let connections = OpenConnections()
+        let readiness = Readiness()
+        let exposition = metrics.map {
+            MetricsExposition(metrics: $0, registry: registry, sessions: sessions, flows: flows, connections: connections, readiness: readiness)
+        }
         let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
-                                       context: context, logger: logger)
+                                       context: context, logger: logger, metrics: metrics, exposition: exposition)
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
-                               inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher, logger: logger,
+                               inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher,
+                               connections: connections, metrics: metrics, readiness: readiness, logger: logger,
                                onListening: { notifier.ready() }, onStopping: { notifier.stopping() })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: server),
@@ -113,6 +121,9 @@ public enum Daemon {
             .init(service: validator),
             .init(service: HangupSignalService(reloader: reloader, logger: logger)),
         ]
+        if let address = configuration.metricsAddress, let exposition {
+            services.append(.init(service: MetricsListener(address: address, exposition: exposition, logger: logger)))
+        }
         if let watchdog = WatchdogService(notifier: notifier) {
             services.append(.init(service: watchdog))
         }

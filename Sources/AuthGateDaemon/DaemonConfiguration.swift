@@ -32,6 +32,10 @@ public struct DaemonConfiguration: Sendable {
     public var loginFlows: LoginFlowSettings
     /// Sessions one user may hold (root and the daemon's own user excepted).
     public var maximumSessionsPerUser = 1000
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics-listen`); off when nil.
+    public var metricsAddress: MetricsAddress?
+    /// `--no-metrics`: count nothing (the `metrics` method then answers `method_not_found`).
+    public var keepsMetrics = true
 
     public static let defaultAdminGroup = "authgate-admin"
 

@@ -8,15 +8,28 @@ public struct HTTPRequest: Sendable {
         case post = "POST"
     }
 
+    /// Which of a provider's endpoints a request is for: a label of the daemon's metrics
+    /// (`authgate_provider_requests_total`), never sent.
+    public enum Endpoint: String, Sendable, CaseIterable {
+        case discovery
+        case jwks
+        case token
+        case deviceAuthorization = "device_authorization"
+        case userinfo
+        case revocation
+    }
+
     public var method: Method
     public var url: URL
+    public var endpoint: Endpoint
     /// Header lines; names as sent. Never logged: they may carry `Authorization`.
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
 
-    public init(method: Method, url: URL, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+    public init(method: Method, url: URL, endpoint: Endpoint, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.method = method
         self.url = url
+        self.endpoint = endpoint
         self.headers = headers
         self.body = body
     }

@@ -30,7 +30,7 @@ extension RemoteIdentityProvider {
             throw AuthGateError(.unsupportedGrant, "\(name) has no device authorization endpoint; its file can name one in endpoints.device_authorization.")
         }
         let fields = DeviceAuthorizationGrant.authorizationFields(scopes: interactiveScopes(scopes), audience: settings.audience)
-        let response = try await tokenEndpoint.post(endpoint, fields)
+        let response = try await tokenEndpoint.post(endpoint, to: .deviceAuthorization, fields)
         guard response.status == 200 else {
             throw tokenEndpoint.refusal(response, purpose: .interactiveSignIn, what: "device authorization request")
         }

@@ -141,7 +141,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let url = URL(string: base + "/.well-known/openid-configuration")!
         let response: HTTPResponse
         do {
-            response = try await get(url, what: "discovery document")
+            response = try await get(url, .discovery, what: "discovery document")
         } catch {
             throw .unreachable(error)
         }
@@ -187,7 +187,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         guard let jwksURI = metadata.jwksURI else {
             throw AuthGateError(.serverError, "\(name) publishes no JWKS, so its ID tokens cannot be verified.")
         }
-        return try await get(jwksURI, what: "JWKS").body
+        return try await get(jwksURI, .jwks, what: "JWKS").body
     }
 
     func resolvedMetadata() async throws(AuthGateError) -> ProviderMetadata {
@@ -202,12 +202,12 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
     }
 
-    private func get(_ url: URL, what: String, bearer: Secret? = nil) async throws(AuthGateError) -> HTTPResponse {
+    private func get(_ url: URL, _ endpoint: HTTPRequest.Endpoint, what: String, bearer: Secret? = nil) async throws(AuthGateError) -> HTTPResponse {
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
         if let bearer { headers.append(("Authorization", "Bearer " + bearer.exposedValue)) }
         let response: HTTPResponse
         do {
-            response = try await transport.send(HTTPRequest(method: .get, url: url, headers: headers), policy: policy)
+            response = try await transport.send(HTTPRequest(method: .get, url: url, endpoint: endpoint, headers: headers), policy: policy)
         } catch {
             throw ProviderFailure.transport(error, provider: name)
         }
@@ -267,7 +267,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
             return
         }
         do {
-            let response = try await tokenEndpoint.post(endpoint, Revocation.fields(tokens))
+            let response = try await tokenEndpoint.post(endpoint, to: .revocation, Revocation.fields(tokens))
             // RFC 7009 §2.2: 200 whether or not the token was valid.
             if response.status != 200 {
                 logger.notice("revocation refused", metadata: ["provider.id": "\(name)", "http.status": "\(response.status)"])
@@ -281,7 +281,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         guard let endpoint = try await resolvedMetadata().userinfoEndpoint else {
             throw AuthGateError(.unsupportedGrant, "\(name) has no userinfo endpoint.")
         }
-        let response = try await get(endpoint, what: "userinfo request", bearer: tokens.accessToken)
+        let response = try await get(endpoint, .userinfo, what: "userinfo request", bearer: tokens.accessToken)
         guard let claims = (try? JSONValue.parse(Data(response.body)))?.objectValue, claims["sub"]?.stringValue != nil else {
             throw ProviderFailure.malformed(name, what: "userinfo response", "it is not a JSON object with a sub")
         }

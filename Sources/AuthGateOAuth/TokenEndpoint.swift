@@ -22,7 +22,7 @@ struct TokenEndpoint: Sendable {
     let policy: HTTPRequestPolicy
 
     /// A form POST with this client's authentication.
-    func post(_ url: URL, _ fields: [(String, String)]) async throws(AuthGateError) -> HTTPResponse {
+    func post(_ url: URL, to endpoint: HTTPRequest.Endpoint = .token, _ fields: [(String, String)]) async throws(AuthGateError) -> HTTPResponse {
         var fields = fields
         var headers: [(name: String, value: String)] = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
         switch authentication {
@@ -35,7 +35,7 @@ struct TokenEndpoint: Sendable {
         case .none:
             fields.append(("client_id", clientID))
         }
-        let request = HTTPRequest(method: .post, url: url, headers: headers, body: FormEncoding.encode(fields))
+        let request = HTTPRequest(method: .post, url: url, endpoint: endpoint, headers: headers, body: FormEncoding.encode(fields))
         do {
             return try await transport.send(request, policy: policy)
         } catch {

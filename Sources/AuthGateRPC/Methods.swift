@@ -352,6 +352,23 @@ public struct LogoutResult: Sendable, Codable {
     }
 }
 
+/// `metrics` result: the daemon's metrics in Prometheus's text exposition format.
+public struct MetricsResult: Sendable, Codable {
+    /// `text/plain; version=0.0.4; charset=utf-8`.
+    public var contentType: String
+    public var text: String
+
+    public init(contentType: String, text: String) {
+        self.contentType = contentType
+        self.text = text
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case contentType = "content_type"
+        case text
+    }
+}
+
 /// `daemon.info` result.
 public struct DaemonInfo: Sendable, Codable {
     public var version: String

@@ -113,6 +113,18 @@ public final class RPCConnection {
         }
     }
 
+    /// Ends a ``receiveLine()`` blocked on another thread (it returns `nil`), from any thread:
+    /// how a watch is stopped. Only while the connection is open.
+    public var interrupter: Interrupter { Interrupter(descriptor: descriptor) }
+
+    public struct Interrupter: Sendable {
+        let descriptor: Int32
+
+        public func interrupt() {
+            shutdown(descriptor, Int32(SHUT_RDWR))
+        }
+    }
+
     /// Half-closes the connection: the daemon sees end of input and still answers.
     public func shutdownWrite() throws(RPCClientError) {
         guard shutdown(descriptor, Int32(SHUT_WR)) == 0 else {

@@ -15,4 +15,6 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case logout
     case daemonInfo = "daemon.info"
     case configReload = "config.reload"
+    /// Administrators: the Prometheus exposition text.
+    case metrics
 }

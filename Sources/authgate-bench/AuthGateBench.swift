@@ -35,7 +35,7 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
-    @Option(help: "Only these parts: hot, cli, memory, startup, refresh, sink.")
+    @Option(help: "Only these parts: hot, metrics, cli, memory, startup, refresh, sink.")
     var only: [String] = []
 
     @Option(help: "Scales the refresh loads' durations (1: 2, 5 and 1 minutes).")
@@ -43,8 +43,9 @@ struct AuthGateBench: ParsableCommand {
 
     func run() throws {
         let work = try WorkDirectory()
-        let parts = Set(only.isEmpty ? ["hot", "cli", "memory", "startup", "refresh", "sink"] : only)
+        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "startup", "refresh", "sink"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
+        if parts.contains("metrics") { print(try metricsCost(work)) }
         if parts.contains("cli") { print(try cliProcess(work)) }
         if parts.contains("memory") { print(try memory(work)) }
         if parts.contains("startup"), let python {
@@ -90,6 +91,40 @@ struct AuthGateBench: ParsableCommand {
         daemon.stop()
         return "### `token` on a cached token (\(seconds) s per row)\n\n"
             + table(["server", "connections", "clients", "requests/s", "p50 µs", "p99 µs"], rows)
+    }
+
+    /// The metrics' cost on the cached `token` path: the same load against a daemon that keeps
+    /// metrics and one started with `--no-metrics`, alternated three times so that drift of
+    /// the machine falls on both.
+    func metricsCost(_ work: WorkDirectory) throws -> String {
+        let loads: [(LoadGenerator.Mode, Int)] = [(.keepAlive, 1), (.keepAlive, 64), (.connectionPerRequest, 32)]
+        var rates: [String: [Double]] = [:]
+        var p99s: [String: [Double]] = [:]
+        for round in 0..<3 {
+            for metrics in [true, false] {
+                let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "metrics-\(round)-\(metrics)",
+                                             providers: ["mock.json": Self.mockProvider], arguments: metrics ? [] : ["--no-metrics"])
+                _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+                for (mode, clients) in loads {
+                    let result = LoadGenerator(socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
+                        .run(clients: clients, mode: mode, duration: seconds)
+                    guard result.errors == 0 else { throw BenchError("\(result.errors) errors under load") }
+                    let key = "\(mode.rawValue)|\(clients)|\(metrics)"
+                    rates[key, default: []].append(result.requestsPerSecond)
+                    p99s[key, default: []].append(result.percentile(0.99))
+                }
+                daemon.stop()
+            }
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+        let rows = loads.map { mode, clients -> [String] in
+            let on = median(rates["\(mode.rawValue)|\(clients)|true"] ?? [0]), off = median(rates["\(mode.rawValue)|\(clients)|false"] ?? [1])
+            return [mode.rawValue, "\(clients)", String(format: "%.0f", on), String(format: "%.0f", off), String(format: "%+.1f %%", (on / off - 1) * 100),
+                    String(format: "%.0f", median(p99s["\(mode.rawValue)|\(clients)|true"] ?? [0])),
+                    String(format: "%.0f", median(p99s["\(mode.rawValue)|\(clients)|false"] ?? [0]))]
+        }
+        return "### The metrics' cost on the cached `token` path (median of 3 alternated runs, \(seconds) s each)\n\n"
+            + table(["connections", "clients", "requests/s with metrics", "without (--no-metrics)", "difference", "p99 µs with", "p99 µs without"], rows)
     }
 
     private func figures(_ result: LoadResult) -> [String] {

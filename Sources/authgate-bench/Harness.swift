@@ -32,8 +32,9 @@ final class BenchDaemon {
     /// Starts the daemon on the provider files in `providers` and, unless told otherwise, waits
     /// until its socket answers.
     /// - Parameter logFile: Where its log goes, at `notice`; without one it logs warnings to nowhere.
+    /// - Parameter arguments: More of the daemon's options.
     init(binary: String, work: WorkDirectory, name: String, providers: [String: String], environment: [String: String] = [:],
-         waitUntilServing: Bool = true, logFile: String? = nil) throws {
+         arguments: [String] = [], waitUntilServing: Bool = true, logFile: String? = nil) throws {
         let directory = work.path + "/\(name).d"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for (file, json) in providers {
@@ -42,7 +43,7 @@ final class BenchDaemon {
         socketPath = work.path + "/\(name).sock"
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["--user", "--providers", directory, "--socket", socketPath, "--state-dir", work.path + "/\(name)-state",
-                             "--log-level", logFile == nil ? "warning" : "notice"]
+                             "--log-level", logFile == nil ? "warning" : "notice"] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         if let logFile {
             _ = FileManager.default.createFile(atPath: logFile, contents: nil)

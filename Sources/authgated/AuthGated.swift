@@ -59,6 +59,14 @@ struct AuthGated: AsyncParsableCommand {
             help: ArgumentHelp("Sessions one user may hold at once (root and the daemon's own user are not bound).", valueName: "n"))
     var maximumSessionsPerUser = 1000
 
+    @Option(name: .customLong("metrics-listen"),
+            help: ArgumentHelp("Serve GET /metrics (Prometheus), /healthz and /readyz over HTTP on this address: PORT (loopback), HOST:PORT or [IPv6]:PORT. Off unless given.",
+                               valueName: "address:port"))
+    var metricsListen: String?
+
+    @Flag(name: .customLong("no-metrics"), help: "Keep no metrics at all (their cost on the cached token path is measured in docs/BENCHMARKS.md).")
+    var noMetrics = false
+
     func validate() throws {
         guard !(user && system) else { throw ValidationError("--user and --system exclude each other.") }
         guard maximumConnections >= 1, requestTimeout > 0, idleTimeout > 0 else {
@@ -71,6 +79,10 @@ struct AuthGated: AsyncParsableCommand {
             throw ValidationError("--login-timeout must be between 1 and 86400 seconds.")
         }
         guard maximumSessionsPerUser >= 1 else { throw ValidationError("--max-sessions-per-user must be positive.") }
+        guard !(noMetrics && metricsListen != nil) else { throw ValidationError("--no-metrics and --metrics-listen exclude each other.") }
+        if let metricsListen, MetricsAddress(metricsListen) == nil {
+            throw ValidationError("--metrics-listen must be PORT, HOST:PORT or [IPv6]:PORT with a port from 1 to 65535.")
+        }
     }
 
     func run() async throws {
@@ -82,6 +94,8 @@ struct AuthGated: AsyncParsableCommand {
         configuration.adminGroup = adminGroup
         configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         configuration.maximumSessionsPerUser = maximumSessionsPerUser
+        configuration.metricsAddress = metricsListen.flatMap(MetricsAddress.init)
+        configuration.keepsMetrics = !noMetrics
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in

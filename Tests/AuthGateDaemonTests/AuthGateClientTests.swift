@@ -2,6 +2,7 @@ import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import Foundation
+import Synchronization
 import Testing
 
 /// The Swift client library against the real daemon.
@@ -30,5 +31,44 @@ struct AuthGateClientTests {
         } catch {
             #expect(error.isDaemonUnreachable && error.reason == nil)
         }
+    }
+
+    @Test("watch: the token at once, a new one after each refresh, the session's end; a refused watch throws its reason; stopping closes the connection")
+    func watch() async throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "debug")
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let client = AuthGateClient(socketPath: daemon.scratch.path + "/s.sock")
+        var events = client.watch(provider: "mock", minimumValidity: 0).makeAsyncIterator()
+        guard case .token(let first)? = try await events.next() else { throw TestFailure("no first token") }
+        #expect(first.accessToken == (try await client.token(provider: "mock")).accessToken)
+        let rejected = try await client.tokenRejected(provider: "mock", accessToken: first.accessToken)
+        guard case .token(let changed)? = try await events.next() else { throw TestFailure("no new token") }
+        #expect(changed.accessToken == rejected.accessToken && changed.accessToken != first.accessToken)
+        #expect(try daemon.cli(["logout", "mock"]).status == 0)
+        guard case .ended(let ended)? = try await events.next() else { throw TestFailure("no end") }
+        #expect(ended.reason == .loggedOut)
+
+        do {
+            for try await _ in client.watch(provider: "nowhere") {}
+            Issue.record("an unknown provider cannot be watched")
+        } catch let error as AuthGateClientError {
+            #expect(error.reason == .unknownProvider)
+        }
+
+        // A consumer that stops while the watch waits for news: its blocked read is interrupted
+        // and the sequence ends.
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let finished = Mutex(false)
+        let watching = Task {
+            for try await _ in client.watch(provider: "mock") {}
+        }
+        let waiter = Task {
+            _ = await watching.result
+            finished.withLock { $0 = true }
+        }
+        try daemon.waitForLog("token watch started", timeout: .seconds(10))
+        watching.cancel()
+        try eventually { finished.withLock { $0 } }
+        _ = await waiter.value
     }
 }

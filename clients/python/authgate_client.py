@@ -4,6 +4,8 @@
 
     token = Client().token("corp")                         # a valid access token
     requests.get(url, auth=AuthGateAuth("corp"))           # the header, and one retry on 401
+    for event in Client().watch("corp"):                   # the token now, then each new one
+        ...
 
 Each call is one JSON-RPC 2.0 request on authgated's Unix socket (found as the CLI finds it:
 $AUTHGATE_SOCKET, else the per-user daemon's, else /run/authgate/authgate.sock). A refused
@@ -17,7 +19,7 @@ import itertools
 import json
 import os
 import socket
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 __all__ = [
     "Client", "AuthGateAuth", "AuthGateError", "DaemonUnreachable", "ProtocolError", "ERRORS",
@@ -105,28 +107,64 @@ class Client:
 
     def call(self, method: str, params: Optional[dict] = None) -> Any:
         """One JSON-RPC call; returns its result or raises the error class of its reason."""
+        request_id, connection = self._send(method, params, self.timeout)
+        with connection:
+            lines = _lines(connection)
+            return self._result(next(lines, None), request_id)
+
+    def watch(self, provider: str, session: Optional[str] = None, min_valid: Optional[int] = None) -> Iterator[dict]:
+        """The session's token now, then each new one as the daemon refreshes it (RPC
+        `token.watch`): a generator of events, each a dict with `event` set to
+
+        - ``"token"``: the `token` result (access_token, token_type, expires_at, scopes), at
+          once and on every change (refresh, new sign-in);
+        - ``"ended"``: the session ended (`reason` ``logged_out`` or ``login_required``,
+          `message`); the watch goes on, and a new sign-in is a ``"token"`` again.
+
+        It blocks between events (no timeout: the daemon keeps a watching connection open) and
+        ends when the daemon closes the connection (a restart); closing the generator closes
+        the connection. A refused watch raises the error class of its reason.
+        """
+        request_id, connection = self._send("token.watch", {"provider": provider, "session": session, "min_valid_seconds": min_valid},
+                                            self.timeout)
+        with connection:
+            lines = _lines(connection)
+            first = self._result(next(lines, None), request_id)
+            connection.settimeout(None)
+            yield {"event": "token", **first}
+            for line in lines:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    raise ProtocolError("authgated sent a line that is not JSON") from None
+                params = message.get("params") if isinstance(message, dict) else None
+                if not isinstance(params, dict):
+                    continue
+                if message.get("method") == "token.changed":
+                    yield {"event": "token", **{key: value for key, value in params.items() if key not in ("provider", "session")}}
+                elif message.get("method") == "session.ended":
+                    yield {"event": "ended", "reason": params.get("reason"), "message": params.get("message")}
+
+    def _send(self, method: str, params: Optional[dict], timeout: float):
         request_id = next(self._ids)
         request = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             request["params"] = {key: value for key, value in params.items() if value is not None}
         try:
             connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            connection.settimeout(self.timeout)
+            connection.settimeout(timeout)
             connection.connect(self.socket_path)
         except OSError as error:
             raise DaemonUnreachable(f"cannot reach authgated at {self.socket_path}: {error.strerror or error}") from None
-        with connection:
-            connection.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
-            buffer = b""
-            while b"\n" not in buffer:
-                chunk = connection.recv(65536)
-                if not chunk:
-                    raise ProtocolError("authgated closed the connection without an answer")
-                buffer += chunk
-                if len(buffer) > self.MAXIMUM_ANSWER:
-                    raise ProtocolError("authgated's answer is too long")
+        connection.sendall(json.dumps(request, separators=(",", ":")).encode() + b"\n")
+        return request_id, connection
+
+    @staticmethod
+    def _result(line: Optional[bytes], request_id: int) -> Any:
+        if line is None:
+            raise ProtocolError("authgated closed the connection without an answer")
         try:
-            answer = json.loads(buffer.split(b"\n", 1)[0])
+            answer = json.loads(line)
         except ValueError:
             raise ProtocolError("authgated's answer is not JSON") from None
         if not isinstance(answer, dict) or answer.get("id") != request_id:
@@ -160,6 +198,21 @@ class Client:
     def status(self, provider: Optional[str] = None) -> list:
         """The caller's sessions (never a token)."""
         return self.call("status", {"provider": provider})
+
+
+def _lines(connection: socket.socket) -> Iterator[bytes]:
+    """The connection's lines, each at most Client.MAXIMUM_ANSWER bytes, until it closes."""
+    buffer = b""
+    while True:
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield line
+        chunk = connection.recv(65536)
+        if not chunk:
+            return
+        buffer += chunk
+        if len(buffer) > Client.MAXIMUM_ANSWER:
+            raise ProtocolError("authgated's answer is too long")
 
 
 class AuthGateAuth:

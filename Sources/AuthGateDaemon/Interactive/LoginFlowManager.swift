@@ -78,11 +78,13 @@ actor LoginFlowManager {
     private let sessions: SessionManager
     private let settings: LoginFlowSettings
     private let now: @Sendable () -> Date
+    private let metrics: DaemonMetrics?
     private let logger: Logger
 
     init(sessions: SessionManager, settings: LoginFlowSettings = LoginFlowSettings(), now: @escaping @Sendable () -> Date = { Date() },
-         logger: Logger) {
+         metrics: DaemonMetrics? = nil, logger: Logger) {
         self.sessions = sessions
+        self.metrics = metrics
         self.settings = settings
         self.now = now
         self.logger = logger
@@ -285,11 +287,13 @@ actor LoginFlowManager {
             let binding = SessionBinding(flow.configuration, client: flow.client)
             let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key)
             record(id, .success(login))
+            metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: nil)
             logger.info("signed in", metadata: metadata(key, ["flow.id": "\(id)", "session.subject": "\(signIn.subject ?? "-")"]))
             // The previous session of this name is gone; its refresh token must not outlive it.
             if let replaced { await flow.client.revoke(replaced) }
         case .failure(let error):
             record(id, .failure(error))
+            metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: error.reason)
             logger.notice(error.reason == .flowExpired ? "sign-in expired" : "sign-in failed",
                           metadata: metadata(key, ["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
         }
@@ -372,7 +376,7 @@ actor LoginFlowManager {
         }
     }
 
-    /// How many flows are pending (for tests and `daemon.info`).
+    /// How many flows are pending (`authgate_login_flows_pending`).
     var pendingCount: Int { pending.count }
 
     static let notFound = AuthGateError(.flowExpired, "There is no pending sign-in with this flow_id: it expired or was never started; start the sign-in again.")

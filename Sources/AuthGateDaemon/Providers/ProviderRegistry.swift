@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateHTTP
 import AuthGateOAuth
 import AuthGateRPC
 import FoundationEssentials
@@ -60,7 +61,9 @@ struct RegisteredProvider: Sendable {
 
     /// Turns a file's outcome into a provider: the mock is ready at once; `oidc` and `oauth2`
     /// stay `unchecked` until their endpoints have been checked over the network.
-    static func make(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) -> RegisteredProvider {
+    /// - Parameter metrics: Where a real provider's HTTP requests are counted and timed.
+    static func make(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date = { Date() }, metrics: DaemonMetrics? = nil,
+                     logger: Logger) -> RegisteredProvider {
         guard let configuration = report.configuration else {
             let problems = report.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; ")
             return RegisteredProvider(report: report, status: .invalid, statusReason: "\(report.file): \(problems)")
@@ -71,7 +74,9 @@ struct RegisteredProvider: Sendable {
             return RegisteredProvider(report: report, status: .ready, client: client)
         case .oidc, .oauth2:
             do {
-                let remote = try RemoteIdentityProvider(configuration: configuration, now: now, logger: logger)
+                let transport: any HTTPTransport = metrics.map { MeasuredTransport(inner: CurlTransport(), provider: report.id, metrics: $0) }
+                    ?? CurlTransport()
+                let remote = try RemoteIdentityProvider(configuration: configuration, transport: transport, now: now, logger: logger)
                 return RegisteredProvider(report: report, status: .unchecked, statusReason: "its endpoints are being checked",
                                           client: remote, remote: remote)
             } catch {
@@ -194,6 +199,11 @@ actor ProviderRegistry {
         }
         providers = next
         return changes.sorted { $0.id < $1.id }
+    }
+
+    /// Every provider's id and status, sorted by id; for the metrics and `/readyz`.
+    func statuses() -> [(id: String, status: ProviderStatus)] {
+        providers.values.map { ($0.id, $0.status) }.sorted { $0.id < $1.id }
     }
 
     /// The provider `id` as registered now.

@@ -21,12 +21,14 @@ actor ProviderReloader {
     private let sessions: SessionManager
     private let validator: ProviderValidator
     private let notifier: SystemdNotifier
+    private let metrics: DaemonMetrics?
     private let logger: Logger
     private var last: Task<Result<[ProviderReloadReport], AuthGateError>, Never>?
 
     init(directory: String, registry: ProviderRegistry, sessions: SessionManager, validator: ProviderValidator,
-         notifier: SystemdNotifier = SystemdNotifier(environment: [:]), logger: Logger) {
+         notifier: SystemdNotifier = SystemdNotifier(environment: [:]), metrics: DaemonMetrics? = nil, logger: Logger) {
         self.notifier = notifier
+        self.metrics = metrics
         self.directory = directory
         self.registry = registry
         self.sessions = sessions
@@ -62,7 +64,7 @@ actor ProviderReloader {
             throw AuthGateError(.internalError, "The providers directory cannot be read, so nothing was reloaded: \(error)")
         }
         ProviderReports.log(reports, directory: directory, logger: logger)
-        let changes = await registry.replace(with: reports.map { RegisteredProvider.make($0, logger: logger) })
+        let changes = await registry.replace(with: reports.map { RegisteredProvider.make($0, metrics: metrics, logger: logger) })
 
         var revocations: [(TokenSet, any IdentityProvider)] = []
         for change in changes {

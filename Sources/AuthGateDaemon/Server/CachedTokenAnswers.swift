@@ -16,9 +16,13 @@ import NIOCore
 struct CachedTokenAnswers: Sendable {
     let tokens: PublishedTokens
     let providers: OpenProviders
+    /// Counts and times each answer (two atomic additions and a histogram update, measured
+    /// in docs/BENCHMARKS.md); `nil` where nothing is measured.
+    var metrics: DaemonMetrics?
 
     /// The whole answer line, or `nil` when the dispatcher must answer.
     func answer(to line: ByteBuffer, uid: UInt32, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        let start = ContinuousClock.now
         guard let request = line.withUnsafeReadableBytes({ PlainTokenRequest($0) }), providers.contains(request.provider) else { return nil }
         let key = PublishedTokens.Key(uid: uid, provider: request.provider, session: request.session ?? SessionName.default.rawValue)
         guard let result = tokens.result(for: key, minimumValidity: request.minimumValidity ?? MethodHandlers.defaultMinimumValidity) else {
@@ -31,6 +35,7 @@ struct CachedTokenAnswers: Sendable {
         answer.writeStaticString(#","jsonrpc":"2.0","result":"#)
         answer.writeBytes(result)
         answer.writeStaticString("}\n")
+        metrics?.cachedTokenAnswer(duration: .now - start)
         return answer
     }
 }

@@ -33,6 +33,8 @@ struct MethodHandlers {
     let context: DaemonContext
     let logger: Logger
     let providerShare: ProviderRequestShare
+    let metrics: DaemonMetrics?
+    let exposition: MetricsExposition?
     let caller: PeerCredentials
     /// The connection, for `token.watch`; `nil` where there is none (in-process callers).
     var watchSink: WatchSink?
@@ -165,9 +167,11 @@ struct MethodHandlers {
         do {
             signIn = try await providerShare.run(for: caller) { () throws(AuthGateError) in try await perform(client) }
         } catch {
+            metrics?.signIn(provider: key.provider, grant: grant, outcome: error.reason)
             logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
         }
+        metrics?.signIn(provider: key.provider, grant: grant, outcome: nil)
         let binding = SessionBinding(configuration, client: client)
         let (result, replaced) = await sessions.store(signIn, grant: grant, binding: binding, for: key)
         logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
@@ -261,6 +265,15 @@ struct MethodHandlers {
         }
         logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         return try await reloader.reload()
+    }
+
+    /// Administrators only: the metrics as Prometheus's text exposition.
+    func metrics() async throws(AuthGateError) -> MetricsResult {
+        guard AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(context.adminGroup)' may read the metrics.")
+        }
+        guard let exposition else { throw AuthGateError(.methodNotFound, "This daemon keeps no metrics (it runs with --no-metrics).") }
+        return MetricsResult(contentType: MetricsExposition.contentType, text: await exposition.text())
     }
 
     func daemonInfo() async -> DaemonInfo {

@@ -68,6 +68,9 @@ final class OpenConnections: Sendable {
         return admission
     }
 
+    /// The connections being served (within the limit); for the metrics.
+    var count: Int { state.withLock { $0.admitted } }
+
     /// Runs `request` on `eventLoop`; nothing runs once the server has stopped.
     func run(on eventLoop: any EventLoop, _ request: @escaping @Sendable () async -> Void) {
         state.withLock { state in

@@ -16,47 +16,63 @@ struct RPCDispatcher: Sendable {
     let context: DaemonContext
     let logger: Logger
     var providerShare = ProviderRequestShare()
+    /// Where each request is counted and timed.
+    var metrics: DaemonMetrics?
+    /// What the `metrics` method answers with; `nil` where the daemon has no metrics.
+    var exposition: MetricsExposition?
 
     /// The response line (with its `\n`), or `nil` for a notification.
     /// - Parameter watchSink: Where `token.watch` sends its notifications (the connection).
     func respond(to line: Data, from caller: PeerCredentials, watchSink: WatchSink? = nil) async -> Data? {
+        guard let metrics else { return await answer(line, from: caller, watchSink: watchSink).line }
+        let start = ContinuousClock.now
+        let (answer, method, outcome) = await answer(line, from: caller, watchSink: watchSink)
+        metrics.rpcRequest(method: method?.rawValue ?? DaemonMetrics.unknownMethod, outcome: outcome, duration: .now - start)
+        return answer
+    }
+
+    /// The answer line, the method (`nil` when the line names none the daemon has), and the
+    /// error's reason, if it failed.
+    private func answer(_ line: Data, from caller: PeerCredentials, watchSink: WatchSink?) async -> (line: Data?, RPCMethod?, ErrorReason?) {
         let request: DecodedRequest
         do {
             request = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: line)
         } catch DecodingError.typeMismatch {
             let isBatch = line.first(where: { !$0.isJSONWhitespace }) == UInt8(ascii: "[")
-            return encodeError(AuthGateError(.invalidRequest, isBatch ? "Batch requests are not supported; send one request per line."
-                                                                   : "A request must be a JSON object."), id: nil)
+            return (encodeError(AuthGateError(.invalidRequest, isBatch ? "Batch requests are not supported; send one request per line."
+                                                                    : "A request must be a JSON object."), id: nil), nil, .invalidRequest)
         } catch {
-            return encodeError(AuthGateError(.parseError, "The request is not valid JSON."), id: nil)
+            return (encodeError(AuthGateError(.parseError, "The request is not valid JSON."), id: nil), nil, .parseError)
         }
         let envelope = request.envelope
         guard envelope.jsonrpc == "2.0" else {
-            return encodeError(AuthGateError(.invalidRequest, "The request must have \"jsonrpc\": \"2.0\"."), id: envelope.id)
+            return (encodeError(AuthGateError(.invalidRequest, "The request must have \"jsonrpc\": \"2.0\"."), id: envelope.id), nil, .invalidRequest)
         }
         guard let methodName = envelope.method else {
-            return encodeError(AuthGateError(.invalidRequest, "The request has no \"method\" string."), id: envelope.id)
+            return (encodeError(AuthGateError(.invalidRequest, "The request has no \"method\" string."), id: envelope.id), nil, .invalidRequest)
         }
         let response: Result<Data, AuthGateError>
-        if let method = RPCMethod(rawValue: methodName) {
+        let method = RPCMethod(rawValue: methodName)
+        if let method {
             response = await run(method, request, caller: caller, watchSink: watchSink)
         } else {
             response = .failure(AuthGateError(.methodNotFound, "There is no method \"\(methodName.prefix(64))\"."))
         }
-        guard envelope.hasID else { return nil }
+        let reason: ErrorReason? = if case .failure(let error) = response { error.reason } else { nil }
+        guard envelope.hasID else { return (nil, method, reason) }
         switch response {
         case .success(let result):
-            return encodeSuccess(result, id: envelope.id)
+            return (encodeSuccess(result, id: envelope.id), method, nil)
         case .failure(let error):
             logger.debug("request failed", metadata: ["rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
                                                       "error.reason": "\(error.reason.rawValue)"])
-            return encodeError(error, id: envelope.id)
+            return (encodeError(error, id: envelope.id), method, error.reason)
         }
     }
 
     private func run(_ method: RPCMethod, _ request: DecodedRequest, caller: PeerCredentials, watchSink: WatchSink?) async -> Result<Data, AuthGateError> {
         let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: throttle, context: context, logger: logger,
-                                      providerShare: providerShare, caller: caller, watchSink: watchSink)
+                                      providerShare: providerShare, metrics: metrics, exposition: exposition, caller: caller, watchSink: watchSink)
         do throws(AuthGateError) {
             switch method {
             case .providersList: return try encode(await handlers.providersList())
@@ -70,6 +86,7 @@ struct RPCDispatcher: Sendable {
             case .tokenRejected: return try encode(await handlers.tokenRejected(params(request)))
             case .tokenWatch: return try encode(await handlers.tokenWatch(params(request)))
             case .configReload: return try encode(await handlers.configReload())
+            case .metrics: return try encode(await handlers.metrics())
             case .loginBegin: return try encode(await handlers.loginBegin(params(request)))
             case .loginComplete: return try encode(await handlers.loginComplete(params(request)))
             case .loginCancel: return try encode(await handlers.loginCancel(params(request)))
@@ -180,7 +197,7 @@ struct DecodedRequest: Decodable {
 
     private static func params(of method: RPCMethod, in container: KeyedDecodingContainer<ParamsKey>) throws -> (any Sendable)? {
         switch method {
-        case .providersList, .daemonInfo, .configReload: nil
+        case .providersList, .daemonInfo, .configReload, .metrics: nil
         case .login: try container.decodeIfPresent(LoginParams.self, forKey: .params)
         case .register: try container.decodeIfPresent(RegisterParams.self, forKey: .params)
         case .token, .tokenWatch: try container.decodeIfPresent(TokenParams.self, forKey: .params)

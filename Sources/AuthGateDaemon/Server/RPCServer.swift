@@ -31,17 +31,24 @@ final class RPCServer: Service, CustomStringConvertible {
     private let logger: Logger
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
-    private let connections = OpenConnections()
+    private let connections: OpenConnections
     private let refusals: ConnectionRefusals
+    private let metrics: DaemonMetrics?
+    private let readiness: Readiness?
 
     /// - Parameters:
     ///   - inheritedSocket: A listening socket from systemd (`LISTEN_FDS`), served instead of
     ///     creating `socketPath`.
     ///   - onListening: Called once the socket accepts connections (readiness).
     ///   - onStopping: Called when the graceful shutdown begins.
+    ///   - connections: The connections served, shared with the metrics.
+    ///   - readiness: Told when the socket serves and when it stops (`/readyz`).
     init(socketPath: String, socketGroup: String?, inheritedSocket: Int32? = nil, limits: ConnectionLimits = ConnectionLimits(),
-         dispatcher: RPCDispatcher, logger: Logger, onListening: @escaping @Sendable () -> Void = {},
-         onStopping: @escaping @Sendable () -> Void = {}) {
+         dispatcher: RPCDispatcher, connections: OpenConnections = OpenConnections(), metrics: DaemonMetrics? = nil, readiness: Readiness? = nil,
+         logger: Logger, onListening: @escaping @Sendable () -> Void = {}, onStopping: @escaping @Sendable () -> Void = {}) {
+        self.connections = connections
+        self.metrics = metrics
+        self.readiness = readiness
         self.socketPath = socketPath
         self.socketGroup = socketGroup
         self.inheritedSocket = inheritedSocket
@@ -57,7 +64,7 @@ final class RPCServer: Service, CustomStringConvertible {
 
     func run() async throws {
         let openProviders = dispatcher.registry.openProviders
-        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: openProviders)
+        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: openProviders, metrics: metrics)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
@@ -80,12 +87,15 @@ final class RPCServer: Service, CustomStringConvertible {
             logger.notice("listening", metadata: ["socket.path": "\(socketPath)"])
         }
         defer { if inheritedSocket == nil { unlink(socketPath) } }
+        readiness?.socketServing(true)
+        defer { readiness?.socketServing(false) }
         onListening()
 
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 try? await listener.closeFuture.get()
             } onGracefulShutdown: {
+                self.readiness?.socketServing(false)
                 self.onStopping()
                 listener.close(promise: nil)
             }
@@ -106,6 +116,7 @@ final class RPCServer: Service, CustomStringConvertible {
             logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         } else {
             refusals.record(admission, uid: caller.uid, on: channel.eventLoop)
+            metrics?.connectionRefused(admission == .tooManyOfOneUser ? .perUserShare : .limit)
         }
         let logger = logger
         let deadlines = ConnectionDeadlines(limits: limits) { reason in

@@ -117,6 +117,8 @@ actor SessionManager {
     private let now: @Sendable () -> Date
     private let random: @Sendable () -> Double
     private let logger: Logger
+    /// Where refreshes and session-store writes are counted; `nil` in tests that need none.
+    nonisolated let metrics: DaemonMetrics?
     /// Where `persistent` sessions are sealed; `nil` keeps everything in memory.
     private let persistence: SessionPersistence?
     /// The uids that have a sessions file, so that the last persistent session's removal
@@ -138,8 +140,10 @@ actor SessionManager {
     ///   - now: The clock; injected by tests.
     ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
     init(logger: Logger, persistence: SessionPersistence? = nil, refreshLimits: RefreshQueue.Limits = .standard, maximumSessionsPerUser: Int = 1000,
+         metrics: DaemonMetrics? = nil,
          now: @escaping @Sendable () -> Date = { Date() }, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.logger = logger
+        self.metrics = metrics
         self.persistence = persistence
         queue = RefreshQueue(limits: refreshLimits)
         self.maximumSessionsPerUser = maximumSessionsPerUser
@@ -311,6 +315,7 @@ actor SessionManager {
                 continue
             }
             lateness.record(now.timeIntervalSince(start.plannedAt))
+            metrics?.refreshStarted(lateBy: now.timeIntervalSince(start.plannedAt))
             _ = refresh(start.key, variant: TokenVariant())
             started += 1
         }
@@ -385,15 +390,31 @@ actor SessionManager {
         return sessions.all.filter { (uid == nil || $0.key.uid == uid) && (provider == nil || $0.key.provider == provider) }
             .sorted { $0.key < $1.key }
             .map { key, record in
-                var state = record.state
-                // A session whose token ran out while refreshes fail is `expired`, not `authenticated`.
-                if state == .authenticated, let tokens = record.tokens, !tokens.isValid(for: 0, at: now) { state = .expired }
+                let state = Self.reportedState(record, at: now)
                 // Past its planned time and not started: waiting for a slot at a provider that falls behind.
                 let overdue = record.nextRefreshAt.map { now.timeIntervalSince($0) }.flatMap { $0 >= 1 ? Int($0) : nil }
                 return SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: state,
                                      expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt, lastError: record.lastError,
                                      subject: record.subject, uid: uid == nil ? key.uid : nil, refreshOverdueSeconds: overdue)
             }
+    }
+
+    /// What the metrics read of the sessions: how many per provider and state (as `status`
+    /// reports them), the refreshes in flight, and the overdue sessions waiting, by provider.
+    func metricsSnapshot() -> (states: [String: [SessionState: Int]], inFlight: Int, waiting: [String: Int]) {
+        let now = now()
+        var states: [String: [SessionState: Int]] = [:]
+        for (key, record) in sessions.all {
+            states[key.provider.rawValue, default: [:]][Self.reportedState(record, at: now), default: 0] += 1
+        }
+        let waiting = Dictionary(uniqueKeysWithValues: overdue(at: now).map { ($0.key.rawValue, $0.value.count) })
+        return (states, queue.inFlight, waiting)
+    }
+
+    /// A session whose token ran out while refreshes fail is `expired`, not `authenticated`.
+    private static func reportedState(_ record: SessionRecord, at now: Date) -> SessionState {
+        guard record.state == .authenticated, let tokens = record.tokens, !tokens.isValid(for: 0, at: now) else { return record.state }
+        return .expired
     }
 
     /// The narrower tokens cached for `key` (bounded by ``maximumVariantsPerSession``).
@@ -480,6 +501,10 @@ actor SessionManager {
                                       previous: TokenSet) -> Result<TokenSet, AuthGateError> {
         guard var record = sessions[key] else { return result }
         var result = result
+        defer {
+            if case .failure(let error) = result { metrics?.refreshEnded(provider: key.provider, outcome: error.reason) }
+            else { metrics?.refreshEnded(provider: key.provider, outcome: nil) }
+        }
         // OIDC Core §12.2: an ID token on refresh names the same user, or the tokens are not
         // this session's; they are refused and the session keeps what it had.
         if case .success(let tokens) = result, let subject = tokens.idTokenSubject, let expected = record.subject, subject != expected {
@@ -615,10 +640,13 @@ actor SessionManager {
                              issuer: record.binding.identity.issuer, clientID: record.binding.identity.clientID,
                              tokens: record.tokens!, savedAt: record.obtainedAt)
         }
+        let start = ContinuousClock.now
         do {
             try store.save(list, uid: uid)
+            metrics?.storeWrite(succeeded: true, duration: .now - start)
             if list.isEmpty { persistedUIDs.remove(uid) } else { persistedUIDs.insert(uid) }
         } catch {
+            metrics?.storeWrite(succeeded: false, duration: .now - start)
             logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
         }
     }

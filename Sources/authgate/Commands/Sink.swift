@@ -1,4 +1,5 @@
 import ArgumentParser
+import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
@@ -98,44 +99,35 @@ struct Sink: ParsableCommand {
         }
     }
 
-    /// One watch on one connection: the first answer, then each notification, until the daemon
-    /// closes the connection (or, with `--once`, after the first write).
+    /// One watch on one connection (the client library's): the first answer, then each
+    /// notification, until the daemon closes the connection (or, with `--once`, after the
+    /// first write).
     private func watch(_ connection: RPCConnection, params: TokenParams,
                        answered: () -> Void) throws(RPCClientError) {
-        let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        try connection.send(Array((#"{"id":1,"jsonrpc":"2.0","method":"token.watch","params":"# + encoded + "}\n").utf8))
-        // The answer comes before any notification of this watch.
-        guard let reply = try connection.receiveLine() else { throw .protocolError("the daemon closed the connection") }
-        let first = try RPCConnection.decodeReply(reply, id: .number(1), as: TokenResult.self)
-        answered()
-        write(token: first.accessToken, type: first.tokenType, result: reply, expiresAt: first.expiresAt)
-        if once { return }
-        while let line = try connection.receiveLine() {
-            guard let method = (try? RPCCoding.makeDecoder().decode(Peek.self, from: Data(line)))?.method else { continue }
-            switch method {
-            case TokenChanged.method:
-                guard let change = try? RPCCoding.makeDecoder().decode(RPCNotification<TokenChanged>.self, from: Data(line)).params else { continue }
-                write(token: change.accessToken, type: change.tokenType, result: line, expiresAt: change.expiresAt)
-            case SessionEnded.method:
-                let ended = try? RPCCoding.makeDecoder().decode(RPCNotification<SessionEnded>.self, from: Data(line)).params
+        var first = true
+        try AuthGateClient.watchBlocking(on: connection, params) { event in
+            if first { answered() }
+            first = false
+            switch event {
+            case .token(let token):
+                write(token)
+                return !once
+            case .ended(let ended):
                 removeFile()
-                Terminal.writeError("authgate sink: the session ended (\(ended?.reason.rawValue ?? "ended")): \(Terminal.safe(ended?.message ?? "")) Waiting for a new sign-in.\n")
-            default:
-                continue
+                Terminal.writeError("authgate sink: the session ended (\(ended.reason.rawValue)): \(Terminal.safe(ended.message)) Waiting for a new sign-in.\n")
+                return true
             }
         }
     }
 
-    private struct Peek: Decodable {
-        var method: String?
-    }
-
     /// Writes the file in the chosen format and runs `--on-change`.
-    private func write(token: Secret, type: String, result: [UInt8], expiresAt: Date) {
+    private func write(_ token: TokenResult) {
         let contents: [UInt8] = switch format {
-        case .raw: Array((token.exposedValue + "\n").utf8)
-        case .header: Array("Authorization: \(type) \(token.exposedValue)\n".utf8)
-        case .json: Self.tokenJSON(result) + [UInt8(ascii: "\n")]
+        case .raw: Array((token.accessToken.exposedValue + "\n").utf8)
+        case .header: Array("Authorization: \(token.tokenType) \(token.accessToken.exposedValue)\n".utf8)
+        // The same members every time: a token result without the ID token.
+        case .json: Self.json(TokenResult(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: token.expiresAt,
+                                          scopes: token.scopes, idToken: nil))
         }
         do {
             try AtomicFile.write(contents, to: file, mode: fileMode)
@@ -143,17 +135,12 @@ struct Sink: ParsableCommand {
             Terminal.writeError("authgate sink: cannot write \(file): \(error)\n")
             return
         }
-        Terminal.writeError("authgate sink: wrote \(file) (the token is valid until \(Terminal.describe(expiresAt))).\n")
+        Terminal.writeError("authgate sink: wrote \(file) (the token is valid until \(Terminal.describe(token.expiresAt))).\n")
         if !onChange.isEmpty { Self.run(onChange) }
     }
 
-    /// The token fields of an answer or a notification, as one JSON object: the `result` of an
-    /// answer, the `params` of a notification.
-    private static func tokenJSON(_ line: [UInt8]) -> [UInt8] {
-        guard let object = try? JSONValue.parse(Data(line)).objectValue,
-              let token = object["result"] ?? object["params"],
-              let data = try? RPCCoding.makeEncoder().encode(token) else { return Array(line) }
-        return Array(data)
+    private static func json(_ token: TokenResult) -> [UInt8] {
+        ((try? RPCCoding.makeEncoder().encode(token)).map(Array.init) ?? []) + [UInt8(ascii: "\n")]
     }
 
     private func removeFile() {

@@ -97,3 +97,21 @@ def test_requests_auth_retries_once_after_401(daemon):
     assert [r.status_code for r in response.history] == [401]
     assert len(seen) == 2 and seen[0] != seen[1] and all(s.startswith("Bearer mock_at_") for s in seen)
     assert seen[1] == f"Bearer {daemon.token('mock')}"
+
+
+def test_watch_yields_each_token_and_the_end(daemon):
+    events = daemon.watch("mock", min_valid=0)
+    first = next(events)
+    assert first["event"] == "token" and first["access_token"] == daemon.token("mock")
+    refreshed = daemon.token_result("mock", force_refresh=True)["access_token"]
+    changed = next(events)
+    assert changed["event"] == "token" and changed["access_token"] == refreshed != first["access_token"]
+    daemon.call("logout", {"provider": "mock"})
+    ended = next(events)
+    assert ended == {"event": "ended", "reason": "logged_out", "message": ended["message"]} and ended["message"]
+    events.close()
+
+
+def test_watch_refused(daemon):
+    with pytest.raises(UnknownProvider):
+        next(daemon.watch("nope"))
