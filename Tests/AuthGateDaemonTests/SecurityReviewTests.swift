@@ -390,6 +390,9 @@ struct SecurityReviewTests {
         try server.setMode("id_token_other_sub")
         let forced = try daemon.cli(["token", "faulty", "--force-refresh"])
         #expect(forced.status == 7 && forced.stderr.contains("[server_error]") && forced.stderr.contains("another user"), "\(forced.stderr)")
+        // A narrower token's refresh is held to the same rule.
+        let narrower = try daemon.cli(["token", "faulty", "--scope", "openid"])
+        #expect(narrower.status == 7 && narrower.stdout.isEmpty && narrower.stderr.contains("another user"), "\(narrower)")
         try server.setMode("ok")
         #expect(try daemon.cli(["token", "faulty"]).stdout == original, "the session kept its tokens")
         let status = try daemon.cli(["status", "--json"]).stdout

@@ -490,7 +490,7 @@ actor SessionManager {
         if variant.isEmpty {
             result = finishSessionRefresh(key, result: result, previous: tokens)
         } else {
-            finishVariantRefresh(key, variant: variant, result: result)
+            result = finishVariantRefresh(key, variant: variant, result: result)
         }
         return result.map { variant.isEmpty ? $0 : Self.withoutRefreshToken($0) }
     }
@@ -553,7 +553,14 @@ actor SessionManager {
     }
 
     /// Caches a narrower token; a refresh token rotated on the way becomes the session's.
-    private func finishVariantRefresh(_ key: SessionKey, variant: TokenVariant, result: Result<TokenSet, AuthGateError>) {
+    /// - Returns: The outcome as the caller gets it: refused when its ID token names another user.
+    private func finishVariantRefresh(_ key: SessionKey, variant: TokenVariant, result: Result<TokenSet, AuthGateError>) -> Result<TokenSet, AuthGateError> {
+        var result = result
+        // OIDC Core §12.2, as for the session's own token: nothing of tokens issued for
+        // another user is kept, not even a rotated refresh token.
+        if case .success(let tokens) = result, let subject = tokens.idTokenSubject, let expected = sessions[key]?.subject, subject != expected {
+            result = .failure(AuthGateError(.serverError, "\(key.provider) answered a refresh with an ID token for another user; the tokens were refused."))
+        }
         switch result {
         case .success(let tokens):
             if let rotated = tokens.refreshToken, rotated != sessions[key]?.tokens?.refreshToken {
@@ -573,6 +580,7 @@ actor SessionManager {
         case .failure(let error):
             logger.warning("narrower token refused", metadata: metadata(key, ["token.variant": "\(variant)", "error.reason": "\(error.reason.rawValue)"]))
         }
+        return result
     }
 
     /// The provider refused the session, or its token ran out with nothing to refresh it:
