@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateHTTP
+import AuthGateRPC
 import Prometheus
 import Synchronization
 
@@ -47,7 +48,7 @@ final class DaemonMetrics: Sendable {
     ]
 
     init() {
-        let token = [("method", RPCMethodLabel.token)]
+        let token = [("method", RPCMethod.token.rawValue)]
         cachedTokenAnswers = registry.makeCounter(descriptor: Family.cachedAnswers, )
         cachedTokenRequests = registry.makeCounter(descriptor: Family.rpcRequests, labels: token + [("outcome", Self.ok)])
         cachedTokenDuration = registry.makeDurationHistogram(descriptor: Family.rpcDuration, labels: token, buckets: Self.requestBuckets)
@@ -189,9 +190,4 @@ final class DaemonMetrics: Sendable {
         static var buildInfo: MetricNameDescriptor { .init(metricName: "authgate_build_info", unitName: "",
                                                 helpText: "Always 1; the version label says which authgated runs.") }
     }
-}
-
-/// `token`'s label, shared by the cached path and the dispatcher.
-enum RPCMethodLabel {
-    static let token = "token"
 }
