@@ -219,13 +219,3 @@ struct AbuseResistanceTests {
         #expect(login.status == 0, "\(login.stderr)")
     }
 }
-
-/// Retries `condition` for up to `timeout`, for effects the daemon applies asynchronously.
-func eventually(timeout: Duration = .seconds(5), _ condition: () throws -> Bool) throws {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if (try? condition()) == true { return }
-        guard ContinuousClock.now < deadline else { throw TestFailure("the condition did not become true in time") }
-        usleep(20_000)
-    }
-}

@@ -65,8 +65,7 @@ struct DevicePollingTests {
         let connection = try daemon.connect()
         let flowID = try begin(connection)
         try server.setMode("http503")  // the first poll is due 1 s after the code was issued
-        usleep(2_500_000)
-        #expect(try server.stats()["requests"].flatMap { ($0 as? [String: Any])?["POST /token"] as? Int } ?? 0 >= 1)
+        try eventually { try server.tokenRequests() >= 1 }
         try server.setMode("ok")
         let reply = try call(connection, "login.complete", ["flow_id": flowID])
         #expect(reply.object["subject"] as? String == "faulty-user", "\(reply)")
