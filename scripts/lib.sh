@@ -68,3 +68,13 @@ ensure_python_venv() {
         echo "$wanted" >"$stamp"
     fi
 }
+
+# Prints the path of swift-argument-parser's generate-manual (the tool behind its
+# generate-manual plugin, which would build the whole package in release mode), from DIR when
+# it is there, else built in debug mode (seconds: the argument parser is built already).
+manual_generator() {
+    local dir="$1"
+    if [ -x "$dir/generate-manual" ]; then echo "$dir/generate-manual"; return; fi
+    swift build --product generate-manual >&2
+    echo "$(swift build --show-bin-path)/generate-manual"
+}

@@ -2,8 +2,8 @@ public import FoundationEssentials
 
 /// Everything one file in `providers.d` says about one identity provider.
 ///
-/// Built only by ``ProviderConfigurationLoader``, which checks every field; see the README's
-/// "Provider configuration" section for the file format.
+/// Built only by ``ProviderConfigurationLoader``, which checks every field; see
+/// docs/CONFIGURATION.md for the file format.
 public struct ProviderConfiguration: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         case oidc, oauth2, mock

@@ -1,7 +1,7 @@
 /// Why a request failed, as a stable string that clients may match on.
 ///
 /// The raw values are the wire names of the `data.reason` field of an RPC error (see the
-/// README's error table). They never change meaning; new reasons may be added.
+/// error table in docs/RPC.md). They never change meaning; new reasons may be added.
 public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     /// The line was not valid JSON (JSON-RPC "parse error").
     case parseError = "parse_error"
