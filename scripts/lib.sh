@@ -78,3 +78,42 @@ manual_generator() {
     swift build --product generate-manual >&2
     echo "$(swift build --show-bin-path)/generate-manual"
 }
+
+# Runs the Swift tests as $AUTHGATE_TEST_SHARDS (default 4) test processes at once, each given
+# whole suites (the largest first, each to the shard with the fewest tests so far), and prints
+# each shard's output as it ends. Why processes: a process-level test blocks its thread while
+# it waits for a child process or a socket, and Swift's cooperative pool has one thread per
+# core, so one test process runs two such tests at a time on this 2-core machine however idle
+# the CPU is. The test bundle is run directly (what `swift test --skip-build` runs, without
+# SwiftPM's seconds of planning per process). Fails when any shard fails.
+run_test_shards() {
+    local shards="${AUTHGATE_TEST_SHARDS:-4}" bundle logs list index status=0
+    bundle="$(swift build --show-bin-path)/authgatePackageTests.xctest"
+    list="$("$bundle" --testing-library swift-testing --list-tests)"
+    local suites counts=() patterns=() pids=() suite size smallest
+    mapfile -t suites < <(sed 's|/.*||' <<<"$list" | sort | uniq -c | sort -rn | awk '{print $2}')
+    for ((index = 0; index < shards; index++)); do counts[index]=0; patterns[index]=""; done
+    for suite in "${suites[@]}"; do
+        size="$(grep -c "^$suite/" <<<"$list")"
+        smallest=0
+        for ((index = 1; index < shards; index++)); do
+            [ "${counts[index]}" -lt "${counts[smallest]}" ] && smallest=$index
+        done
+        counts[smallest]=$((counts[smallest] + size))
+        patterns[smallest]="${patterns[smallest]:+${patterns[smallest]}|}$suite/"
+    done
+    echo "==> testing: $(wc -l <<<"$list") tests in ${#suites[@]} suites, $shards processes" >&2
+    logs="$(mktemp -d)"
+    for ((index = 0; index < shards; index++)); do
+        [ -n "${patterns[index]}" ] || continue
+        "$bundle" --testing-library swift-testing --filter "^(${patterns[index]})" >"$logs/$index.log" 2>&1 &
+        pids[index]=$!
+    done
+    for index in "${!pids[@]}"; do
+        wait "${pids[index]}" || status=1
+        echo "==> test shard $((index + 1)) of $shards: ${patterns[index]//|/ }" >&2
+        cat "$logs/$index.log"
+    done
+    rm -rf "$logs"
+    return "$status"
+}

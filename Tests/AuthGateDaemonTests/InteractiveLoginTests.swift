@@ -8,7 +8,7 @@ import Glibc
 /// Device-code and browser sign-ins (login.begin / login.complete / login.cancel) against the
 /// real authorization server, with the user played by Tests/idp/play_user.py, through the
 /// daemon's socket and the CLI.
-@Suite("Interactive sign-ins against a real authorization server", .serialized)
+@Suite("Interactive sign-ins against a real authorization server")
 struct InteractiveLoginTests {
     /// The server, and a daemon with `corp` (device code, client authgate-device) and `web`
     /// (browser, client `browserClient`).
