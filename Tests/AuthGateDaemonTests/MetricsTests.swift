@@ -162,9 +162,11 @@ struct MetricsTests {
         """#
         let port = try Self.freePort()
         let daemon = try DaemonProcess(providers: ["slow.json": slow], arguments: ["--metrics-listen", "\(port)"])
+        // The metrics listener binds a moment after the socket: /healthz answers once it does,
+        // while discovery still has 3 s to go.
+        try eventually { try Self.get("http://127.0.0.1:\(port)/healthz").status == 200 }
         let early = try Self.get("http://127.0.0.1:\(port)/readyz")
         #expect(early.status == 503, "\(early)")
-        #expect(try Self.get("http://127.0.0.1:\(port)/healthz").status == 200)
         try eventually(timeout: .seconds(20)) { try Self.get("http://127.0.0.1:\(port)/readyz").status == 200 }
         #expect(daemon.logText.contains("provider ready"))
     }
