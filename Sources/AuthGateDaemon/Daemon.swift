@@ -107,8 +107,9 @@ public enum Daemon {
         let exposition = metrics.map {
             MetricsExposition(metrics: $0, registry: registry, sessions: sessions, flows: flows, connections: connections, readiness: readiness)
         }
-        let dispatcher = RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
-                                       context: context, logger: logger, metrics: metrics, exposition: exposition)
+        let dispatcher = RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader,
+                                                                throttle: LoginThrottle(), context: context, logger: logger,
+                                                                metrics: metrics, exposition: exposition))
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
                                inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher,

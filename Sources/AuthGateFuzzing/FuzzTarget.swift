@@ -168,8 +168,9 @@ private enum Fixtures {
         let flows = LoginFlowManager(sessions: sessions, settings: LoginFlowSettings(), logger: quiet)
         let reloader = ProviderReloader(directory: "/nonexistent/providers.d", registry: registry, sessions: sessions,
                                         validator: ProviderValidator(registry: registry, logger: quiet), logger: quiet)
-        return RPCDispatcher(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
-                             context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"), logger: quiet)
+        return RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
+                                                      context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"),
+                                                      logger: quiet))
     }()
 }
 

@@ -196,6 +196,13 @@ public struct TokenParams: Sendable, Codable {
     }
 }
 
+extension TokenParams {
+    /// `min_valid_seconds` when the caller does not say.
+    public static let defaultMinimumValidity = 10
+    /// What `min_valid_seconds` may be: up to a day.
+    public static let minimumValidityRange = 0...86_400
+}
+
 /// `token` result.
 public struct TokenResult: Sendable, Codable {
     public var accessToken: Secret

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateRPC
 import NIOCore
 
 /// Answers a plain `token` call for a session's current token where its line was read: on the
@@ -25,16 +26,11 @@ struct CachedTokenAnswers: Sendable {
         let start = ContinuousClock.now
         guard let request = line.withUnsafeReadableBytes({ PlainTokenRequest($0) }), providers.contains(request.provider) else { return nil }
         let key = PublishedTokens.Key(uid: uid, provider: request.provider, session: request.session ?? SessionName.default.rawValue)
-        guard let result = tokens.result(for: key, minimumValidity: request.minimumValidity ?? MethodHandlers.defaultMinimumValidity) else {
+        guard let result = tokens.result(for: key, minimumValidity: request.minimumValidity ?? TokenParams.defaultMinimumValidity) else {
             return nil
         }
-        // The same line as RPCDispatcher's encodeSuccess.
-        var answer = allocator.buffer(capacity: result.count + request.id.count + 48)
-        answer.writeStaticString(#"{"id":"#)
-        answer.writeBytes(request.id)
-        answer.writeStaticString(#","jsonrpc":"2.0","result":"#)
-        answer.writeBytes(result)
-        answer.writeStaticString("}\n")
+        var answer = allocator.buffer(capacity: result.count + request.id.count + SuccessLine.framingLength)
+        SuccessLine.write(id: request.id, result: result, into: &answer)
         metrics?.cachedTokenAnswer(duration: .now - start)
         return answer
     }

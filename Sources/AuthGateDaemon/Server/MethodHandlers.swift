@@ -25,25 +25,13 @@ public struct DaemonContext: Sendable {
 
 /// The RPC methods, for one caller. Each returns a result or throws ``AuthGateError``.
 struct MethodHandlers {
-    let registry: ProviderRegistry
-    let sessions: SessionManager
-    let flows: LoginFlowManager
-    let reloader: ProviderReloader
-    let throttle: LoginThrottle
-    let context: DaemonContext
-    let logger: Logger
-    let providerShare: ProviderRequestShare
-    let metrics: DaemonMetrics?
-    let exposition: MetricsExposition?
+    let services: DaemonServices
     let caller: PeerCredentials
     /// The connection, for `token.watch`; `nil` where there is none (in-process callers).
     var watchSink: WatchSink?
 
-    /// `min_valid_seconds` when the caller does not say.
-    static let defaultMinimumValidity = 10
-
     func providersList() async -> [ProviderInfo] {
-        await registry.visible(to: caller).map(\.info)
+        await services.registry.visible(to: caller).map(\.info)
     }
 
     func login(_ params: LoginParams) async throws(AuthGateError) -> LoginResult {
@@ -58,15 +46,15 @@ struct MethodHandlers {
             let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
                                                   scopes: params.scopes ?? [])
             try credentials.validate()
-            try await throttle.begin(uid: caller.uid, countInFlight: !caller.isUnbounded)
+            try await services.throttle.begin(uid: caller.uid, countInFlight: !caller.isUnbounded)
             do {
                 let result = try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
                     try await provider.signIn(credentials)
                 }
-                await throttle.end(uid: caller.uid, .success)
+                await services.throttle.end(uid: caller.uid, .success)
                 return result
             } catch {
-                await throttle.end(uid: caller.uid, error.reason == .invalidCredentials ? .wrongPassword : .other)
+                await services.throttle.end(uid: caller.uid, error.reason == .invalidCredentials ? .wrongPassword : .other)
                 throw error
             }
         case .clientCredentials:
@@ -105,9 +93,9 @@ struct MethodHandlers {
         guard let remote = client as? RemoteIdentityProvider else {
             throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' has no interactive sign-in.")
         }
-        if !caller.isUnbounded { try await sessions.ensureRoom(for: key) }
-        return try await providerShare.run(for: caller) { () throws(AuthGateError) in
-            try await flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
+        if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
+        return try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
+            try await services.flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
                                   configuration: configuration, client: remote)
         }
     }
@@ -119,7 +107,7 @@ struct MethodHandlers {
         if let timeout = params.timeoutSeconds, !(1...3600).contains(timeout) {
             throw AuthGateError(.invalidParams, "\"timeout_seconds\" must be between 1 and 3600.")
         }
-        let (finished, waiting) = try await flows.outcomeOrWait(params.flowID, uid: caller.uid)
+        let (finished, waiting) = try await services.flows.outcomeOrWait(params.flowID, uid: caller.uid)
         if let finished { return try finished.get() }
         guard let (updates, waiter) = waiting else { throw AuthGateError(.internalError, "The sign-in has neither an outcome nor a way to wait for one.") }
         // Wait for the flow's end, the timeout, or this connection's end (shutdown), whichever
@@ -135,8 +123,8 @@ struct MethodHandlers {
             await group.next()
             group.cancelAll()
         }
-        await flows.stopWaiting(params.flowID, waiter: waiter)
-        if let outcome = try await flows.outcome(of: params.flowID, uid: caller.uid) {
+        await services.flows.stopWaiting(params.flowID, waiter: waiter)
+        if let outcome = try await services.flows.outcome(of: params.flowID, uid: caller.uid) {
             return try outcome.get()
         }
         if Task.isCancelled { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
@@ -144,7 +132,7 @@ struct MethodHandlers {
     }
 
     func loginCancel(_ params: LoginCancelParams) async throws(AuthGateError) -> LoginCancelResult {
-        LoginCancelResult(cancelled: try await flows.cancel(params.flowID, uid: caller.uid))
+        LoginCancelResult(cancelled: try await services.flows.cancel(params.flowID, uid: caller.uid))
     }
 
     func register(_ params: RegisterParams) async throws(AuthGateError) -> LoginResult {
@@ -162,19 +150,19 @@ struct MethodHandlers {
     private func signIn(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider, grant: Grant,
                         event: String = "signed in",
                         _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult) async throws(AuthGateError) -> LoginResult {
-        if !caller.isUnbounded { try await sessions.ensureRoom(for: key) }
+        if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
         let signIn: SignInResult
         do {
-            signIn = try await providerShare.run(for: caller) { () throws(AuthGateError) in try await perform(client) }
+            signIn = try await services.providerShare.run(for: caller) { () throws(AuthGateError) in try await perform(client) }
         } catch {
-            metrics?.signIn(provider: key.provider, grant: grant, outcome: error.reason)
-            logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+            services.metrics?.signIn(provider: key.provider, grant: grant, outcome: error.reason)
+            services.logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
         }
-        metrics?.signIn(provider: key.provider, grant: grant, outcome: nil)
+        services.metrics?.signIn(provider: key.provider, grant: grant, outcome: nil)
         let binding = SessionBinding(configuration, client: client)
-        let (result, replaced) = await sessions.store(signIn, grant: grant, binding: binding, for: key)
-        logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
+        let (result, replaced) = await services.sessions.store(signIn, grant: grant, binding: binding, for: key)
+        services.logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {
             // The previous session of this name is gone; its refresh token must not outlive it.
             await client.revoke(replaced)
@@ -184,13 +172,13 @@ struct MethodHandlers {
 
     func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
         let (_, _, key) = try await resolve(params.provider, params.session)
-        let minimum = params.minValidSeconds ?? Self.defaultMinimumValidity
-        guard (0...86_400).contains(minimum) else {
+        let minimum = params.minValidSeconds ?? TokenParams.defaultMinimumValidity
+        guard TokenParams.minimumValidityRange.contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
         }
         let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource)
         try variant.validate()
-        let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(minimum),
+        let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
                                               forceRefresh: params.forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
@@ -203,14 +191,14 @@ struct MethodHandlers {
         }
         guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
         let (_, _, key) = try await resolve(params.provider, params.session)
-        let watchers = sessions.watchers
+        let watchers = services.sessions.watchers
         let id = try watchers.add(key, sink: watchSink, bounded: !caller.isUnbounded)
         watchSink.started()
         watchSink.onClose { watchers.remove(key, id: id) }
         do {
             let result = try await token(params)
             watchSink.willAnswer(with: result.accessToken.exposedValue)
-            logger.debug("token watch started", metadata: metadata(key))
+            services.logger.debug("token watch started", metadata: metadata(key))
             return result
         } catch {
             watchers.remove(key, id: id)
@@ -220,15 +208,15 @@ struct MethodHandlers {
 
     func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
         let (_, _, key) = try await resolve(params.provider, params.session)
-        let tokens = try await sessions.tokenRejected(for: key, rejected: params.accessToken, bounded: !caller.isUnbounded)
+        let tokens = try await services.sessions.tokenRejected(for: key, rejected: params.accessToken, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
 
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
         let (_, client, key) = try await resolve(params.provider, params.session)
-        let tokens = try await sessions.token(for: key, minimumValidity: TimeInterval(Self.defaultMinimumValidity), forceRefresh: false,
+        let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(TokenParams.defaultMinimumValidity), forceRefresh: false,
                                               bounded: !caller.isUnbounded)
-        return try await providerShare.run(for: caller) { () throws(AuthGateError) in try await client.userinfo(tokens) }
+        return try await services.providerShare.run(for: caller) { () throws(AuthGateError) in try await client.userinfo(tokens) }
     }
 
     func status(_ params: StatusParams) async throws(AuthGateError) -> [SessionStatus] {
@@ -237,22 +225,22 @@ struct MethodHandlers {
             guard let id = ProviderID(name) else { throw .unknownProvider(name) }
             provider = id
         }
-        guard params.all == true else { return await sessions.status(uid: caller.uid, provider: provider) }
-        guard AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(context.adminGroup)' may list every user's sessions.")
+        guard params.all == true else { return await services.sessions.status(uid: caller.uid, provider: provider) }
+        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may list every user's sessions.")
         }
-        return await sessions.status(uid: nil, provider: provider)
+        return await services.sessions.status(uid: nil, provider: provider)
     }
 
     func logout(_ params: LogoutParams) async throws(AuthGateError) -> LogoutResult {
         guard let id = ProviderID(params.provider) else { throw .unknownProvider(params.provider) }
         let key = try sessionKey(id, params.session)
-        guard let removed = await sessions.remove(key) else {
+        guard let removed = await services.sessions.remove(key) else {
             return LogoutResult(removed: false)
         }
-        logger.info("signed out", metadata: metadata(key))
+        services.logger.info("signed out", metadata: metadata(key))
         // Revocation is best effort: the local session is gone whatever the provider says.
-        if let tokens = removed, let (_, client) = try? await registry.usableProvider(params.provider, for: caller) {
+        if let tokens = removed, let (_, client) = try? await services.registry.usableProvider(params.provider, for: caller) {
             await client.revoke(tokens)
         }
         return LogoutResult(removed: true)
@@ -260,37 +248,37 @@ struct MethodHandlers {
 
     /// Admins only: reads `providers.d` again and answers with the per-provider report.
     func configReload() async throws(AuthGateError) -> [ProviderReloadReport] {
-        guard AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(context.adminGroup)' may reload the providers.")
+        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may reload the providers.")
         }
-        logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
-        return try await reloader.reload()
+        services.logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+        return try await services.reloader.reload()
     }
 
     /// Administrators only: the metrics as Prometheus's text exposition.
     func metrics() async throws(AuthGateError) -> MetricsResult {
-        guard AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(context.adminGroup)' may read the metrics.")
+        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may read the metrics.")
         }
-        guard let exposition else { throw AuthGateError(.methodNotFound, "This daemon keeps no metrics (it runs with --no-metrics).") }
+        guard let exposition = services.exposition else { throw AuthGateError(.methodNotFound, "This daemon keeps no metrics (it runs with --no-metrics).") }
         return MetricsResult(contentType: MetricsExposition.contentType, text: await exposition.text())
     }
 
     func daemonInfo() async -> DaemonInfo {
-        let isAdmin = AccessPolicy().isAdmin(caller, adminGroup: context.adminGroup)
-        let uptime = ContinuousClock.now - context.startedAt
+        let isAdmin = AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup)
+        let uptime = ContinuousClock.now - services.context.startedAt
         return DaemonInfo(
             version: AuthGateVersion.current, uptimeSeconds: Int(uptime.components.seconds),
-            providers: await registry.visible(to: caller).count,
-            sessions: await sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
-            configDir: context.configDirectory, mode: context.mode.rawValue, socket: context.socketPath,
-            cachedTokenAnswers: isAdmin ? sessions.published.answerCount : nil,
-            refresh: isAdmin ? await sessions.refreshStatistics() : nil)
+            providers: await services.registry.visible(to: caller).count,
+            sessions: await services.sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
+            configDir: services.context.configDirectory, mode: services.context.mode.rawValue, socket: services.context.socketPath,
+            cachedTokenAnswers: isAdmin ? services.sessions.published.answerCount : nil,
+            refresh: isAdmin ? await services.sessions.refreshStatistics() : nil)
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.
     private func resolve(_ provider: String, _ session: String?) async throws(AuthGateError) -> (ProviderConfiguration, any IdentityProvider, SessionKey) {
-        let (configuration, client) = try await registry.usableProvider(provider, for: caller)
+        let (configuration, client) = try await services.registry.usableProvider(provider, for: caller)
         return (configuration, client, try sessionKey(configuration.id, session))
     }
 

@@ -1,3 +1,5 @@
+import AuthGateRPC
+
 /// A `token` request in the plain shape that clients send for a cached token, read by a
 /// scanner that allocates nothing but the two names:
 ///
@@ -73,7 +75,7 @@ struct PlainTokenRequest {
                     session = scanner.text(range)
                 case "min_valid_seconds":
                     guard minimumValidity == nil, let range = scanner.integer(), let value = Int(scanner.text(range)),
-                          (0...86_400).contains(value) else { return nil }
+                          TokenParams.minimumValidityRange.contains(value) else { return nil }
                     minimumValidity = value
                 case "force_refresh":
                     guard !sawForceRefresh, scanner.literal("false") else { return nil }

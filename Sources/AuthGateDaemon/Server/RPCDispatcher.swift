@@ -2,29 +2,19 @@ import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
 import Logging
+import NIOCore
 
 /// Answers one JSON-RPC line: decodes it, runs the method for the caller, encodes the answer.
 ///
 /// Errors a user can hit become JSON-RPC errors with a stable `data.reason`; anything else
 /// becomes `internal_error` and is logged (without secrets: errors never carry them).
 struct RPCDispatcher: Sendable {
-    let registry: ProviderRegistry
-    let sessions: SessionManager
-    let flows: LoginFlowManager
-    let reloader: ProviderReloader
-    let throttle: LoginThrottle
-    let context: DaemonContext
-    let logger: Logger
-    var providerShare = ProviderRequestShare()
-    /// Where each request is counted and timed.
-    var metrics: DaemonMetrics?
-    /// What the `metrics` method answers with; `nil` where the daemon has no metrics.
-    var exposition: MetricsExposition?
+    let services: DaemonServices
 
     /// The response line (with its `\n`), or `nil` for a notification.
     /// - Parameter watchSink: Where `token.watch` sends its notifications (the connection).
     func respond(to line: Data, from caller: PeerCredentials, watchSink: WatchSink? = nil) async -> Data? {
-        guard let metrics else { return await answer(line, from: caller, watchSink: watchSink).line }
+        guard let metrics = services.metrics else { return await answer(line, from: caller, watchSink: watchSink).line }
         let start = ContinuousClock.now
         let (answer, method, outcome) = await answer(line, from: caller, watchSink: watchSink)
         metrics.rpcRequest(method: method?.rawValue ?? DaemonMetrics.unknownMethod, outcome: outcome, duration: .now - start)
@@ -64,49 +54,19 @@ struct RPCDispatcher: Sendable {
         case .success(let result):
             return (encodeSuccess(result, id: envelope.id), method, nil)
         case .failure(let error):
-            logger.debug("request failed", metadata: ["rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
+            services.logger.debug("request failed", metadata: ["rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
                                                       "error.reason": "\(error.reason.rawValue)"])
             return (encodeError(error, id: envelope.id), method, error.reason)
         }
     }
 
     private func run(_ method: RPCMethod, _ request: DecodedRequest, caller: PeerCredentials, watchSink: WatchSink?) async -> Result<Data, AuthGateError> {
-        let handlers = MethodHandlers(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: throttle, context: context, logger: logger,
-                                      providerShare: providerShare, metrics: metrics, exposition: exposition, caller: caller, watchSink: watchSink)
+        let handlers = MethodHandlers(services: services, caller: caller, watchSink: watchSink)
         do throws(AuthGateError) {
-            switch method {
-            case .providersList: return try encode(await handlers.providersList())
-            case .login: return try encode(await handlers.login(params(request)))
-            case .register: return try encode(await handlers.register(params(request)))
-            case .token: return try encode(await handlers.token(params(request)))
-            case .status: return try encode(await handlers.status(optionalParams(request) ?? StatusParams()))
-            case .logout: return try encode(await handlers.logout(params(request)))
-            case .daemonInfo: return try encode(await handlers.daemonInfo())
-            case .userinfo: return try encode(await handlers.userinfo(params(request)))
-            case .tokenRejected: return try encode(await handlers.tokenRejected(params(request)))
-            case .tokenWatch: return try encode(await handlers.tokenWatch(params(request)))
-            case .configReload: return try encode(await handlers.configReload())
-            case .metrics: return try encode(await handlers.metrics())
-            case .loginBegin: return try encode(await handlers.loginBegin(params(request)))
-            case .loginComplete: return try encode(await handlers.loginComplete(params(request)))
-            case .loginCancel: return try encode(await handlers.loginCancel(params(request)))
-            }
+            return .success(try await MethodTable.entry(for: method).run(handlers, request.params.get()))
         } catch {
             return .failure(error)
         }
-    }
-
-    private func params<P>(_ request: DecodedRequest) throws(AuthGateError) -> P {
-        guard let params: P = try optionalParams(request) else {
-            throw AuthGateError(.invalidParams, "This method needs \"params\": an object with at least \"provider\".")
-        }
-        return params
-    }
-
-    private func optionalParams<P>(_ request: DecodedRequest) throws(AuthGateError) -> P? {
-        guard let params = try request.params.get() else { return nil }
-        guard let typed = params as? P else { throw AuthGateError(.internalError, "The params were decoded as the wrong type.") }
-        return typed
     }
 
     /// A sentence naming the offending field, without echoing its value (it may be a secret).
@@ -139,23 +99,13 @@ struct RPCDispatcher: Sendable {
         }
     }
 
-    private func encode<R: Encodable>(_ value: R) throws(AuthGateError) -> Result<Data, AuthGateError> {
-        do {
-            return .success(try RPCCoding.makeEncoder().encode(value))
-        } catch {
-            throw AuthGateError(.internalError, "The daemon could not encode its answer.")
-        }
-    }
-
     private func encodeSuccess(_ result: Data, id: RPCID?) -> Data {
-        // The result is already JSON; splice it in rather than decoding and encoding it again.
+        // The result is already JSON; spliced in rather than decoded and encoded again.
         let idJSON: Data = (try? RPCCoding.makeEncoder().encode(id)) ?? Data("null".utf8)
-        var line = Data(#"{"id":"#.utf8)
-        line.append(idJSON)
-        line.append(contentsOf: #","jsonrpc":"2.0","result":"#.utf8)
-        line.append(result)
-        line.append(contentsOf: "}\n".utf8)
-        return line
+        var line = ByteBuffer()
+        line.reserveCapacity(idJSON.count + result.count + SuccessLine.framingLength)
+        SuccessLine.write(id: idJSON, result: result, into: &line)
+        return Data(line.readableBytesView)
     }
 
     func encodeError(_ error: AuthGateError, id: RPCID?) -> Data {
@@ -178,7 +128,7 @@ struct DecodedRequest: Decodable {
     /// the field the method's type could not read.
     var params: Result<(any Sendable)?, AuthGateError>
 
-    private enum ParamsKey: String, CodingKey { case params }
+    enum ParamsKey: String, CodingKey { case params }
 
     init(from decoder: any Decoder) throws {
         envelope = try RPCRequestEnvelope(from: decoder)
@@ -187,27 +137,11 @@ struct DecodedRequest: Decodable {
             return
         }
         do {
-            params = .success(try Self.params(of: method, in: decoder.container(keyedBy: ParamsKey.self)))
+            params = .success(try MethodTable.entry(for: method).readParams(decoder.container(keyedBy: ParamsKey.self)))
         } catch let error as DecodingError {
             params = .failure(AuthGateError(.invalidParams, RPCDispatcher.explain(error)))
         } catch {
             params = .failure(AuthGateError(.invalidParams, "The params cannot be read."))
-        }
-    }
-
-    private static func params(of method: RPCMethod, in container: KeyedDecodingContainer<ParamsKey>) throws -> (any Sendable)? {
-        switch method {
-        case .providersList, .daemonInfo, .configReload, .metrics: nil
-        case .login: try container.decodeIfPresent(LoginParams.self, forKey: .params)
-        case .register: try container.decodeIfPresent(RegisterParams.self, forKey: .params)
-        case .token, .tokenWatch: try container.decodeIfPresent(TokenParams.self, forKey: .params)
-        case .status: try container.decodeIfPresent(StatusParams.self, forKey: .params)
-        case .logout: try container.decodeIfPresent(LogoutParams.self, forKey: .params)
-        case .userinfo: try container.decodeIfPresent(UserinfoParams.self, forKey: .params)
-        case .tokenRejected: try container.decodeIfPresent(TokenRejectedParams.self, forKey: .params)
-        case .loginBegin: try container.decodeIfPresent(LoginBeginParams.self, forKey: .params)
-        case .loginComplete: try container.decodeIfPresent(LoginCompleteParams.self, forKey: .params)
-        case .loginCancel: try container.decodeIfPresent(LoginCancelParams.self, forKey: .params)
         }
     }
 }

@@ -63,8 +63,8 @@ final class RPCServer: Service, CustomStringConvertible {
     var description: String { "RPCServer(\(socketPath))" }
 
     func run() async throws {
-        let openProviders = dispatcher.registry.openProviders
-        let answers = CachedTokenAnswers(tokens: dispatcher.sessions.published, providers: openProviders, metrics: metrics)
+        let openProviders = dispatcher.services.registry.openProviders
+        let answers = CachedTokenAnswers(tokens: dispatcher.services.sessions.published, providers: openProviders, metrics: metrics)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.

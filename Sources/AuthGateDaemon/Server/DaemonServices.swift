@@ -1,0 +1,19 @@
+import AuthGateCore
+import Logging
+
+/// The daemon's long-lived parts that answer RPC methods, shared by every connection: what
+/// ``RPCDispatcher`` is built from and every ``MethodHandlers`` call uses.
+struct DaemonServices: Sendable {
+    let registry: ProviderRegistry
+    let sessions: SessionManager
+    let flows: LoginFlowManager
+    let reloader: ProviderReloader
+    let throttle: LoginThrottle
+    let context: DaemonContext
+    let logger: Logger
+    var providerShare = ProviderRequestShare()
+    /// Where each request is counted and timed.
+    var metrics: DaemonMetrics?
+    /// What the `metrics` method answers with; `nil` where the daemon has no metrics.
+    var exposition: MetricsExposition?
+}
