@@ -1,0 +1,15 @@
+import AuthGateCore
+
+/// A session's identity: whose, at which provider, under which name.
+///
+/// The uid comes from the socket's peer credentials, so one uid never reaches another's
+/// sessions whatever it sends.
+struct SessionKey: Sendable, Hashable, Comparable {
+    var uid: UInt32
+    var provider: ProviderID
+    var name: SessionName
+
+    static func < (lhs: SessionKey, rhs: SessionKey) -> Bool {
+        (lhs.uid, lhs.provider, lhs.name) < (rhs.uid, rhs.provider, rhs.name)
+    }
+}

@@ -1,0 +1,117 @@
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+import Logging
+
+/// What `status` and `daemon.info` show of the sessions, and their sealed copies on disk.
+extension SessionManager {
+    // MARK: Status
+
+    /// The sessions of `uid`, or of everyone (each then naming its uid) when `uid` is nil.
+    func status(uid: UInt32?, provider: ProviderID?) -> [SessionStatus] {
+        let now = now()
+        return sessions.all.filter { (uid == nil || $0.key.uid == uid) && (provider == nil || $0.key.provider == provider) }
+            .sorted { $0.key < $1.key }
+            .map { key, record in
+                let state = Self.reportedState(record, at: now)
+                // Past its planned time and not started: waiting for a slot at a provider that falls behind.
+                let overdue = record.nextRefreshAt.map { now.timeIntervalSince($0) }.flatMap { $0 >= 1 ? Int($0) : nil }
+                return SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: state,
+                                     expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt, lastError: record.lastError,
+                                     subject: record.subject, uid: uid == nil ? key.uid : nil, refreshOverdueSeconds: overdue)
+            }
+    }
+
+    /// What the metrics read of the sessions: how many per provider and state (as `status`
+    /// reports them), the refreshes in flight, and the overdue sessions waiting, by provider.
+    func metricsSnapshot() -> (states: [String: [SessionState: Int]], inFlight: Int, waiting: [String: Int]) {
+        let now = now()
+        var states: [String: [SessionState: Int]] = [:]
+        for (key, record) in sessions.all {
+            states[key.provider.rawValue, default: [:]][Self.reportedState(record, at: now), default: 0] += 1
+        }
+        let waiting = Dictionary(uniqueKeysWithValues: overdue(at: now).map { ($0.key.rawValue, $0.value.count) })
+        return (states, queue.inFlight, waiting)
+    }
+
+    /// A session whose token ran out while refreshes fail is `expired`, not `authenticated`.
+    static func reportedState(_ record: SessionRecord, at now: Date) -> SessionState {
+        guard record.state == .authenticated, let tokens = record.tokens, !tokens.isValid(for: 0, at: now) else { return record.state }
+        return .expired
+    }
+
+    /// The narrower tokens cached for `key` (bounded by ``maximumVariantsPerSession``).
+    func variantCount(for key: SessionKey) -> Int { sessions[key]?.variants.count ?? 0 }
+
+    func count(uid: UInt32?) -> Int {
+        guard let uid else { return sessions.count }
+        return sessions.count(uid: uid)
+    }
+
+    /// Cancels every refresh in flight; part of the daemon's shutdown.
+    func shutdown() {
+        isShutDown = true
+        for task in refreshes.values { task.cancel() }
+        refreshes.removeAll()
+    }
+
+    // MARK: Persistence
+
+    /// Takes back the sessions saved before a restart. A session whose provider is gone, is
+    /// no longer `persistent`, or now has another issuer or client is dropped, and the file
+    /// rewritten without it. Tokens that expired meanwhile are refreshed at the first tick.
+    /// - Returns: How many sessions were restored.
+    @discardableResult
+    func restore(_ saved: [UInt32: [PersistedSession]], bindings: [ProviderID: SessionBinding]) -> Int {
+        var restored = 0
+        for (uid, list) in saved {
+            persistedUIDs.insert(uid)
+            var dropped = false
+            for session in list {
+                guard let provider = ProviderID(session.provider), let name = SessionName(session.session),
+                      let binding = bindings[provider], binding.storage == .persistent,
+                      binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID) else {
+                    dropped = true
+                    logger.notice("saved session dropped: its provider is gone, no longer persistent, or has another issuer or client",
+                                  metadata: ["peer.uid": "\(uid)", "provider.id": "\(session.provider)", "session": "\(session.session)"])
+                    continue
+                }
+                let key = SessionKey(uid: uid, provider: provider, name: name)
+                sessions[key] = SessionRecord(grant: session.grant, tokens: session.tokens, subject: session.subject, state: .authenticated,
+                                              lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: session.savedAt)
+                if session.tokens.isValid(for: 0, at: now()) {
+                    planRefresh(key)
+                } else {
+                    reschedule(key, at: now())
+                }
+                restored += 1
+            }
+            if dropped { persist(uid) }
+        }
+        return restored
+    }
+
+    /// Writes the uid's `persistent` sessions (the whole list: one sealed file per uid).
+    /// Synchronous on purpose: nothing else in this actor runs until the file is on disk, so
+    /// a caller never holds a token whose refresh token the disk does not know.
+    func persist(_ uid: UInt32) {
+        guard let persistence else { return }
+        let kept = sessions.all.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent && $0.value.tokens != nil }
+        guard !kept.isEmpty || persistedUIDs.contains(uid), let store = persistence.store() else { return }
+        let list = kept.sorted { $0.key < $1.key }.map { key, record in
+            // `savedAt` carries when the tokens arrived, which the next refresh is planned from.
+            PersistedSession(provider: key.provider.rawValue, session: key.name.rawValue, grant: record.grant, subject: record.subject,
+                             issuer: record.binding.identity.issuer, clientID: record.binding.identity.clientID,
+                             tokens: record.tokens!, savedAt: record.obtainedAt)
+        }
+        let start = ContinuousClock.now
+        do {
+            try store.save(list, uid: uid)
+            metrics?.storeWrite(succeeded: true, duration: .now - start)
+            if list.isEmpty { persistedUIDs.remove(uid) } else { persistedUIDs.insert(uid) }
+        } catch {
+            metrics?.storeWrite(succeeded: false, duration: .now - start)
+            logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
+        }
+    }
+}
