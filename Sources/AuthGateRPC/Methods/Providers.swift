@@ -1,0 +1,94 @@
+public import AuthGateCore
+
+// The params and results of `providers.list` and `config.reload` (docs/RPC.md), with their wire
+// names.
+
+/// One entry of `providers.list`.
+public struct ProviderInfo: Sendable, Codable {
+    public var id: String
+    public var displayName: String
+    public var type: String?
+    public var status: ProviderStatus
+    /// Why the provider is not `ready`, for a person.
+    public var statusReason: String?
+    public var grants: [Grant]
+    /// Whether `register` works with this provider.
+    public var registration: Bool
+    public var storage: String?
+    /// The hosts the git and docker credential helpers serve with this provider, and the user
+    /// name they answer with.
+    public var credentialHelper: CredentialHelperInfo?
+
+    /// `credential_helper` of a provider.
+    public struct CredentialHelperInfo: Sendable, Codable, Equatable {
+        public var hosts: [String]
+        public var username: String
+
+        public init(hosts: [String], username: String) {
+            self.hosts = hosts
+            self.username = username
+        }
+    }
+
+    public init(id: String, displayName: String, type: String?, status: ProviderStatus, statusReason: String?,
+                grants: [Grant], registration: Bool, storage: String?, credentialHelper: CredentialHelperInfo? = nil) {
+        self.credentialHelper = credentialHelper
+        self.id = id
+        self.displayName = displayName
+        self.type = type
+        self.status = status
+        self.statusReason = statusReason
+        self.grants = grants
+        self.registration = registration
+        self.storage = storage
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, type, status, grants, registration, storage
+        case displayName = "display_name"
+        case statusReason = "status_reason"
+        case credentialHelper = "credential_helper"
+    }
+}
+
+/// How a reload changed one provider.
+public enum ProviderChange: String, Sendable, Codable {
+    /// A new file: the provider appears.
+    case added
+    /// The file is gone: the provider and its sessions go.
+    case removed
+    /// The file (or its client secret) changed: re-validated; its sessions are kept when the
+    /// issuer and client are the same.
+    case changed
+    /// Untouched, sessions and all.
+    case unchanged
+}
+
+/// One provider in the `config.reload` result.
+public struct ProviderReloadReport: Sendable, Codable {
+    public var id: String
+    public var file: String
+    public var change: ProviderChange
+    /// Its status after the reload; `nil` for a removed provider.
+    public var status: ProviderStatus?
+    public var statusReason: String?
+    /// The file's problems (`file: $.path: message`), when it is invalid.
+    public var problems: [String]
+    public var warnings: [String]
+
+    public init(id: String, file: String, change: ProviderChange, status: ProviderStatus?, statusReason: String?,
+                problems: [String], warnings: [String]) {
+        self.id = id
+        self.file = file
+        self.change = change
+        self.status = status
+        self.statusReason = statusReason
+        self.problems = problems
+        self.warnings = warnings
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, file, change, status, problems, warnings
+        case statusReason = "status_reason"
+    }
+}

@@ -1,0 +1,74 @@
+public import AuthGateCore
+public import FoundationEssentials
+
+// The params and results of `status` and `logout` (docs/RPC.md), with their wire names.
+
+/// `status` params: all of the caller's sessions, or those of one provider.
+public struct StatusParams: Sendable, Codable {
+    public var provider: String?
+    /// Every user's sessions, each with its `uid` (admins only).
+    public var all: Bool?
+
+    public init(provider: String? = nil, all: Bool? = nil) {
+        self.provider = provider
+        self.all = all
+    }
+}
+
+/// One entry of `status`: never a token value.
+public struct SessionStatus: Sendable, Codable {
+    public var provider: String
+    public var session: String
+    public var state: SessionState
+    public var expiresAt: Date?
+    /// When the daemon will refresh it next, where it has planned to.
+    public var nextRefreshAt: Date?
+    public var lastError: String?
+    public var subject: String?
+    /// Whose session it is; only in an admin's `status` with `all`.
+    public var uid: UInt32?
+    /// How long its planned refresh has waited for a slot, when a second or more: its provider
+    /// answers more slowly than its sessions need (the daemon also logs a warning).
+    public var refreshOverdueSeconds: Int?
+
+    public init(provider: String, session: String, state: SessionState, expiresAt: Date?, nextRefreshAt: Date?,
+                lastError: String?, subject: String?, uid: UInt32? = nil, refreshOverdueSeconds: Int? = nil) {
+        self.uid = uid
+        self.refreshOverdueSeconds = refreshOverdueSeconds
+        self.provider = provider
+        self.session = session
+        self.state = state
+        self.expiresAt = expiresAt
+        self.nextRefreshAt = nextRefreshAt
+        self.lastError = lastError
+        self.subject = subject
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case provider, session, state, subject, uid
+        case expiresAt = "expires_at"
+        case nextRefreshAt = "next_refresh_at"
+        case lastError = "last_error"
+        case refreshOverdueSeconds = "refresh_overdue_seconds"
+    }
+}
+
+/// `logout` params.
+public struct LogoutParams: Sendable, Codable {
+    public var provider: String
+    public var session: String?
+
+    public init(provider: String, session: String? = nil) {
+        self.provider = provider
+        self.session = session
+    }
+}
+
+/// `logout` result: `removed` says whether there was a session to remove.
+public struct LogoutResult: Sendable, Codable {
+    public var removed: Bool
+
+    public init(removed: Bool) {
+        self.removed = removed
+    }
+}
