@@ -126,12 +126,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     private static func sessionFile(_ bytes: [UInt8]) {
         let file: [UInt8]
         if bytes.first == 1 {
-            guard let sealed = try? SessionStore.fileContents(sealing: Data(bytes.dropFirst()), uid: 1000, key: Fixtures.storageKey) else { return }
+            guard let sealed = try? SealedSessionsFile.fileContents(sealing: Data(bytes.dropFirst()), uid: 1000, key: Fixtures.storageKey) else { return }
             file = sealed
         } else {
             file = Array(bytes.dropFirst())
         }
-        _ = SessionStore.openSealed(file, uid: 1000, key: Fixtures.storageKey, file: "fuzz.sessions")
+        _ = SealedSessionsFile.open(file, uid: 1000, key: Fixtures.storageKey, file: "fuzz.sessions")
     }
 
     /// Runs async work to its end from a synchronous entry point.

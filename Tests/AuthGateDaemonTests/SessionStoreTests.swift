@@ -321,15 +321,15 @@ struct SessionStoreTests {
         case .otherKey: try SessionStore(stateDirectory: state, key: .generate()).save(victim, uid: 1001)
         case .otherUidsFile: try write(try bytes(store.path(uid: 1000)), file)
         case .tooLarge: #expect(truncate(file, 16 * 1024 * 1024 + 1) == 0)
-        case .notJSON: try write(SessionStore.fileContents(sealing: Data("victim".utf8), uid: 1001, key: key), file)
+        case .notJSON: try write(SealedSessionsFile.fileContents(sealing: Data("victim".utf8), uid: 1001, key: key), file)
         case .futureVersion:
-            try write(SessionStore.fileContents(sealing: Data(#"{"version":2,"victim":true}"#.utf8), uid: 1001, key: key), file)
+            try write(SealedSessionsFile.fileContents(sealing: Data(#"{"version":2,"victim":true}"#.utf8), uid: 1001, key: key), file)
         case .otherUidInside:
-            try write(SessionStore.fileContents(sealing: Data(#"{"version":1,"uid":1000,"sessions":[]}"#.utf8), uid: 1001, key: key), file)
+            try write(SealedSessionsFile.fileContents(sealing: Data(#"{"version":1,"uid":1000,"sessions":[]}"#.utf8), uid: 1001, key: key), file)
         case .badField:
             let json = #"{"version":1,"uid":1001,"sessions":[{"provider":"mock","session":"default","grant":"victim","#
                 + #""access_token":"victim-token","token_type":"Bearer","expires_at":0,"scopes":[],"saved_at":0}]}"#
-            try write(SessionStore.fileContents(sealing: Data(json.utf8), uid: 1001, key: key), file)
+            try write(SealedSessionsFile.fileContents(sealing: Data(json.utf8), uid: 1001, key: key), file)
         }
 
         let loaded = store.loadAll()

@@ -6,95 +6,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// One persistent session as stored on disk: the session's identity, the provider
-/// configuration it was obtained under, and its tokens.
-///
-/// The tokens are plain strings here because this type exists to be encoded; it prints them
-/// as `<redacted>` all the same.
-struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
-    var provider: String
-    var session: String
-    var grant: Grant
-    var subject: String?
-    /// The provider configuration's issuer when the session was saved, so the daemon can drop
-    /// sessions whose provider has since changed.
-    var issuer: String?
-    /// The provider configuration's client ID when the session was saved (see `issuer`).
-    var clientID: String?
-    var accessToken: String
-    var tokenType: String
-    var expiresAt: Date
-    var refreshToken: String?
-    var refreshTokenExpiresAt: Date?
-    var idToken: String?
-    var scopes: [String]
-    var savedAt: Date
-
-    init(provider: String, session: String, grant: Grant, subject: String?, issuer: String?, clientID: String?,
-         tokens: TokenSet, savedAt: Date) {
-        self.provider = provider
-        self.session = session
-        self.grant = grant
-        self.subject = subject
-        self.issuer = issuer
-        self.clientID = clientID
-        self.accessToken = tokens.accessToken.exposedValue
-        self.tokenType = tokens.tokenType
-        self.expiresAt = tokens.expiresAt
-        self.refreshToken = tokens.refreshToken?.exposedValue
-        self.refreshTokenExpiresAt = tokens.refreshTokenExpiresAt
-        self.idToken = tokens.idToken?.exposedValue
-        self.scopes = tokens.scopes
-        self.savedAt = savedAt
-    }
-
-    /// The tokens, as the rest of the daemon holds them.
-    var tokens: TokenSet {
-        TokenSet(accessToken: Secret(accessToken), tokenType: tokenType, expiresAt: expiresAt,
-                 refreshToken: refreshToken.map(Secret.init), refreshTokenExpiresAt: refreshTokenExpiresAt,
-                 idToken: idToken.map(Secret.init), scopes: scopes)
-    }
-
-    var description: String {
-        "PersistedSession(provider: \(provider), session: \(session), grant: \(grant.rawValue), expiresAt: \(expiresAt), tokens: <redacted>)"
-    }
-
-    var debugDescription: String { description }
-
-    enum CodingKeys: String, CodingKey {
-        case provider
-        case session
-        case grant
-        case subject
-        case issuer
-        case clientID = "client_id"
-        case accessToken = "access_token"
-        case tokenType = "token_type"
-        case expiresAt = "expires_at"
-        case refreshToken = "refresh_token"
-        case refreshTokenExpiresAt = "refresh_token_expires_at"
-        case idToken = "id_token"
-        case scopes
-        case savedAt = "saved_at"
-    }
-}
-
-/// A sessions file that could not be used, as `loadAll` reports it.
-struct StoreProblem: Sendable, Equatable, CustomStringConvertible {
-    /// Whose file it was; `nil` for a problem with the sessions directory itself.
-    var uid: UInt32?
-    /// The file (or directory) concerned.
-    var file: String
-    /// What is wrong, as a sentence; never contains a token.
-    var reason: String
-    /// Where the file was moved so that the next save starts clean, if it was.
-    var movedTo: String?
-
-    var description: String {
-        "\(file): \(reason)" + (movedTo.map { " (moved to \($0))" } ?? "")
-    }
-}
-
 /// The persistent sessions of every uid, one encrypted file per uid.
 ///
 /// Layout: `<state directory>/sessions/` (0700) holds `<uid>.sessions` (0600). Each file is
@@ -117,10 +28,6 @@ final class SessionStore: Sendable {
     private let key: StorageKey
     private let lock = Mutex(())
 
-    static let magic: [UInt8] = Array("AGS1".utf8)
-    static let formatVersion = 1
-    /// Files larger than this are refused when loading, and never written.
-    static let maximumFileSize = 16 * 1024 * 1024
     static let fileSuffix = ".sessions"
     static let unreadableSuffix = ".sessions.unreadable"
     static let temporaryMarker = ".sessions.tmp-"
@@ -145,7 +52,7 @@ final class SessionStore: Sendable {
                 guard exists else { return }
                 try remove(uid: uid)
             } else {
-                try write(try seal(sessions, uid: uid), uid: uid)
+                try write(try SealedSessionsFile.seal(sessions, uid: uid, key: key, file: path(uid: uid)), uid: uid)
             }
         }
     }
@@ -217,52 +124,6 @@ final class SessionStore: Sendable {
         return uid
     }
 
-    // MARK: - Format
-
-    /// The JSON inside the encryption.
-    private struct Envelope: Codable {
-        var version: Int
-        var uid: UInt32
-        var sessions: [PersistedSession]
-    }
-
-    /// Read first, so a future version is reported as such rather than as a decoding failure.
-    private struct VersionProbe: Decodable {
-        var version: Int
-    }
-
-    /// Binds a file to its uid: opening it under another uid's name fails authentication.
-    private static func authenticatedData(uid: UInt32) -> Data {
-        Data("authgate sessions v1 uid=\(uid)".utf8)
-    }
-
-    private func seal(_ sessions: [PersistedSession], uid: UInt32) throws(StorageError) -> [UInt8] {
-        let file = path(uid: uid)
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .secondsSince1970
-        encoder.outputFormatting = [.sortedKeys]
-        let bytes: [UInt8]
-        do {
-            let plaintext = try encoder.encode(Envelope(version: Self.formatVersion, uid: uid, sessions: sessions))
-            bytes = try Self.fileContents(sealing: plaintext, uid: uid, key: key)
-        } catch {
-            throw StorageError(file: file, "cannot encrypt the sessions of uid \(uid) for \(file)")
-        }
-        guard bytes.count <= Self.maximumFileSize else {
-            throw StorageError(file: file, "the sessions of uid \(uid) would make \(file) larger than 16 MiB; not saved")
-        }
-        return bytes
-    }
-
-    /// A file's bytes: the magic, then `plaintext` sealed for `uid`. Separate from `seal` so
-    /// tests can make validly encrypted files with invalid contents.
-    static func fileContents(sealing plaintext: Data, uid: UInt32, key: StorageKey) throws -> [UInt8] {
-        let box = try AES.GCM.seal(plaintext, using: key.symmetricKey, authenticating: authenticatedData(uid: uid))
-        // `combined` is only nil for nonces of a non-standard size; seal uses 12 bytes.
-        guard let combined = box.combined else { throw CryptoKitError.incorrectParameterSize }
-        return magic + Array(combined)
-    }
-
     /// Reads and decrypts one uid's file.
     /// - Returns: The sessions, or why the file cannot be used (a sentence naming it).
     private func readSessions(uid: UInt32) -> Result<[PersistedSession], StoreFailure> {
@@ -274,68 +135,16 @@ final class SessionStore: Sendable {
         guard let info = StorageFiles.fileStatus(fd), info.isRegularFile else {
             return .failure(StoreFailure("\(file) is not a regular file"))
         }
-        guard info.size <= Self.maximumFileSize else {
+        guard info.size <= SealedSessionsFile.maximumFileSize else {
             return .failure(StoreFailure("\(file) is \(info.size) bytes, more than the 16 MiB a sessions file may be"))
         }
-        guard let bytes = StorageFiles.readAll(fd, limit: Self.maximumFileSize) else {
+        guard let bytes = StorageFiles.readAll(fd, limit: SealedSessionsFile.maximumFileSize) else {
             return .failure(StoreFailure("\(file) cannot be read: \(StorageFiles.errorText())"))
         }
-        guard bytes.count <= Self.maximumFileSize else {
+        guard bytes.count <= SealedSessionsFile.maximumFileSize else {
             return .failure(StoreFailure("\(file) is more than the 16 MiB a sessions file may be"))
         }
-        return Self.openSealed(bytes, uid: uid, key: key, file: file)
-    }
-
-    /// The file format, without the file: a sealed file's bytes opened for `uid` with `key`.
-    /// Any bytes give the sessions or a sentence naming `file`, never a trap (fuzzed:
-    /// `scripts/fuzz session-file`).
-    static func openSealed(_ bytes: [UInt8], uid: UInt32, key: StorageKey, file: String) -> Result<[PersistedSession], StoreFailure> {
-        // Magic, nonce and tag; an empty list is never written, so anything this short is damaged.
-        guard bytes.count >= Self.magic.count + 12 + 16 else {
-            return .failure(StoreFailure("\(file) is too short to be a sessions file (\(bytes.count) bytes)"))
-        }
-        guard bytes.starts(with: Self.magic) else {
-            return .failure(StoreFailure("\(file) is not an authgate sessions file (it does not start with AGS1)"))
-        }
-        let plaintext: Data
-        do {
-            let box = try AES.GCM.SealedBox(combined: bytes[Self.magic.count...])
-            plaintext = try AES.GCM.open(box, using: key.symmetricKey, authenticating: authenticatedData(uid: uid))
-        } catch {
-            return .failure(StoreFailure("\(file) cannot be decrypted: it was written with another key, was damaged, "
-                                         + "or belongs to another uid"))
-        }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .secondsSince1970
-        do {
-            let version = try decoder.decode(VersionProbe.self, from: plaintext).version
-            guard version == Self.formatVersion else {
-                return .failure(StoreFailure("\(file) is in format version \(version), which this authgate cannot read"))
-            }
-            let envelope = try decoder.decode(Envelope.self, from: plaintext)
-            guard envelope.uid == uid else {
-                return .failure(StoreFailure("\(file) holds the sessions of uid \(envelope.uid), not of uid \(uid)"))
-            }
-            return .success(envelope.sessions)
-        } catch let error as DecodingError {
-            // Only the coding path: the decoder's own messages may quote values, which could be tokens.
-            return .failure(StoreFailure("\(file) decrypted, but its contents are not a valid sessions list (at \(Self.codingPath(error)))"))
-        } catch {
-            return .failure(StoreFailure("\(file) decrypted, but its contents are not a valid sessions list"))
-        }
-    }
-
-    /// Where in the JSON decoding failed, as `sessions.0.grant`; keys only, never values.
-    private static func codingPath(_ error: DecodingError) -> String {
-        let context: DecodingError.Context
-        switch error {
-        case .typeMismatch(_, let c), .valueNotFound(_, let c), .dataCorrupted(let c): context = c
-        case .keyNotFound(let key, let c):
-            return (c.codingPath + [key]).map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
-        @unknown default: return "an unknown place"
-        }
-        let path = context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
-        return path.isEmpty ? "the top level" : path
+        return SealedSessionsFile.open(bytes, uid: uid, key: key, file: file)
     }
 
     // MARK: - Files

@@ -1,0 +1,75 @@
+import AuthGateCore
+import FoundationEssentials
+
+/// One persistent session as stored on disk: the session's identity, the provider
+/// configuration it was obtained under, and its tokens.
+///
+/// The tokens are plain strings here because this type exists to be encoded; it prints them
+/// as `<redacted>` all the same.
+struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    var provider: String
+    var session: String
+    var grant: Grant
+    var subject: String?
+    /// The provider configuration's issuer when the session was saved, so the daemon can drop
+    /// sessions whose provider has since changed.
+    var issuer: String?
+    /// The provider configuration's client ID when the session was saved (see `issuer`).
+    var clientID: String?
+    var accessToken: String
+    var tokenType: String
+    var expiresAt: Date
+    var refreshToken: String?
+    var refreshTokenExpiresAt: Date?
+    var idToken: String?
+    var scopes: [String]
+    var savedAt: Date
+
+    init(provider: String, session: String, grant: Grant, subject: String?, issuer: String?, clientID: String?,
+         tokens: TokenSet, savedAt: Date) {
+        self.provider = provider
+        self.session = session
+        self.grant = grant
+        self.subject = subject
+        self.issuer = issuer
+        self.clientID = clientID
+        self.accessToken = tokens.accessToken.exposedValue
+        self.tokenType = tokens.tokenType
+        self.expiresAt = tokens.expiresAt
+        self.refreshToken = tokens.refreshToken?.exposedValue
+        self.refreshTokenExpiresAt = tokens.refreshTokenExpiresAt
+        self.idToken = tokens.idToken?.exposedValue
+        self.scopes = tokens.scopes
+        self.savedAt = savedAt
+    }
+
+    /// The tokens, as the rest of the daemon holds them.
+    var tokens: TokenSet {
+        TokenSet(accessToken: Secret(accessToken), tokenType: tokenType, expiresAt: expiresAt,
+                 refreshToken: refreshToken.map(Secret.init), refreshTokenExpiresAt: refreshTokenExpiresAt,
+                 idToken: idToken.map(Secret.init), scopes: scopes)
+    }
+
+    var description: String {
+        "PersistedSession(provider: \(provider), session: \(session), grant: \(grant.rawValue), expiresAt: \(expiresAt), tokens: <redacted>)"
+    }
+
+    var debugDescription: String { description }
+
+    enum CodingKeys: String, CodingKey {
+        case provider
+        case session
+        case grant
+        case subject
+        case issuer
+        case clientID = "client_id"
+        case accessToken = "access_token"
+        case tokenType = "token_type"
+        case expiresAt = "expires_at"
+        case refreshToken = "refresh_token"
+        case refreshTokenExpiresAt = "refresh_token_expires_at"
+        case idToken = "id_token"
+        case scopes
+        case savedAt = "saved_at"
+    }
+}
