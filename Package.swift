@@ -9,7 +9,6 @@ let strictSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "authgate",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "authgated", targets: ["authgated"]),
         .executable(name: "authgate", targets: ["authgate"]),
@@ -32,7 +31,6 @@ let package = Package(
         // Domain: providers, configuration, tokens, sessions, errors. No NIO, no curl.
         .target(
             name: "AuthGateCore",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
             swiftSettings: strictSettings
         ),
         // libcurl, through typed wrappers of the variadic curl_easy_setopt (see shim.h).

@@ -140,7 +140,7 @@ public enum Daemon {
             logger.critical("stopped on an error", metadata: ["error": "\(error)"])
             status = .setupFailed
         }
-        await flows.shutdown()
+        // LoginFlowService has cancelled the flows as the group stopped.
         await sessions.shutdown()
         logger.notice("stopped")
         return status

@@ -244,10 +244,6 @@ public actor RemoteIdentityProvider: IdentityProvider {
         return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
     }
 
-    public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
-        throw AuthGateError(.unsupportedGrant, "Registration with \(name) happens on the provider's own sign-up page; this version of authgated cannot open it yet.")
-    }
-
     public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
         var tokens = try await tokenEndpoint.requestTokens(

@@ -49,7 +49,8 @@ public protocol IdentityProvider: Sendable {
     /// Signs in with the password grant (RFC 6749 §4.3) or its mock equivalent.
     func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult
 
-    /// Creates an account and signs it in.
+    /// Creates an account and signs it in. Providers whose users register on the provider's
+    /// own sign-up page (OpenID Connect's `prompt=create`) keep the default, which refuses.
     func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult
 
     /// Obtains tokens for the client itself (RFC 6749 §4.4, `client_credentials`): the
@@ -67,4 +68,10 @@ public protocol IdentityProvider: Sendable {
 
     /// Revokes a refresh token (RFC 7009), best effort: failures are not reported.
     func revoke(_ tokens: TokenSet) async
+}
+
+extension IdentityProvider {
+    public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
+        throw AuthGateError(.unsupportedGrant, "This provider registers new accounts on its own sign-up page, not through authgated.")
+    }
 }

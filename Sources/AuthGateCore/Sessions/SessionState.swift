@@ -8,8 +8,8 @@ public enum SessionState: String, Sendable, Hashable, Codable, CaseIterable {
     case expired
     /// No usable tokens: the user must sign in again.
     case loginRequired = "login_required"
-    /// Signed out by the user.
-    case loggedOut = "logged_out"
+    // A signed-out session is gone, not in a state: `status` no longer lists it, and a watch
+    // gets `session.ended` with the reason `logged_out`.
 }
 
 /// Where a provider stands after validation (the `status` of `providers.list`).

@@ -102,7 +102,7 @@ actor LoginFlowManager {
             guard flow.grant == grant, flow.scopes == scopes, flow.prompt == prompt else {
                 throw AuthGateError(.invalidRequest, "Another sign-in to \(configuration.displayName) is pending for this session (\(flow.grant.rawValue)\(flow.prompt.map { ", prompt=\($0)" } ?? "")); finish it, or cancel it (login.cancel), first.")
             }
-            logger.info("sign-in joined", metadata: metadata(key, ["flow.id": "\(id)"]))
+            logger.info("sign-in joined", metadata: key.logMetadata(["flow.id": "\(id)"]))
             return try await started(id, flow.start)
         }
         // Each pending browser sign-in holds a listening port: a uid gets a few at a time.
@@ -121,7 +121,7 @@ actor LoginFlowManager {
         }
         flows[id] = Flow(key: key, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client, start: start)
         pending[key] = id
-        logger.info("sign-in started", metadata: metadata(key, ["flow.id": "\(id)", "flow.grant": "\(grant.rawValue)"]))
+        logger.info("sign-in started", metadata: key.logMetadata(["flow.id": "\(id)", "flow.grant": "\(grant.rawValue)"]))
         return try await started(id, start)
     }
 
@@ -141,7 +141,7 @@ actor LoginFlowManager {
         case .failure(let error):
             flows[id] = nil
             if pending[flow.key] == id { pending[flow.key] = nil }
-            logger.notice("sign-in could not start", metadata: metadata(flow.key, ["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
+            logger.notice("sign-in could not start", metadata: flow.key.logMetadata(["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
             throw error
         case .success(let started):
             if flow.run == nil, flow.outcome == nil {
@@ -198,7 +198,7 @@ actor LoginFlowManager {
         let provider = flow.configuration.displayName
         let deadline = started.deadline
         let logger = logger
-        let flowMetadata = metadata(flow.key, ["flow.id": "\(id)"])
+        let flowMetadata = flow.key.logMetadata(["flow.id": "\(id)"])
         let result: Result<SignInResult, AuthGateError>? = await withTaskGroup(of: Result<SignInResult, AuthGateError>?.self) { group in
             group.addTask { await Self.perform(started.work, client: client, provider: provider, logger: logger, metadata: flowMetadata) }
             group.addTask {
@@ -288,14 +288,14 @@ actor LoginFlowManager {
             let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key)
             record(id, .success(login))
             metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: nil)
-            logger.info("signed in", metadata: metadata(key, ["flow.id": "\(id)", "session.subject": "\(signIn.subject ?? "-")"]))
+            logger.info("signed in", metadata: key.logMetadata(["flow.id": "\(id)", "session.subject": "\(signIn.subject ?? "-")"]))
             // The previous session of this name is gone; its refresh token must not outlive it.
             if let replaced { await flow.client.revoke(replaced) }
         case .failure(let error):
             record(id, .failure(error))
             metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: error.reason)
             logger.notice(error.reason == .flowExpired ? "sign-in expired" : "sign-in failed",
-                          metadata: metadata(key, ["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
+                          metadata: key.logMetadata(["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
         }
     }
 
@@ -350,7 +350,7 @@ actor LoginFlowManager {
         flow.start.cancel()
         flow.run?.cancel()
         record(id, .failure(AuthGateError(.loginRequired, "The sign-in to \(flow.configuration.displayName) was cancelled.")))
-        logger.notice("sign-in cancelled", metadata: metadata(flow.key, ["flow.id": "\(id)"]))
+        logger.notice("sign-in cancelled", metadata: flow.key.logMetadata(["flow.id": "\(id)"]))
         return true
     }
 
@@ -381,9 +381,6 @@ actor LoginFlowManager {
 
     static let notFound = AuthGateError(.flowExpired, "There is no pending sign-in with this flow_id: it expired or was never started; start the sign-in again.")
 
-    private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
-        extra.merging(["peer.uid": "\(key.uid)", "provider.id": "\(key.provider)", "session": "\(key.name)"]) { a, _ in a }
-    }
 }
 
 /// Taken once: the first response with the right state is the one redeemed.

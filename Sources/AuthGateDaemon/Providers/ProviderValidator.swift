@@ -57,7 +57,8 @@ final class ProviderValidator: Service, CustomStringConvertible, Sendable {
                 guard validation.outcome == .unreachable else { return }
             }
             check = true
-            // Full jitter (half to all of the delay) so that many daemons do not retry in step.
+            // Equal jitter (half of the delay, plus up to the other half at random) so that many
+            // daemons do not retry in step.
             let jittered = delay * Double.random(in: 0.5...1.0)
             do {
                 try await Task.sleep(for: jittered)

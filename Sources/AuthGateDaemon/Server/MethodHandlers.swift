@@ -290,8 +290,7 @@ struct MethodHandlers {
     }
 
     private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
-        extra.merging(["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)", "provider.id": "\(key.provider)",
-                       "session": "\(key.name)"]) { a, _ in a }
+        key.logMetadata(extra.merging(["peer.pid": "\(caller.pid)"]) { mine, _ in mine })
     }
 }
 

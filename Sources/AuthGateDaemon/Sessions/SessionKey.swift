@@ -1,4 +1,5 @@
 import AuthGateCore
+import Logging
 
 /// A session's identity: whose, at which provider, under which name.
 ///
@@ -11,5 +12,12 @@ struct SessionKey: Sendable, Hashable, Comparable {
 
     static func < (lhs: SessionKey, rhs: SessionKey) -> Bool {
         (lhs.uid, lhs.provider, lhs.name) < (rhs.uid, rhs.provider, rhs.name)
+    }
+}
+
+extension SessionKey {
+    /// The key as log metadata (never a token: the session's name, not its contents), with `extra`.
+    func logMetadata(_ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+        extra.merging(["peer.uid": "\(uid)", "provider.id": "\(provider)", "session": "\(name)"]) { mine, _ in mine }
     }
 }

@@ -192,11 +192,11 @@ extension SessionManager {
             planRefresh(key)
             // A rotated refresh token reaches the disk before any caller sees the new access token.
             if record.binding.storage == .persistent { persist(key.uid) }
-            logger.info("session refreshed", metadata: metadata(key, ["session.expires_at": "\(tokens.expiresAt)"]))
+            logger.info("session refreshed", metadata: key.logMetadata(["session.expires_at": "\(tokens.expiresAt)"]))
             return .success(tokens)
         case .failure(let error) where error.reason == .loginRequired:
             endSession(key, reason: error.message)
-            logger.notice("refresh refused; sign-in required", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+            logger.notice("refresh refused; sign-in required", metadata: key.logMetadata(["error.reason": "\(error.reason.rawValue)"]))
             return result
         case .failure(let error):
             record.failures += 1
@@ -207,7 +207,7 @@ extension SessionManager {
             let delay = RefreshSchedule.retryDelay(failures: record.failures, policy: record.binding.policy,
                                                    retryAfterSeconds: error.retryAfterSeconds, random: random())
             reschedule(key, at: now().addingTimeInterval(delay))
-            logger.warning("refresh failed; retrying", metadata: metadata(key, [
+            logger.warning("refresh failed; retrying", metadata: key.logMetadata([
                 "error.reason": "\(error.reason.rawValue)", "refresh.failures": "\(record.failures)",
                 "refresh.retry_in_seconds": "\(Int(delay.rounded(.up)))",
             ]))
@@ -236,12 +236,12 @@ extension SessionManager {
                 sessions[key]?.variants[soonest] = nil
             }
             sessions[key]?.variants[variant] = Self.withoutRefreshToken(tokens)
-            logger.info("narrower token obtained", metadata: metadata(key, ["token.variant": "\(variant)"]))
+            logger.info("narrower token obtained", metadata: key.logMetadata(["token.variant": "\(variant)"]))
         case .failure(let error) where error.reason == .loginRequired:
             endSession(key, reason: error.message)
-            logger.notice("refresh refused; sign-in required", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
+            logger.notice("refresh refused; sign-in required", metadata: key.logMetadata(["error.reason": "\(error.reason.rawValue)"]))
         case .failure(let error):
-            logger.warning("narrower token refused", metadata: metadata(key, ["token.variant": "\(variant)", "error.reason": "\(error.reason.rawValue)"]))
+            logger.warning("narrower token refused", metadata: key.logMetadata(["token.variant": "\(variant)", "error.reason": "\(error.reason.rawValue)"]))
         }
         return result
     }
@@ -259,7 +259,7 @@ extension SessionManager {
 
     func expireWithoutRefreshToken(_ key: SessionKey) {
         endSession(key, reason: "The access token expired and the provider issued no refresh token; sign in again.")
-        logger.notice("session expired; sign-in required", metadata: metadata(key))
+        logger.notice("session expired; sign-in required", metadata: key.logMetadata())
     }
 
     // MARK: Scheduling
@@ -306,7 +306,4 @@ extension SessionManager {
         return nextGeneration
     }
 
-    func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
-        extra.merging(["peer.uid": "\(key.uid)", "provider.id": "\(key.provider)", "session": "\(key.name)"]) { a, _ in a }
-    }
 }

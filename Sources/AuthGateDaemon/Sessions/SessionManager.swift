@@ -119,7 +119,7 @@ actor SessionManager {
             sessions[key] = nil
             if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
             if record.binding.storage == .persistent { uids.insert(key.uid) }
-            logger.info("signed out: the provider was removed", metadata: metadata(key))
+            logger.info("signed out: the provider was removed", metadata: key.logMetadata())
         }
         uids.forEach(persist)
         return ended
@@ -140,7 +140,7 @@ actor SessionManager {
             cancelRefreshes(of: key)
             sessions[key] = nil
             if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
-            logger.info("signed out: the provider now has another issuer or client", metadata: metadata(key))
+            logger.info("signed out: the provider now has another issuer or client", metadata: key.logMetadata())
         }
         uids.forEach(persist)
         return ended
