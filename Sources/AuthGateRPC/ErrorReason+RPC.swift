@@ -27,6 +27,8 @@ extension ErrorReason {
         case .flowExpired: -32013
         case .rateLimited: -32014
         case .requestTooLarge: -32015
+        case .loginPending: -32016
+        case .loginCancelled: -32017
         }
     }
 

@@ -57,7 +57,7 @@ enum ExitStatus {
     static func forReason(_ reason: ErrorReason) -> ExitCode {
         switch reason {
         case .internalError: internalError
-        case .loginRequired, .flowExpired: signInRequired
+        case .loginRequired, .flowExpired, .loginPending, .loginCancelled: signInRequired
         case .invalidCredentials: wrongCredentials
         case .parseError, .invalidRequest, .methodNotFound, .invalidParams, .requestTooLarge, .validationFailed,
              .userExists, .weakPassword: inputRefused

@@ -142,7 +142,8 @@ struct InteractiveLoginTests {
         let cancelled = try call(connections[0], "login.cancel", ["flow_id": first["flow_id"] as? String ?? ""])
         #expect((cancelled.object["cancelled"] as? Bool) == true)
         #expect((try call(connections[1], "login.cancel", ["flow_id": first["flow_id"] as? String ?? ""]).object["cancelled"] as? Bool) == false)
-        #expect(try call(connections[1], "login.complete", ["flow_id": first["flow_id"] as? String ?? ""]).errorMessage?.contains("cancelled") == true)
+        let afterCancel = try call(connections[1], "login.complete", ["flow_id": first["flow_id"] as? String ?? ""])
+        #expect(afterCancel.errorReason == "login_cancelled" && afterCancel.errorMessage?.contains("cancelled") == true, "\(afterCancel)")
     }
 
     @Test("another uid can neither complete nor cancel someone's flow: to it the flow does not exist",
@@ -239,7 +240,7 @@ struct InteractiveLoginTests {
         let path = try Interactive.get(redirect.replacingOccurrences(of: "/callback?", with: "/elsewhere?"))
         #expect(path.status == 404, "only the redirect path is served")
         let pending = try call(connection, "login.complete", ["flow_id": flowID, "timeout_seconds": 1])
-        #expect(pending.errorReason == "login_required")
+        #expect(pending.errorReason == "login_pending")
         #expect(pending.errorMessage?.contains("still waiting") == true)
         // Any local user can connect: 32 idle connections are held, a 33rd is closed at once,
         // and the held ones are closed 2 s after connecting (the header deadline).
@@ -337,7 +338,7 @@ struct InteractiveLoginTests {
         #expect(status == 130, "\(output)")
         #expect(output.contains("Sign-in to web cancelled."))
         let reply = try call(connection, "login.complete", ["flow_id": flowID])
-        #expect(reply.errorReason == "login_required")
+        #expect(reply.errorReason == "login_cancelled")
         #expect(reply.errorMessage?.contains("cancelled") == true)
         #expect(try Interactive.get(redirect).exit == 7, "the listener closed")
         #expect(daemon.logText.contains("sign-in cancelled"))

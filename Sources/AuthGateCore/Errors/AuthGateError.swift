@@ -33,6 +33,11 @@ public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     case serverError = "server_error"
     case permissionDenied = "permission_denied"
     case flowExpired = "flow_expired"
+    /// `login.complete` reached its `timeout_seconds` while the user has not finished: call
+    /// it again to keep waiting.
+    case loginPending = "login_pending"
+    /// The interactive sign-in was cancelled (`login.cancel`, or the daemon stopping).
+    case loginCancelled = "login_cancelled"
     case rateLimited = "rate_limited"
     case internalError = "internal_error"
 }

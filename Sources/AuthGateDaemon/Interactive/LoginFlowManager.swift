@@ -349,7 +349,7 @@ actor LoginFlowManager {
         guard flow.outcome == nil, !flow.isFinishing else { return false }
         flow.start.cancel()
         flow.run?.cancel()
-        record(id, .failure(AuthGateError(.loginRequired, "The sign-in to \(flow.configuration.displayName) was cancelled.")))
+        record(id, .failure(AuthGateError(.loginCancelled, "The sign-in to \(flow.configuration.displayName) was cancelled.")))
         logger.notice("sign-in cancelled", metadata: flow.key.logMetadata(["flow.id": "\(id)"]))
         return true
     }

@@ -128,7 +128,7 @@ struct MethodHandlers {
             return try outcome.get()
         }
         if Task.isCancelled { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
-        throw AuthGateError(.loginRequired, "The sign-in is still waiting for you; call login.complete again to keep waiting.")
+        throw AuthGateError(.loginPending, "The sign-in is still waiting for you; call login.complete again to keep waiting.")
     }
 
     func loginCancel(_ params: LoginCancelParams) async throws(AuthGateError) -> LoginCancelResult {
