@@ -175,27 +175,6 @@ private struct HangupSignalService: Service, CustomStringConvertible {
     }
 }
 
-/// Forgets finished sign-in flows now and then, and cancels the pending ones (closing their
-/// redirect listeners) as soon as the daemon starts to stop.
-private struct LoginFlowService: Service, CustomStringConvertible {
-    let flows: LoginFlowManager
-    var description: String { "LoginFlowService" }
-
-    func run() async throws {
-        await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await Task.sleep(for: .seconds(10))
-                } catch {
-                    return
-                }
-                await flows.purge()
-            }
-        }
-        await flows.shutdown()
-    }
-}
-
 extension String {
     /// Cut or filled with spaces to `width` characters, for aligned log columns.
     func padded(to width: Int) -> String {

@@ -4,25 +4,6 @@ import AuthGateRPC
 import FoundationEssentials
 import Logging
 
-/// What `daemon.info` reports about the running daemon, and who administers it.
-public struct DaemonContext: Sendable {
-    public var startedAt: ContinuousClock.Instant
-    public var configDirectory: String
-    public var mode: DaemonMode
-    public var socketPath: String
-    /// Members of this group may reload and list every user's sessions.
-    public var adminGroup: String
-
-    public init(startedAt: ContinuousClock.Instant = .now, configDirectory: String, mode: DaemonMode, socketPath: String,
-                adminGroup: String = DaemonConfiguration.defaultAdminGroup) {
-        self.adminGroup = adminGroup
-        self.startedAt = startedAt
-        self.configDirectory = configDirectory
-        self.mode = mode
-        self.socketPath = socketPath
-    }
-}
-
 /// The RPC methods, for one caller. Each returns a result or throws ``AuthGateError``.
 struct MethodHandlers {
     let services: DaemonServices

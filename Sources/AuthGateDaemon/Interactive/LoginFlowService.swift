@@ -1,0 +1,22 @@
+import ServiceLifecycle
+
+/// Forgets finished sign-in flows now and then, and cancels the pending ones (closing their
+/// redirect listeners) as soon as the daemon starts to stop.
+struct LoginFlowService: Service, CustomStringConvertible {
+    let flows: LoginFlowManager
+    var description: String { "LoginFlowService" }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    try await Task.sleep(for: .seconds(10))
+                } catch {
+                    return
+                }
+                await flows.purge()
+            }
+        }
+        await flows.shutdown()
+    }
+}

@@ -1,0 +1,64 @@
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+
+/// The session records. Every change goes through here, so that a session whose tokens
+/// change or which goes away is withdrawn from ``PublishedTokens`` in the same step, and its
+/// watchers (``TokenWatchers``) are told.
+struct SessionTable {
+    private var records: [SessionKey: SessionRecord] = [:]
+    private var countByUID: [UInt32: Int] = [:]
+    let published: PublishedTokens
+    let watchers: TokenWatchers
+
+    init(published: PublishedTokens, watchers: TokenWatchers) {
+        self.published = published
+        self.watchers = watchers
+    }
+
+    subscript(key: SessionKey) -> SessionRecord? {
+        get { records[key] }
+        set {
+            let old = records[key]
+            if newValue?.tokens != old?.tokens { published.withdraw(key) }
+            records[key] = newValue
+            if (old != nil) != (newValue != nil) { count(key.uid, newValue != nil ? 1 : -1) }
+            tell(key, old: old, new: newValue)
+        }
+    }
+
+    @discardableResult
+    mutating func removeValue(forKey key: SessionKey) -> SessionRecord? {
+        published.withdraw(key)
+        let removed = records.removeValue(forKey: key)
+        if removed != nil { count(key.uid, -1) }
+        tell(key, old: removed, new: nil)
+        return removed
+    }
+
+    /// A new access token is `token.changed`; tokens gone (refused, expired) or the record gone
+    /// (signed out) is `session.ended`. A change of the refresh token alone tells nobody.
+    private func tell(_ key: SessionKey, old: SessionRecord?, new: SessionRecord?) {
+        switch (old?.tokens, new?.tokens) {
+        case (let before, .some(let after)) where before?.accessToken != after.accessToken || before?.expiresAt != after.expiresAt:
+            watchers.tokensChanged(key, after)
+        case (.some, nil) where new != nil:
+            watchers.sessionEnded(key, .loginRequired, message: new?.lastError ?? "The session needs a new sign-in.")
+        case (_, _) where old != nil && new == nil:
+            watchers.sessionEnded(key, .loggedOut, message: "The session was signed out.")
+        default:
+            break
+        }
+    }
+
+    /// The sessions of `uid`, in O(1).
+    func count(uid: UInt32) -> Int { countByUID[uid, default: 0] }
+
+    private mutating func count(_ uid: UInt32, _ change: Int) {
+        let count = countByUID[uid, default: 0] + change
+        countByUID[uid] = count > 0 ? count : nil
+    }
+
+    var all: [SessionKey: SessionRecord] { records }
+    var count: Int { records.count }
+}
