@@ -1,3 +1,5 @@
+import FoundationEssentials
+
 /// A secret string (token, password, client secret) that never prints itself.
 ///
 /// `description`, `debugDescription` and string interpolation all give `<redacted>`, so a
@@ -35,28 +37,11 @@ public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugSt
     }
 }
 
-/// Base64url without padding (RFC 4648 §5), as used in OAuth tokens and PKCE.
+/// Base64url without padding (RFC 4648 §5), as used in OAuth tokens and PKCE: Foundation's
+/// base64 with the two URL-safe letters and no `=`.
 public enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
     public static func encode(_ bytes: [UInt8]) -> String {
-        var out = [UInt8]()
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index + 3 <= bytes.count {
-            let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)], alphabet[Int(n & 63)]]
-            index += 3
-        }
-        let rest = bytes.count - index
-        if rest == 1 {
-            let n = UInt32(bytes[index]) << 16
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)]]
-        } else if rest == 2 {
-            let n = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8
-            out += [alphabet[Int(n >> 18 & 63)], alphabet[Int(n >> 12 & 63)], alphabet[Int(n >> 6 & 63)]]
-        }
-        return String(decoding: out, as: UTF8.self)
+        Data(bytes).base64EncodedString().replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
     }
 }
 

@@ -120,19 +120,18 @@ actor IDTokenVerifier {
         AuthGateError(.serverError, "The ID token from \(provider) was refused: \(why).")
     }
 
-    /// The JOSE header, read before any key is chosen.
+    /// The JOSE header, read (with jwt-kit's parser) before any key is chosen.
     private static func header(of token: String, provider: String) throws(AuthGateError) -> (alg: String?, kid: String?) {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = base64URLDecode(String(parts[0])),
-              let object = (try? JSONValue.parse(data))?.objectValue else {
+        do {
+            let header = try DefaultJWTParser().parse(Array(token.utf8), as: UncheckedPayload.self).header
+            return (header.alg, header.kid)
+        } catch {
             throw AuthGateError(.serverError, "The ID token from \(provider) was refused: it is not a signed JWT.")
         }
-        return (object["alg"]?.stringValue, object["kid"]?.stringValue)
     }
+}
 
-    private static func base64URLDecode(_ text: String) -> Data? {
-        var base64 = text.replacing("-", with: "+").replacing("_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
-    }
+/// Any JSON object as a payload: the header is read before the claims are checked.
+private struct UncheckedPayload: JWTPayload {
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
 }

@@ -32,6 +32,9 @@ struct ProviderFaultTests {
         ("id_token_wrong_aud", "server_error"),
         ("id_token_expired", "server_error"),
         ("id_token_unknown_kid", "server_error"),
+        ("id_token_alg_none", "server_error"),
+        ("id_token_hs256", "server_error"),
+        ("id_token_not_jwt", "server_error"),
         ("injected_token", "server_error"),
     ]
 
@@ -53,6 +56,12 @@ struct ProviderFaultTests {
             #expect(message.hasSuffix("."), "\(mode): \(message)")
             #expect(reason == "invalid_credentials" || message.contains("faulty"), "names the provider: \(mode): \(message)")
             #expect(!message.contains("faulty-at-") && !message.contains("faulty-rt-") && !message.contains("<html"), "\(mode): \(message)")
+            switch mode {
+            case "id_token_alg_none": #expect(message.contains("algorithm \"none\""), "\(message)")
+            case "id_token_hs256": #expect(message.contains("algorithm \"HS256\""), "\(message)")
+            case "id_token_not_jwt": #expect(message.contains("not a signed JWT"), "\(message)")
+            default: break
+            }
             if mode == "http503" {
                 let data = (reply["error"] as? [String: Any])?["data"] as? [String: Any]
                 #expect(data?["retry_after_seconds"] as? Int == 7)

@@ -45,7 +45,7 @@ Modes (what /token answers; discovery and JWKS are normal unless said):
   authorization_pending / slow_down / access_denied / expired_token
                       400 with that RFC 8628 error (device-code polling)
   id_token_unknown_kid, id_token_bad_signature, id_token_wrong_aud, id_token_wrong_issuer,
-  id_token_expired, id_token_other_sub
+  id_token_expired, id_token_other_sub, id_token_alg_none, id_token_hs256, id_token_not_jwt
                       as ok (with openid), but the id_token has that defect (other_sub: the sub
                       "someone-else", as if the refresh token were another user's)
   injected_token      as ok, but the access_token is "tok\r\nX-Injected: yes"
@@ -80,7 +80,8 @@ KID = "faulty-1"
 TRANSPORT_FAULTS = {"http500", "http503", "html_error", "empty_401", "empty_403", "invalid_client", "slow"}
 DEVICE_ERRORS = {"authorization_pending", "slow_down", "access_denied", "expired_token"}
 ID_TOKEN_DEFECTS = {"id_token_unknown_kid", "id_token_bad_signature", "id_token_wrong_aud",
-                    "id_token_wrong_issuer", "id_token_expired", "id_token_other_sub"}
+                    "id_token_wrong_issuer", "id_token_expired", "id_token_other_sub",
+                    "id_token_alg_none", "id_token_hs256", "id_token_not_jwt"}
 MODES = TRANSPORT_FAULTS | DEVICE_ERRORS | ID_TOKEN_DEFECTS | {
     "ok", "invalid_grant", "truncated", "truncated_transfer", "huge", "wrong_types", "not_json",
     "issuer_mismatch", "slow_discovery", "discovery_500", "injected_token", "escape_error", "escape_user_code",
@@ -281,6 +282,14 @@ class Handler(BaseHTTPRequestHandler):
         elif mode == "id_token_expired":
             claims["iat"], claims["exp"] = now - 1200, now - 600
         token = jwt(claims, self.server.key, "unknown-kid" if mode == "id_token_unknown_kid" else KID)
+        if mode in ("id_token_alg_none", "id_token_hs256"):
+            # An unsigned token, or one "signed" with HMAC: both must be refused by their header.
+            alg = "none" if mode == "id_token_alg_none" else "HS256"
+            head = certs.b64url(json.dumps({"alg": alg, "typ": "JWT", "kid": KID}).encode())
+            token = f"{head}.{token.split('.')[1]}." + ("" if alg == "none" else certs.b64url(b"x" * 32))
+        if mode == "id_token_not_jwt":
+            # The compact shape, but a header that is not JSON: only a JWT parser sees it.
+            token = certs.b64url(b"not json") + token[token.index("."):]
         if mode == "id_token_bad_signature":
             # Flip bits in the middle of the signature: still base64url, no longer valid.
             head, sig = token.rsplit(".", 1)
