@@ -115,8 +115,15 @@ public enum Daemon {
                                inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher,
                                connections: connections, metrics: metrics, readiness: readiness, logger: logger,
                                onListening: { notifier.ready() }, onStopping: { notifier.stopping() })
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: server),
+        // The group stops its services in reverse order, each after the one behind it has
+        // finished: the socket first (no new requests; open ones are closed), then the
+        // metrics, reloads and validation, then the pending sign-ins, then the sessions and
+        // their refreshes; the watchdog keeps systemd informed to the end.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let watchdog = WatchdogService(notifier: notifier) {
+            services.append(.init(service: watchdog))
+        }
+        services += [
             .init(service: RefreshScheduler(sessions: sessions)),
             .init(service: LoginFlowService(flows: flows)),
             .init(service: validator),
@@ -125,9 +132,7 @@ public enum Daemon {
         if let address = configuration.metricsAddress, let exposition {
             services.append(.init(service: MetricsListener(address: address, exposition: exposition, logger: logger)))
         }
-        if let watchdog = WatchdogService(notifier: notifier) {
-            services.append(.init(service: watchdog))
-        }
+        services.append(.init(service: server))
         let group = ServiceGroup(configuration: .init(
             services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -140,8 +145,6 @@ public enum Daemon {
             logger.critical("stopped on an error", metadata: ["error": "\(error)"])
             status = .setupFailed
         }
-        // LoginFlowService has cancelled the flows as the group stopped.
-        await sessions.shutdown()
         logger.notice("stopped")
         return status
     }

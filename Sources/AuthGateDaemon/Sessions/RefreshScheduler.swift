@@ -7,8 +7,8 @@ import ServiceLifecycle
 /// was planned, not at the next tick of a fixed clock. Refreshes that wait for a free slot are
 /// started by the manager itself as slots free up.
 ///
-/// One owned loop, stopped by the graceful shutdown; the refreshes themselves belong to the
-/// manager, which cancels them on shutdown.
+/// The session manager's service in the group: one owned loop, stopped by the graceful
+/// shutdown, after which the manager cancels the refreshes it owns (``SessionManager/shutdown()``).
 struct RefreshScheduler: Service, CustomStringConvertible {
     let sessions: SessionManager
     /// The longest sleep even when nothing is planned sooner: plans are wall-clock times, and
@@ -41,5 +41,6 @@ struct RefreshScheduler: Service, CustomStringConvertible {
                 if !stillRunning { return }
             }
         }
+        await sessions.shutdown()
     }
 }
