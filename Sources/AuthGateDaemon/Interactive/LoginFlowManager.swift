@@ -62,7 +62,7 @@ actor LoginFlowManager {
         var client: RemoteIdentityProvider
         var start: Task<Result<Started, AuthGateError>, Never>
         var run: Task<Void, Never>?
-        var outcome: Result<LoginResult, AuthGateError>?
+        var outcome: Result<SignedInSession, AuthGateError>?
         var finishedAt: Date?
         /// Its session is being stored: too late to cancel.
         var isFinishing = false
@@ -299,7 +299,7 @@ actor LoginFlowManager {
         }
     }
 
-    private func record(_ id: String, _ outcome: Result<LoginResult, AuthGateError>) {
+    private func record(_ id: String, _ outcome: Result<SignedInSession, AuthGateError>) {
         guard let key = flows[id]?.key, flows[id]?.outcome == nil else { return }
         flows[id]?.outcome = outcome
         flows[id]?.finishedAt = now()
@@ -319,7 +319,7 @@ actor LoginFlowManager {
 
     /// The outcome of the caller's flow, `nil` while it is pending.
     /// - Throws: `flow_expired` when there is no such flow of this uid (never was, or gone).
-    func outcome(of id: String, uid: UInt32) throws(AuthGateError) -> Result<LoginResult, AuthGateError>? {
+    func outcome(of id: String, uid: UInt32) throws(AuthGateError) -> Result<SignedInSession, AuthGateError>? {
         guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
         return flow.outcome
     }
@@ -327,7 +327,7 @@ actor LoginFlowManager {
     /// The flow's outcome if it has ended, else a stream that yields once when it does, and
     /// the waiter's number for ``stopWaiting(_:waiter:)``. The stream's iteration ends when
     /// the waiting task is cancelled, so a waiter never outlives its connection.
-    func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<LoginResult, AuthGateError>?, (AsyncStream<Void>, waiter: Int)?) {
+    func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<SignedInSession, AuthGateError>?, (AsyncStream<Void>, waiter: Int)?) {
         guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
         if let outcome = flow.outcome { return (outcome, nil) }
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))

@@ -89,7 +89,7 @@ struct MethodHandlers {
             throw AuthGateError(.invalidParams, "\"timeout_seconds\" must be between 1 and 3600.")
         }
         let (finished, waiting) = try await services.flows.outcomeOrWait(params.flowID, uid: caller.uid)
-        if let finished { return try finished.get() }
+        if let finished { return LoginResult(try finished.get()) }
         guard let (updates, waiter) = waiting else { throw AuthGateError(.internalError, "The sign-in has neither an outcome nor a way to wait for one.") }
         // Wait for the flow's end, the timeout, or this connection's end (shutdown), whichever
         // comes first; every child ends promptly when cancelled.
@@ -106,7 +106,7 @@ struct MethodHandlers {
         }
         await services.flows.stopWaiting(params.flowID, waiter: waiter)
         if let outcome = try await services.flows.outcome(of: params.flowID, uid: caller.uid) {
-            return try outcome.get()
+            return LoginResult(try outcome.get())
         }
         if Task.isCancelled { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
         throw AuthGateError(.loginPending, "The sign-in is still waiting for you; call login.complete again to keep waiting.")
@@ -148,7 +148,7 @@ struct MethodHandlers {
             // The previous session of this name is gone; its refresh token must not outlive it.
             await client.revoke(replaced)
         }
-        return result
+        return LoginResult(result)
     }
 
     func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
@@ -206,11 +206,13 @@ struct MethodHandlers {
             guard let id = ProviderID(name) else { throw .unknownProvider(name) }
             provider = id
         }
-        guard params.all == true else { return await services.sessions.status(uid: caller.uid, provider: provider) }
+        guard params.all == true else {
+            return await services.sessions.status(uid: caller.uid, provider: provider).map { SessionStatus($0, showingUID: false) }
+        }
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
             throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may list every user's sessions.")
         }
-        return await services.sessions.status(uid: nil, provider: provider)
+        return await services.sessions.status(uid: nil, provider: provider).map { SessionStatus($0, showingUID: true) }
     }
 
     func logout(_ params: LogoutParams) async throws(AuthGateError) -> LogoutResult {
@@ -275,10 +277,18 @@ struct MethodHandlers {
     }
 }
 
-extension TokenResult {
-    /// What a caller may see of a session's tokens: never the refresh token.
-    init(_ tokens: TokenSet) {
-        self.init(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
-                  scopes: tokens.scopes, idToken: tokens.idToken)
+extension LoginResult {
+    init(_ signedIn: SignedInSession) {
+        self.init(provider: signedIn.key.provider.rawValue, session: signedIn.key.name.rawValue, state: signedIn.state,
+                  expiresAt: signedIn.expiresAt, subject: signedIn.subject, displayName: signedIn.displayName)
+    }
+}
+
+extension SessionStatus {
+    /// - Parameter showingUID: An administrator's list of everyone's sessions names each one's uid.
+    init(_ summary: SessionSummary, showingUID: Bool) {
+        self.init(provider: summary.provider, session: summary.session, state: summary.state, expiresAt: summary.expiresAt,
+                  nextRefreshAt: summary.nextRefreshAt, lastError: summary.lastError, subject: summary.subject,
+                  uid: showingUID ? summary.key.uid : nil, refreshOverdueSeconds: summary.refreshOverdueSeconds)
     }
 }

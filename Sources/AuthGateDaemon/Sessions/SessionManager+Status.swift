@@ -1,5 +1,4 @@
 import AuthGateCore
-import AuthGateRPC
 import FoundationEssentials
 import Logging
 
@@ -7,8 +6,8 @@ import Logging
 extension SessionManager {
     // MARK: Status
 
-    /// The sessions of `uid`, or of everyone (each then naming its uid) when `uid` is nil.
-    func status(uid: UInt32?, provider: ProviderID?) -> [SessionStatus] {
+    /// The sessions of `uid`, or of everyone when `uid` is nil.
+    func status(uid: UInt32?, provider: ProviderID?) -> [SessionSummary] {
         let now = now()
         return sessions.all.filter { (uid == nil || $0.key.uid == uid) && (provider == nil || $0.key.provider == provider) }
             .sorted { $0.key < $1.key }
@@ -16,9 +15,8 @@ extension SessionManager {
                 let state = Self.reportedState(record, at: now)
                 // Past its planned time and not started: waiting for a slot at a provider that falls behind.
                 let overdue = record.nextRefreshAt.map { now.timeIntervalSince($0) }.flatMap { $0 >= 1 ? Int($0) : nil }
-                return SessionStatus(provider: key.provider.rawValue, session: key.name.rawValue, state: state,
-                                     expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt, lastError: record.lastError,
-                                     subject: record.subject, uid: uid == nil ? key.uid : nil, refreshOverdueSeconds: overdue)
+                return SessionSummary(key: key, state: state, expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt,
+                                      lastError: record.lastError, subject: record.subject, refreshOverdueSeconds: overdue)
             }
     }
 

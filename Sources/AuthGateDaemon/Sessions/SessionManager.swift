@@ -1,5 +1,4 @@
 import AuthGateCore
-import AuthGateRPC
 import FoundationEssentials
 import Logging
 
@@ -86,7 +85,7 @@ actor SessionManager {
 
     /// Stores a fresh sign-in, replacing any session of the same key.
     /// - Returns: The result for the caller, and the replaced tokens (to revoke).
-    func store(_ signIn: SignInResult, grant: Grant, binding: SessionBinding, for key: SessionKey) -> (LoginResult, replaced: TokenSet?) {
+    func store(_ signIn: SignInResult, grant: Grant, binding: SessionBinding, for key: SessionKey) -> (SignedInSession, replaced: TokenSet?) {
         let previous = sessions[key]
         cancelRefreshes(of: key)
         let obtainedAt = now()
@@ -95,8 +94,8 @@ actor SessionManager {
         planRefresh(key)
         if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
         let replaced = previous?.tokens
-        let result = LoginResult(provider: key.provider.rawValue, session: key.name.rawValue, state: .authenticated,
-                                 expiresAt: signIn.tokens.expiresAt, subject: signIn.subject, displayName: signIn.displayName)
+        let result = SignedInSession(key: key, state: .authenticated, expiresAt: signIn.tokens.expiresAt, subject: signIn.subject,
+                                     displayName: signIn.displayName)
         return (result, replaced)
     }
 

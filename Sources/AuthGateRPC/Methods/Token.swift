@@ -85,6 +85,14 @@ public struct TokenResult: Sendable, Codable {
     }
 }
 
+extension TokenResult {
+    /// What a caller may see of a session's tokens: never the refresh token.
+    public init(_ tokens: TokenSet) {
+        self.init(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
+                  scopes: tokens.scopes, idToken: tokens.idToken)
+    }
+}
+
 /// `token.rejected` params: the caller's API answered 401 to `access_token`.
 public struct TokenRejectedParams: Sendable, Codable {
     public var provider: String

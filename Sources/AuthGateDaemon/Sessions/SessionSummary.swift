@@ -1,0 +1,28 @@
+import AuthGateCore
+import FoundationEssentials
+
+/// A session as `status` shows it: its state and plans, never a token. ``SessionManager``
+/// reports these; the RPC layer turns them into its wire type.
+struct SessionSummary: Sendable, Equatable {
+    var key: SessionKey
+    var state: SessionState
+    var expiresAt: Date?
+    var nextRefreshAt: Date?
+    var lastError: String?
+    var subject: String?
+    /// Seconds the planned refresh has waited for a slot at its provider, from one second on.
+    var refreshOverdueSeconds: Int?
+
+    var provider: String { key.provider.rawValue }
+    var session: String { key.name.rawValue }
+}
+
+/// A sign-in that has just been stored: what the caller is told.
+struct SignedInSession: Sendable, Equatable {
+    var key: SessionKey
+    var state: SessionState
+    var expiresAt: Date
+    var subject: String?
+    /// The name the user knows, when the provider said it.
+    var displayName: String?
+}
