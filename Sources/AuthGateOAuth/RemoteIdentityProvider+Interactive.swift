@@ -42,6 +42,33 @@ extension RemoteIdentityProvider {
         return authorization
     }
 
+    /// Polls until the user has finished on the verification page (RFC 8628 §3.4, §3.5): every
+    /// `interval` seconds, 5 more after each `slow_down`, and backing off (doubling, to 60 s)
+    /// while the provider cannot be reached or fails.
+    /// - Returns: The sign-in or why it failed; `nil` when the calling task is cancelled.
+    public func awaitDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async -> Result<SignInResult, AuthGateError>? {
+        var interval = authorization.interval
+        while true {
+            do {
+                try await Task.sleep(for: .seconds(interval))
+            } catch {
+                return nil
+            }
+            do throws(AuthGateError) {
+                switch try await pollDeviceAuthorization(authorization, scopes: scopes) {
+                case .pending: continue
+                case .slowDown: interval += 5  // §3.5
+                case .signedIn(let signIn): return .success(signIn)
+                }
+            } catch where error.reason == .networkError || error.reason == .serviceUnavailable {
+                // §3.5: on a connection problem, back off and keep polling.
+                interval = max(interval, min(interval * 2, 60))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
     /// Polls the token endpoint once with the device code (RFC 8628 §3.4, §3.5).
     /// - Throws: `permission_denied` on `access_denied`, `flow_expired` on `expired_token`,
     ///   and the usual reasons for anything else.

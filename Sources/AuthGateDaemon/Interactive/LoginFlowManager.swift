@@ -224,48 +224,26 @@ actor LoginFlowManager {
                                 metadata: Logger.Metadata) async -> Result<SignInResult, AuthGateError>? {
         switch work {
         case .device(let authorization, let scopes):
-            var interval = authorization.interval
-            while true {
-                do {
-                    try await Task.sleep(for: .seconds(interval))
-                } catch {
-                    return nil
-                }
-                do throws(AuthGateError) {
-                    switch try await client.pollDeviceAuthorization(authorization, scopes: scopes) {
-                    case .pending: continue
-                    case .slowDown: interval += 5  // RFC 8628 §3.5
-                    case .signedIn(let signIn): return .success(signIn)
-                    }
-                } catch where error.reason == .networkError || error.reason == .serviceUnavailable {
-                    // RFC 8628 §3.5: on a connection problem, back off and keep polling.
-                    interval = max(interval, min(interval * 2, 60))
-                } catch {
-                    return .failure(error)
-                }
-            }
+            return await client.awaitDeviceAuthorization(authorization, scopes: scopes)
         case .browser(let request, let listener):
             let claim = Claim()
             return await listener.serve { (query: [String: String]) -> (RedirectPage, Result<SignInResult, AuthGateError>?) in
                 guard request.carriesState(query) else {
                     // Never the query itself: it may hold someone's authorization code.
                     logger.notice("redirect refused: its state does not match the pending sign-in", metadata: metadata)
-                    return (RedirectPage(status: .badRequest, title: "Sign-in failed",
-                                         message: "This request does not belong to the pending sign-in to \(provider) (its state does not match); it was refused."), nil)
+                    return (.foreignState(provider: provider), nil)
                 }
                 // Only one response per sign-in is redeemed, however many arrive at once.
                 guard claim.take() else {
-                    return (RedirectPage(status: .conflict, title: "Sign-in in progress",
-                                         message: "This sign-in is already being completed."), nil)
+                    return (.alreadyCompleting, nil)
                 }
                 switch await client.completeAuthorization(query, request: request) {
                 case .ignored(let why):
-                    return (RedirectPage(status: .badRequest, title: "Sign-in failed", message: why), nil)
+                    return (.failed(why), nil)
                 case .finished(.success(let signIn)):
-                    return (RedirectPage(status: .ok, title: "Signed in",
-                                         message: "Signed in to \(provider) — you can close this tab."), .success(signIn))
+                    return (.signedIn(provider: provider), .success(signIn))
                 case .finished(.failure(let error)):
-                    return (RedirectPage(status: .badRequest, title: "Sign-in failed", message: error.message), .failure(error))
+                    return (.failed(error.message), .failure(error))
                 }
             }
         }

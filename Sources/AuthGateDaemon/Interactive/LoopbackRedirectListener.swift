@@ -22,6 +22,24 @@ struct RedirectPage: Sendable {
         """
     }
 
+    // What the browser shows at the end of a browser sign-in.
+
+    static func signedIn(provider: String) -> RedirectPage {
+        RedirectPage(status: .ok, title: "Signed in", message: "Signed in to \(provider) — you can close this tab.")
+    }
+
+    static func failed(_ why: String) -> RedirectPage {
+        RedirectPage(status: .badRequest, title: "Sign-in failed", message: why)
+    }
+
+    /// A redirect whose `state` is not the pending sign-in's.
+    static func foreignState(provider: String) -> RedirectPage {
+        failed("This request does not belong to the pending sign-in to \(provider) (its state does not match); it was refused.")
+    }
+
+    /// A second redirect while the first is being redeemed.
+    static let alreadyCompleting = RedirectPage(status: .conflict, title: "Sign-in in progress", message: "This sign-in is already being completed.")
+
     static func escape(_ text: String) -> String {
         var out = ""
         for character in text {
