@@ -152,7 +152,8 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
             idleSince = nil
             return
         }
-        let now = NIODeadline.now()
+        // The loop's clock: the real one on a real loop, a test's on an EmbeddedEventLoop.
+        let now = context.eventLoop.now
         idleSince = now
         if idleTimer == nil { scheduleIdleCheck(context, at: now + TimeAmount(limits.idleTimeout)) }
     }
@@ -165,7 +166,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
             // Busy now: the next idle moment schedules a check again.
             guard let since = self_.idleSince else { return }
             let closeAt = since + TimeAmount(self_.limits.idleTimeout)
-            guard NIODeadline.now() >= closeAt else { return self_.scheduleIdleCheck(context, at: closeAt) }
+            guard context.eventLoop.now >= closeAt else { return self_.scheduleIdleCheck(context, at: closeAt) }
             self_.onTimeout("the connection was idle")
             context.channel.close(promise: nil)
         }
