@@ -129,7 +129,7 @@ final class SessionStore: Sendable {
     private func readSessions(uid: UInt32) -> Result<[PersistedSession], StoreFailure> {
         let file = path(uid: uid)
         // O_NOFOLLOW: a symlink here is not something this daemon made.
-        let fd = StorageFiles.openFile(file, O_RDONLY | O_NOFOLLOW)
+        let fd = StorageFiles.openFile(file, noFollow: true)
         guard fd >= 0 else { return .failure(StoreFailure("\(file) cannot be opened: \(StorageFiles.errorText())")) }
         defer { close(fd) }
         guard let info = StorageFiles.fileStatus(fd), info.isRegularFile else {
@@ -178,26 +178,15 @@ final class SessionStore: Sendable {
     /// (so the rename cannot cross file systems), synced, then renamed over the old one.
     private func write(_ bytes: [UInt8], uid: UInt32) throws(StorageError) {
         let file = path(uid: uid)
-        guard let (fd, temporary) = StorageFiles.createTemporaryFile(prefix: "\(directory)/.\(uid)\(Self.temporaryMarker)") else {
-            throw StorageError(file: file, "cannot create a temporary file to save \(file): \(StorageFiles.errorText())")
+        let temporary: String
+        switch StorageFiles.writeTemporaryFile(bytes, prefix: "\(directory)/.\(uid)\(Self.temporaryMarker)") {
+        case .success(let written): temporary = written
+        case .failure(let problem): throw StorageError(file: file, "cannot save \(file): \(problem.text)")
         }
-        // mkstemp already uses 0600, less the umask; fchmod makes it exactly 0600. The sync
-        // makes the contents durable before the rename makes them visible, so a crash cannot
-        // leave an empty file under the real name.
-        var written = fchmod(fd, 0o600) == 0 && StorageFiles.writeAll(fd, bytes) && StorageFiles.sync(fd)
-        var problem = written ? nil : StorageFiles.errorText()
-        // close can report a delayed write error (NFS, quotas).
-        if close(fd) != 0, written {
-            written = false
-            problem = StorageFiles.errorText()
-        }
-        if written, rename(temporary, file) != 0 {
-            written = false
-            problem = StorageFiles.errorText()
-        }
-        guard written else {
+        guard rename(temporary, file) == 0 else {
+            let problem = StorageFiles.errorText()
             unlink(temporary)
-            throw StorageError(file: file, "cannot save \(file): \(problem ?? "unknown error")")
+            throw StorageError(file: file, "cannot save \(file): \(problem)")
         }
         // The rename is durable only once the directory is.
         if let failure = StorageFiles.syncDirectory(directory) {

@@ -20,8 +20,8 @@ struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     var description: String { message }
 }
 
-/// The few POSIX file operations the storage needs, each retrying `EINTR` and reporting
-/// failures as `errno` sentences.
+/// The few file operations the storage needs, on swift-system's `FileDescriptor` (which retries
+/// `EINTR` and partial writes) where it has them, reporting failures as `errno` sentences.
 enum StorageFiles {
     /// Permission bits that let anyone but the owner in.
     static let groupAndOther: UInt32 = 0o077
@@ -53,11 +53,17 @@ enum StorageFiles {
         String(cString: strerror(code))
     }
 
-    /// `open(2)`, retried on `EINTR`. Returns -1 with `errno` set on failure.
-    static func openFile(_ path: String, _ flags: Int32, mode: mode_t = 0) -> Int32 {
-        while true {
-            let fd = open(path, flags | O_CLOEXEC, mode)
-            if fd >= 0 || errno != EINTR { return fd }
+    /// Opens `path` for reading (close-on-exec), not following a symlink when `noFollow`.
+    /// Returns -1 with `errno` set on failure.
+    static func openFile(_ path: String, noFollow: Bool = false, directory: Bool = false) -> Int32 {
+        var options: FileDescriptor.OpenOptions = [.closeOnExec]
+        if noFollow { options.insert(.noFollow) }
+        if directory { options.insert(.directory) }
+        do {
+            return try FileDescriptor.open(FilePath(path), .readOnly, options: options, retryOnInterrupt: true).rawValue
+        } catch {
+            errno = code(error)
+            return -1
         }
     }
 
@@ -81,39 +87,67 @@ enum StorageFiles {
         }
     }
 
-    /// Writes all of `bytes`, looping over partial writes and `EINTR`.
-    /// - Returns: `false` with `errno` set when a write fails.
-    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return false
-                }
-                offset += written
-            }
-            return true
-        }
-    }
-
     /// Reads to the end of the file, but at most `limit + 1` bytes, so a caller can tell a
     /// file over the limit without reading all of it.
     /// - Returns: `nil` with `errno` set when a read fails.
     static func readAll(_ fd: Int32, limit: Int) -> [UInt8]? {
+        let file = FileDescriptor(rawValue: fd)
         var bytes = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while bytes.count <= limit {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, min($0.count, limit + 1 - bytes.count)) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return nil
+        do {
+            while bytes.count <= limit {
+                let wanted = min(chunk.count, limit + 1 - bytes.count)
+                let count = try chunk.withUnsafeMutableBytes { try file.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[..<wanted])) }
+                if count == 0 { break }
+                bytes += chunk[0..<count]
             }
-            if count == 0 { break }
-            bytes += chunk[0..<count]
+        } catch {
+            errno = code(error)
+            return nil
         }
         return bytes
+    }
+
+    /// The storage's one way to write a file: `bytes` in a new file named `prefix` and six
+    /// random characters (mkstemp, in the directory where they will live, so that a rename or
+    /// link cannot cross file systems), exactly 0600, synced and closed. The caller then
+    /// publishes it under its real name (rename or link) and syncs the directory
+    /// (``syncDirectory(_:)``): a crash never leaves an empty or short file under that name.
+    /// - Returns: The temporary file's path, or what went wrong as text (nothing is left behind).
+    static func writeTemporaryFile(_ bytes: [UInt8], prefix: String) -> Result<String, TextError> {
+        guard let (fd, temporary) = createTemporaryFile(prefix: prefix) else { return .failure(TextError(errorText())) }
+        let file = FileDescriptor(rawValue: fd)
+        var problem: String?
+        do {
+            // mkstemp uses 0600 less the umask; this makes it exactly 0600.
+            guard fchmod(fd, 0o600) == 0 else { throw Errno(rawValue: errno) }
+            _ = try file.writeAll(bytes)
+            guard sync(fd) else { throw Errno(rawValue: errno) }
+        } catch {
+            problem = errorText(code(error))
+        }
+        // close can report a delayed write error (NFS, quotas).
+        do {
+            try file.close()
+        } catch {
+            problem = problem ?? errorText(code(error))
+        }
+        if let problem {
+            unlink(temporary)
+            return .failure(TextError(problem))
+        }
+        return .success(temporary)
+    }
+
+    /// The `errno` value of a swift-system error.
+    private static func code(_ error: any Error) -> Int32 {
+        (error as? Errno)?.rawValue ?? EIO
+    }
+
+    /// A failure as `errno`'s text.
+    struct TextError: Error {
+        var text: String
+        init(_ text: String) { self.text = text }
     }
 
     /// `fsync(2)`, retried on `EINTR`.
@@ -143,7 +177,7 @@ enum StorageFiles {
     /// holds the name is synced too.
     /// - Returns: `nil`, or what went wrong as text.
     static func syncDirectory(_ path: String) -> String? {
-        let fd = openFile(path, O_RDONLY | O_DIRECTORY)
+        let fd = openFile(path, directory: true)
         guard fd >= 0 else { return errorText() }
         defer { close(fd) }
         return sync(fd) ? nil : errorText()

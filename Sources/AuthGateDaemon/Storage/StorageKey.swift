@@ -63,7 +63,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
     private static func readCredential(_ path: String) throws(StorageError) -> StorageKey? {
         // systemd makes credentials read-only files owned by the service's user, so their
         // permissions are systemd's business; only the contents are checked here.
-        let fd = StorageFiles.openFile(path, O_RDONLY)
+        let fd = StorageFiles.openFile(path)
         if fd < 0 {
             if errno == ENOENT { return nil }
             throw StorageError(file: path, "cannot read the key credential \(path): \(StorageFiles.errorText())")
@@ -102,7 +102,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
     /// - Returns: `nil` when there is none yet.
     private static func readStateKey(_ path: String) throws(StorageError) -> StorageKey? {
         // O_NOFOLLOW: a symlink planted here could point the daemon at a key someone else knows.
-        let fd = StorageFiles.openFile(path, O_RDONLY | O_NOFOLLOW)
+        let fd = StorageFiles.openFile(path, noFollow: true)
         if fd < 0 {
             if errno == ENOENT { return nil }
             if errno == ELOOP { throw StorageError(file: path, "the key file \(path) is a symbolic link; it must be a regular file") }
@@ -140,17 +140,11 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
     private static func create(_ path: String, in directory: String) throws(StorageError) -> StorageKey {
         removeStrayTemporaryFiles(in: directory)
         let key = generate()
-        guard let (fd, temporary) = StorageFiles.createTemporaryFile(prefix: directory + "/" + temporaryPrefix) else {
-            throw StorageError(file: path, "cannot create the key file \(path): \(StorageFiles.errorText())")
-        }
         let bytes = key.symmetricKey.withUnsafeBytes { Array($0) }
-        // mkstemp already uses 0600, less the umask; fchmod makes it exactly 0600.
-        let written = fchmod(fd, 0o600) == 0 && StorageFiles.writeAll(fd, bytes) && StorageFiles.sync(fd)
-        let writeProblem = written ? nil : StorageFiles.errorText()
-        close(fd)
-        if let writeProblem {
-            unlink(temporary)
-            throw StorageError(file: path, "cannot write the key file \(path): \(writeProblem)")
+        let temporary: String
+        switch StorageFiles.writeTemporaryFile(bytes, prefix: directory + "/" + temporaryPrefix) {
+        case .success(let written): temporary = written
+        case .failure(let problem): throw StorageError(file: path, "cannot write the key file \(path): \(problem.text)")
         }
         let linked = link(temporary, path) == 0
         let linkError = errno
