@@ -106,13 +106,22 @@ run_test_shards() {
     logs="$(mktemp -d)"
     for ((index = 0; index < shards; index++)); do
         [ -n "${patterns[index]}" ] || continue
-        "$bundle" --testing-library swift-testing --filter "^(${patterns[index]})" >"$logs/$index.log" 2>&1 &
+        # A shard takes under a minute; one that hangs fails the run instead of holding it.
+        timeout --kill-after=10 "${AUTHGATE_SHARD_TIMEOUT:-600}" \
+            "$bundle" --testing-library swift-testing --filter "^(${patterns[index]})" >"$logs/$index.log" 2>&1 &
         pids[index]=$!
     done
     for index in "${!pids[@]}"; do
-        wait "${pids[index]}" || status=1
+        local code=0
+        wait "${pids[index]}" || code=$?
         echo "==> test shard $((index + 1)) of $shards: ${patterns[index]//|/ }" >&2
         cat "$logs/$index.log"
+        if [ "$code" -ne 0 ]; then
+            status=1
+            if [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
+                echo "test shard $((index + 1)) did not finish within ${AUTHGATE_SHARD_TIMEOUT:-600} s: a test hangs (the last one started above without an end)" >&2
+            fi
+        fi
     done
     rm -rf "$logs"
     return "$status"

@@ -3,15 +3,6 @@ import AuthGateHTTP
 public import FoundationEssentials
 import Logging
 
-/// What the daemon should do with a request that reached the loopback redirect listener.
-public enum AuthorizationResponseOutcome: Sendable {
-    /// Not the response to this sign-in (no `state`, or another one): refuse it and keep
-    /// waiting for the real one, so that a stray or forged request cannot end the sign-in.
-    case ignored(String)
-    /// The response to this sign-in: the sign-in ends with this.
-    case finished(Result<SignInResult, AuthGateError>)
-}
-
 // Interactive sign-ins: the device authorization grant (RFC 8628) and the authorization-code
 // grant with PKCE (RFC 6749 §4.1, RFC 7636) on a loopback redirect (RFC 8252).
 extension RemoteIdentityProvider {

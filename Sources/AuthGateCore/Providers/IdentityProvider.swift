@@ -1,4 +1,4 @@
-import FoundationEssentials
+public import FoundationEssentials
 
 /// A sign-in to perform with a username and a password.
 public struct PasswordCredentials: Sendable {
@@ -68,10 +68,47 @@ public protocol IdentityProvider: Sendable {
 
     /// Revokes a refresh token (RFC 7009), best effort: failures are not reported.
     func revoke(_ tokens: TokenSet) async
+
+    // Interactive sign-ins; providers without them keep the defaults, which refuse.
+
+    /// Starts a device authorization (RFC 8628 §3.1): the code and page to show the user.
+    func beginDeviceAuthorization(scopes: [String]) async throws(AuthGateError) -> DeviceAuthorization
+
+    /// Polls until the user has finished on the verification page (RFC 8628 §3.4, §3.5).
+    /// - Returns: The sign-in or why it failed; `nil` when the calling task is cancelled.
+    func awaitDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async -> Result<SignInResult, AuthGateError>?
+
+    /// A fresh authorization request (PKCE, `state`, `nonce`) for a browser sign-in whose
+    /// redirect comes back to `redirectURI`.
+    func authorizationRequest(redirectURI: URL, scopes: [String], prompt: String?) async throws(AuthGateError) -> AuthorizationRequest
+
+    /// Checks a redirect's parameters against `request` and, when they are its response,
+    /// exchanges the code.
+    func completeAuthorization(_ parameters: [String: String], request: AuthorizationRequest) async -> AuthorizationResponseOutcome
 }
 
 extension IdentityProvider {
     public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
         throw AuthGateError(.unsupportedGrant, "This provider registers new accounts on its own sign-up page, not through authgated.")
+    }
+
+    public func beginDeviceAuthorization(scopes: [String]) async throws(AuthGateError) -> DeviceAuthorization {
+        throw Self.notInteractive
+    }
+
+    public func awaitDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async -> Result<SignInResult, AuthGateError>? {
+        .failure(Self.notInteractive)
+    }
+
+    public func authorizationRequest(redirectURI: URL, scopes: [String], prompt: String?) async throws(AuthGateError) -> AuthorizationRequest {
+        throw Self.notInteractive
+    }
+
+    public func completeAuthorization(_ parameters: [String: String], request: AuthorizationRequest) async -> AuthorizationResponseOutcome {
+        .finished(.failure(Self.notInteractive))
+    }
+
+    private static var notInteractive: AuthGateError {
+        AuthGateError(.unsupportedGrant, "This provider has no interactive sign-in (device code or browser).")
     }
 }

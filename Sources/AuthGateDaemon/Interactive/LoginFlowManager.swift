@@ -59,7 +59,7 @@ actor LoginFlowManager {
         var scopes: [String]
         var prompt: String?
         var configuration: ProviderConfiguration
-        var client: RemoteIdentityProvider
+        var client: any IdentityProvider
         var start: Task<Result<Started, AuthGateError>, Never>
         var run: Task<Void, Never>?
         var outcome: Result<SignedInSession, AuthGateError>?
@@ -95,7 +95,7 @@ actor LoginFlowManager {
     /// Starts a flow for `key`, or joins the one pending.
     /// - Throws: The provider's error when the flow cannot start.
     func begin(key: SessionKey, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
-               client: RemoteIdentityProvider) async throws(AuthGateError) -> LoginBeginResult {
+               client: any IdentityProvider) async throws(AuthGateError) -> LoginBeginResult {
         guard !isShutDown else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
         purge()
         if let id = pending[key], let flow = flows[id] {
@@ -152,7 +152,7 @@ actor LoginFlowManager {
     }
 
     private static func start(id: String, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
-                              client: RemoteIdentityProvider, now: Date, lifetime: TimeInterval,
+                              client: any IdentityProvider, now: Date, lifetime: TimeInterval,
                               logger: Logger) async -> Result<Started, AuthGateError> {
         do throws(AuthGateError) {
             switch grant {
@@ -220,7 +220,7 @@ actor LoginFlowManager {
     }
 
     /// Polls the device code, or serves the redirect; `nil` when cancelled.
-    private static func perform(_ work: Work, client: RemoteIdentityProvider, provider: String, logger: Logger,
+    private static func perform(_ work: Work, client: any IdentityProvider, provider: String, logger: Logger,
                                 metadata: Logger.Metadata) async -> Result<SignInResult, AuthGateError>? {
         switch work {
         case .device(let authorization, let scopes):

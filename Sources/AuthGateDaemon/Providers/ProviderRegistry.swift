@@ -14,8 +14,9 @@ struct RegisteredProvider: Sendable {
     /// Why it is not `ready`, for a person.
     var statusReason: String?
     var client: (any IdentityProvider)?
-    /// The same client when it talks to a real server and so needs network validation.
-    var remote: RemoteIdentityProvider?
+
+    /// The client when it talks to a real server, and so needs network validation.
+    var remote: RemoteIdentityProvider? { client as? RemoteIdentityProvider }
 
     var id: String { report.id }
     var configuration: ProviderConfiguration? { report.configuration }
@@ -78,7 +79,7 @@ struct RegisteredProvider: Sendable {
                     ?? CurlTransport()
                 let remote = try RemoteIdentityProvider(configuration: configuration, transport: transport, now: now, logger: logger)
                 return RegisteredProvider(report: report, status: .unchecked, statusReason: "its endpoints are being checked",
-                                          client: remote, remote: remote)
+                                          client: remote)
             } catch {
                 return RegisteredProvider(report: report, status: .invalid, statusReason: error.message)
             }

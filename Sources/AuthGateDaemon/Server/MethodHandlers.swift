@@ -71,18 +71,15 @@ struct MethodHandlers {
         }
         let variant = TokenVariant(scopes: params.scopes ?? [])
         try variant.validate()
-        guard let remote = client as? RemoteIdentityProvider else {
-            throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' has no interactive sign-in.")
-        }
         if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
         return try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
             try await services.flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
-                                  configuration: configuration, client: remote)
+                                  configuration: configuration, client: client)
         }
     }
 
     /// Waits for the caller's flow to end, at most `timeout_seconds`.
-    /// - Throws: The flow's error; `login_required` when it is still pending at the timeout
+    /// - Throws: The flow's error; `login_pending` when it is still pending at the timeout
     ///   (call again); `flow_expired` for an unknown or forgotten flow.
     func loginComplete(_ params: LoginCompleteParams) async throws(AuthGateError) -> LoginResult {
         if let timeout = params.timeoutSeconds, !(1...3600).contains(timeout) {

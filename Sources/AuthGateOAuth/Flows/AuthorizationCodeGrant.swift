@@ -1,31 +1,6 @@
 public import AuthGateCore
 import Crypto
-public import FoundationEssentials
-
-/// One authorization request of the authorization-code grant (RFC 6749 §4.1) with PKCE
-/// (RFC 7636, S256), `state`, the OpenID Connect `nonce`, and what the redirect must carry.
-///
-/// Everything that proves the response belongs to this request stays in the daemon; only
-/// ``url`` goes to the user's browser.
-public struct AuthorizationRequest: Sendable {
-    /// The URL to open in the browser.
-    public var url: URL
-    /// Where the provider sends the browser back: our loopback listener (RFC 8252 §7.3).
-    public var redirectURI: URL
-    /// `state` (RFC 6749 §10.12): the redirect must bring it back unchanged.
-    public var state: Secret
-    /// `nonce` (OpenID Connect Core §3.1.2.1): the ID token must carry it.
-    public var nonce: Secret?
-    /// `code_verifier` (RFC 7636 §4.1): sent only with the code, to the token endpoint.
-    public var codeVerifier: Secret
-    /// The scopes asked for.
-    public var scopes: [String]
-    /// The issuer the redirect's `iss` must name (RFC 9207 §2.4), when there is one.
-    public var issuer: String?
-    /// The provider advertises `authorization_response_iss_parameter_supported`: a redirect
-    /// without `iss` is refused (RFC 9207 §2.4).
-    public var requiresIssuer: Bool
-}
+import FoundationEssentials
 
 enum AuthorizationCodeGrant {
     /// Builds the request: fresh `state`, `nonce` and verifier for every sign-in.

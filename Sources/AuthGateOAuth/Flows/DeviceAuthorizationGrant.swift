@@ -1,32 +1,5 @@
-public import AuthGateCore
-public import FoundationEssentials
-
-/// What a device authorization endpoint answered (RFC 8628 §3.2): what to show the user, and
-/// the device code to poll with, which never leaves the daemon.
-public struct DeviceAuthorization: Sendable {
-    /// `device_code`: proves the poller is the device the user approves; a secret.
-    public var deviceCode: Secret
-    /// `user_code`: what the user types on the verification page.
-    public var userCode: String
-    /// `verification_uri`.
-    public var verificationURI: URL
-    /// `verification_uri_complete`: the page with the code filled in, where the server gives one.
-    public var verificationURIComplete: URL?
-    /// When the device code stops working (`expires_in`).
-    public var expiresAt: Date
-    /// Seconds between polls (`interval`; 5 when the server does not say, §3.2).
-    public var interval: Int
-}
-
-/// One poll of the token endpoint with a device code (RFC 8628 §3.4, §3.5).
-public enum DevicePoll: Sendable {
-    /// `authorization_pending`: the user has not finished yet.
-    case pending
-    /// `slow_down`: poll less often (5 more seconds, §3.5).
-    case slowDown
-    /// The user approved: the tokens, and who signed in.
-    case signedIn(SignInResult)
-}
+import AuthGateCore
+import FoundationEssentials
 
 /// The device authorization grant (RFC 8628): the form fields of its two requests.
 enum DeviceAuthorizationGrant {
