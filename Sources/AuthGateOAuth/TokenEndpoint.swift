@@ -119,7 +119,7 @@ struct TokenEndpoint: Sendable {
         case nil, .null: break
         case .number(let seconds) where seconds > 0: lifetime = seconds
         // Some servers send the number as a string; accept it when it is one.
-        case .string(let text) where Double(text).map({ $0 > 0 }) == true: lifetime = Double(text)!
+        case .string(let text) where (Double(text) ?? 0) > 0: lifetime = Double(text) ?? 0
         default: throw ProviderFailure.malformed(provider, what: what, "expires_in is not a positive number")
         }
         func optionalString(_ key: String) throws(AuthGateError) -> String? {

@@ -1,6 +1,5 @@
 import AuthGateCore
 import AuthGateOAuth
-import AuthGateRPC
 public import FoundationEssentials
 import Logging
 import NIOHTTP1
@@ -43,7 +42,7 @@ actor LoginFlowManager {
     }
 
     private struct Started: Sendable {
-        var begin: LoginBeginResult
+        var begin: PendingSignIn
         var work: Work
         var deadline: Date
 
@@ -95,7 +94,7 @@ actor LoginFlowManager {
     /// Starts a flow for `key`, or joins the one pending.
     /// - Throws: The provider's error when the flow cannot start.
     func begin(key: SessionKey, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
-               client: any IdentityProvider) async throws(AuthGateError) -> LoginBeginResult {
+               client: any IdentityProvider) async throws(AuthGateError) -> PendingSignIn {
         guard !isShutDown else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
         purge()
         if let id = pending[key], let flow = flows[id] {
@@ -126,7 +125,7 @@ actor LoginFlowManager {
     }
 
     /// Waits for the flow's start; the first caller back starts its run.
-    private func started(_ id: String, _ start: Task<Result<Started, AuthGateError>, Never>) async throws(AuthGateError) -> LoginBeginResult {
+    private func started(_ id: String, _ start: Task<Result<Started, AuthGateError>, Never>) async throws(AuthGateError) -> PendingSignIn {
         let result = await start.value
         // Check again after the await: the flow may have been cancelled, or have failed, meanwhile.
         guard let flow = flows[id] else {
@@ -159,7 +158,7 @@ actor LoginFlowManager {
             case .deviceCode:
                 let authorization = try await client.beginDeviceAuthorization(scopes: scopes)
                 let deadline = min(authorization.expiresAt, now.addingTimeInterval(lifetime))
-                let begin = LoginBeginResult(
+                let begin = PendingSignIn(
                     flowID: id, grant: grant, verificationURI: authorization.verificationURI.absoluteString,
                     verificationURIComplete: authorization.verificationURIComplete?.absoluteString, userCode: authorization.userCode,
                     authorizationURL: nil, expiresAt: deadline)
@@ -178,7 +177,7 @@ actor LoginFlowManager {
                 }
                 let deadline = now.addingTimeInterval(lifetime)
                 logger.debug("redirect listener open", metadata: ["flow.id": "\(id)", "redirect.port": "\(listener.redirectURI.port ?? 0)"])
-                let begin = LoginBeginResult(
+                let begin = PendingSignIn(
                     flowID: id, grant: grant, verificationURI: request.url.absoluteString, verificationURIComplete: nil, userCode: nil,
                     authorizationURL: request.url.absoluteString, expiresAt: deadline)
                 return .success(Started(begin: begin, work: .browser(request, listener), deadline: deadline))

@@ -36,7 +36,7 @@ struct LineFrameDecoder: ByteToMessageDecoder {
             let length = newline - view.startIndex
             scanned = 0
             guard length <= maximumLength else { return overflow(context: context, buffer: &buffer) }
-            var line = buffer.readSlice(length: length)!
+            guard var line = buffer.readSlice(length: length) else { return .needMoreData }  // never: the newline is in the buffer
             buffer.moveReaderIndex(forwardBy: 1)
             if line.readableBytesView.last == UInt8(ascii: "\r") {
                 line.moveWriterIndex(to: line.writerIndex - 1)
@@ -52,8 +52,7 @@ struct LineFrameDecoder: ByteToMessageDecoder {
     /// At end of input, an unterminated last line still counts (`printf '{…}' | nc -U`).
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
-        if !overflowed, buffer.readableBytes > 0 {
-            let line = buffer.readSlice(length: buffer.readableBytes)!
+        if !overflowed, buffer.readableBytes > 0, let line = buffer.readSlice(length: buffer.readableBytes) {
             context.fireChannelRead(wrapInboundOut(.line(line)))
         }
         return .needMoreData

@@ -72,10 +72,11 @@ struct MethodHandlers {
         let variant = TokenVariant(scopes: params.scopes ?? [])
         try variant.validate()
         if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
-        return try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
+        let pending = try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
             try await services.flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
-                                  configuration: configuration, client: client)
+                                           configuration: configuration, client: client)
         }
+        return LoginBeginResult(pending)
     }
 
     /// Waits for the caller's flow to end, at most `timeout_seconds`.
@@ -271,6 +272,14 @@ struct MethodHandlers {
 
     private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
         key.logMetadata(extra.merging(["peer.pid": "\(caller.pid)"]) { mine, _ in mine })
+    }
+}
+
+extension LoginBeginResult {
+    init(_ pending: PendingSignIn) {
+        self.init(flowID: pending.flowID, grant: pending.grant, verificationURI: pending.verificationURI,
+                  verificationURIComplete: pending.verificationURIComplete, userCode: pending.userCode,
+                  authorizationURL: pending.authorizationURL, expiresAt: pending.expiresAt)
     }
 }
 

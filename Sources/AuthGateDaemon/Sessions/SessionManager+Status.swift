@@ -94,13 +94,14 @@ extension SessionManager {
     /// a caller never holds a token whose refresh token the disk does not know.
     func persist(_ uid: UInt32) {
         guard let persistence else { return }
-        let kept = sessions.all.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent && $0.value.tokens != nil }
+        let kept = sessions.all.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent }
+            .compactMap { key, record in record.tokens.map { (key, record, $0) } }
         guard !kept.isEmpty || persistedUIDs.contains(uid), let store = persistence.store() else { return }
-        let list = kept.sorted { $0.key < $1.key }.map { key, record in
+        let list = kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in
             // `savedAt` carries when the tokens arrived, which the next refresh is planned from.
             PersistedSession(provider: key.provider.rawValue, session: key.name.rawValue, grant: record.grant, subject: record.subject,
                              issuer: record.binding.identity.issuer, clientID: record.binding.identity.clientID,
-                             tokens: record.tokens!, savedAt: record.obtainedAt)
+                             tokens: tokens, savedAt: record.obtainedAt)
         }
         let start = ContinuousClock.now
         do {

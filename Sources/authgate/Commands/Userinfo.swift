@@ -12,8 +12,8 @@ struct Userinfo: ParsableCommand {
     func run() throws {
         let claims = try global.call(.userinfo, UserinfoParams(provider: selection.provider, session: selection.session), as: [String: JSONValue].self)
         if global.json { return try global.printJSON(claims) }
-        let rows = claims.keys.sorted().map { key -> [String] in
-            let value: String = switch claims[key]! {
+        let rows = claims.sorted { $0.key < $1.key }.map { key, claim -> [String] in
+            let value: String = switch claim {
             case .string(let text): text
             case .null: "null"
             case .bool(let flag): "\(flag)"

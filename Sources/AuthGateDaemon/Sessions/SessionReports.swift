@@ -26,3 +26,15 @@ struct SignedInSession: Sendable, Equatable {
     /// The name the user knows, when the provider said it.
     var displayName: String?
 }
+
+/// An interactive sign-in that has started: what the user must do, and until when.
+struct PendingSignIn: Sendable, Equatable {
+    var flowID: String
+    var grant: Grant
+    /// Where the user goes: the verification page, or the authorization URL.
+    var verificationURI: String
+    var verificationURIComplete: String?
+    var userCode: String?
+    var authorizationURL: String?
+    var expiresAt: Date
+}
