@@ -1,0 +1,132 @@
+@testable import AuthGateCore
+@testable import AuthGateDaemon
+import Foundation
+import Logging
+import Testing
+
+/// A provider whose device sign-in the test approves, denies or leaves pending.
+private actor DeviceProvider: IdentityProvider {
+    enum Decision { case approve, deny }
+    private var decision: Decision?
+    private(set) var begun = 0
+    private(set) var revoked: [String] = []
+
+    func decide(_ decision: Decision) { self.decision = decision }
+
+    func beginDeviceAuthorization(scopes: [String]) async throws(AuthGateError) -> DeviceAuthorization {
+        begun += 1
+        return DeviceAuthorization(deviceCode: Secret("device-code-\(begun)"), userCode: "ABCD-EFGH",
+                                   verificationURI: URL(string: "https://idp.example/device")!, verificationURIComplete: nil,
+                                   expiresAt: Date().addingTimeInterval(600), interval: 5)
+    }
+
+    /// Waits for the test's decision; `nil` once cancelled, as the protocol asks.
+    func awaitDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async -> Result<SignInResult, AuthGateError>? {
+        while true {
+            switch decision {
+            case .approve?:
+                return .success(SignInResult(tokens: TokenSet(accessToken: Secret("at-\(authorization.deviceCode.exposedValue)"),
+                                                              expiresAt: Date().addingTimeInterval(3600), refreshToken: Secret("rt")),
+                                             subject: "alice"))
+            case .deny?:
+                return .failure(AuthGateError(.permissionDenied, "denied"))
+            case nil:
+                do { try await Task.sleep(for: .milliseconds(5)) } catch { return nil }
+            }
+        }
+    }
+
+    func revoke(_ tokens: TokenSet) async { revoked.append(tokens.accessToken.exposedValue) }
+
+    func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] { [:] }
+    func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet { throw AuthGateError(.loginRequired, "no") }
+}
+
+/// `LoginFlowManager` in process, with a scripted provider: joining, completion, cancel,
+/// expiry, ownership and the per-uid bound, with no server, browser or socket.
+@Suite("Interactive sign-in flows (in process)")
+struct LoginFlowManagerTests {
+    private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    private let key = SessionKey(uid: 1000, provider: ProviderID("corp")!, name: .default)
+    private let configuration: ProviderConfiguration = ProviderConfigurationLoader.parse(
+        Data(#"{"type": "oidc", "issuer": "https://idp.example", "client_id": "c", "grants": ["device_code"]}"#.utf8),
+        id: "corp", file: "corp.json").configuration!
+
+    private func begin(_ flows: LoginFlowManager, _ provider: DeviceProvider, key: SessionKey? = nil) async throws -> PendingSignIn {
+        try await flows.begin(key: key ?? self.key, grant: .deviceCode, scopes: [], prompt: nil, configuration: configuration, client: provider)
+    }
+
+    /// What `login.complete` waits for: the flow's outcome.
+    private func outcome(_ flows: LoginFlowManager, _ id: String, uid: UInt32 = 1000) async throws -> Result<SignedInSession, AuthGateError> {
+        let (finished, waiting) = try await flows.outcomeOrWait(id, uid: uid)
+        if let finished { return finished }
+        let (updates, waiter) = try #require(waiting)
+        for await _ in updates { break }
+        await flows.stopWaiting(id, waiter: waiter)
+        return try #require(try await flows.outcome(of: id, uid: uid))
+    }
+
+    @Test("a second begin for the same session joins the flow; the approval stores the session")
+    func joinAndComplete() async throws {
+        let sessions = SessionManager(logger: quiet)
+        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
+        let provider = DeviceProvider()
+        let first = try await begin(flows, provider)
+        let second = try await begin(flows, provider)
+        #expect(first.flowID == second.flowID && first.userCode == "ABCD-EFGH")
+        #expect(await provider.begun == 1, "one device code for both")
+        await provider.decide(.approve)
+        let signedIn = try await outcome(flows, first.flowID).get()
+        #expect(signedIn.subject == "alice" && signedIn.key == key)
+        #expect(try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false).accessToken.exposedValue == "at-device-code-1")
+    }
+
+    @Test("a denial ends the flow with permission_denied")
+    func denied() async throws {
+        let flows = LoginFlowManager(sessions: SessionManager(logger: quiet), logger: quiet)
+        let provider = DeviceProvider()
+        let pending = try await begin(flows, provider)
+        await provider.decide(.deny)
+        let result = try await outcome(flows, pending.flowID)
+        if case .failure(let error) = result { #expect(error.reason == .permissionDenied) } else { Issue.record("not denied: \(result)") }
+    }
+
+    @Test("cancel: the waiters get login_cancelled, and a second cancel says false")
+    func cancel() async throws {
+        let flows = LoginFlowManager(sessions: SessionManager(logger: quiet), logger: quiet)
+        let provider = DeviceProvider()
+        let pending = try await begin(flows, provider)
+        #expect(try await flows.cancel(pending.flowID, uid: 1000))
+        #expect(try await !flows.cancel(pending.flowID, uid: 1000))
+        let result = try await outcome(flows, pending.flowID)
+        if case .failure(let error) = result { #expect(error.reason == .loginCancelled) } else { Issue.record("not cancelled: \(result)") }
+    }
+
+    @Test("a flow past its lifetime ends with flow_expired")
+    func expiry() async throws {
+        let flows = LoginFlowManager(sessions: SessionManager(logger: quiet), settings: LoginFlowSettings(lifetime: 0.2), logger: quiet)
+        let pending = try await begin(flows, DeviceProvider())
+        let result = try await outcome(flows, pending.flowID)
+        if case .failure(let error) = result { #expect(error.reason == .flowExpired) } else { Issue.record("not expired: \(result)") }
+    }
+
+    @Test("another uid's flow does not exist for the caller; a uid's pending flows are bounded")
+    func ownershipAndBound() async throws {
+        let flows = LoginFlowManager(sessions: SessionManager(logger: quiet), settings: LoginFlowSettings(maximumPendingPerUser: 2), logger: quiet)
+        let provider = DeviceProvider()
+        let mine = try await begin(flows, provider)
+        await #expect(throws: AuthGateError.self) { try await flows.cancel(mine.flowID, uid: 1001) }
+        await #expect(throws: AuthGateError.self) { try await flows.outcome(of: mine.flowID, uid: 1001) }
+        _ = try await begin(flows, provider, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName("second")!))
+        do {
+            _ = try await begin(flows, provider, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName("third")!))
+            Issue.record("a third pending flow was allowed")
+        } catch let error as AuthGateError {
+            #expect(error.reason == .rateLimited)
+        }
+        // Another uid has its own allowance.
+        _ = try await begin(flows, provider, key: SessionKey(uid: 1001, provider: key.provider, name: .default))
+    }
+}
