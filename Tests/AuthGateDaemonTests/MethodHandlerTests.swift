@@ -1,0 +1,86 @@
+@testable import AuthGateCore
+@testable import AuthGateDaemon
+import Foundation
+import Logging
+import Testing
+
+/// The dispatcher and the method handlers in process: a mock provider and the session manager
+/// on one injected clock, the caller's credentials made up, the answers read as JSON. The
+/// process-level tests prove the socket; these prove the methods.
+@Suite("Method handlers (in process, injected clock)")
+struct MethodHandlerTests {
+    private let clock = ManualClock()
+    private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+    private let alice = PeerCredentials(pid: 4242, uid: 1000, gid: 1000)
+    private let bob = PeerCredentials(pid: 4343, uid: 1001, gid: 1001)
+
+    private func dispatcher() -> RPCDispatcher {
+        let file = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 300}"#
+        let report = ProviderConfigurationLoader.parse(Data(file.utf8), id: "mock", file: "mock.json")
+        let registry = ProviderRegistry([RegisteredProvider.make(report, now: { [clock] in clock.now }, logger: quiet)])
+        let sessions = SessionManager(logger: quiet, now: { [clock] in clock.now }, random: { 0 })
+        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
+        let reloader = ProviderReloader(directory: "/nonexistent/providers.d", registry: registry, sessions: sessions,
+                                        validator: ProviderValidator(registry: registry, logger: quiet), logger: quiet)
+        return RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
+                                                      context: DaemonContext(configDirectory: "/nonexistent", mode: .system, socketPath: "/nonexistent/s.sock",
+                                                                             adminGroup: "no-such-group-here"),
+                                                      logger: quiet))
+    }
+
+    /// Sends one request and returns the answer as a JSON object.
+    private func call(_ dispatcher: RPCDispatcher, _ method: String, _ params: [String: Any]? = nil, as caller: PeerCredentials) async throws -> [String: Any] {
+        var request: [String: Any] = ["jsonrpc": "2.0", "id": 1, "method": method]
+        if let params { request["params"] = params }
+        let line = try JSONSerialization.data(withJSONObject: request)
+        let answer = try #require(await dispatcher.respond(to: line, from: caller))
+        return try #require(try JSONSerialization.jsonObject(with: answer) as? [String: Any])
+    }
+
+    private func reason(_ answer: [String: Any]) -> String? {
+        ((answer["error"] as? [String: Any])?["data"] as? [String: Any])?["reason"] as? String
+    }
+
+    @Test("sign in, a token kept until it must be refreshed, then a new one; status never shows a token")
+    func tokenLifecycle() async throws {
+        let dispatcher = dispatcher()
+        let login = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"], as: alice)
+        #expect((login["result"] as? [String: Any])?["state"] as? String == "authenticated", "\(login)")
+        let first = try await call(dispatcher, "token", ["provider": "mock", "min_valid_seconds": 60], as: alice)
+        let firstToken = try #require((first["result"] as? [String: Any])?["access_token"] as? String)
+        clock.advance(by: 200)  // 100 s left: enough for 60
+        let same = try await call(dispatcher, "token", ["provider": "mock", "min_valid_seconds": 60], as: alice)
+        #expect((same["result"] as? [String: Any])?["access_token"] as? String == firstToken)
+        clock.advance(by: 60)  // 40 s left: refreshed first
+        let renewed = try await call(dispatcher, "token", ["provider": "mock", "min_valid_seconds": 60], as: alice)
+        let renewedToken = try #require((renewed["result"] as? [String: Any])?["access_token"] as? String)
+        #expect(renewedToken != firstToken)
+        let status = try await call(dispatcher, "status", as: alice)
+        let text = String(describing: status)
+        #expect(!text.contains(firstToken) && !text.contains(renewedToken) && text.contains("authenticated"))
+    }
+
+    @Test("one uid never reaches another's session; admin methods refuse a plain user")
+    func separation() async throws {
+        let dispatcher = dispatcher()
+        _ = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"], as: alice)
+        #expect(reason(try await call(dispatcher, "token", ["provider": "mock"], as: bob)) == "login_required")
+        #expect(((try await call(dispatcher, "status", as: bob))["result"] as? [Any])?.isEmpty == true)
+        #expect(reason(try await call(dispatcher, "status", ["all": true], as: bob)) == "permission_denied")
+        #expect(reason(try await call(dispatcher, "config.reload", as: bob)) == "permission_denied")
+    }
+
+    @Test("params are checked by the method's own type, naming the field and never its value")
+    func params() async throws {
+        let dispatcher = dispatcher()
+        #expect(reason(try await call(dispatcher, "token", as: alice)) == "invalid_params")
+        let wrongType = try await call(dispatcher, "login", ["provider": "mock", "username": 7, "password": "s3cret-value"], as: alice)
+        #expect(reason(wrongType) == "invalid_params")
+        let text = String(describing: wrongType)
+        #expect(text.contains("username") && !text.contains("s3cret-value"))
+        #expect(reason(try await call(dispatcher, "token", ["provider": "mock", "min_valid_seconds": 86_401], as: alice)) == "invalid_params")
+        #expect(reason(try await call(dispatcher, "no.such.method", as: alice)) == "method_not_found")
+        // status takes its params or none.
+        #expect((try await call(dispatcher, "status", as: alice))["result"] != nil)
+    }
+}
