@@ -91,8 +91,9 @@ public enum Daemon {
         let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, metrics: metrics, logger: logger) })
         let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
                                              credentialsDirectory: configuration.credentialsDirectory, logger: logger)
+        let broadcast = SessionBroadcast()
         let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser,
-                                      metrics: metrics)
+                                      metrics: metrics, observer: broadcast)
         if await registry.hasPersistentProviders {
             await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
         }
@@ -108,7 +109,7 @@ public enum Daemon {
             MetricsExposition(metrics: $0, registry: registry, sessions: sessions, flows: flows, connections: connections, readiness: readiness)
         }
         let dispatcher = RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader,
-                                                                throttle: LoginThrottle(), context: context, logger: logger,
+                                                                throttle: LoginThrottle(), context: context, logger: logger, broadcast: broadcast,
                                                                 metrics: metrics, exposition: exposition))
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,

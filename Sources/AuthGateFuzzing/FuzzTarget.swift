@@ -164,13 +164,14 @@ private enum Fixtures {
         let mock = ProviderConfigurationLoader.parse(Data(#"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}"#.utf8),
                                                      id: "mock", file: "mock.json")
         let registry = ProviderRegistry([RegisteredProvider.make(mock, logger: quiet)])
-        let sessions = SessionManager(logger: quiet)
+        let broadcast = SessionBroadcast()
+        let sessions = SessionManager(logger: quiet, observer: broadcast)
         let flows = LoginFlowManager(sessions: sessions, settings: LoginFlowSettings(), logger: quiet)
         let reloader = ProviderReloader(directory: "/nonexistent/providers.d", registry: registry, sessions: sessions,
                                         validator: ProviderValidator(registry: registry, logger: quiet), logger: quiet)
         return RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
                                                       context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"),
-                                                      logger: quiet))
+                                                      logger: quiet, broadcast: broadcast))
     }()
 }
 

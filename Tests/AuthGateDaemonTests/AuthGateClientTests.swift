@@ -60,7 +60,7 @@ struct AuthGateClientTests {
         let watching = Task {
             for try await _ in client.watch(provider: "mock") {}
         }
-        try eventually { daemon.logText.components(separatedBy: "token watch started").count - 1 == 2 }
+        try await until { daemon.logText.components(separatedBy: "token watch started").count - 1 == 2 }
         watching.cancel()
         #expect(await result(of: watching) != nil, "the cancelled watch ends")
     }

@@ -84,10 +84,10 @@ struct CachedTokenTests {
         return ByteBuffer(string: #"{"jsonrpc":"2.0","id":9,"method":"token","params":{"provider":"mock"\#(extra)}}"#)
     }
 
-    private func answers(_ sessions: SessionManager, open: [RegisteredProvider]) -> CachedTokenAnswers {
+    private func answers(_ broadcast: SessionBroadcast, open: [RegisteredProvider]) -> CachedTokenAnswers {
         let providers = OpenProviders()
         providers.update(open)
-        return CachedTokenAnswers(tokens: sessions.published, providers: providers)
+        return CachedTokenAnswers(tokens: broadcast.published, providers: providers)
     }
 
     private func mockProvider(id: String = "mock", access: String = "", now: @escaping @Sendable () -> Date = { Date() }) -> RegisteredProvider {
@@ -98,10 +98,11 @@ struct CachedTokenTests {
     @Test("a token is answered from the event loop only once the manager has handed it out, and only while it is current")
     func followsTheManager() async throws {
         let clock = ManualClock()
-        let sessions = SessionManager(logger: quiet, now: { [clock] in clock.now }, random: { [clock] in clock.random })
+        let broadcast = SessionBroadcast(now: { [clock] in clock.now })
+        let sessions = SessionManager(logger: quiet, observer: broadcast, now: { [clock] in clock.now }, random: { [clock] in clock.random })
         let registered = mockProvider(now: { [clock] in clock.now })
         let client = try #require(registered.client)
-        let answers = answers(sessions, open: [registered])
+        let answers = answers(broadcast, open: [registered])
         func answer(_ line: ByteBuffer, uid: UInt32 = 1000) -> [String: Any]? {
             guard let buffer = answers.answer(to: line, uid: uid, allocator: ByteBufferAllocator()) else { return nil }
             let text = String(buffer: buffer)
@@ -141,15 +142,16 @@ struct CachedTokenTests {
         // Signing out withdraws it.
         _ = await sessions.remove(key)
         #expect(answer(plainLine(minimumValidity: 0)) == nil)
-        #expect(sessions.published.count == 0)
+        #expect(broadcast.published.count == 0)
     }
 
     @Test("a new sign-in replacing the session withdraws the old token")
     func replacedSession() async throws {
-        let sessions = SessionManager(logger: quiet)
+        let broadcast = SessionBroadcast()
+        let sessions = SessionManager(logger: quiet, observer: broadcast)
         let registered = mockProvider()
         let client = try #require(registered.client)
-        let answers = answers(sessions, open: [registered])
+        let answers = answers(broadcast, open: [registered])
         let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
         _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
                                  grant: .password, binding: binding, for: key)

@@ -138,14 +138,20 @@ final class DaemonProcess: Sendable {
     var pid: Int32 { process.processIdentifier }
 
     /// Waits until the log contains `text` (the daemon's own signal), failing after `timeout`.
+    /// After the daemon exits, its last lines may still be in the pipe for a moment.
     func waitForLog(_ text: String, timeout: Duration = .seconds(30)) throws {
         let deadline = ContinuousClock.now + timeout
+        var exitedAt: ContinuousClock.Instant?
         while !logText.contains(text) {
             guard ContinuousClock.now < deadline else {
                 throw TestFailure("authgated did not log \"\(text)\" in time; log:\n\(logText)")
             }
-            guard process.isRunning || logText.contains(text) else {
-                throw TestFailure("authgated exited (\(process.terminationStatus)) before logging \"\(text)\"; log:\n\(logText)")
+            if !process.isRunning {
+                let exited = exitedAt ?? .now
+                exitedAt = exited
+                guard ContinuousClock.now - exited < .seconds(2) else {
+                    throw TestFailure("authgated exited (\(process.terminationStatus)) before logging \"\(text)\"; log:\n\(logText)")
+                }
             }
             usleep(5_000)
         }

@@ -168,7 +168,7 @@ struct MetricsTests {
         let early = try Self.get("http://127.0.0.1:\(port)/readyz")
         #expect(early.status == 503, "\(early)")
         try eventually(timeout: .seconds(20)) { try Self.get("http://127.0.0.1:\(port)/readyz").status == 200 }
-        #expect(daemon.logText.contains("provider ready"))
+        try daemon.waitForLog("provider ready", timeout: .seconds(10))
     }
 
     @Test("the metrics method is for administrators only")

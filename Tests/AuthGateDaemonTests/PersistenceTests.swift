@@ -52,7 +52,7 @@ struct PersistenceTests {
         #expect(try daemon.waitForExit() == 0)
         daemon = try DaemonProcess(providers: providers, scratch: daemon.scratch)
         try daemon.waitForLog("saved sessions restored")
-        #expect(daemon.logText.contains("sessions.restored=1"))
+        try daemon.waitForLog("sessions.restored=1", timeout: .seconds(10))
         #expect(try token(daemon, "corp").stdout == accessToken, "the same token, still valid, with no sign-in")
         #expect(try token(daemon, "mock").status == 3, "memory sessions end with the daemon")
 
@@ -121,8 +121,8 @@ struct PersistenceTests {
 
         daemon = try DaemonProcess(providers: providers, scratch: daemon.scratch)
         try daemon.waitForLog("saved sessions restored")
-        #expect(daemon.logText.contains("saved sessions lost"))
-        #expect(daemon.logText.contains("\(uid).sessions.unreadable"))
+        try daemon.waitForLog("saved sessions lost", timeout: .seconds(10))
+        try daemon.waitForLog("\(uid).sessions.unreadable", timeout: .seconds(10))
         #expect(try token(daemon, "corp").status == 3, "the lost session needs a new sign-in")
         #expect(try daemon.cli(["login", "corp", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
         let fresh = try token(daemon, "corp").stdout

@@ -126,7 +126,7 @@ struct ReloadTests {
         #expect(report["corp"]?["change"] as? String == "changed")
         #expect(report["corp"]?["status"] as? String == "ready")
         #expect(try daemon.cli(["token", "corp"]).status == 3, "another client: the session was signed out")
-        #expect(daemon.logText.contains("signed out: the provider now has another issuer or client"))
+        try daemon.waitForLog("signed out: the provider now has another issuer or client", timeout: .seconds(10))
         let login = try daemon.cli(["login", "corp", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
         #expect(login.status == 0, "the new client works: \(login.stderr)")
     }

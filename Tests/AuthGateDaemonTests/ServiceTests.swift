@@ -32,7 +32,7 @@ struct ServiceTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info",
                                        environment: ["NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"])
         try listener.waitFor { $0.contains("READY=1") }
-        #expect(daemon.logText.contains("listening"), "READY=1 comes once the socket serves")
+        try daemon.waitForLog("listening", timeout: .seconds(10))  // READY=1 comes once the socket serves
         let watchdogStart = listener.messages.count { $0 == "WATCHDOG=1" }
         Thread.sleep(forTimeInterval: 1)
         let pings = listener.messages.count { $0 == "WATCHDOG=1" } - watchdogStart

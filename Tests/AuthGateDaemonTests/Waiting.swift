@@ -18,6 +18,17 @@ func eventually(timeout: Duration = .seconds(10), _ condition: () throws -> Bool
     }
 }
 
+/// ``eventually(timeout:_:)`` for async tests: it sleeps between tries instead of blocking, so
+/// the tasks the condition waits for can run on the pool's threads meanwhile.
+func until(timeout: Duration = .seconds(10), _ condition: () throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while true {
+        if (try? condition()) == true { return }
+        guard ContinuousClock.now < deadline else { throw TestFailure("the condition did not become true in time") }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}
+
 /// The result of `task`, awaited for up to `timeout`; nil when it did not finish in time.
 func result<Success: Sendable, Failure: Error>(of task: Task<Success, Failure>, timeout: Duration = .seconds(30)) async
     -> Result<Success, Failure>? {

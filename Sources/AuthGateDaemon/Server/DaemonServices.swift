@@ -11,6 +11,8 @@ struct DaemonServices: Sendable {
     let throttle: LoginThrottle
     let context: DaemonContext
     let logger: Logger
+    /// The sessions' current answers and watches, kept in step by the session manager.
+    let broadcast: SessionBroadcast
     var providerShare = ProviderRequestShare()
     /// Where each request is counted and timed.
     var metrics: DaemonMetrics?

@@ -170,7 +170,7 @@ struct MethodHandlers {
         }
         guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
         let (_, _, key) = try await resolve(params.provider, params.session)
-        let watchers = services.sessions.watchers
+        let watchers = services.broadcast.watchers
         let id = try watchers.add(key, sink: watchSink, bounded: !caller.isUnbounded)
         watchSink.started()
         watchSink.onClose { watchers.remove(key, id: id) }
@@ -253,8 +253,8 @@ struct MethodHandlers {
             providers: await services.registry.visible(to: caller).count,
             sessions: await services.sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
             configDir: services.context.configDirectory, mode: services.context.mode.rawValue, socket: services.context.socketPath,
-            cachedTokenAnswers: isAdmin ? services.sessions.published.answerCount : nil,
-            refresh: isAdmin ? await services.sessions.refreshStatistics() : nil)
+            cachedTokenAnswers: isAdmin ? services.broadcast.published.answerCount : nil,
+            refresh: isAdmin ? RefreshStatistics(await services.sessions.refreshStatistics()) : nil)
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.
@@ -272,6 +272,13 @@ struct MethodHandlers {
 
     private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
         key.logMetadata(extra.merging(["peer.pid": "\(caller.pid)"]) { mine, _ in mine })
+    }
+}
+
+extension RefreshStatistics {
+    init(_ report: RefreshReport) {
+        self.init(inFlight: report.inFlight, waiting: report.waiting, started: report.started, latenessP50Seconds: report.latenessP50Seconds,
+                  latenessP99Seconds: report.latenessP99Seconds, latenessMaxSeconds: report.latenessMaxSeconds)
     }
 }
 

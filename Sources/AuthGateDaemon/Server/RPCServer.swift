@@ -64,7 +64,7 @@ final class RPCServer: Service, CustomStringConvertible {
 
     func run() async throws {
         let openProviders = dispatcher.services.registry.openProviders
-        let answers = CachedTokenAnswers(tokens: dispatcher.services.sessions.published, providers: openProviders, metrics: metrics)
+        let answers = CachedTokenAnswers(tokens: dispatcher.services.broadcast.published, providers: openProviders, metrics: metrics)
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.backlog, value: 256)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.

@@ -1,5 +1,4 @@
 import AuthGateCore
-import AuthGateRPC
 import FoundationEssentials
 import Logging
 
@@ -50,9 +49,9 @@ extension SessionManager {
     }
 
     /// What administrators see of the background refresh in `daemon.info`.
-    func refreshStatistics() -> RefreshStatistics {
+    func refreshStatistics() -> RefreshReport {
         let waiting = Dictionary(uniqueKeysWithValues: overdue(at: now()).map { ($0.key.rawValue, $0.value.count) })
-        return RefreshStatistics(inFlight: queue.inFlight, waiting: waiting, started: lateness.count,
+        return RefreshReport(inFlight: queue.inFlight, waiting: waiting, started: lateness.count,
                                  latenessP50Seconds: lateness.quantile(0.5), latenessP99Seconds: lateness.quantile(0.99),
                                  latenessMaxSeconds: lateness.quantile(1))
     }

@@ -20,10 +20,6 @@ actor SessionManager {
     }
 
     var sessions: SessionTable
-    /// The current tokens of sessions in use, for answering `token` on the event loops.
-    nonisolated let published: PublishedTokens
-    /// The `token.watch` subscriptions, told of every change by ``SessionTable``.
-    nonisolated let watchers = TokenWatchers()
     var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
     var queue: RefreshQueue
     var lateness = RefreshLateness()
@@ -59,9 +55,10 @@ actor SessionManager {
     ///   - refreshLimits: Refreshes in flight at once, in all and per provider, so that a daemon
     ///     restored with thousands of expired sessions does not open thousands of connections.
     ///   - now: The clock; injected by tests.
+    ///   - observer: Told of every change of a session's tokens (the published answers and watches).
     ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
     init(logger: Logger, persistence: SessionPersistence? = nil, refreshLimits: RefreshQueue.Limits = .standard, maximumSessionsPerUser: Int = 1000,
-         metrics: DaemonMetrics? = nil,
+         metrics: DaemonMetrics? = nil, observer: any SessionObserver = NoSessionObserver(),
          now: @escaping @Sendable () -> Date = { Date() }, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
         self.logger = logger
         self.metrics = metrics
@@ -70,8 +67,7 @@ actor SessionManager {
         self.maximumSessionsPerUser = maximumSessionsPerUser
         self.now = now
         self.random = random
-        published = PublishedTokens(now: now)
-        sessions = SessionTable(published: published, watchers: watchers)
+        sessions = SessionTable(observer: observer)
     }
 
     // MARK: Sign-in and sign-out
@@ -171,7 +167,7 @@ actor SessionManager {
         }
         if !forceRefresh, tokens.isValid(for: minimumValidity, at: now()) {
             // Already on disk when persistent: a refresh persists before it returns.
-            sessions.published.publish(tokens, for: key)
+            sessions.observer.publish(tokens, for: key)
             return tokens
         }
         if record.grant != .clientCredentials, tokens.refreshToken == nil {

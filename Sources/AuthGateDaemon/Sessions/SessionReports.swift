@@ -38,3 +38,17 @@ struct PendingSignIn: Sendable, Equatable {
     var authorizationURL: String?
     var expiresAt: Date
 }
+
+/// The background refresh as administrators see it (`daemon.info`).
+struct RefreshReport: Sendable, Equatable {
+    /// Refreshes at providers right now (background and callers').
+    var inFlight: Int
+    /// Sessions past their planned refresh time waiting for a slot, by provider.
+    var waiting: [String: Int]
+    /// Background refreshes started since the daemon did.
+    var started: Int
+    /// How late the last 10,000 background refreshes started against their plan, in seconds.
+    var latenessP50Seconds: Double?
+    var latenessP99Seconds: Double?
+    var latenessMaxSeconds: Double?
+}

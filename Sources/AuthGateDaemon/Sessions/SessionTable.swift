@@ -1,26 +1,23 @@
 import AuthGateCore
-import AuthGateRPC
 import FoundationEssentials
 
 /// The session records. Every change goes through here, so that a session whose tokens
-/// change or which goes away is withdrawn from ``PublishedTokens`` in the same step, and its
-/// watchers (``TokenWatchers``) are told.
+/// change or which goes away is withdrawn in the same step, and its watchers are told (the
+/// ``SessionObserver``).
 struct SessionTable {
     private var records: [SessionKey: SessionRecord] = [:]
     private var countByUID: [UInt32: Int] = [:]
-    let published: PublishedTokens
-    let watchers: TokenWatchers
+    let observer: any SessionObserver
 
-    init(published: PublishedTokens, watchers: TokenWatchers) {
-        self.published = published
-        self.watchers = watchers
+    init(observer: any SessionObserver) {
+        self.observer = observer
     }
 
     subscript(key: SessionKey) -> SessionRecord? {
         get { records[key] }
         set {
             let old = records[key]
-            if newValue?.tokens != old?.tokens { published.withdraw(key) }
+            if newValue?.tokens != old?.tokens { observer.withdraw(key) }
             records[key] = newValue
             if (old != nil) != (newValue != nil) { count(key.uid, newValue != nil ? 1 : -1) }
             tell(key, old: old, new: newValue)
@@ -29,7 +26,7 @@ struct SessionTable {
 
     @discardableResult
     mutating func removeValue(forKey key: SessionKey) -> SessionRecord? {
-        published.withdraw(key)
+        observer.withdraw(key)
         let removed = records.removeValue(forKey: key)
         if removed != nil { count(key.uid, -1) }
         tell(key, old: removed, new: nil)
@@ -41,11 +38,11 @@ struct SessionTable {
     private func tell(_ key: SessionKey, old: SessionRecord?, new: SessionRecord?) {
         switch (old?.tokens, new?.tokens) {
         case (let before, .some(let after)) where before?.accessToken != after.accessToken || before?.expiresAt != after.expiresAt:
-            watchers.tokensChanged(key, after)
+            observer.tokensChanged(key, after)
         case (.some, nil) where new != nil:
-            watchers.sessionEnded(key, .loginRequired, message: new?.lastError ?? "The session needs a new sign-in.")
+            observer.sessionEnded(key, .loginRequired, message: new?.lastError ?? "The session needs a new sign-in.")
         case (_, _) where old != nil && new == nil:
-            watchers.sessionEnded(key, .loggedOut, message: "The session was signed out.")
+            observer.sessionEnded(key, .signedOut, message: "The session was signed out.")
         default:
             break
         }

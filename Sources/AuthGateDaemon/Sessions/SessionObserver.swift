@@ -1,0 +1,31 @@
+import AuthGateCore
+
+/// Who is told, in the same step as the change, when a session's tokens change or the session
+/// ends: in the daemon, the Server's published answers and watches (``SessionBroadcast``).
+/// The session layer knows nothing of the wire; this is its only way out.
+protocol SessionObserver: Sendable {
+    /// `tokens` were just handed out and are the session's current ones.
+    func publish(_ tokens: TokenSet, for key: SessionKey)
+    /// The session's tokens are no longer current (replaced, refused, signed out).
+    func withdraw(_ key: SessionKey)
+    /// A new access token.
+    func tokensChanged(_ key: SessionKey, _ tokens: TokenSet)
+    /// The session needs a new sign-in, or is gone.
+    func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String)
+}
+
+/// How a session ended.
+enum SessionEnding: Sendable {
+    /// Signed out, or its provider was removed or changed its issuer or client.
+    case signedOut
+    /// The provider refused it, or its token expired with nothing to refresh it.
+    case loginRequired
+}
+
+/// Tells nobody: a session manager on its own, in tests.
+struct NoSessionObserver: SessionObserver {
+    func publish(_ tokens: TokenSet, for key: SessionKey) {}
+    func withdraw(_ key: SessionKey) {}
+    func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) {}
+    func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) {}
+}
