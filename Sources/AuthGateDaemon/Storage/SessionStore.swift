@@ -163,14 +163,7 @@ final class SessionStore: Sendable {
         guard info.isDirectory else {
             throw StorageError(file: directory, "the sessions directory \(directory) is not a directory")
         }
-        guard info.permissions & StorageFiles.groupAndOther == 0 else {
-            let mode = String(info.permissions & 0o777, radix: 8)
-            throw StorageError(file: directory, "the sessions directory \(directory) has mode \(mode), so other users may get in; "
-                               + "it must be 0700 (chmod 700 \(directory))")
-        }
-        guard info.owner == geteuid() else {
-            throw StorageError(file: directory, "the sessions directory \(directory) belongs to uid \(info.owner), not to the daemon's uid \(geteuid())")
-        }
+        try StorageFiles.requirePrivate(info, "the sessions directory \(directory)", file: directory, risk: "get in", mode: "0700")
         return true
     }
 

@@ -48,6 +48,22 @@ enum StorageFiles {
         }
     }
 
+    /// Refuses a file or directory that anyone but the daemon's user could use: one with any
+    /// group or other permission bit, or owned by another uid.
+    /// - Parameters:
+    ///   - what: How a sentence names it, `the key file /path`.
+    ///   - risk: What others could do, for the sentence.
+    ///   - mode: The mode it must have, `0600`.
+    static func requirePrivate(_ info: FileInfo, _ what: String, file: String, risk: String, mode: String) throws(StorageError) {
+        guard info.permissions & groupAndOther == 0 else {
+            let actual = String(info.permissions & 0o777, radix: 8)
+            throw StorageError(file: file, "\(what) has mode \(actual), so other users may \(risk); it must be \(mode) (chmod \(mode.dropFirst()) \(file))")
+        }
+        guard info.owner == geteuid() else {
+            throw StorageError(file: file, "\(what) belongs to uid \(info.owner), not to the daemon's uid \(geteuid())")
+        }
+    }
+
     /// The current `errno` as text.
     static func errorText(_ code: Int32 = errno) -> String {
         String(cString: strerror(code))

@@ -115,14 +115,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
         guard info.isRegularFile else {
             throw StorageError(file: path, "the key file \(path) is not a regular file")
         }
-        guard info.permissions & StorageFiles.groupAndOther == 0 else {
-            let mode = String(info.permissions & 0o777, radix: 8)
-            throw StorageError(file: path, "the key file \(path) has mode \(mode), so other users may read or change it; "
-                               + "it must be 0600 (chmod 600 \(path))")
-        }
-        guard info.owner == geteuid() else {
-            throw StorageError(file: path, "the key file \(path) belongs to uid \(info.owner), not to the daemon's uid \(geteuid())")
-        }
+        try StorageFiles.requirePrivate(info, "the key file \(path)", file: path, risk: "read or change it", mode: "0600")
         guard info.size == Self.byteCount else {
             throw StorageError(file: path, "the key file \(path) is \(info.size) bytes long; it must be exactly \(byteCount) random bytes")
         }
