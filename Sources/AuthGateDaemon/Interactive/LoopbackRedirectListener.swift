@@ -176,36 +176,16 @@ final class LoopbackRedirectListener: Sendable {
         // read the whole page may close the connection before the last write completes, and
         // the flow must still end with the code it redeemed.
         let outcome = FirstOutcome<Outcome>()
-        let channel = connection.channel
-        let timeout = channel.eventLoop.scheduleTask(in: Self.requestTimeout) { channel.close(promise: nil) }
-        defer { timeout.cancel() }
-        return await withTaskCancellationHandler {
-            do {
-                try await connection.executeThenClose { inbound, outbound in
-                    var head: HTTPRequestHead?
-                    for try await part in inbound {
-                        switch part {
-                        case .head(let requestHead):
-                            head = requestHead
-                        case .body:
-                            continue
-                        case .end:
-                            guard let request = head else { return }
-                            head = nil
-                            let (page, result) = await self.answer(request, handle)
-                            if let result { _ = outcome.keep(result) }
-                            try await Self.write(page, to: outbound)
-                            return
-                        }
-                    }
-                }
-            } catch {
-                // The connection failed or was closed: whatever was redeemed stays redeemed.
+        do {
+            try await OneRequestHTTP.serve(connection, timeout: Self.requestTimeout) { request, outbound in
+                let (page, result) = await self.answer(request, handle)
+                if let result { _ = outcome.keep(result) }
+                try await Self.write(page, to: outbound)
             }
-            return outcome.value
-        } onCancel: {
-            connection.channel.close(promise: nil)
+        } catch {
+            // The connection failed or was closed: whatever was redeemed stays redeemed.
         }
+        return outcome.value
     }
 
     private func answer<Outcome: Sendable>(_ request: HTTPRequestHead,

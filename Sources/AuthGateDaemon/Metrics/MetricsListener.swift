@@ -109,36 +109,17 @@ struct MetricsListener: Service, CustomStringConvertible {
     }
 
     private func serve(_ connection: Connection) async {
-        let channel = connection.channel
-        let timeout = channel.eventLoop.scheduleTask(in: Self.requestTimeout) { channel.close(promise: nil) }
-        defer { timeout.cancel() }
-        await withTaskCancellationHandler {
-            try? await connection.executeThenClose { inbound, outbound in
-                var head: HTTPRequestHead?
-                for try await part in inbound {
-                    switch part {
-                    case .head(let requestHead):
-                        head = requestHead
-                    case .body:
-                        continue
-                    case .end:
-                        guard let request = head else { return }
-                        let (status, contentType, body) = await answer(request)
-                        var headers = HTTPHeaders()
-                        headers.add(name: "Content-Type", value: contentType)
-                        headers.add(name: "Content-Length", value: "\(body.utf8.count)")
-                        headers.add(name: "Cache-Control", value: "no-store")
-                        headers.add(name: "Connection", value: "close")
-                        try await outbound.write(contentsOf: [
-                            .head(HTTPResponseHead(version: request.version, status: status, headers: headers)),
-                            .body(.byteBuffer(ByteBuffer(string: request.method == .HEAD ? "" : body))), .end(nil),
-                        ])
-                        return
-                    }
-                }
-            }
-        } onCancel: {
-            channel.close(promise: nil)
+        try? await OneRequestHTTP.serve(connection, timeout: Self.requestTimeout) { request, outbound in
+            let (status, contentType, body) = await answer(request)
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: contentType)
+            headers.add(name: "Content-Length", value: "\(body.utf8.count)")
+            headers.add(name: "Cache-Control", value: "no-store")
+            headers.add(name: "Connection", value: "close")
+            try await outbound.write(contentsOf: [
+                .head(HTTPResponseHead(version: request.version, status: status, headers: headers)),
+                .body(.byteBuffer(ByteBuffer(string: request.method == .HEAD ? "" : body))), .end(nil),
+            ])
         }
     }
 

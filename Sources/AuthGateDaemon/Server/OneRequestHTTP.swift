@@ -1,0 +1,36 @@
+import NIOCore
+import NIOHTTP1
+
+/// The one-request HTTP/1 connections of the daemon's two small HTTP servers (the browser
+/// sign-in's redirect listener and the metrics endpoint): the request's head must arrive
+/// within `timeout` of connecting, `respond` answers it, and the connection is closed; it is
+/// closed at once when the serving task is cancelled.
+enum OneRequestHTTP {
+    typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+
+    static func serve(_ connection: Connection, timeout: TimeAmount,
+                      respond: (HTTPRequestHead, NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws -> Void) async throws {
+        let channel = connection.channel
+        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        defer { deadline.cancel() }
+        try await withTaskCancellationHandler {
+            try await connection.executeThenClose { inbound, outbound in
+                var head: HTTPRequestHead?
+                for try await part in inbound {
+                    switch part {
+                    case .head(let requestHead):
+                        head = requestHead
+                    case .body:
+                        continue
+                    case .end:
+                        guard let request = head else { return }
+                        try await respond(request, outbound)
+                        return
+                    }
+                }
+            }
+        } onCancel: {
+            channel.close(promise: nil)
+        }
+    }
+}
