@@ -63,7 +63,7 @@ extension RemoteIdentityProvider {
     /// Polls the token endpoint once with the device code (RFC 8628 §3.4, §3.5).
     /// - Throws: `permission_denied` on `access_denied`, `flow_expired` on `expired_token`,
     ///   and the usual reasons for anything else.
-    public func pollDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async throws(AuthGateError) -> DevicePoll {
+    func pollDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async throws(AuthGateError) -> DevicePoll {
         let metadata = try await resolvedMetadata()
         let response = try await tokenEndpoint.post(metadata.tokenEndpoint, DeviceAuthorizationGrant.tokenFields(authorization.deviceCode))
         if response.status == 200 {

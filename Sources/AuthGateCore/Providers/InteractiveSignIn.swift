@@ -30,16 +30,6 @@ public struct DeviceAuthorization: Sendable {
     }
 }
 
-/// One poll of the token endpoint with a device code (RFC 8628 §3.4, §3.5).
-public enum DevicePoll: Sendable {
-    /// `authorization_pending`: the user has not finished yet.
-    case pending
-    /// `slow_down`: poll less often (5 more seconds, §3.5).
-    case slowDown
-    /// The user approved: the tokens, and who signed in.
-    case signedIn(SignInResult)
-}
-
 /// One authorization request of the authorization-code grant (RFC 6749 §4.1) with PKCE
 /// (RFC 7636, S256), `state`, the OpenID Connect `nonce`, and what the redirect must carry.
 ///

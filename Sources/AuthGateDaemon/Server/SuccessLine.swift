@@ -4,14 +4,18 @@ import NIOCore
 /// id and a result that are JSON already. The cached path (``CachedTokenAnswers``) and the
 /// dispatcher both write their answers here, so the same call gets the same bytes either way.
 enum SuccessLine {
+    private static let opening: StaticString = #"{"id":"#
+    private static let middle: StaticString = #","jsonrpc":"2.0","result":"#
+    private static let closing: StaticString = "}\n"
+
     static func write(id: some Sequence<UInt8>, result: some Sequence<UInt8>, into buffer: inout ByteBuffer) {
-        buffer.writeStaticString(#"{"id":"#)
+        buffer.writeStaticString(opening)
         buffer.writeBytes(id)
-        buffer.writeStaticString(#","jsonrpc":"2.0","result":"#)
+        buffer.writeStaticString(middle)
         buffer.writeBytes(result)
-        buffer.writeStaticString("}\n")
+        buffer.writeStaticString(closing)
     }
 
     /// The bytes `write` adds besides the id and the result.
-    static let framingLength = 34
+    static let framingLength = opening.utf8CodeUnitCount + middle.utf8CodeUnitCount + closing.utf8CodeUnitCount
 }

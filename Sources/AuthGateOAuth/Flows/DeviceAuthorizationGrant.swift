@@ -1,6 +1,16 @@
 import AuthGateCore
 import FoundationEssentials
 
+/// One poll of the token endpoint with a device code (RFC 8628 §3.4, §3.5).
+enum DevicePoll: Sendable {
+    /// `authorization_pending`: the user has not finished yet.
+    case pending
+    /// `slow_down`: poll less often (5 more seconds, §3.5).
+    case slowDown
+    /// The user approved: the tokens, and who signed in.
+    case signedIn(SignInResult)
+}
+
 /// The device authorization grant (RFC 8628): the form fields of its two requests.
 enum DeviceAuthorizationGrant {
     /// The grant type of the token request (§3.4).
