@@ -31,6 +31,10 @@ let package = Package(
         // Domain: providers, configuration, tokens, sessions, errors. No NIO, no curl.
         .target(
             name: "AuthGateCore",
+            dependencies: [
+                // P-256 for the keys that DPoP binds a session's tokens to (RFC 9449).
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictSettings
         ),
         // libcurl, through typed wrappers of the variadic curl_easy_setopt (see shim.h).
@@ -59,8 +63,10 @@ let package = Package(
                 "AuthGateHTTP",
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Logging", package: "swift-log"),
-                // SHA-256 for the PKCE code challenge (RFC 7636 §4.2).
+                // SHA-256 for the PKCE code challenge (RFC 7636 §4.2); the client assertions'
+                // EC, RSA and HMAC signatures (RFC 7523).
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),

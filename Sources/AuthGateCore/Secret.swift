@@ -43,6 +43,13 @@ public enum Base64URL {
     public static func encode(_ bytes: [UInt8]) -> String {
         Data(bytes).base64EncodedString().replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
     }
+
+    /// The bytes of base64url text with or without padding; `nil` for anything else.
+    public static func decode(_ text: String) -> [UInt8]? {
+        var standard = text.replacing("-", with: "+").replacing("_", with: "/")
+        standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
+        return Data(base64Encoded: standard).map(Array.init)
+    }
 }
 
 extension UInt8 {

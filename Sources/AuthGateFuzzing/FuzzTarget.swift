@@ -40,6 +40,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     /// What the credential helpers and the kubectl plugin read (first byte: 0 git's
     /// `key=value` lines, 1 a docker server URL, 2 `KUBERNETES_EXEC_INFO`, 3 a configured host).
     case helperInput = "helper-input"
+    /// A pushed authorization response (RFC 9126 §2.2): status from the first byte, body from
+    /// the rest; the reader and the error mapping.
+    case parResponse = "par-response"
+    /// An answer that may demand a DPoP nonce (RFC 9449 §8): status from the first byte, then
+    /// the `DPoP-Nonce` header's value up to the first newline, then the body.
+    case dpopNonce = "dpop-nonce"
+    /// A token exchange answer (RFC 8693 §2.2): status from the first byte, body from the rest.
+    case exchangeResponse = "exchange-response"
 
     /// Runs one input.
     public func run(_ bytes: [UInt8]) {
@@ -72,6 +80,27 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                     fatalError("CredentialHost.normalize is not idempotent on \(text.debugDescription)")
                 }
             }
+        case .parResponse:
+            let response = Self.response(bytes)
+            _ = try? PushedAuthorization.parse(response, provider: "fuzz")
+            _ = Fixtures.tokenEndpoint.refusal(response, purpose: .interactiveSignIn, what: "pushed authorization request")
+        case .dpopNonce:
+            let rest = bytes.dropFirst()
+            let header = rest.prefix { $0 != UInt8(ascii: "\n") }
+            let response = HTTPResponse(status: bytes.first.map { $0 % 2 == 0 ? 400 : 401 } ?? 400,
+                                        headers: ["dpop-nonce": String(decoding: header, as: UTF8.self), "www-authenticate": "DPoP error=\"use_dpop_nonce\""],
+                                        body: Array(rest.dropFirst(header.count + 1)))
+            // A nonce taken from the answer goes into every later proof: it must be one.
+            if let nonce = DPoPNonce.challenge(in: response), !DPoPNonce.isValid(nonce) {
+                fatalError("DPoPNonce.challenge returned an invalid nonce \(nonce.debugDescription)")
+            }
+        case .exchangeResponse:
+            let response = Self.response(bytes)
+            let endpoint = Fixtures.tokenEndpoint
+            if let tokens = try? endpoint.parse(response, requestedScopes: ["read"], now: Date(timeIntervalSince1970: 1_800_000_000)) {
+                _ = try? TokenExchangeGrant.issuedTokenType(tokens, provider: "fuzz")
+            }
+            _ = endpoint.refusal(response, purpose: .exchange, scopes: ["read"])
         case .watchLine:
             _ = try? RPCConnection.decodeReply(bytes, id: .number(1), as: TokenResult.self)
             _ = try? RPCCoding.makeDecoder().decode(RPCNotification<TokenChanged>.self, from: Data(bytes))
@@ -103,10 +132,14 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         }
     }
 
-    private static func tokenResponse(_ bytes: [UInt8]) {
-        let statuses = [200, 400, 401, 403, 429, 500, 503]
+    /// A provider's answer: the status from the first byte, the body from the rest.
+    private static func response(_ bytes: [UInt8], statuses: [Int] = [200, 201, 400, 401, 403, 429, 500, 503]) -> HTTPResponse {
         let status = statuses[Int(bytes.first ?? 0) % statuses.count]
-        let response = HTTPResponse(status: status, headers: ["content-type": "application/json", "retry-after": "7"], body: Array(bytes.dropFirst()))
+        return HTTPResponse(status: status, headers: ["content-type": "application/json", "retry-after": "7"], body: Array(bytes.dropFirst()))
+    }
+
+    private static func tokenResponse(_ bytes: [UInt8]) {
+        let response = Self.response(bytes, statuses: [200, 400, 401, 403, 429, 500, 503])
         let endpoint = Fixtures.tokenEndpoint
         _ = try? endpoint.parse(response, requestedScopes: ["openid"], now: Date(timeIntervalSince1970: 1_800_000_000))
         for purpose in [TokenPurpose.passwordSignIn, .clientSignIn, .refresh, .interactiveSignIn] {
@@ -149,7 +182,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 private enum Fixtures {
     static let quiet = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    static let tokenEndpoint = TokenEndpoint(provider: "fuzz", clientID: "fuzz", clientSecret: nil, authentication: .none,
+    static let tokenEndpoint = TokenEndpoint(provider: "fuzz", client: ClientAuthenticator(clientID: "fuzz", method: .none, secret: nil, signingKey: nil),
                                              transport: NoTransport(), policy: HTTPRequestPolicy())
 
     static let storageKey = StorageKey(rawBytes: Array(repeating: 7, count: StorageKey.byteCount))!

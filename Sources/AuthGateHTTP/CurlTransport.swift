@@ -72,6 +72,17 @@ public struct CurlTransport: HTTPTransport {
                 if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_CAINFO_BLOB, base, bytes.count)) }
             }
         }
+        if let client = policy.clientCertificate {
+            // Both PEM, copied by libcurl: curl never opens the files (see caBundle).
+            set(ag_curl_setopt_string(handle, CURLOPT_SSLCERTTYPE, "PEM"))
+            set(ag_curl_setopt_string(handle, CURLOPT_SSLKEYTYPE, "PEM"))
+            client.certificate.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_SSLCERT_BLOB, base, bytes.count)) }
+            }
+            client.key.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_SSLKEY_BLOB, base, bytes.count)) }
+            }
+        }
         set(ag_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
         set(ag_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, policy.connectTimeoutMilliseconds))
         set(ag_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, policy.totalTimeoutMilliseconds))

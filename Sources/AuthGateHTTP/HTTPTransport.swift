@@ -17,6 +17,7 @@ public struct HTTPRequest: Sendable {
         case deviceAuthorization = "device_authorization"
         case userinfo
         case revocation
+        case pushedAuthorization = "pushed_authorization"
     }
 
     public var method: Method
@@ -64,10 +65,26 @@ public struct HTTPRequestPolicy: Sendable, Hashable {
     public var allowInsecureLoopback: Bool
     /// Bodies larger than this are refused while they arrive.
     public var maximumResponseBytes: Int
+    /// A client certificate and its key for mutual TLS (RFC 8705), PEM, in memory
+    /// (`CURLOPT_SSLCERT_BLOB`, `CURLOPT_SSLKEY_BLOB`).
+    public var clientCertificate: ClientCertificate?
+
+    public struct ClientCertificate: Sendable, Hashable, CustomStringConvertible {
+        public var certificate: [UInt8]
+        public var key: [UInt8]
+
+        public init(certificate: [UInt8], key: [UInt8]) {
+            self.certificate = certificate
+            self.key = key
+        }
+
+        public var description: String { "ClientCertificate(<redacted>)" }
+    }
 
     public init(caBundle: [UInt8]? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10_000,
-                allowInsecureLoopback: Bool = false, maximumResponseBytes: Int = 1 << 20) {
+                allowInsecureLoopback: Bool = false, maximumResponseBytes: Int = 1 << 20, clientCertificate: ClientCertificate? = nil) {
         self.caBundle = caBundle
+        self.clientCertificate = clientCertificate
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         self.totalTimeoutMilliseconds = totalTimeoutMilliseconds
         self.allowInsecureLoopback = allowInsecureLoopback

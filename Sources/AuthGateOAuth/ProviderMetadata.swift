@@ -15,12 +15,23 @@ public struct ProviderMetadata: Sendable, Hashable {
     public var grantTypesSupported: [String]?
     /// RFC 9207 §3: the provider sends `iss` with authorization responses.
     public var authorizationResponseIssParameterSupported: Bool
+    /// RFC 9126 §5: where authorization requests are pushed, and whether they must be.
+    public var pushedAuthorizationRequestEndpoint: URL? = nil
+    public var requirePushedAuthorizationRequests = false
 
     /// Reads an OpenID Provider Configuration document (OpenID Connect Discovery 1.0 §3).
     /// - Throws: A message naming the offending member.
-    static func discovered(_ document: [String: JSONValue], overrides: RemoteProviderSettings.Endpoints) throws(MetadataError) -> ProviderMetadata {
+    /// - Parameter mutualTLS: The client authenticates with a certificate: the endpoints of
+    ///   `mtls_endpoint_aliases` (RFC 8705 §5) replace the plain ones.
+    static func discovered(_ document: [String: JSONValue], overrides: RemoteProviderSettings.Endpoints,
+                           mutualTLS: Bool = false) throws(MetadataError) -> ProviderMetadata {
+        var aliases: [String: JSONValue] = [:]
+        if mutualTLS, let value = document["mtls_endpoint_aliases"] {
+            guard let object = value.objectValue else { throw MetadataError("mtls_endpoint_aliases is not an object") }
+            aliases = object
+        }
         func url(_ key: String, required: Bool = false) throws(MetadataError) -> URL? {
-            guard let value = document[key] else {
+            guard let value = aliases[key] ?? document[key] else {
                 if required { throw MetadataError("\(key) is missing") }
                 return nil
             }
@@ -50,7 +61,9 @@ public struct ProviderMetadata: Sendable, Hashable {
             userinfoEndpoint: try endpoint(overrides.userinfo, "userinfo_endpoint"),
             jwksURI: try endpoint(overrides.jwks, "jwks_uri", required: true),
             grantTypesSupported: grants,
-            authorizationResponseIssParameterSupported: document["authorization_response_iss_parameter_supported"] == .bool(true))
+            authorizationResponseIssParameterSupported: document["authorization_response_iss_parameter_supported"] == .bool(true),
+            pushedAuthorizationRequestEndpoint: try url("pushed_authorization_request_endpoint"),
+            requirePushedAuthorizationRequests: document["require_pushed_authorization_requests"] == .bool(true))
     }
 
     /// The metadata of an `oauth2` provider: its file's endpoints.
@@ -65,7 +78,8 @@ public struct ProviderMetadata: Sendable, Hashable {
 
     /// Every endpoint, for checking that none is plain http.
     var allEndpoints: [URL] {
-        [tokenEndpoint, authorizationEndpoint, deviceAuthorizationEndpoint, revocationEndpoint, userinfoEndpoint, jwksURI].compactMap { $0 }
+        [tokenEndpoint, authorizationEndpoint, deviceAuthorizationEndpoint, revocationEndpoint, userinfoEndpoint, jwksURI,
+         pushedAuthorizationRequestEndpoint].compactMap { $0 }
     }
 }
 

@@ -28,7 +28,8 @@ extension RemoteIdentityProvider {
         guard let object = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
             throw ProviderFailure.malformed(name, what: "device authorization response", "it is not a JSON object")
         }
-        let authorization = try DeviceAuthorizationGrant.parse(object, provider: name, now: now())
+        var authorization = try DeviceAuthorizationGrant.parse(object, provider: name, now: now())
+        authorization.proofKey = newProofKey()
         logger.debug("device authorization started", metadata: ["provider.id": "\(name)", "device.interval": "\(authorization.interval)"])
         return authorization
     }
@@ -65,9 +66,11 @@ extension RemoteIdentityProvider {
     ///   and the usual reasons for anything else.
     func pollDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async throws(AuthGateError) -> DevicePoll {
         let metadata = try await resolvedMetadata()
-        let response = try await tokenEndpoint.post(metadata.tokenEndpoint, DeviceAuthorizationGrant.tokenFields(authorization.deviceCode))
+        let response = try await tokenEndpoint.post(metadata.tokenEndpoint, DeviceAuthorizationGrant.tokenFields(authorization.deviceCode),
+                                                     proofKey: authorization.proofKey)
         if response.status == 200 {
-            let tokens = try tokenEndpoint.parse(response, requestedScopes: interactiveScopes(scopes), now: now())
+            var tokens = try tokenEndpoint.parse(response, requestedScopes: interactiveScopes(scopes), now: now())
+            tokens.proofKey = authorization.proofKey
             return .signedIn(try await signedIn(tokens))
         }
         switch OAuthErrorResponse(response)?.error {
@@ -88,16 +91,44 @@ extension RemoteIdentityProvider {
     /// - Parameters:
     ///   - redirectURI: The loopback listener's URL, its port included.
     ///   - prompt: OpenID Connect `prompt` (`create` for registration).
-    /// - Throws: `unsupported_grant` when the provider has no authorization endpoint.
+    /// The request is pushed (RFC 9126) when the file's `par` and the metadata say so.
+    /// - Throws: `unsupported_grant` when the provider has no authorization endpoint, or PAR
+    ///   is required by one side and impossible on the other; the PAR endpoint's failure.
     public func authorizationRequest(redirectURI: URL, scopes: [String], prompt: String?) async throws(AuthGateError) -> AuthorizationRequest {
         let metadata = try await resolvedMetadata()
         guard let endpoint = metadata.authorizationEndpoint else {
             throw AuthGateError(.unsupportedGrant, "\(name) has no authorization endpoint; its file can name one in endpoints.authorization.")
         }
-        return AuthorizationCodeGrant.request(
+        var (request, parameters) = AuthorizationCodeGrant.request(
             endpoint: endpoint, clientID: settings.clientID, redirectURI: redirectURI, scopes: interactiveScopes(scopes),
             prompt: prompt, audience: settings.audience, issuer: metadata.issuer ?? settings.issuer?.absoluteString,
-            requiresIssuer: metadata.authorizationResponseIssParameterSupported)
+            requiresIssuer: metadata.authorizationResponseIssParameterSupported, proofKey: newProofKey())
+        switch (settings.pushedAuthorization, metadata.pushedAuthorizationRequestEndpoint) {
+        case (.off, _) where metadata.requirePushedAuthorizationRequests:
+            throw AuthGateError(.unsupportedGrant, "\(name) requires pushed authorization requests (require_pushed_authorization_requests), but its file sets par to \"off\".")
+        case (.required, nil):
+            throw AuthGateError(.unsupportedGrant, "\(name)'s file sets par to \"required\", but the provider names no pushed_authorization_request_endpoint.")
+        case (.off, _), (.auto, nil):
+            return request
+        case (.auto, let parEndpoint?), (.required, let parEndpoint?):
+            let requestURI = try await push(parameters, to: parEndpoint)
+            // §4: only these two; everything else is bound to the request_uri.
+            request.url = AuthorizationCodeGrant.url(endpoint, [("client_id", settings.clientID), ("request_uri", requestURI)])
+            logger.debug("authorization request pushed", metadata: ["provider.id": "\(name)"])
+            return request
+        }
+    }
+
+    /// Sends the authorization request's parameters to the PAR endpoint, with this client's
+    /// authentication (RFC 9126 §2.1).
+    private func push(_ parameters: [(String, String)], to endpoint: URL) async throws(AuthGateError) -> String {
+        // The client authentication adds client_id itself, except for secret_basic.
+        let fields = settings.clientAuthentication == .clientSecretBasic ? parameters : parameters.filter { $0.0 != "client_id" }
+        let response = try await tokenEndpoint.post(endpoint, to: .pushedAuthorization, fields)
+        guard response.status == 201 || response.status == 200 else {
+            throw tokenEndpoint.refusal(response, purpose: .interactiveSignIn, what: "pushed authorization request")
+        }
+        return try PushedAuthorization.parse(response, provider: name)
     }
 
     /// Checks the query of a request to the redirect URI against `request` and, when it is
@@ -134,7 +165,7 @@ extension RemoteIdentityProvider {
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, AuthorizationCodeGrant.tokenFields(code: Secret(code), request: request),
-            purpose: .interactiveSignIn, requestedScopes: request.scopes, now: now())
+            purpose: .interactiveSignIn, requestedScopes: request.scopes, proofKey: request.proofKey, now: now())
         guard let idToken = tokens.idToken else {
             if isOIDC, request.scopes.contains("openid") {
                 throw AuthGateError(.serverError, "\(name) issued no ID token although openid was asked for.")

@@ -67,15 +67,29 @@ public actor RemoteIdentityProvider: IdentityProvider {
             }
             secret = Secret(trimmed)
         }
+        /// Reads a file the provider needs, with the trust rules of its kind.
+        func read(_ file: String, as kind: FileTrust.Kind, field: String, maximumSize: Int) throws(AuthGateError) -> [UInt8] {
+            switch FileTrust.read(file, as: kind, maximumSize: maximumSize) {
+            case .success(let bytes): return bytes
+            case .failure(let problem):
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.\(field): \(problem.refused ? "refused: " : "")\(problem)")
+            }
+        }
         // Read into memory once, here (the provider's validation), and handed to libcurl as a
         // blob: curl never opens the path, which could be swapped after this check.
-        var caBundle: [UInt8]?
-        if let file = settings.caFile {
-            switch FileTrust.read(file, as: .certificate, maximumSize: 4 << 20) {
-            case .success(let bytes): caBundle = bytes
-            case .failure(let problem):
-                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.tls.ca_file: \(problem.refused ? "refused: " : "")\(problem)")
+        let caBundle = try settings.caFile.map { file throws(AuthGateError) in try read(file, as: .certificate, field: "tls.ca_file", maximumSize: 4 << 20) }
+        var clientCertificate: HTTPRequestPolicy.ClientCertificate?
+        if let certificate = settings.tlsClientCertificateFile, let key = settings.tlsClientKeyFile {
+            clientCertificate = .init(certificate: try read(certificate, as: .certificate, field: "tls.client_cert_file", maximumSize: 1 << 20),
+                                      key: try read(key, as: .secret, field: "tls.client_key_file", maximumSize: 1 << 20))
+        }
+        var signingKey: ClientSigningKey?
+        if let file = settings.clientKeyFile {
+            let pem = String(decoding: try read(file, as: .secret, field: "client_key_file", maximumSize: 1 << 20), as: UTF8.self)
+            guard let key = ClientSigningKey(pem: pem, keyID: settings.clientKeyID) else {
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_key_file: \(file) holds no PEM EC P-256 or RSA (2048 bits or more) private key")
             }
+            signingKey = key
         }
         self.configuration = configuration
         self.settings = settings
@@ -84,10 +98,10 @@ public actor RemoteIdentityProvider: IdentityProvider {
         self.logger = logger
         policy = HTTPRequestPolicy(caBundle: caBundle, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                                    totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
-                                   allowInsecureLoopback: settings.allowInsecureHTTPLoopback)
+                                   allowInsecureLoopback: settings.allowInsecureHTTPLoopback, clientCertificate: clientCertificate)
         clientSecret = secret
-        tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, clientID: settings.clientID, clientSecret: secret,
-                                      authentication: settings.clientAuthentication, transport: transport, policy: policy)
+        let client = ClientAuthenticator(clientID: settings.clientID, method: settings.clientAuthentication, secret: secret, signingKey: signingKey)
+        tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, client: client, transport: transport, policy: policy)
         metadata = isOIDC ? nil : ProviderMetadata.configured(settings)
     }
 
@@ -150,7 +164,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
         let discovered: ProviderMetadata
         do {
-            discovered = try ProviderMetadata.discovered(document, overrides: settings.endpoints)
+            discovered = try ProviderMetadata.discovered(document, overrides: settings.endpoints, mutualTLS: settings.clientAuthentication.isMutualTLS)
         } catch {
             throw .unreachable(ProviderFailure.malformed(name, what: "discovery document", error.message))
         }
@@ -202,9 +216,18 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
     }
 
-    private func get(_ url: URL, _ endpoint: HTTPRequest.Endpoint, what: String, bearer: Secret? = nil) async throws(AuthGateError) -> HTTPResponse {
+    /// - Parameter bearer: Tokens whose access token authorizes the request; with a DPoP
+    ///   proof of their key when they are bound (RFC 9449 §7.1).
+    private func get(_ url: URL, _ endpoint: HTTPRequest.Endpoint, what: String, bearer: TokenSet? = nil) async throws(AuthGateError) -> HTTPResponse {
         var headers: [(name: String, value: String)] = [("Accept", "application/json")]
-        if let bearer { headers.append(("Authorization", "Bearer " + bearer.exposedValue)) }
+        if let bearer {
+            if let key = bearer.proofKey {
+                headers.append(("Authorization", "DPoP " + bearer.accessToken.exposedValue))
+                headers.append(("DPoP", key.proof(method: "GET", url: url, nonce: nil, accessToken: bearer.accessToken, at: Date())))
+            } else {
+                headers.append(("Authorization", "Bearer " + bearer.accessToken.exposedValue))
+            }
+        }
         let response: HTTPResponse
         do {
             response = try await transport.send(HTTPRequest(method: .get, url: url, endpoint: endpoint, headers: headers), policy: policy)
@@ -228,11 +251,20 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, PasswordGrant.fields(credentials, scopes: scopes, audience: settings.audience),
-            purpose: .passwordSignIn, requestedScopes: scopes, now: now())
+            purpose: .passwordSignIn, requestedScopes: scopes, proofKey: newProofKey(), now: now())
         return try await signedIn(tokens)
     }
 
+    /// A new key for a new session's tokens when the file sets `"dpop": "required"`.
+    func newProofKey() -> DPoPKey? {
+        settings.dpop == .required ? DPoPKey() : nil
+    }
+
     public func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
+        try await signInAsClient(variant, proofKey: newProofKey())
+    }
+
+    public func signInAsClient(_ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
         // The file's scopes as written: a server that grants a client only what it asks for
         // refuses a request stripped of, say, `openid` that its policy requires.
         let scopes = variant.scopes.isEmpty ? configuration.scopes : variant.scopes
@@ -240,21 +272,38 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint,
             ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource),
-            purpose: .clientSignIn, requestedScopes: scopes, now: now())
+            purpose: .clientSignIn, requestedScopes: scopes, proofKey: proofKey ?? newProofKey(), now: now())
         return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
     }
 
     public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
+        try await refresh(refreshToken, variant: variant, proofKey: nil)
+    }
+
+    /// RFC 9449 §5: a refresh of DPoP-bound tokens is proven with the same key.
+    public func refresh(_ refreshToken: Secret, variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
         var tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, variant: variant), purpose: .refresh,
-            requestedScopes: variant.scopes, now: now())
+            requestedScopes: variant.scopes, proofKey: proofKey, now: now())
         if let idToken = tokens.idToken {
             // Some servers issue an ID token on refresh only; it is verified like any other
             // (its `iss` is this provider's), and the session checks its `sub` is the session's.
             tokens.idTokenSubject = try await verify(idToken, nonce: nil).sub
         }
         return tokens
+    }
+
+    /// RFC 8693 §2.1: the session's access token as the subject; the issued token is bound to
+    /// the session's key when the session's is.
+    public func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
+        let metadata = try await resolvedMetadata()
+        var issued = try await tokenEndpoint.requestTokens(
+            at: metadata.tokenEndpoint, TokenExchangeGrant.fields(subject: tokens.accessToken, variant: variant), purpose: .exchange,
+            requestedScopes: variant.scopes, proofKey: tokens.proofKey, now: now())
+        issued.issuedTokenType = try TokenExchangeGrant.issuedTokenType(issued, provider: name)
+        issued.refreshToken = nil  // renewed by exchanging again, never by refreshing it
+        return issued
     }
 
     public func revoke(_ tokens: TokenSet) async {
@@ -277,7 +326,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         guard let endpoint = try await resolvedMetadata().userinfoEndpoint else {
             throw AuthGateError(.unsupportedGrant, "\(name) has no userinfo endpoint.")
         }
-        let response = try await get(endpoint, .userinfo, what: "userinfo request", bearer: tokens.accessToken)
+        let response = try await get(endpoint, .userinfo, what: "userinfo request", bearer: tokens)
         guard let claims = (try? JSONValue.parse(Data(response.body)))?.objectValue, claims["sub"]?.stringValue != nil else {
             throw ProviderFailure.malformed(name, what: "userinfo response", "it is not a JSON object with a sub")
         }

@@ -9,31 +9,47 @@ enum TokenPurpose: Sendable {
     case refresh
     /// Redeeming what an interactive sign-in produced: an authorization code or a device code.
     case interactiveSignIn
+    /// Exchanging the session's token for another (RFC 8693).
+    case exchange
 }
 
-/// The client side of a token endpoint: client authentication (RFC 6749 §2.3), the request,
-/// and the reading of its answer, strictly.
+/// The client side of a token endpoint: client authentication (``ClientAuthenticator``), DPoP
+/// proofs with the server's nonce (RFC 9449), the request, and the reading of its answer, strictly.
 struct TokenEndpoint: Sendable {
     let provider: String
-    let clientID: String
-    let clientSecret: Secret?
-    let authentication: ClientAuthentication
+    let client: ClientAuthenticator
     let transport: any HTTPTransport
     let policy: HTTPRequestPolicy
+    /// The provider's latest `DPoP-Nonce` (RFC 9449 §8), sent with every later proof.
+    let nonce = DPoPNonce()
 
-    /// A form POST with this client's authentication.
-    func post(_ url: URL, to endpoint: HTTPRequest.Endpoint = .token, _ fields: [(String, String)]) async throws(AuthGateError) -> HTTPResponse {
+    var clientID: String { client.clientID }
+
+    /// A form POST with this client's authentication and, for a session bound to `proofKey`,
+    /// a DPoP proof. A server that asks for a nonce (`use_dpop_nonce`, RFC 9449 §8) gets the
+    /// request once more with it; a second demand is the server's answer.
+    func post(_ url: URL, to endpoint: HTTPRequest.Endpoint = .token, _ fields: [(String, String)],
+              proofKey: DPoPKey? = nil) async throws(AuthGateError) -> HTTPResponse {
+        var response = try await send(url, to: endpoint, fields, proofKey: proofKey)
+        if let proofKey, let fresh = DPoPNonce.challenge(in: response) {
+            nonce.remember(fresh)
+            response = try await send(url, to: endpoint, fields, proofKey: proofKey)
+            if DPoPNonce.challenge(in: response) != nil {
+                throw AuthGateError(.dpopRejected, "\(provider) asked for a new DPoP nonce again right after authgate sent the one it asked for (use_dpop_nonce twice); the proof of key \(proofKey.thumbprint) was not accepted.")
+            }
+        }
+        if proofKey != nil, let next = response.headers["dpop-nonce"], DPoPNonce.isValid(next) { nonce.remember(next) }
+        return response
+    }
+
+    private func send(_ url: URL, to endpoint: HTTPRequest.Endpoint, _ fields: [(String, String)],
+                      proofKey: DPoPKey?) async throws(AuthGateError) -> HTTPResponse {
         var fields = fields
         var headers: [(name: String, value: String)] = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
-        switch authentication {
-        case .clientSecretBasic:
-            // RFC 6749 §2.3.1: both parts form-encoded before Base64.
-            let pair = FormEncoding.escape(clientID) + ":" + FormEncoding.escape(clientSecret?.exposedValue ?? "")
-            headers.append(("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()))
-        case .clientSecretPost:
-            fields += [("client_id", clientID), ("client_secret", clientSecret?.exposedValue ?? "")]
-        case .none:
-            fields.append(("client_id", clientID))
+        let now = Date()
+        client.authenticate(fields: &fields, headers: &headers, endpoint: url, now: now)
+        if let proofKey {
+            headers.append(("DPoP", proofKey.proof(method: "POST", url: url, nonce: nonce.current, at: now)))
         }
         let request = HTTPRequest(method: .post, url: url, endpoint: endpoint, headers: headers, body: FormEncoding.encode(fields))
         do {
@@ -47,11 +63,21 @@ struct TokenEndpoint: Sendable {
     /// - Parameters:
     ///   - fields: The grant's form fields, `grant_type` included.
     ///   - requestedScopes: Granted when the response names no `scope` (RFC 6749 §5.1).
+    ///   - proofKey: The key to bind the tokens to (DPoP); the answer must then be a DPoP token.
     func requestTokens(at url: URL, _ fields: [(String, String)], purpose: TokenPurpose, requestedScopes: [String],
-                       now: Date) async throws(AuthGateError) -> TokenSet {
-        let response = try await post(url, fields)
+                       proofKey: DPoPKey? = nil, now: Date) async throws(AuthGateError) -> TokenSet {
+        let response = try await post(url, fields, proofKey: proofKey)
         guard response.status == 200 else { throw refusal(response, purpose: purpose, scopes: requestedScopes) }
-        return try parse(response, requestedScopes: requestedScopes, now: now)
+        var tokens = try parse(response, requestedScopes: requestedScopes, now: now)
+        if let proofKey {
+            // RFC 9449 §5: a server that ignored the proof answers `Bearer`; the file requires binding.
+            guard tokens.tokenType.lowercased() == "dpop" || purpose == .exchange && tokens.tokenType == "N_A" else {
+                throw AuthGateError(.dpopRejected, "\(provider) answered with a \(tokens.tokenType.prefix(64)) token instead of a DPoP-bound one, but its file sets dpop to \"required\".")
+            }
+            if tokens.tokenType.lowercased() == "dpop" { tokens.tokenType = "DPoP" }
+            tokens.proofKey = proofKey
+        }
+        return tokens
     }
 
     /// - Parameter what: The request, as a person would name it.
@@ -66,6 +92,13 @@ struct TokenEndpoint: Sendable {
             case ("invalid_grant", .interactiveSignIn):
                 // RFC 6749 §5.2: a code used twice, expired, issued for another redirect or verifier.
                 return AuthGateError(.loginRequired, "\(provider) refused the authorization code (invalid_grant)\(oauth.detail): it was already used, has expired, or belongs to another sign-in; sign in again.")
+            case ("invalid_dpop_proof", _):
+                return AuthGateError(.dpopRejected, "\(provider) refused authgate's DPoP proof (invalid_dpop_proof)\(oauth.detail).")
+            case ("use_dpop_nonce", _):
+                return AuthGateError(.dpopRejected, "\(provider) demands a DPoP nonce (use_dpop_nonce) but sent none that authgate could use\(oauth.detail).")
+            case ("invalid_target", .exchange), ("invalid_request", .exchange):
+                return AuthGateError(.validationFailed, "\(provider) refused to exchange the token for that audience or resource (\(oauth.error))\(oauth.detail).",
+                                     fields: [FieldError(field: "audience", message: "refused by the provider")])
             case ("invalid_client", _):
                 return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (invalid_client)\(oauth.detail): the provider's file has a wrong client_id, client secret or client_auth.")
             case ("unauthorized_client", _), ("unsupported_grant_type", _):
@@ -89,7 +122,7 @@ struct TokenEndpoint: Sendable {
             switch purpose {
             case .passwordSignIn: return AuthGateError(.invalidCredentials, "The username or password is incorrect.")
             case .refresh: return AuthGateError(.loginRequired, "\(provider) no longer accepts this session; sign in again.")
-            case .clientSignIn, .interactiveSignIn:
+            case .clientSignIn, .interactiveSignIn, .exchange:
                 return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (HTTP \(response.status)): check client_id and client_secret_file.")
             }
         }
@@ -138,10 +171,12 @@ struct TokenEndpoint: Sendable {
         if let idToken, !TokenShape.isCompactJWS(idToken) {
             throw ProviderFailure.malformed(provider, what: what, "id_token is not a compact JWS (base64url parts joined by dots)")
         }
-        return TokenSet(
+        var tokens = TokenSet(
             accessToken: Secret(accessToken), tokenType: tokenType.lowercased() == "bearer" ? "Bearer" : tokenType,
             expiresAt: now.addingTimeInterval(lifetime), refreshToken: refreshToken.map(Secret.init),
             idToken: idToken.map(Secret.init), scopes: scopes)
+        tokens.issuedTokenType = try optionalString("issued_token_type")  // RFC 8693 §2.2.1
+        return tokens
     }
 }
 

@@ -29,6 +29,7 @@ extension ErrorReason {
         case .requestTooLarge: -32015
         case .loginPending: -32016
         case .loginCancelled: -32017
+        case .dpopRejected: -32018
         }
     }
 

@@ -10,6 +10,10 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case tokenRejected = "token.rejected"
     /// `token`, then `token.changed` and `session.ended` notifications on the same connection.
     case tokenWatch = "token.watch"
+    /// A token exchanged for the session's (RFC 8693).
+    case tokenExchange = "token.exchange"
+    /// A DPoP proof signed with the session's key (RFC 9449).
+    case dpopProof = "dpop.proof"
     case userinfo
     case status
     case logout

@@ -62,7 +62,7 @@ enum ExitStatus {
         case .parseError, .invalidRequest, .methodNotFound, .invalidParams, .requestTooLarge, .validationFailed,
              .userExists, .weakPassword: inputRefused
         case .unknownProvider, .providerUnavailable, .unsupportedGrant: providerUnusable
-        case .networkError, .serviceUnavailable, .serverError: providerFailing
+        case .networkError, .serviceUnavailable, .serverError, .dpopRejected: providerFailing
         case .permissionDenied, .rateLimited: notAllowed
         }
     }

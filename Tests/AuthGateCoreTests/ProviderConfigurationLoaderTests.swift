@@ -101,7 +101,7 @@ struct ProviderConfigurationLoaderTests {
          [#"$.grants[0]: expected one of "password", "device_code", "authorization_code", "client_credentials", found "implicit""#,
           #"$.grants[1]: expected one of "password", "device_code", "authorization_code", "client_credentials", found a number"#]),
         (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"]}"#,
-         ["$.grants: client_credentials needs a client secret: set client_secret_file"]),
+         ["$.grants: client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file"]),
         (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_auth": "client_secret_basic"}"#,
          [#"$.client_secret_file: required when client_auth is "client_secret_basic""#]),
         (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_secret_file": "secrets/x"}"#,

@@ -118,11 +118,42 @@ public struct AccessRules: Sendable, Hashable {
     public var admitsEveryone: Bool { users == nil && groups == nil && executables == nil }
 }
 
-/// How the daemon authenticates itself to the token endpoint (RFC 6749 §2.3).
+/// How the daemon authenticates itself to the token endpoint (RFC 6749 §2.3), and to every
+/// other endpoint that authenticates clients (revocation, device authorization, PAR).
 public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
     case clientSecretBasic = "client_secret_basic"
     case clientSecretPost = "client_secret_post"
+    /// An HS256 assertion keyed with the client secret (RFC 7523 §2.2, OIDC Core §9).
+    case clientSecretJWT = "client_secret_jwt"
+    /// An assertion signed with the client's private key (`client_key_file`).
+    case privateKeyJWT = "private_key_jwt"
+    /// Mutual TLS with a certificate from a CA the server trusts (RFC 8705 §2.1).
+    case tlsClientAuth = "tls_client_auth"
+    /// Mutual TLS with a certificate registered with the client (RFC 8705 §2.2).
+    case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
     case none
+
+    /// The methods that need `client_secret_file`.
+    public var needsSecret: Bool { [.clientSecretBasic, .clientSecretPost, .clientSecretJWT].contains(self) }
+
+    /// The methods that present a client certificate (RFC 8705).
+    public var isMutualTLS: Bool { self == .tlsClientAuth || self == .selfSignedTLSClientAuth }
+}
+
+/// `dpop` in a provider file: whether tokens are bound to a key the daemon holds (RFC 9449).
+public enum DPoPMode: String, Sendable, Hashable, CaseIterable {
+    case off
+    /// Every token request carries a proof, and a token that is not DPoP-bound is refused.
+    case required
+}
+
+/// `par` in a provider file: pushed authorization requests (RFC 9126) for browser sign-ins.
+public enum PushedAuthorizationMode: String, Sendable, Hashable, CaseIterable {
+    /// Pushed when the provider's metadata names a PAR endpoint.
+    case auto
+    /// Always pushed; a provider without a PAR endpoint cannot sign in with a browser.
+    case required
+    case off
 }
 
 /// Settings of `oidc` and `oauth2` providers.
@@ -141,6 +172,15 @@ public struct RemoteProviderSettings: Sendable, Hashable {
     public var redirectURI: URL?
     /// A PEM bundle of CAs to trust for this provider instead of the system's.
     public var caFile: String?
+    /// The client's private key (PEM, EC P-256 or RSA) for `private_key_jwt`.
+    public var clientKeyFile: String?
+    /// The `kid` of the client's assertions, as registered at the provider.
+    public var clientKeyID: String?
+    /// The client certificate and its key (PEM) for mutual TLS (RFC 8705).
+    public var tlsClientCertificateFile: String?
+    public var tlsClientKeyFile: String?
+    public var dpop: DPoPMode = .off
+    public var pushedAuthorization: PushedAuthorizationMode = .auto
     public var connectTimeoutMilliseconds: Int
     public var totalTimeoutMilliseconds: Int
     /// Plain http allowed to 127.0.0.1 and ::1 only; for tests.

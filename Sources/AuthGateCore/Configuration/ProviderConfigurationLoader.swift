@@ -108,7 +108,7 @@ private struct ProviderDocument {
     static let commonKeys: Set<String> = ["type", "display_name", "storage", "refresh", "access", "scopes", "credential_helper"]
     static let remoteKeys: Set<String> = commonKeys.union([
         "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
-        "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback",
+        "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback", "client_key_file", "client_key_id", "dpop", "par",
     ])
     static let mockKeys: Set<String> = commonKeys.union([
         "users", "latency_ms", "access_token_lifetime_seconds", "refresh_token_lifetime_seconds",
@@ -225,10 +225,40 @@ private struct ProviderDocument {
         if let secretFile, !secretFile.hasPrefix("/") {
             root.add("client_secret_file", "must be an absolute path, found \"\(secretFile)\"")
         }
-        let clientAuth = root.choice("client_auth", as: ClientAuthentication.self) ?? (secretFile == nil ? .none : .clientSecretBasic)
-        if clientAuth != .none, secretFile == nil, root.contains("client_auth") {
+        let clientKeyFile = root.string("client_key_file")
+        if let clientKeyFile, !clientKeyFile.hasPrefix("/") {
+            root.add("client_key_file", "must be an absolute path, found \"\(clientKeyFile)\"")
+        }
+        let clientKeyID = root.string("client_key_id")
+        if let clientKeyID, clientKeyID.isEmpty || clientKeyID.utf8.count > 256 || clientKeyID.containsControlCharacters {
+            root.add("client_key_id", "must be 1–256 printable characters")
+        }
+        var tlsCertificate: String?, tlsKey: String?, caFile: String?
+        if let tls = root.object("tls") {
+            tls.rejectUnknownKeys(allowed: ["ca_file", "client_cert_file", "client_key_file"], context: "tls")
+            caFile = tls.string("ca_file")
+            tlsCertificate = tls.string("client_cert_file")
+            tlsKey = tls.string("client_key_file")
+            for (key, path) in [("ca_file", caFile), ("client_cert_file", tlsCertificate), ("client_key_file", tlsKey)] {
+                if let path, !path.hasPrefix("/") { tls.add(key, "must be an absolute path, found \"\(path)\"") }
+            }
+            if (tlsCertificate == nil) != (tlsKey == nil) {
+                tls.add(tlsCertificate == nil ? "client_cert_file" : "client_key_file", "required with tls.\(tlsCertificate == nil ? "client_key_file" : "client_cert_file"): mutual TLS needs both")
+            }
+        }
+        let defaultAuth: ClientAuthentication = secretFile != nil ? .clientSecretBasic : clientKeyFile != nil ? .privateKeyJWT : .none
+        let clientAuth = root.choice("client_auth", as: ClientAuthentication.self) ?? defaultAuth
+        if clientAuth.needsSecret, secretFile == nil, root.contains("client_auth") {
             root.add("client_secret_file", "required when client_auth is \"\(clientAuth.rawValue)\"")
         }
+        if clientAuth == .privateKeyJWT, clientKeyFile == nil {
+            root.add("client_key_file", "required when client_auth is \"private_key_jwt\": the client's private key (PEM, EC P-256 or RSA)")
+        }
+        if clientAuth.isMutualTLS, tlsCertificate == nil {
+            root.add("tls", "client_cert_file and client_key_file are required when client_auth is \"\(clientAuth.rawValue)\" (RFC 8705)")
+        }
+        let dpop = root.choice("dpop", as: DPoPMode.self) ?? .off
+        let par = root.choice("par", as: PushedAuthorizationMode.self) ?? .auto
 
         let grants = root.array("grants") { item, path -> Grant? in
             let allowed = Grant.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
@@ -244,7 +274,7 @@ private struct ProviderDocument {
         default: break
         }
         if grants?.contains(.clientCredentials) == true, clientAuth == .none {
-            root.add("grants", "client_credentials needs a client secret: set client_secret_file")
+            root.add("grants", "client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file")
         }
         if !isOIDC {
             for (grant, endpoint, key) in [(Grant.deviceCode, endpoints.deviceAuthorization, "device_authorization"),
@@ -265,14 +295,6 @@ private struct ProviderDocument {
             }
         }
 
-        var caFile: String?
-        if let tls = root.object("tls") {
-            tls.rejectUnknownKeys(allowed: ["ca_file"], context: "tls")
-            caFile = tls.string("ca_file")
-            if let path = caFile, !path.hasPrefix("/") {
-                tls.add("ca_file", "must be an absolute path, found \"\(path)\"")
-            }
-        }
         var connect = 3000, total = 10_000
         if let timeouts = root.object("timeouts") {
             timeouts.rejectUnknownKeys(allowed: ["connect_ms", "total_ms"], context: "timeouts")
@@ -286,7 +308,9 @@ private struct ProviderDocument {
         return RemoteProviderSettings(
             issuer: issuer, endpoints: endpoints, clientID: clientID, clientSecretFile: secretFile,
             clientAuthentication: clientAuth, grants: grants, audience: root.string("audience"),
-            redirectURI: redirectURI, caFile: caFile, connectTimeoutMilliseconds: connect,
+            redirectURI: redirectURI, caFile: caFile, clientKeyFile: clientKeyFile, clientKeyID: clientKeyID,
+            tlsClientCertificateFile: tlsCertificate, tlsClientKeyFile: tlsKey, dpop: dpop, pushedAuthorization: par,
+            connectTimeoutMilliseconds: connect,
             totalTimeoutMilliseconds: total, allowInsecureHTTPLoopback: insecureLoopback)
     }
 

@@ -39,6 +39,9 @@ public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     /// The interactive sign-in was cancelled (`login.cancel`, or the daemon stopping).
     case loginCancelled = "login_cancelled"
     case rateLimited = "rate_limited"
+    /// The provider refused the DPoP proof of the session's key (RFC 9449), asked for a new
+    /// nonce twice in a row, or answered with a token that is not DPoP-bound.
+    case dpopRejected = "dpop_rejected"
     case internalError = "internal_error"
 }
 

@@ -66,6 +66,16 @@ public protocol IdentityProvider: Sendable {
     /// the variant's (empty for the session's own: the caller keeps the ones it had).
     func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet
 
+    /// ``refresh(_:variant:)`` for a session whose tokens are bound to `proofKey` (DPoP).
+    func refresh(_ refreshToken: Secret, variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> TokenSet
+
+    /// ``signInAsClient(_:)`` again for a session whose tokens are bound to `proofKey` (DPoP).
+    func signInAsClient(_ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult
+
+    /// Exchanges the session's access token for the token `variant.exchange` describes
+    /// (RFC 8693). Providers without token exchange keep the default, which refuses.
+    func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet
+
     /// Revokes a refresh token (RFC 7009), best effort: failures are not reported.
     func revoke(_ tokens: TokenSet) async
 
@@ -88,6 +98,19 @@ public protocol IdentityProvider: Sendable {
 }
 
 extension IdentityProvider {
+    /// Providers without DPoP ignore the key.
+    public func refresh(_ refreshToken: Secret, variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> TokenSet {
+        try await refresh(refreshToken, variant: variant)
+    }
+
+    public func signInAsClient(_ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
+        try await signInAsClient(variant)
+    }
+
+    public func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
+        throw AuthGateError(.unsupportedGrant, "This provider does not exchange tokens (RFC 8693).")
+    }
+
     public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
         throw AuthGateError(.unsupportedGrant, "This provider registers new accounts on its own sign-up page, not through authgated.")
     }

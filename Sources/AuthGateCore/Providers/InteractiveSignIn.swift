@@ -19,6 +19,8 @@ public struct DeviceAuthorization: Sendable {
     public var expiresAt: Date
     /// Seconds between polls (`interval`; 5 when the server does not say, §3.2).
     public var interval: Int
+    /// The key the tokens will be bound to (DPoP), proven when polling.
+    public var proofKey: DPoPKey?
 
     public init(deviceCode: Secret, userCode: String, verificationURI: URL, verificationURIComplete: URL?, expiresAt: Date, interval: Int) {
         self.deviceCode = deviceCode
@@ -53,6 +55,9 @@ public struct AuthorizationRequest: Sendable {
     /// The provider advertises `authorization_response_iss_parameter_supported`: a redirect
     /// without `iss` is refused (RFC 9207 §2.4).
     public var requiresIssuer: Bool
+    /// The key the tokens will be bound to (DPoP): its thumbprint went out as `dpop_jkt`
+    /// (RFC 9449 §10), its proof goes with the code.
+    public var proofKey: DPoPKey?
 
     public init(url: URL, redirectURI: URL, state: Secret, nonce: Secret?, codeVerifier: Secret, scopes: [String], issuer: String?,
                 requiresIssuer: Bool) {

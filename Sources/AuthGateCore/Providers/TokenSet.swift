@@ -15,9 +15,14 @@ public struct TokenSet: Sendable, Hashable {
     /// The `sub` of the ID token that came with these tokens, once verified; a refresh's must
     /// be the session's (OIDC Core §12.2). Not stored: it only travels from the provider.
     public var idTokenSubject: String?
+    /// The key the tokens are bound to (DPoP, RFC 9449; `token_type` `DPoP`): the session's,
+    /// kept across refreshes.
+    public var proofKey: DPoPKey?
+    /// RFC 8693 `issued_token_type` of an exchanged token.
+    public var issuedTokenType: String?
 
     public init(accessToken: Secret, tokenType: String = "Bearer", expiresAt: Date, refreshToken: Secret? = nil,
-                refreshTokenExpiresAt: Date? = nil, idToken: Secret? = nil, scopes: [String] = []) {
+                refreshTokenExpiresAt: Date? = nil, idToken: Secret? = nil, scopes: [String] = [], proofKey: DPoPKey? = nil) {
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.expiresAt = expiresAt
@@ -25,6 +30,7 @@ public struct TokenSet: Sendable, Hashable {
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
         self.idToken = idToken
         self.scopes = scopes
+        self.proofKey = proofKey
     }
 
     /// True when the access token stays valid for more than `seconds` after `now`: at its

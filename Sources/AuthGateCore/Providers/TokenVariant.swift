@@ -1,30 +1,52 @@
 import FoundationEssentials
 
 /// A token narrower than the session's own: fewer scopes (RFC 6749 §6, `scope` on a refresh)
-/// or one resource server (RFC 8707, `resource`). The `scopes` and `resource` of `token`.
+/// or one resource server (RFC 8707, `resource`), the `scopes` and `resource` of `token`; or a
+/// token exchanged for the session's (RFC 8693), the params of `token.exchange`.
 ///
 /// The daemon obtains it with the session's refresh token (or, for a client-credentials
-/// session, by asking again) and caches it per variant.
+/// session, by asking again; for an exchange, by exchanging again) and caches it per variant.
 public struct TokenVariant: Sendable, Hashable, CustomStringConvertible {
     /// Sorted and without duplicates, so that `["b", "a"]` and `["a", "b", "a"]` share a cache
     /// entry; empty means the session's own scopes.
     public let scopes: [String]
     /// An absolute URI without a fragment (RFC 8707 §2).
     public let resource: String?
+    /// Obtained by token exchange (RFC 8693) rather than by refresh.
+    public let exchange: TokenExchange?
 
-    public init(scopes: [String] = [], resource: String? = nil) {
+    public init(scopes: [String] = [], resource: String? = nil, exchange: TokenExchange? = nil) {
         self.scopes = Array(Set(scopes)).sorted()
         self.resource = resource
+        self.exchange = exchange
     }
 
     /// True when it asks for nothing beyond the session's own token.
-    public var isEmpty: Bool { scopes.isEmpty && resource == nil }
+    public var isEmpty: Bool { scopes.isEmpty && resource == nil && exchange == nil }
 
     public var description: String {
         var parts: [String] = []
+        if let exchange {
+            parts.append("exchange")
+            if let audience = exchange.audience { parts.append("audience=\(audience)") }
+            if let type = exchange.requestedTokenType { parts.append("requested_token_type=\(type)") }
+        }
         if !scopes.isEmpty { parts.append("scopes=\(scopes.joined(separator: " "))") }
         if let resource { parts.append("resource=\(resource)") }
         return parts.isEmpty ? "session" : parts.joined(separator: ", ")
+    }
+
+    /// What a token exchange asks for beyond `scopes` and `resource` (RFC 8693 §2.1).
+    public struct TokenExchange: Sendable, Hashable {
+        /// The logical name of the service the token is for.
+        public let audience: String?
+        /// A token type URI, e.g. `urn:ietf:params:oauth:token-type:access_token` (§3).
+        public let requestedTokenType: String?
+
+        public init(audience: String? = nil, requestedTokenType: String? = nil) {
+            self.audience = audience
+            self.requestedTokenType = requestedTokenType
+        }
     }
 
     /// `validation_failed` unless each scope is a valid `scope-token` (RFC 6749 §3.3);
@@ -40,6 +62,16 @@ public struct TokenVariant: Sendable, Hashable, CustomStringConvertible {
         let scopeCharacters = { (c: Unicode.Scalar) in c == "!" || (c >= "#" && c <= "[") || (c >= "]" && c <= "~") }
         if scopes.contains(where: { $0.isEmpty || $0.count > 256 || !$0.unicodeScalars.allSatisfy(scopeCharacters) }) {
             fields.append(FieldError(field: "scopes", message: "each scope must be 1–256 printable ASCII characters without spaces, quotes or backslashes"))
+        }
+        if let exchange {
+            let printable = { (text: String) in !text.isEmpty && text.utf8.count <= 2048 && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }
+            if let audience = exchange.audience, !printable(audience) {
+                fields.append(FieldError(field: "audience", message: "must be 1–2048 printable ASCII characters without spaces"))
+            }
+            // RFC 8693 §3: token type identifiers are URIs.
+            if let type = exchange.requestedTokenType, !printable(type) || !type.contains(":") {
+                fields.append(FieldError(field: "requested_token_type", message: "must be a token type URI such as urn:ietf:params:oauth:token-type:access_token"))
+            }
         }
         if !fields.isEmpty { throw .validationFailed(fields) }
     }

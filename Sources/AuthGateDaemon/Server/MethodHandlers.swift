@@ -191,6 +191,43 @@ struct MethodHandlers {
         return TokenResult(tokens)
     }
 
+    func tokenExchange(_ params: TokenExchangeParams) async throws(AuthGateError) -> TokenResult {
+        let (_, _, key) = try await resolve(params.provider, params.session)
+        let minimum = params.minValidSeconds ?? TokenParams.defaultMinimumValidity
+        guard TokenParams.minimumValidityRange.contains(minimum) else {
+            throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
+        }
+        let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource,
+                                   exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType))
+        try variant.validate()
+        let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
+                                                       forceRefresh: params.forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
+        return TokenResult(tokens)
+    }
+
+    /// A proof for the caller's own request; the key stays here. Only the session's owner can
+    /// ask: sessions are looked up under the caller's uid.
+    func dpopProof(_ params: DPoPProofParams) async throws(AuthGateError) -> DPoPProofResult {
+        let (_, _, key) = try await resolve(params.provider, params.session)
+        var fields: [FieldError] = []
+        // RFC 9110 §5.6.2: a method is a token; proofs are for the usual ones.
+        if params.htm.isEmpty || params.htm.utf8.count > 16 || !params.htm.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
+            fields.append(FieldError(field: "htm", message: "must be an HTTP method in capitals, like GET or POST"))
+        }
+        let url = URL(string: params.htu)
+        if params.htu.utf8.count > 4096 || url?.host == nil || !(url?.scheme == "https" || url?.scheme == "http") {
+            fields.append(FieldError(field: "htu", message: "must be the request's absolute http(s) URL"))
+        }
+        if let nonce = params.nonce, nonce.isEmpty || nonce.utf8.count > 1024 || !nonce.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+            fields.append(FieldError(field: "nonce", message: "must be the DPoP-Nonce the server sent (RFC 9449 §8.1)"))
+        }
+        guard fields.isEmpty, let url else { throw .validationFailed(fields) }
+        let (proofKey, accessToken) = try await services.sessions.proofKey(for: key, presenting: params.accessToken, bounded: !caller.isUnbounded)
+        services.logger.debug("dpop proof made", metadata: metadata(key, ["dpop.htm": "\(params.htm)"]))
+        return DPoPProofResult(proof: proofKey.proof(method: params.htm, url: url, nonce: params.nonce, accessToken: accessToken, at: Date()),
+                               jkt: proofKey.thumbprint)
+    }
+
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
         let (_, client, key) = try await resolve(params.provider, params.session)
         let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(TokenParams.defaultMinimumValidity), forceRefresh: false,
@@ -302,6 +339,7 @@ extension SessionStatus {
     init(_ summary: SessionSummary, showingUID: Bool) {
         self.init(provider: summary.provider, session: summary.session, state: summary.state, expiresAt: summary.expiresAt,
                   nextRefreshAt: summary.nextRefreshAt, lastError: summary.lastError, subject: summary.subject,
-                  uid: showingUID ? summary.key.uid : nil, refreshOverdueSeconds: summary.refreshOverdueSeconds)
+                  uid: showingUID ? summary.key.uid : nil, refreshOverdueSeconds: summary.refreshOverdueSeconds,
+                  dpopJKT: summary.dpopThumbprint)
     }
 }

@@ -79,6 +79,8 @@ enum MethodTable {
         case .token: .withParams { try await $0.token($1) }
         case .tokenRejected: .withParams { try await $0.tokenRejected($1) }
         case .tokenWatch: .withParams { try await $0.tokenWatch($1) }
+        case .tokenExchange: .withParams { try await $0.tokenExchange($1) }
+        case .dpopProof: .withParams { try await $0.dpopProof($1) }
         case .userinfo: .withParams { try await $0.userinfo($1) }
         case .status: .withOptionalParams(absent: StatusParams()) { try await $0.status($1) }
         case .logout: .withParams { try await $0.logout($1) }

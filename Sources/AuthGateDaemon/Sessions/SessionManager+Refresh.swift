@@ -133,12 +133,15 @@ extension SessionManager {
         let client = record.binding.client
         var result: Result<TokenSet, AuthGateError>
         do throws(AuthGateError) {
-            if record.grant == .clientCredentials {
+            if variant.exchange != nil {
+                // RFC 8693: exchanged again with the session's current access token.
+                result = .success(try await client.exchange(tokens, for: variant))
+            } else if record.grant == .clientCredentials {
                 // RFC 6749 §4.4.3: no refresh token; the client simply asks again.
                 let scopes = variant.isEmpty ? tokens.scopes : variant.scopes
-                result = .success(try await client.signInAsClient(TokenVariant(scopes: scopes, resource: variant.resource)).tokens)
+                result = .success(try await client.signInAsClient(TokenVariant(scopes: scopes, resource: variant.resource), proofKey: tokens.proofKey).tokens)
             } else if let refreshToken = tokens.refreshToken {
-                result = .success(try await client.refresh(refreshToken, variant: variant))
+                result = .success(try await client.refresh(refreshToken, variant: variant, proofKey: tokens.proofKey))
             } else {
                 result = .failure(.loginRequired(provider: key.provider.rawValue))
             }

@@ -16,7 +16,8 @@ extension SessionManager {
                 // Past its planned time and not started: waiting for a slot at a provider that falls behind.
                 let overdue = record.nextRefreshAt.map { now.timeIntervalSince($0) }.flatMap { $0 >= 1 ? Int($0) : nil }
                 return SessionSummary(key: key, state: state, expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt,
-                                      lastError: record.lastError, subject: record.subject, refreshOverdueSeconds: overdue)
+                                      lastError: record.lastError, subject: record.subject, refreshOverdueSeconds: overdue,
+                                      dpopThumbprint: record.tokens?.proofKey?.thumbprint)
             }
     }
 
@@ -68,16 +69,17 @@ extension SessionManager {
             for session in list {
                 guard let provider = ProviderID(session.provider), let name = SessionName(session.session),
                       let binding = bindings[provider], binding.storage == .persistent,
-                      binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID) else {
+                      binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID),
+                      let tokens = session.tokens else {
                     dropped = true
-                    logger.notice("saved session dropped: its provider is gone, no longer persistent, or has another issuer or client",
+                    logger.notice("saved session dropped: its provider is gone, no longer persistent, or has another issuer or client (or its DPoP key is unreadable)",
                                   metadata: ["peer.uid": "\(uid)", "provider.id": "\(session.provider)", "session": "\(session.session)"])
                     continue
                 }
                 let key = SessionKey(uid: uid, provider: provider, name: name)
-                sessions[key] = SessionRecord(grant: session.grant, tokens: session.tokens, subject: session.subject, state: .authenticated,
+                sessions[key] = SessionRecord(grant: session.grant, tokens: tokens, subject: session.subject, state: .authenticated,
                                               lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: session.savedAt)
-                if session.tokens.isValid(for: 0, at: now()) {
+                if tokens.isValid(for: 0, at: now()) {
                     planRefresh(key)
                 } else {
                     reschedule(key, at: now())

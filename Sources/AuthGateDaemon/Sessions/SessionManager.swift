@@ -194,10 +194,34 @@ actor SessionManager {
         if !forceRefresh, let cached = record.variants[variant], cached.isValid(for: minimumValidity, at: now()) {
             return cached
         }
+        if variant.exchange != nil {
+            // The subject token must itself stay valid while it is exchanged.
+            _ = try await token(for: key, minimumValidity: 30, forceRefresh: false)
+            return try await refresh(key, variant: variant).value.get()
+        }
         guard record.grant == .clientCredentials || record.tokens?.refreshToken != nil else {
             throw AuthGateError(.unsupportedGrant, "The provider '\(key.provider)' issued this session no refresh token, so authgated cannot obtain a token with other scopes or for a resource; sign in again asking for them.")
         }
         return try await refresh(key, variant: variant).value.get()
+    }
+
+    /// The key `key`'s tokens are bound to (DPoP), and the token a proof's `ath` hashes:
+    /// `presented` when it is the session's own or one of its variants', else the session's
+    /// current token (refreshed first when it has under 10 s to live).
+    /// - Throws: `unsupported_grant` when the session's tokens are not DPoP-bound;
+    ///   `invalid_params` when `presented` is not one of this session's tokens.
+    func proofKey(for key: SessionKey, presenting presented: Secret?, bounded: Bool) async throws(AuthGateError) -> (DPoPKey, Secret) {
+        let tokens = try await token(for: key, minimumValidity: 10, forceRefresh: false, bounded: bounded)
+        guard let proofKey = tokens.proofKey else {
+            throw AuthGateError(.unsupportedGrant, "The session's tokens with '\(key.provider)' are Bearer tokens, not bound to a key: DPoP proofs are for providers whose file sets \"dpop\": \"required\".")
+        }
+        guard let presented else { return (proofKey, tokens.accessToken) }
+        let known = [tokens] + (sessions[key]?.variants.values.map { $0 } ?? [])
+        guard known.contains(where: { $0.proofKey == proofKey && $0.accessToken.constantTimeEquals(presented.exposedValue) }) else {
+            throw AuthGateError(.invalidParams, "access_token is not a current token of this session.",
+                                fields: [FieldError(field: "access_token", message: "not a current token of this session")])
+        }
+        return (proofKey, presented)
     }
 
     /// A caller's API refused `rejected`. If it is still the current token, the session is

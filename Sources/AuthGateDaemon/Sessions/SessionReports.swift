@@ -12,6 +12,8 @@ struct SessionSummary: Sendable, Equatable {
     var subject: String?
     /// Seconds the planned refresh has waited for a slot at its provider, from one second on.
     var refreshOverdueSeconds: Int?
+    /// The JWK thumbprint of the key the tokens are bound to (DPoP), never the key.
+    var dpopThumbprint: String? = nil
 
     var provider: String { key.provider.rawValue }
     var session: String { key.name.rawValue }

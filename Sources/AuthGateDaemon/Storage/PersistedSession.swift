@@ -23,6 +23,8 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
     var refreshTokenExpiresAt: Date?
     var idToken: String?
     var scopes: [String]
+    /// The private scalar of the session's DPoP key, base64url; inside the sealed file only.
+    var dpopKey: String?
     var savedAt: Date
 
     init(provider: String, session: String, grant: Grant, subject: String?, issuer: String?, clientID: String?,
@@ -40,14 +42,21 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         self.refreshTokenExpiresAt = tokens.refreshTokenExpiresAt
         self.idToken = tokens.idToken?.exposedValue
         self.scopes = tokens.scopes
+        self.dpopKey = tokens.proofKey.map { Base64URL.encode($0.storageRepresentation) }
         self.savedAt = savedAt
     }
 
-    /// The tokens, as the rest of the daemon holds them.
-    var tokens: TokenSet {
-        TokenSet(accessToken: Secret(accessToken), tokenType: tokenType, expiresAt: expiresAt,
-                 refreshToken: refreshToken.map(Secret.init), refreshTokenExpiresAt: refreshTokenExpiresAt,
-                 idToken: idToken.map(Secret.init), scopes: scopes)
+    /// The tokens, as the rest of the daemon holds them; `nil` when the stored DPoP key is
+    /// not one (the tokens bound to it could not be used).
+    var tokens: TokenSet? {
+        var proofKey: DPoPKey?
+        if let dpopKey {
+            guard let bytes = Base64URL.decode(dpopKey), let key = try? DPoPKey(storageRepresentation: bytes) else { return nil }
+            proofKey = key
+        }
+        return TokenSet(accessToken: Secret(accessToken), tokenType: tokenType, expiresAt: expiresAt,
+                        refreshToken: refreshToken.map(Secret.init), refreshTokenExpiresAt: refreshTokenExpiresAt,
+                        idToken: idToken.map(Secret.init), scopes: scopes, proofKey: proofKey)
     }
 
     var description: String {
@@ -70,6 +79,7 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         case refreshTokenExpiresAt = "refresh_token_expires_at"
         case idToken = "id_token"
         case scopes
+        case dpopKey = "dpop_key"
         case savedAt = "saved_at"
     }
 }

@@ -30,10 +30,14 @@ public struct SessionStatus: Sendable, Codable {
     /// How long its planned refresh has waited for a slot, when a second or more: its provider
     /// answers more slowly than its sessions need (the daemon also logs a warning).
     public var refreshOverdueSeconds: Int?
+    /// The JWK SHA-256 thumbprint (RFC 7638) of the key its tokens are bound to (DPoP): the
+    /// `cnf.jkt` of its access tokens. The key itself never leaves the daemon.
+    public var dpopJKT: String?
 
     public init(provider: String, session: String, state: SessionState, expiresAt: Date?, nextRefreshAt: Date?,
-                lastError: String?, subject: String?, uid: UInt32? = nil, refreshOverdueSeconds: Int? = nil) {
+                lastError: String?, subject: String?, uid: UInt32? = nil, refreshOverdueSeconds: Int? = nil, dpopJKT: String? = nil) {
         self.uid = uid
+        self.dpopJKT = dpopJKT
         self.refreshOverdueSeconds = refreshOverdueSeconds
         self.provider = provider
         self.session = session
@@ -50,6 +54,7 @@ public struct SessionStatus: Sendable, Codable {
         case nextRefreshAt = "next_refresh_at"
         case lastError = "last_error"
         case refreshOverdueSeconds = "refresh_overdue_seconds"
+        case dpopJKT = "dpop_jkt"
     }
 }
 

@@ -49,8 +49,11 @@ public struct TokenResult: Sendable, Codable {
     public var expiresAt: Date
     public var scopes: [String]
     public var idToken: Secret?
+    /// RFC 8693 `issued_token_type`: only for a token from `token.exchange`.
+    public var issuedTokenType: String?
 
-    public init(accessToken: Secret, tokenType: String, expiresAt: Date, scopes: [String], idToken: Secret?) {
+    public init(accessToken: Secret, tokenType: String, expiresAt: Date, scopes: [String], idToken: Secret?, issuedTokenType: String? = nil) {
+        self.issuedTokenType = issuedTokenType
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.expiresAt = expiresAt
@@ -64,6 +67,7 @@ public struct TokenResult: Sendable, Codable {
         case tokenType = "token_type"
         case expiresAt = "expires_at"
         case idToken = "id_token"
+        case issuedTokenType = "issued_token_type"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -73,6 +77,7 @@ public struct TokenResult: Sendable, Codable {
         expiresAt = try container.decode(Date.self, forKey: .expiresAt)
         scopes = try container.decode([String].self, forKey: .scopes)
         idToken = try container.decodeIfPresent(String.self, forKey: .idToken).map(Secret.init)
+        issuedTokenType = try container.decodeIfPresent(String.self, forKey: .issuedTokenType)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -82,6 +87,7 @@ public struct TokenResult: Sendable, Codable {
         try container.encode(expiresAt, forKey: .expiresAt)
         try container.encode(scopes, forKey: .scopes)
         try container.encodeIfPresent(idToken?.exposedValue, forKey: .idToken)
+        try container.encodeIfPresent(issuedTokenType, forKey: .issuedTokenType)
     }
 }
 
@@ -89,7 +95,7 @@ extension TokenResult {
     /// What a caller may see of a session's tokens: never the refresh token.
     public init(_ tokens: TokenSet) {
         self.init(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
-                  scopes: tokens.scopes, idToken: tokens.idToken)
+                  scopes: tokens.scopes, idToken: tokens.idToken, issuedTokenType: tokens.issuedTokenType)
     }
 }
 

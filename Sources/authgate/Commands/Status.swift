@@ -20,14 +20,17 @@ struct Status: ParsableCommand {
             if all { return print(provider.map { "Nobody has a session with \($0)." } ?? "Nobody has a session.") }
             return print(provider.map { "You have no session with \($0)." } ?? "You have no sessions.")
         }
+        // A column only when a session is bound to a key.
+        let dpop = sessions.contains { $0.dpopJKT != nil }
         let rows = sessions.map { session in
             // A refresh past its time waits for a slot at a provider slower than its sessions need.
             let nextRefresh = session.refreshOverdueSeconds.map { "overdue by \($0) s (provider slow)" } ?? Terminal.describe(session.nextRefreshAt)
             return (all ? [session.uid.map(String.init) ?? "-"] : [])
                 + [session.provider, session.session, session.state.rawValue, session.subject ?? "-",
                    Terminal.describe(session.expiresAt), nextRefresh, session.lastError ?? ""]
+                + (dpop ? [session.dpopJKT ?? "-"] : [])
         }
-        let header = ["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"]
+        let header = ["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"] + (dpop ? ["DPOP KEY (JKT)"] : [])
         print(Terminal.table((all ? ["UID"] : []) + header, rows))
     }
 }
