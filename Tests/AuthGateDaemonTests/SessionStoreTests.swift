@@ -89,20 +89,25 @@ struct SessionStoreTests {
         #expect(loaded.sessions == [1000: first, 1001: second])
         let stored = try #require(loaded.sessions[1000]?.first)
         #expect(stored.tokens == first[0].tokens)
-        #expect(stored.tokens.refreshToken?.exposedValue == "refresh-a1")
+        #expect(stored.tokens?.refreshToken?.exposedValue == "refresh-a1")
         #expect(stored.expiresAt == Date(timeIntervalSince1970: 1_800_000_123.25))
         #expect(loaded.sessions[1000]?[1].refreshToken == nil)
         #expect(loaded.sessions[1000]?[1].subject == nil)
     }
 
-    @Test("TokenSet converts to a PersistedSession and back unchanged, and never prints its tokens")
-    func tokenConversion() {
-        let persisted = session("mock", "default", token: "conv", full: true)
-        let tokens = persisted.tokens
+    @Test("TokenSet converts to a PersistedSession and back unchanged (its DPoP key too), and never prints its tokens")
+    func tokenConversion() throws {
+        var persisted = session("mock", "default", token: "conv", full: true)
+        let key = DPoPKey()
+        persisted.dpopKey = Base64URL.encode(key.storageRepresentation)
+        let tokens = try #require(persisted.tokens)
+        #expect(tokens.proofKey?.thumbprint == key.thumbprint)
         let again = PersistedSession(provider: "mock", session: "default", grant: .password, subject: persisted.subject,
                                      issuer: persisted.issuer, clientID: persisted.clientID, tokens: tokens, savedAt: persisted.savedAt)
         #expect(again == persisted)
-        #expect(!"\(persisted)".contains("conv"))
+        #expect(!"\(persisted)".contains("conv") && !"\(persisted)".contains(persisted.dpopKey ?? "-"))
+        persisted.dpopKey = "not-a-key"
+        #expect(persisted.tokens == nil, "tokens bound to an unreadable key cannot be used")
         #expect(!String(reflecting: persisted).contains("conv"))
     }
 
