@@ -31,6 +31,35 @@ public struct AuthGateClient: Sendable {
         try await call(.token, TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity), as: TokenResult.self)
     }
 
+    /// The headers that authorize one request: `Authorization` with the token, and for a DPoP
+    /// session (RFC 9449) a `DPoP` proof for this method and URL, signed by the daemon with the
+    /// session's key, which this program never sees.
+    ///
+    /// ```swift
+    /// for (name, value) in try await client.authorizationHeaders(provider: "corp", method: "GET", url: url) {
+    ///     request.setValue(value, forHTTPHeaderField: name)
+    /// }
+    /// ```
+    public func authorizationHeaders(provider: String, session: String? = nil, method: String, url: String,
+                                     nonce: String? = nil) async throws(AuthGateClientError) -> [(name: String, value: String)] {
+        let token = try await self.token(provider: provider, session: session)
+        var headers = [(name: "Authorization", value: "\(token.tokenType) \(token.accessToken.exposedValue)")]
+        if token.tokenType == "DPoP" {
+            let proof = try await call(.dpopProof, DPoPProofParams(provider: provider, session: session, htm: method, htu: url, nonce: nonce,
+                                                                   accessToken: token.accessToken), as: DPoPProofResult.self)
+            headers.append((name: "DPoP", value: proof.proof))
+        }
+        return headers
+    }
+
+    /// A token exchanged for the session's (RFC 8693): for `audience`, a `resource`, or fewer
+    /// `scopes`; cached by the daemon per combination and exchanged again before it expires.
+    public func exchange(provider: String, session: String? = nil, audience: String? = nil, resource: String? = nil,
+                         scopes: [String]? = nil, requestedTokenType: String? = nil) async throws(AuthGateClientError) -> TokenResult {
+        try await call(.tokenExchange, TokenExchangeParams(provider: provider, session: session, audience: audience, resource: resource,
+                                                           scopes: scopes, requestedTokenType: requestedTokenType), as: TokenResult.self)
+    }
+
     /// The API refused `accessToken`: a new token when it was the current one (the session is
     /// refreshed once for every caller), else the current one.
     public func tokenRejected(provider: String, accessToken: Secret, session: String? = nil) async throws(AuthGateClientError) -> TokenResult {

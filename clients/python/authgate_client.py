@@ -72,11 +72,12 @@ ServerError = _error("ServerError", "server_error", "The provider answered somet
 ValidationFailed = _error("ValidationFailed", "validation_failed", "The input was refused.")
 InvalidParams = _error("InvalidParams", "invalid_params", "The call's parameters were refused.")
 InternalError = _error("InternalError", "internal_error", "authgated failed.")
+DPoPRejected = _error("DPoPRejected", "dpop_rejected", "The provider refused the DPoP proof of the session's key.")
 
 #: Exception class by reason code; reasons not listed raise AuthGateError with that reason.
 ERRORS = {cls.reason: cls for cls in (LoginRequired, InvalidCredentials, UnknownProvider, ProviderUnavailable,
                                       UnsupportedGrant, PermissionDenied, RateLimited, NetworkError, ServiceUnavailable,
-                                      ServerError, ValidationFailed, InvalidParams, InternalError)}
+                                      ServerError, ValidationFailed, InvalidParams, InternalError, DPoPRejected)}
 
 
 def default_socket(environ: Optional[dict] = None) -> str:
@@ -191,6 +192,34 @@ class Client:
         session is refreshed once for everyone), else the current one."""
         return self.call("token.rejected", {"provider": provider, "session": session, "access_token": access_token})["access_token"]
 
+    def authorization_headers(self, provider: str, method: str, url: str, session: Optional[str] = None,
+                              nonce: Optional[str] = None, min_valid: Optional[int] = None) -> dict:
+        """The headers that authorize one request: `Authorization` with the token and, for a
+        DPoP session (RFC 9449), a `DPoP` proof for this method and URL, signed by the daemon
+        with the session's key, which this program never sees."""
+        result = self.token_result(provider, session, min_valid)
+        headers = {"Authorization": f"{result['token_type']} {result['access_token']}"}
+        if result["token_type"] == "DPoP":
+            headers["DPoP"] = self.dpop_proof(provider, method, url, session=session, nonce=nonce,
+                                              access_token=result["access_token"])
+        return headers
+
+    def dpop_proof(self, provider: str, method: str, url: str, session: Optional[str] = None,
+                   nonce: Optional[str] = None, access_token: Optional[str] = None) -> str:
+        """A DPoP proof for one request (`dpop.proof`), for the session's current token or
+        `access_token` when it is one of the session's."""
+        return self.call("dpop.proof", {"provider": provider, "session": session, "htm": method.upper(), "htu": url,
+                                        "nonce": nonce, "access_token": access_token})["proof"]
+
+    def exchange(self, provider: str, session: Optional[str] = None, audience: Optional[str] = None,
+                 resource: Optional[str] = None, scopes: Optional[list] = None,
+                 requested_token_type: Optional[str] = None) -> dict:
+        """A token exchanged for the session's (RFC 8693 `token.exchange`): the whole result,
+        with issued_token_type; cached by the daemon per combination."""
+        return self.call("token.exchange", {"provider": provider, "session": session, "audience": audience,
+                                            "resource": resource, "scopes": scopes,
+                                            "requested_token_type": requested_token_type})
+
     def providers(self) -> list:
         """The providers the caller may use, with their status and sign-in methods."""
         return self.call("providers.list")
@@ -216,7 +245,8 @@ def _lines(connection: socket.socket) -> Iterator[bytes]:
 
 
 class AuthGateAuth:
-    """`requests` authentication: adds `Authorization: Bearer TOKEN`; on a 401 it tells the
+    """`requests` authentication: adds `Authorization: Bearer TOKEN` (for a DPoP session
+    `Authorization: DPoP TOKEN` and a `DPoP` proof of this request); on a 401 it tells the
     daemon (`token.rejected`) and retries the request once with the new token."""
 
     def __init__(self, provider: str, session: Optional[str] = None, client: Optional[Client] = None, min_valid: int = 30):
@@ -226,21 +256,27 @@ class AuthGateAuth:
         self.min_valid = min_valid
 
     def __call__(self, request):
-        token = self.client.token(self.provider, self.session, self.min_valid)
-        request.headers["Authorization"] = f"Bearer {token}"
+        result = self.client.token_result(self.provider, self.session, self.min_valid)
+        self._authorize(request, result)
         request.register_hook("response", self._retry_on_401)
         return request
+
+    def _authorize(self, request, result: dict) -> None:
+        request.headers["Authorization"] = f"{result['token_type']} {result['access_token']}"
+        if result["token_type"] == "DPoP":
+            request.headers["DPoP"] = self.client.dpop_proof(self.provider, request.method, request.url,
+                                                             session=self.session, access_token=result["access_token"])
 
     def _retry_on_401(self, response, **kwargs):
         if response.status_code != 401 or getattr(response.request, "_authgate_retried", False):
             return response
         sent = response.request.headers.get("Authorization", "")
-        rejected = sent[len("Bearer "):] if sent.startswith("Bearer ") else ""
+        rejected = sent.split(" ", 1)[1] if " " in sent else ""
         token = self.client.token_rejected(self.provider, rejected, self.session)
         response.content  # read the body so the connection can be reused
         response.close()
         retry = response.request.copy()
-        retry.headers["Authorization"] = f"Bearer {token}"
+        self._authorize(retry, {"token_type": sent.split(" ", 1)[0] or "Bearer", "access_token": token})
         retry._authgate_retried = True
         again = response.connection.send(retry, **kwargs)
         again.history.append(response)

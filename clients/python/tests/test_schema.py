@@ -64,7 +64,7 @@ def raw(daemon):  # noqa: F811
 
 def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
-                                        "token", "token.watch", "token.rejected", "userinfo", "status", "logout",
+                                        "token", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
                                         "daemon.info", "config.reload", "metrics"}
     results = {}
     for method, params in [
@@ -101,6 +101,9 @@ def test_errors_carry_a_reason_the_schema_lists(raw):
         ("login.begin", {"provider": "mock", "grant": "device_code"}, "unsupported_grant"),
         ("login.complete", {"flow_id": "no-such-flow"}, "flow_expired"),
         ("token", {"provider": "mock", "session": "never"}, "login_required"),
+        ("token.exchange", {"provider": "mock", "session": "never", "audience": "https://api.example.test"}, "login_required"),
+        ("dpop.proof", {"provider": "mock", "session": "never", "htm": "GET", "htu": "https://api.example.test/"}, "login_required"),
+        ("dpop.proof", {"provider": "mock", "htm": "get", "htu": "not a url"}, "validation_failed"),
     ]:
         answer = raw.call(method, params)
         assert answer.get("error", {}).get("data", {}).get("reason") == reason, answer
