@@ -5,8 +5,12 @@ certificate for 127.0.0.1 that it signed; a directory that already has them keep
 a server restarted on the same directory presents the same certificate:
 
   ca.pem            the CA certificate, what the client trusts (curl --cacert, CAINFO)
+  ca-key.pem        the CA's private key (0600), kept to sign client certificates later
   server.pem        the server certificate (SAN IP:127.0.0.1, DNS:localhost)
   server-key.pem    its private key (0600)
+
+ensure_client_cert adds a TLS client certificate signed by the same CA (mutual TLS, RFC 8705)
+and self_signed_cert a self-signed one.
 
 The TLS keys are EC P-256 (generated in milliseconds); token signing keys are RSA because
 the servers sign RS256.
@@ -27,6 +31,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_FILE = "ca.pem"
+CA_KEY_FILE = "ca-key.pem"
 CERT_FILE = "server.pem"
 KEY_FILE = "server-key.pem"
 
@@ -102,11 +107,85 @@ def ensure_tls(workdir: Path) -> tuple[Path, Path, Path]:
         .sign(ca_key, hashes.SHA256())
     )
 
-    # The key first and the CA last: a concurrent reader that sees ca.pem sees all three.
+    # The keys first and the CA last: a concurrent reader that sees ca.pem sees them all.
+    write_private(workdir / CA_KEY_FILE, _pem_key(ca_key))
     write_private(key_path, _pem_key(key))
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     ca_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     return ca_path, cert_path, key_path
+
+
+def _validity() -> tuple[datetime.datetime, datetime.datetime]:
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now - datetime.timedelta(days=1), now + datetime.timedelta(days=3650)
+
+
+def client_subject(common_name: str) -> x509.Name:
+    """The subject of the client certificates below ("CN=<common_name>,O=authgate tests")."""
+    return x509.Name([
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "authgate tests"),
+        x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+    ])
+
+
+def _client_cert_builder(common_name: str, key) -> x509.CertificateBuilder:
+    not_before, not_after = _validity()
+    return (
+        x509.CertificateBuilder()
+        .subject_name(client_subject(common_name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    )
+
+
+def ensure_client_cert(workdir: Path, name: str = "client",
+                       common_name: str = "authgate test client") -> tuple[Path, Path]:
+    """Returns (NAME.pem, NAME-key.pem) in workdir: a TLS client certificate (EC P-256, extended
+    key usage clientAuth, subject "CN=<common_name>,O=authgate tests") signed by the work
+    directory's CA, created if missing. Needs the CA key, which ensure_tls keeps in ca-key.pem
+    (a directory made before it did cannot get one: start from a fresh directory)."""
+    cert_path, key_path = workdir / f"{name}.pem", workdir / f"{name}-key.pem"
+    if cert_path.exists() and key_path.exists():
+        return cert_path, key_path
+    ca_path = ensure_tls(workdir)[0]
+    ca_key_path = workdir / CA_KEY_FILE
+    if not ca_key_path.exists():
+        raise FileNotFoundError(f"{ca_key_path} is missing: {workdir} was made before the CA key was kept")
+    ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        _client_cert_builder(common_name, key)
+        .issuer_name(ca_cert.subject)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    write_private(key_path, _pem_key(key))  # the key first: a reader that sees the cert sees both
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+def self_signed_cert(workdir: Path, name: str, common_name: str) -> tuple[Path, Path]:
+    """Returns (NAME.pem, NAME-key.pem) in workdir: a self-signed TLS client certificate (EC P-256,
+    subject "CN=<common_name>,O=authgate tests"), created if missing."""
+    cert_path, key_path = workdir / f"{name}.pem", workdir / f"{name}-key.pem"
+    if cert_path.exists() and key_path.exists():
+        return cert_path, key_path
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        _client_cert_builder(common_name, key)
+        .issuer_name(client_subject(common_name))
+        .sign(key, hashes.SHA256())
+    )
+    write_private(key_path, _pem_key(key))
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
 
 
 def ensure_rsa_key(path: Path) -> rsa.RSAPrivateKey:

@@ -29,15 +29,20 @@ class Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-def serve(handler, workdir: Path, port: int = 0, configure=None) -> None:
+def serve(handler, workdir: Path, port: int = 0, configure=None, tls=None, ready=None) -> None:
     """Serves `handler` over TLS on 127.0.0.1:`port` (0: a free one) until stopped.
-    `configure(server)` runs before the ready line, to attach what the handler reads."""
+    `configure(server)` runs before the ready line, to attach what the handler reads;
+    `tls(context)` may change the server's ssl.SSLContext first (to ask for client
+    certificates, say); `ready(server)` returns the ready line's document (by default
+    {"port", "issuer", "ca_file"})."""
     certs.unblock_stop_signals()
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     ca_file, cert_file, key_file = certs.ensure_tls(workdir)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_file, key_file)
+    if tls:
+        tls(context)
     server = Server(("127.0.0.1", port), handler)
     # The handshake happens in the handler thread on first read, not in accept(): a client
     # that connects and stalls cannot block the server.
@@ -60,7 +65,8 @@ def serve(handler, workdir: Path, port: int = 0, configure=None) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    print(json.dumps({"port": port, "issuer": server.issuer, "ca_file": str(ca_file)}), flush=True)
+    document = ready(server) if ready else {"port": port, "issuer": server.issuer, "ca_file": str(ca_file)}
+    print(json.dumps(document), flush=True)
     try:
         server.serve_forever(poll_interval=0.1)
     finally:
