@@ -1,4 +1,4 @@
-"""Key material and small process helpers shared by launch.py and faulty.py.
+"""Key material and small process helpers shared by launch.py, faulty.py and idpy_server.py.
 
 Each server's work directory holds a throw-away certificate authority and a server
 certificate for 127.0.0.1 that it signed; a directory that already has them keeps them, so

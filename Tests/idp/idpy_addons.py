@@ -4,19 +4,25 @@ idpyoidc does the OAuth 2.0 / OpenID Connect work (client authentication, codes,
 token minting, token exchange, ID tokens, userinfo); this module plugs into its extension
 points what it lacks or gets wrong in 5.0.0:
 
-  - DPoP (RFC 9449): idpyoidc's add-on checks a proof's signature, htm and htu only, hashes ath
-    in hex instead of base64url, and its add_support() never hooks the token endpoint. The
-    proofs are verified here (verify_dpop_proof) and idpyoidc only gets the verified key
-    thumbprint as the request's "dpop_jkt", which its grant helpers turn into token_type DPoP.
+  - DPoP (RFC 9449): idpyoidc's add-on checks a proof's signature, htm and htu only (no iat,
+    jti, nonce or key checks), hashes ath in hex instead of base64url, its add_support() never
+    hooks the token endpoint, and the server metadata it sets is overwritten. The proofs are
+    verified here (verify_dpop_proof) and idpyoidc only gets the verified key thumbprint as the
+    request's "dpop_jkt", which its grant helpers turn into token_type DPoP. token_binding
+    refuses a DPoP client's request without a proof and checks the key of a bound code
+    (dpop_jkt, §10) or of a public client's refresh token (§5).
   - cnf claims: idpyoidc copies a grant's last DPoP key into every later token of that grant,
     even one asked for without a proof. BoundJWTToken writes exactly the binding of the
     request being answered: cnf.jkt (DPoP) and cnf.x5t#S256 (mutual TLS, RFC 8705).
   - tls_client_auth and self_signed_tls_client_auth (RFC 8705), which idpyoidc lacks.
   - Stricter JWT client assertions (RFC 7523 §3): idpyoidc accepts an assertion without exp,
-    without jti or with sub != iss.
+    without jti or with sub != iss; and it only logs why it refused one (AuthnFailures keeps
+    the reasons for the error_description).
   - The password and client_credentials grants: idpyoidc's helpers answer token_type
     "access_token", compare a client_secret the request need not have, never issue refresh or
     ID tokens, and sign a token with no sub or client_id. These create an ordinary session.
+  - Error codes of RFC 6749 §5.2 where idpyoidc says invalid_request: invalid_grant for a used
+    refresh token, unauthorized_client / unsupported_grant_type for a grant type.
   - RFC 8252 loopback redirect URIs (any port), require_pushed_authorization_requests, and the
     PKCE check idpyoidc also runs on grants it does not know (it fails the password grant).
 
@@ -340,15 +346,23 @@ class BoundJWTToken(JWTToken):
 
 def token_binding(request, client_id, context, **kwargs):
     """A post_parse_request step of the token endpoint, after idpyoidc authenticated the
-    client: refuses a DPoP client's request without a proof, checks that a public client
-    refreshes with the key its refresh token is bound to (RFC 9449 §5), and sets what the
-    tokens will be bound to."""
+    client: refuses a DPoP client's request without a proof, checks that a code asked for
+    with dpop_jkt (RFC 9449 §10) is redeemed with that key and that a public client refreshes
+    with the key its refresh token is bound to (§5), and sets what the tokens will be bound to."""
     cinfo = context.cdb.get(client_id) or {}
     proof = CURRENT.dpop
     public = CURRENT.auth_method == "public"
     if cinfo.get("dpop_bound_access_tokens") and proof is None:
         return TokenErrorResponse(error="invalid_dpop_proof",
                                   error_description="this client must send a DPoP proof")
+    if request.get("grant_type") == "authorization_code":
+        session = context.session_manager.get_session_info_by_token(
+            request["code"], grant=True, handler_key="authorization_code")
+        bound_to = session["grant"].authorization_request.get("dpop_jkt")
+        if bound_to and (proof is None or proof.jkt != bound_to):
+            return TokenErrorResponse(
+                error="invalid_dpop_proof",
+                error_description="the authorization code is bound to another DPoP key (dpop_jkt)")
     if request.get("grant_type") == "refresh_token":
         handler = context.session_manager.token_handler["refresh_token"]
         bound_to = (handler.get_payload(request["refresh_token"]).get("cnf") or {}).get("jkt")
@@ -384,6 +398,7 @@ class SessionGrant(TokenEndpointHelper):
     unless the grant is client_credentials, and an ID token when the scope has openid."""
 
     issue_refresh = True
+    acr = "urn:oasis:names:tc:SAML:2.0:ac:classes:InternetProtocolPassword"
 
     def post_parse_request(self, request, client_id="", **kwargs):
         return request
@@ -427,8 +442,6 @@ class SessionGrant(TokenEndpointHelper):
             response["id_token"] = self._mint_token("id_token", grant, session_id, client_id).value
         return response
 
-    acr = "urn:oasis:names:tc:SAML:2.0:ac:classes:InternetProtocolPassword"
-
 
 class PasswordGrant(SessionGrant):
     """The resource owner password credentials grant (RFC 6749 §4.3), checked by AutoLogin."""
@@ -467,7 +480,17 @@ class RefreshGrant(RefreshTokenHelper):
         return result
 
 
-class TokenEndpoint(Token):
+class ExtraAudiences:
+    """An endpoint whose JWT client assertions may also name extra_audiences in aud (the
+    mutual-TLS aliases of RFC 8705 §5): idpyoidc only knows its endpoints and its issuer."""
+
+    extra_audiences = ()
+
+    def allowed_target_uris(self):
+        return super().allowed_target_uris() | set(self.extra_audiences)
+
+
+class TokenEndpoint(ExtraAudiences, Token):
     """idpyoidc's OpenID Connect token endpoint with the grants above, remembering how the
     client authenticated."""
 
@@ -484,6 +507,15 @@ class TokenEndpoint(Token):
         info = super().client_authentication(request, http_info, **kwargs)
         CURRENT.auth_method, CURRENT.client_id = info.get("method"), info.get("client_id")
         return info
+
+    def _get_helper(self, request, client_id=""):
+        # RFC 6749 §5.2's errors where idpyoidc answers invalid_request "Unsupported grant_type".
+        helper = super()._get_helper(request, client_id)
+        if isinstance(helper, TokenErrorResponse) and \
+                str(helper.get("error_description", "")).startswith("Unsupported grant_type"):
+            known = request.get("grant_type") in self.grant_type_helper
+            helper["error"] = "unauthorized_client" if known else "unsupported_grant_type"
+        return helper
 
 
 def allow_loopback_redirect(context, client_id: str, redirect_uri) -> None:
@@ -519,7 +551,7 @@ class AuthorizationEndpoint(LoopbackRedirects, OIDCAuthorization):
     pass
 
 
-class PushedAuthorizationEndpoint(LoopbackRedirects, PushedAuthorization):
+class PushedAuthorizationEndpoint(ExtraAudiences, LoopbackRedirects, PushedAuthorization):
     """idpyoidc's PAR endpoint (RFC 9126), remembering how the client authenticated. It
     inherits the OAuth 2.0 authorization endpoint's checks, not the OpenID Connect one's."""
 

@@ -10,6 +10,7 @@ temporary directory, shown when a check fails (or always with -v).
 
 import argparse
 import base64
+import datetime
 import hashlib
 import hmac
 import http.client
@@ -439,7 +440,7 @@ def t_dpop_refresh(s: IdpyServer) -> None:
     expect(s.token(data, proof=dpop_proof(key, "POST", url)), 400, "invalid_grant")  # rotated
     data["refresh_token"] = second["refresh_token"]
     third = expect(s.token({**data, "scope": "read"}, proof=dpop_proof(key, "POST", url)), 200)
-    check(third["scope"].split() == ["read"] or third["scope"] == ["read"], f"narrowed scope {third['scope']}")
+    check(third["scope"] == "read", f"narrowed scope {third['scope']}")
 
 
 def t_private_key_jwt(s: IdpyServer) -> None:
@@ -524,8 +525,9 @@ def t_client_secret_basic(s: IdpyServer) -> None:
     check(s.stats()["client_auth"][cid] == "client_secret_post", "stats post")
     expect(s.token({"grant_type": "client_credentials", "client_id": cid}), 401, "invalid_client")
     expect(s.token({"grant_type": "client_credentials", "scope": "admin"}, auth=(cid, s.secret(cid))), 400, "invalid_scope")
-    # A public client cannot use client_credentials.
-    expect(s.token({"grant_type": "client_credentials", "client_id": "authgate-par"}), 400)
+    # A client without the grant, an unknown grant.
+    expect(s.token({"grant_type": "client_credentials", "client_id": "authgate-par"}), 400, "unauthorized_client")
+    expect(s.token({"grant_type": "urn:example:magic"}, auth=(cid, s.secret(cid))), 400, "unsupported_grant_type")
 
 
 def t_token_exchange(s: IdpyServer) -> None:
@@ -537,7 +539,7 @@ def t_token_exchange(s: IdpyServer) -> None:
     check(body["issued_token_type"] == ACCESS_TOKEN_TYPE and body["token_type"] == "Bearer", f"exchange {body}")
     claims = jwt_claims(body["access_token"])
     check("https://api.example.test" in claims["aud"] and claims["sub"] == "alice", f"exchanged claims {claims}")
-    check(body["scope"] in ("read", ["read"]), f"narrowed scope {body['scope']}")
+    check(body["scope"] == "read", f"narrowed scope {body['scope']}")
     expect(s.resource(body["access_token"], scheme="Bearer"), 200)
     expect(s.token({**base, "audience": "https://forbidden.example.test"}, auth=auth), 400, "invalid_target")
     expect(s.token({**base, "resource": "https://forbidden.example.test"}, auth=auth), 400, "invalid_target")
@@ -556,7 +558,7 @@ def t_token_exchange(s: IdpyServer) -> None:
                                                              access_token=body["access_token"])), 200)
     expect(s.token({**base, "client_id": "authgate-dpop"}), 400, "invalid_dpop_proof")
     # A client without the grant.
-    expect(s.token({**base, "client_id": "authgate-par"}), 400)
+    expect(s.token({**base, "client_id": "authgate-par"}), 400, "unauthorized_client")
 
 
 def authorize(s: IdpyServer, params: dict) -> requests.Response:
@@ -624,6 +626,54 @@ def t_par(s: IdpyServer) -> None:
             s.mode("normal")
     expect(s.http.post(s.url("/par"), data={**plain, "redirect_uri": redirect}), 201)
     check(s.stats()["par_requests"] >= 8, "par_requests counted")
+
+
+def t_par_dpop_and_confidential(s: IdpyServer) -> None:
+    """PAR with a DPoP proof (the code is bound to its key, RFC 9449 §10), dpop_jkt on a plain
+    authorization request, and PAR by a private_key_jwt client (aud the PAR endpoint)."""
+    key, other = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    redirect = "http://127.0.0.1:41000/callback"
+
+    def code_for(params: dict, proof=None, credentials=None) -> tuple[str, str]:
+        verifier, challenge = pkce()
+        request = {"response_type": "code", "redirect_uri": redirect, "scope": "openid read", "state": "p",
+                   "code_challenge": challenge, "code_challenge_method": "S256", **params}
+        if credentials is None:
+            answer = authorize(s, request)
+        else:
+            pushed = expect(s.http.post(s.url("/par"), data={**request, **credentials},
+                                        headers={"DPoP": proof} if proof else {}), 201)
+            answer = authorize(s, {"client_id": params["client_id"], "request_uri": pushed["request_uri"]})
+        check(answer.status_code == 302, f"authorization {answer.status_code} {answer.text[:200]}")
+        return parse_qs(urlsplit(answer.headers["Location"]).query)["code"][0], verifier
+
+    token_url = s.url("/token")
+    for how in ("PAR proof", "dpop_jkt"):
+        if how == "PAR proof":
+            code, verifier = code_for({"client_id": "authgate-dpop"}, proof=dpop_proof(key, "POST", s.url("/par")),
+                                      credentials={})
+        else:
+            code, verifier = code_for({"client_id": "authgate-dpop", "dpop_jkt": thumbprint(public_jwk(key))})
+        data = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect, "code_verifier": verifier,
+                "client_id": "authgate-dpop"}
+        expect(s.token(data, proof=dpop_proof(other, "POST", token_url)), 400, "invalid_dpop_proof")
+        body = expect(s.token(data, proof=dpop_proof(key, "POST", token_url)), 200)
+        check(jwt_claims(body["access_token"])["cnf"]["jkt"] == thumbprint(public_jwk(key)), f"{how} cnf")
+    expect(s.http.post(s.url("/par"), data={"client_id": "authgate-dpop", "dpop_jkt": "other"},
+                       headers={"DPoP": dpop_proof(key, "POST", s.url("/par"))}), 400, "invalid_dpop_proof")
+    expect(s.http.post(s.url("/par"), data={"client_id": "authgate-dpop"},
+                       headers={"DPoP": dpop_proof(key, "POST", s.url("/token"))}), 400, "invalid_dpop_proof")
+
+    cid = "authgate-pkjwt-ec"
+    for aud in (s.url("/par"), s.issuer, s.url("/token")):
+        code, verifier = code_for({"client_id": cid}, credentials=pkjwt(s, cid, aud=aud))
+        check(s.stats()["client_auth"][cid] == "private_key_jwt", "PAR client_auth")
+    body = expect(s.token({"grant_type": "authorization_code", "code": code, "redirect_uri": redirect,
+                           "code_verifier": verifier, **pkjwt(s, cid)}), 200)
+    verify_id_token(body["id_token"], s.jwks, s.issuer, cid)
+    pushed = s.http.post(s.url("/par"), data={"response_type": "code", "redirect_uri": redirect,
+                                              **pkjwt(s, cid, aud="https://other.example")})
+    expect(pushed, 401, "invalid_client")
 
 
 def t_code_flow_confidential(s: IdpyServer) -> None:
@@ -714,16 +764,21 @@ def t_mtls(s: IdpyServer) -> None:
     expect(s.http.post(s.url("/mtls/par"), cert=ca_cert, data={
         "client_id": "authgate-mtls", "response_type": "code", "redirect_uri": "http://127.0.0.1:9/callback",
         "scope": "openid", "code_challenge": challenge, "code_challenge_method": "S256"}), 201)
-    # The other clients work without a certificate, or with one.
+    # The other clients work without a certificate, or with one; DPoP at the alias (htu the alias).
     key = ec.generate_private_key(ec.SECP256R1())
     password_grant(s, "authgate-dpop", key)
+    data = {"grant_type": "password", "username": "alice", "password": "alice-password-1", "client_id": "authgate-dpop"}
+    expect(s.token(data, proof=dpop_proof(key, "POST", s.url("/mtls/token")), path="/mtls/token"), 200)
+    expect(s.token(data, proof=dpop_proof(key, "POST", s.url("/token")), path="/mtls/token"), 400, "invalid_dpop_proof")
     expect(s.token({**cc, **pkjwt(s, "authgate-pkjwt-ec")}, cert=ca_cert), 200)
     check(s.stats()["client_auth"]["authgate-pkjwt-ec"] == "private_key_jwt", "pkjwt with a certificate")
+    for aud in (s.url("/mtls/token"), s.url("/token"), s.issuer):  # the alias is an audience too
+        expect(s.token({**cc, **pkjwt(s, "authgate-pkjwt-ec", aud=aud)}, path="/mtls/token"), 200)
+    expect(s.token({**cc, **pkjwt(s, "authgate-pkjwt-ec", aud=s.url("/mtls/par"))}), 401, "invalid_client")
     # A certificate the server does not trust ends the handshake.
     stranger_key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "authgate-mtls")])
     now = time.time()
-    import datetime
     stranger = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(stranger_key.public_key())
                 .serial_number(1).not_valid_before(datetime.datetime.fromtimestamp(now - 86400))
                 .not_valid_after(datetime.datetime.fromtimestamp(now + 86400)).sign(stranger_key, hashes.SHA256()))
@@ -789,7 +844,8 @@ def main() -> None:
             ("dpop nonce modes", t_dpop_nonce), ("resource", t_resource), ("userinfo", t_userinfo),
             ("dpop refresh", t_dpop_refresh), ("private_key_jwt", t_private_key_jwt),
             ("client_secret_jwt", t_client_secret_jwt), ("client_secret_basic", t_client_secret_basic),
-            ("token exchange", t_token_exchange), ("par", t_par), ("code flow", t_code_flow_confidential),
+            ("token exchange", t_token_exchange), ("par", t_par), ("par with dpop or pkjwt", t_par_dpop_and_confidential),
+            ("code flow", t_code_flow_confidential),
             ("stats", t_stats)]]
         checks += [("expiry", t_expiry, short), ("mtls", t_mtls, mtls),
                    ("parallel and restart", lambda _: t_parallel_and_stop(tmp), None)]

@@ -29,14 +29,20 @@ tokens live in memory only: a restart forgets them.
 
 Users: alice / alice-password-1 (sub "alice", Alice Example, alice@example.com). The
 authorization endpoint signs alice in without any page (idpyoidc's NoAuthn), so a plain GET of
-an authorization URL answers 302 straight to the redirect URI with code, state and iss.
+an authorization URL (response_type=code, PKCE S256, scope with openid, redirect_uri; or
+client_id and a PAR request_uri) answers 302 straight to the redirect URI with code, state,
+iss (RFC 9207), scope and client_id. An error goes there too (error, error_description,
+state, iss) when the redirect URI is the client's, else it is a 400 JSON error (unknown client,
+unregistered redirect URI, unknown / used / expired / another client's request_uri, PAR
+required). offline_access needs prompt=consent (idpyoidc enforces OpenID Connect Core §11);
+refresh tokens come anyway.
 
 Clients (token endpoint authentication, grant types; every one may also use refresh_token):
   authgate-dpop        none (public), DPoP required: a token request without a valid proof
                        gets 400 invalid_dpop_proof; password, authorization_code, token exchange
   authgate-pkjwt-ec    private_key_jwt ES256 (EC P-256 key in DIR, kid in the JSON);
                        client_credentials, password, authorization_code, token exchange
-  authgate-pkjwt-rsa   private_key_jwt RS256 (RSA 2048); the same grants
+  authgate-pkjwt-rsa   private_key_jwt RS256 or PS256 (RSA 2048); the same grants
   authgate-secretjwt   client_secret_jwt HS256 with the secret file; the same grants
   authgate-exchange    client_secret_basic (or client_secret_post); the same grants
   authgate-par         none (public), require_pushed_authorization_requests: an authorization
@@ -49,23 +55,40 @@ Clients (token endpoint authentication, grant types; every one may also use refr
                        (cert_file in the JSON), registered as x5c in the client's jwks
 Every client has the redirect URI http://127.0.0.1/callback, on any port (RFC 8252), and the
 scopes openid profile email offline_access read write (default for password and
-client_credentials: read write). Authorization requests need PKCE S256. Refresh tokens
-rotate: the one used stops working. ID tokens are RS256 (keys at jwks_uri).
+client_credentials: read write). Authorization requests need PKCE S256, at PAR too. Access and
+refresh tokens are ES256 JWTs (sub, client_id, scope, aud, cnf), ID tokens RS256, keys at
+jwks_uri. Refresh tokens rotate: the one used stops working (400 invalid_grant). A code used
+twice fails and revokes what it gave. client_credentials gives no refresh token; its sub is
+the client_id.
 
 Rules worth knowing:
   - JWT client assertions (verified by idpyoidc, with stricter checks in idpy_addons.py): aud
     must hold the issuer or the URL of the endpoint (token endpoint; at PAR, the PAR or token
-    endpoint URL); iss = sub = client_id; exp and jti required, a jti is single use.
+    endpoint URL; with --mtls their aliases too, wherever the assertion is sent); iss = sub =
+    client_id; exp and jti required, a jti is single use.
+    client_assertion_type urn:ietf:params:oauth:client-assertion-type:jwt-bearer.
   - DPoP proofs: typ dpop+jwt, alg ES256/ES384/ES512/RS256/PS256/EdDSA, public jwk, htm the
-    request method, htu the endpoint URL on this origin (https://127.0.0.1:N/token; query and
-    fragment ignored, scheme/host case and default port normalized), iat within 60 s, jti
-    single use, ath at /resource and /userinfo. Access tokens then have token_type DPoP and
-    cnf.jkt; a public client's refresh token is bound to the key too (refreshing with another
-    key or none: 400 invalid_dpop_proof). A bad proof: 400 invalid_dpop_proof.
+    request method, htu the endpoint URL on this origin (https://127.0.0.1:N/token, or
+    .../mtls/token at the alias; query and fragment ignored, scheme/host case and default
+    port normalized), iat within 60 s, jti single use, one DPoP header, ath at /resource and
+    /userinfo. Access tokens then have token_type DPoP and cnf.jkt; a public client's refresh
+    token is bound to the key too (refreshing with another key or none: 400
+    invalid_dpop_proof). A bad proof: 400 invalid_dpop_proof. A proof at PAR (htu the PAR
+    URL), or dpop_jkt on the authorization request, binds the code to the key (RFC 9449 §10).
   - Token exchange (subject_token_type urn:ietf:params:oauth:token-type:access_token, an
     access token this server issued): audience / resource must be https://api.example.test
-    (else 400 invalid_target); scope can only narrow.
-  - A token error answers 400 (invalid_client: 401) with {"error", "error_description"}.
+    (else 400 invalid_target); scope can only narrow; requested_token_type access_token (or
+    refresh_token, given offline_access); a DPoP proof binds the new token.
+  - Token errors answer 400 with {"error", "error_description"}: invalid_grant (bad or used
+    code, refresh token or password), invalid_scope, invalid_request, unauthorized_client
+    (grant not allowed to the client), unsupported_grant_type, invalid_dpop_proof,
+    use_dpop_nonce, invalid_target; invalid_client answers 401 (WWW-Authenticate: Basic with
+    Basic credentials) and says in error_description why idpyoidc refused each method tried.
+  - PAR answers 201 {"request_uri": "urn:uuid:...", "expires_in": 90}; a request_uri works
+    once, for 90 s, for the client that pushed it.
+  - With --mtls the TLS layer asks for a client certificate without requiring one: it must
+    chain to the test CA or be a registered self-signed one (another one fails the
+    handshake). Clients without certificates are not affected.
 
 Endpoints (the issuer is the origin):
   GET  /.well-known/openid-configuration (also /.well-known/oauth-authorization-server)
@@ -83,7 +106,7 @@ Control (not counted in the statistics):
                      {"mode", "nonce"}. GET /test/mode answers the same.
   GET  /test/stats   {"mode", "requests": {"POST /token": n, ...}, "token_requests",
                      "par_requests", "authorization_requests", "resource_requests",
-                     "dpop_proofs" (seen at the token endpoint, /resource and /userinfo),
+                     "dpop_proofs" (seen at /token, /par, /resource and /userinfo),
                      "dpop_proofs_refused", "nonce_challenges", "client_auth": {client_id:
                      the method its last authenticated request used}, "last_token_request":
                      {"path", "client_id", "grant_type", "auth_method", "dpop_jkt", "status",
@@ -128,6 +151,7 @@ from cryptojwt.jwk.rsa import RSAKey
 import certs
 import idpy_addons as addons
 import loopback
+from idpyoidc.exception import OidcMsgError
 from idpyoidc.message.oauth2 import ResponseMessage
 from idpyoidc.server import Server
 from idpyoidc.server.configure import OPConfiguration
@@ -137,8 +161,6 @@ from idpyoidc.server.oauth2.token_helper import validate_token_exchange_policy
 from idpyoidc.server.oidc.token_helper.access_token import AccessTokenHelper
 from idpyoidc.server.oidc.token_helper.token_exchange import TokenExchangeHelper
 from idpyoidc.server.user_info import UserInfo
-
-log = logging.getLogger("idpy_server")
 
 USERS = {"alice": "alice-password-1"}
 USER_CLAIMS = {"alice": {"name": "Alice Example", "given_name": "Alice", "family_name": "Example",
@@ -159,6 +181,8 @@ MODES = {"normal", "require-nonce", "nonce-always", "refuse-dpop", "resource-non
 AUTHN_METHODS = ["client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt",
                  "tls_client_auth", "self_signed_tls_client_auth", "public"]
 ACR = "urn:oasis:names:tc:SAML:2.0:ac:classes:InternetProtocolPassword"
+# What idpyoidc keeps of a client's authentication in a pushed request.
+PUSHED_CREDENTIALS = {"client_secret", "client_assertion", "client_assertion_type", "authenticated"}
 
 
 @dataclass
@@ -420,6 +444,8 @@ def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Cer
         info["tls_client_certificate_bound_access_tokens"] = True
         info["mtls_endpoint_aliases"] = {"token_endpoint": f"{issuer}/mtls/token",
                                          "pushed_authorization_request_endpoint": f"{issuer}/mtls/par"}
+        idp.get_endpoint("token").extra_audiences = [f"{issuer}/mtls/token"]
+        idp.get_endpoint("pushed_authorization").extra_audiences = [f"{issuer}/mtls/par", f"{issuer}/mtls/token"]
     return idp
 
 
@@ -469,8 +495,10 @@ def oauth_error(status: int, error: str, description: str = "", headers: dict | 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "idpy"
-    sys_version = ""
     note = ""  # what the request's log line adds
+
+    def version_string(self) -> str:
+        return self.server_version
 
     @property
     def state(self) -> State:
@@ -556,11 +584,14 @@ class Handler(BaseHTTPRequestHandler):
             parsed = endpoint.parse_request(request, http_info=http_info)
         except ClientAuthenticationError as error:
             return self.client_error(str(error) or type(error).__name__), None, None
-        except (ValueError, KeyError) as error:
-            return oauth_error(400, "invalid_request", str(error)), None, None
+        except (OidcMsgError, ValueError, KeyError) as error:  # a missing or malformed parameter
+            return oauth_error(400, "invalid_request", f"{type(error).__name__}: {error}"), None, None
         if isinstance(parsed, ResponseMessage) and "error" in parsed:
             return self.error_answer(parsed.to_dict()), parsed, None
-        result = endpoint.process_request(parsed, http_info=http_info, **process_args)
+        try:
+            result = endpoint.process_request(parsed, http_info=http_info, **process_args)
+        except KeyError as error:  # idpyoidc reads some parameters without checking (redirect_uri)
+            return oauth_error(400, "invalid_request", f"missing parameter {error}"), parsed, None
         if isinstance(result, ResponseMessage) and "error" in result:
             return self.error_answer(result.to_dict()), parsed, None
         if isinstance(result, dict) and isinstance(result.get("response_args"), ResponseMessage) \
@@ -588,23 +619,25 @@ class Handler(BaseHTTPRequestHandler):
             raise addons.DPoPError("more than one DPoP header")
         return values[0] if values else None
 
-    def token_endpoint_proof(self) -> Answer | None:
-        """Checks the DPoP proof of a token request, if it has one, under the current mode;
-        an answer to send instead of going on, or None (CURRENT.dpop set if there was a proof)."""
+    def endpoint_proof(self, modes: bool = True) -> Answer | None:
+        """Checks the DPoP proof of a token (or PAR) request, if it has one, under the current
+        mode (modes=False: PAR, which the modes leave alone); an answer to send instead of
+        going on, or None (CURRENT.dpop set if there was a proof)."""
         state = self.state
         try:
             proof_jwt = self.proof_header()
             if proof_jwt is None:
                 return None
             state.counts["dpop_proofs"] += 1
-            if state.mode == "refuse-dpop":
+            if modes and state.mode == "refuse-dpop":
                 raise addons.DPoPError("DPoP proofs are refused (test mode refuse-dpop)")
             proof = addons.verify_dpop_proof(proof_jwt, "POST", self.url())
         except addons.DPoPError as error:
             state.counts["dpop_proofs_refused"] += 1
             self.note = f"invalid_dpop_proof: {error}"
             return oauth_error(400, "invalid_dpop_proof", str(error))
-        if state.mode == "nonce-always" or (state.mode == "require-nonce" and proof.nonce != state.nonce):
+        wants_nonce = state.mode == "nonce-always" or (state.mode == "require-nonce" and proof.nonce != state.nonce)
+        if modes and wants_nonce:
             if state.mode == "nonce-always":
                 state.nonce = secrets.token_urlsafe(16)
             state.counts["nonce_challenges"] += 1
@@ -696,7 +729,7 @@ class Handler(BaseHTTPRequestHandler):
                 pass
         record = {"path": self.path, "client_id": claimed, "grant_type": form.get("grant_type"),
                   "auth_method": None, "dpop_jkt": None, "status": None, "error": None}
-        answer = self.token_endpoint_proof()
+        answer = self.endpoint_proof()
         if answer is None:
             answer, parsed, result = self.run_endpoint("token", self.body.decode("utf-8", "replace"),
                                                        issue_refresh=True)
@@ -724,7 +757,19 @@ class Handler(BaseHTTPRequestHandler):
             return oauth_error(500, "server_error", "test mode par-fail")
         if state.mode == "par-error":
             return oauth_error(400, "invalid_request", "test mode par-error")
-        answer, _, result = self.run_endpoint("pushed_authorization", self.body.decode("utf-8", "replace"))
+        # A DPoP proof binds the code to its key (RFC 9449 §10), as the dpop_jkt parameter does.
+        body = self.body.decode("utf-8", "replace")
+        answer = self.endpoint_proof(modes=False)
+        if answer is not None:
+            return answer
+        proof = addons.CURRENT.dpop
+        if proof is not None:
+            dpop_jkt = self.form().get("dpop_jkt")
+            if dpop_jkt not in (None, proof.jkt):
+                return oauth_error(400, "invalid_dpop_proof", "dpop_jkt is not the thumbprint of the proof's key")
+            if dpop_jkt is None:
+                body += "&" + urlencode({"dpop_jkt": proof.jkt})
+        answer, _, result = self.run_endpoint("pushed_authorization", body)
         current = addons.CURRENT
         if current.client_id:
             state.client_auth[current.client_id] = addons.AUTH_METHOD_NAMES.get(current.auth_method,
@@ -757,8 +802,10 @@ class Handler(BaseHTTPRequestHandler):
             if pushed.get("client_id") != client_id:
                 return oauth_error(400, "invalid_request", "the request_uri was pushed by another client")
             # idpyoidc resolves request_uri (and forgets it: single use) after checking the
-            # parameters it was sent with: send it the pushed ones.
-            query = {**pushed.to_dict(), "client_id": client_id, "request_uri": request_uri}
+            # parameters it was sent with: send it the pushed ones, but no client credentials.
+            query = {name: value for name, value in pushed.to_dict().items()
+                     if name not in PUSHED_CREDENTIALS and not name.startswith("__")}
+            query.update(client_id=client_id, request_uri=request_uri)
         elif cinfo.get("require_pushed_authorization_requests"):
             return oauth_error(400, "invalid_request", "this client must use pushed authorization requests")
         endpoint = self.idp.get_endpoint("authorization")
