@@ -91,7 +91,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                                         headers: ["dpop-nonce": String(decoding: header, as: UTF8.self), "www-authenticate": "DPoP error=\"use_dpop_nonce\""],
                                         body: Array(rest.dropFirst(header.count + 1)))
             // A nonce taken from the answer goes into every later proof: it must be one.
-            if let nonce = DPoPNonce.challenge(in: response), !DPoPNonce.isValid(nonce) {
+            if let nonce = DPoPNonce.challenge(in: response), !DPoPKey.isValidNonce(nonce) {
                 fatalError("DPoPNonce.challenge returned an invalid nonce \(nonce.debugDescription)")
             }
         case .exchangeResponse:

@@ -19,21 +19,25 @@ struct ClientAuthenticator: Sendable {
     /// contract caps it at a minute.
     static let assertionLifetime: TimeInterval = 60
 
-    /// Adds this client's authentication to a request to `endpoint`.
+    /// Adds this client's authentication to a request to `endpoint`; `client_id` is added to
+    /// the fields where the method needs it and they lack it (a pushed authorization request
+    /// carries its own).
     func authenticate(fields: inout [(String, String)], headers: inout [(name: String, value: String)], endpoint: URL, now: Date) {
+        let namesClient = fields.contains { $0.0 == "client_id" }
+        let clientIDField = namesClient ? [] : [("client_id", clientID)]
         switch method {
         case .clientSecretBasic:
             // RFC 6749 §2.3.1: both parts form-encoded before Base64.
             let pair = FormEncoding.escape(clientID) + ":" + FormEncoding.escape(secret?.exposedValue ?? "")
             headers.append(("Authorization", "Basic " + Data(pair.utf8).base64EncodedString()))
         case .clientSecretPost:
-            fields += [("client_id", clientID), ("client_secret", secret?.exposedValue ?? "")]
+            fields += clientIDField + [("client_secret", secret?.exposedValue ?? "")]
         case .clientSecretJWT, .privateKeyJWT:
-            fields += [("client_id", clientID), ("client_assertion_type", Self.assertionType),
-                       ("client_assertion", assertion(audience: endpoint, now: now))]
+            fields += clientIDField + [("client_assertion_type", Self.assertionType),
+                                       ("client_assertion", assertion(audience: endpoint, now: now))]
         case .tlsClientAuth, .selfSignedTLSClientAuth, .none:
             // RFC 8705 §2: the certificate authenticates; the request names the client.
-            fields.append(("client_id", clientID))
+            fields += clientIDField
         }
     }
 
@@ -46,9 +50,7 @@ struct ClientAuthenticator: Sendable {
                                      iat: issuedAt, exp: issuedAt + Int(Self.assertionLifetime))
         switch (method, signingKey) {
         case (.privateKeyJWT, .ec(let key, let keyID)?):
-            return CompactJWS.sign(header: AssertionHeader(alg: "ES256", kid: keyID), claims: claims) { input in
-                (try? key.signature(for: input).rawRepresentation).map(Array.init) ?? []
-            }
+            return CompactJWS.sign(header: AssertionHeader(alg: "ES256", kid: keyID), claims: claims, with: key)
         case (.privateKeyJWT, .rsa(let key, let keyID)?):
             return CompactJWS.sign(header: AssertionHeader(alg: "RS256", kid: keyID), claims: claims) { input in
                 (try? key.signature(for: input, padding: .insecurePKCS1v1_5).rawRepresentation).map(Array.init) ?? []

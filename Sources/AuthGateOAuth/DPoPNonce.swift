@@ -1,3 +1,4 @@
+import AuthGateCore
 import AuthGateHTTP
 import Synchronization
 
@@ -15,16 +16,9 @@ final class DPoPNonce: Sendable {
     /// The nonce of a `use_dpop_nonce` answer (RFC 9449 §8: HTTP 400 with that error and a
     /// `DPoP-Nonce` header), or `nil` for any other answer or an unusable nonce.
     static func challenge(in response: HTTPResponse) -> String? {
-        guard response.status == 400 || response.status == 401, let nonce = response.headers["dpop-nonce"], isValid(nonce),
+        guard response.status == 400 || response.status == 401, let nonce = response.headers["dpop-nonce"], DPoPKey.isValidNonce(nonce),
               OAuthErrorResponse(response)?.error == "use_dpop_nonce" || response.headers["www-authenticate"]?.contains("use_dpop_nonce") == true
         else { return nil }
         return nonce
-    }
-
-    /// RFC 9449 §8.1: `1*NQCHAR` (printable ASCII but `"` and `\`); at most 1 KiB here, as it
-    /// goes into every proof.
-    static func isValid(_ nonce: String) -> Bool {
-        !nonce.isEmpty && nonce.utf8.count <= 1024
-            && nonce.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
     }
 }

@@ -122,9 +122,7 @@ extension RemoteIdentityProvider {
     /// Sends the authorization request's parameters to the PAR endpoint, with this client's
     /// authentication (RFC 9126 §2.1).
     private func push(_ parameters: [(String, String)], to endpoint: URL) async throws(AuthGateError) -> String {
-        // The client authentication adds client_id itself, except for secret_basic.
-        let fields = settings.clientAuthentication == .clientSecretBasic ? parameters : parameters.filter { $0.0 != "client_id" }
-        let response = try await tokenEndpoint.post(endpoint, to: .pushedAuthorization, fields)
+        let response = try await tokenEndpoint.post(endpoint, to: .pushedAuthorization, parameters)
         guard response.status == 201 || response.status == 200 else {
             throw tokenEndpoint.refusal(response, purpose: .interactiveSignIn, what: "pushed authorization request")
         }

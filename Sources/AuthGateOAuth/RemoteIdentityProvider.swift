@@ -53,20 +53,6 @@ public actor RemoteIdentityProvider: IdentityProvider {
         case .oauth2(let remote): settings = remote; isOIDC = false
         case .mock: preconditionFailure("a mock provider is not remote")
         }
-        var secret: Secret?
-        if let file = settings.clientSecretFile {
-            let text: String
-            switch FileTrust.read(file, as: .secret, maximumSize: 64 * 1024) {
-            case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
-            case .failure(let problem):
-                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(problem.refused ? "refused: " : "")\(problem)")
-            }
-            let trimmed = text.trimming(while: \.isWhitespace)
-            guard !trimmed.isEmpty else {
-                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(file) is empty")
-            }
-            secret = Secret(trimmed)
-        }
         /// Reads a file the provider needs, with the trust rules of its kind.
         func read(_ file: String, as kind: FileTrust.Kind, field: String, maximumSize: Int) throws(AuthGateError) -> [UInt8] {
             switch FileTrust.read(file, as: kind, maximumSize: maximumSize) {
@@ -74,6 +60,15 @@ public actor RemoteIdentityProvider: IdentityProvider {
             case .failure(let problem):
                 throw AuthGateError(.providerUnavailable, "\(configuration.file): $.\(field): \(problem.refused ? "refused: " : "")\(problem)")
             }
+        }
+        var secret: Secret?
+        if let file = settings.clientSecretFile {
+            let text = String(decoding: try read(file, as: .secret, field: "client_secret_file", maximumSize: 64 * 1024), as: UTF8.self)
+            let trimmed = text.trimming(while: \.isWhitespace)
+            guard !trimmed.isEmpty else {
+                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_secret_file: \(file) is empty")
+            }
+            secret = Secret(trimmed)
         }
         // Read into memory once, here (the provider's validation), and handed to libcurl as a
         // blob: curl never opens the path, which could be swapped after this check.

@@ -38,7 +38,7 @@ struct TokenEndpoint: Sendable {
                 throw AuthGateError(.dpopRejected, "\(provider) asked for a new DPoP nonce again right after authgate sent the one it asked for (use_dpop_nonce twice); the proof of key \(proofKey.thumbprint) was not accepted.")
             }
         }
-        if proofKey != nil, let next = response.headers["dpop-nonce"], DPoPNonce.isValid(next) { nonce.remember(next) }
+        if proofKey != nil, let next = response.headers["dpop-nonce"], DPoPKey.isValidNonce(next) { nonce.remember(next) }
         return response
     }
 

@@ -222,12 +222,9 @@ private struct ProviderDocument {
 
         let clientID = root.string("client_id", required: "the OAuth client id registered at the provider")
         let secretFile = root.string("client_secret_file")
-        if let secretFile, !secretFile.hasPrefix("/") {
-            root.add("client_secret_file", "must be an absolute path, found \"\(secretFile)\"")
-        }
         let clientKeyFile = root.string("client_key_file")
-        if let clientKeyFile, !clientKeyFile.hasPrefix("/") {
-            root.add("client_key_file", "must be an absolute path, found \"\(clientKeyFile)\"")
+        for (key, path) in [("client_secret_file", secretFile), ("client_key_file", clientKeyFile)] {
+            if let path, !path.hasPrefix("/") { root.add(key, "must be an absolute path, found \"\(path)\"") }
         }
         let clientKeyID = root.string("client_key_id")
         if let clientKeyID, clientKeyID.isEmpty || clientKeyID.utf8.count > 256 || clientKeyID.containsControlCharacters {

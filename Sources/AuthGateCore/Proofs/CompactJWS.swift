@@ -1,3 +1,4 @@
+public import Crypto
 import FoundationEssentials
 
 /// Signs a JSON Web Signature in compact serialization (RFC 7515 §7.1): the JWTs that
@@ -10,6 +11,14 @@ public enum CompactJWS {
                             with sign: (_ signingInput: [UInt8]) throws -> [UInt8]) rethrows -> String {
         let signingInput = Base64URL.encode(encode(header)) + "." + Base64URL.encode(encode(claims))
         return signingInput + "." + Base64URL.encode(try sign(Array(signingInput.utf8)))
+    }
+
+    /// An ES256 JWS (RFC 7518 §3.4: the signature is `r || s`). P-256 signing fails only on a
+    /// broken random generator; the JWS then has an empty signature, which any verifier refuses.
+    public static func sign(header: some Encodable, claims: some Encodable, with key: P256.Signing.PrivateKey) -> String {
+        sign(header: header, claims: claims) { input in
+            (try? key.signature(for: input).rawRepresentation).map(Array.init) ?? []
+        }
     }
 
     /// Sorted keys, so that equal values encode to equal bytes; encoding plain structs of

@@ -46,10 +46,14 @@ public struct DPoPKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
         let claims = ProofClaims(
             jti: uniqueTokenIdentifier(), htm: method, htu: Self.targetURI(url), iat: Int(now.timeIntervalSince1970), nonce: nonce,
             ath: accessToken.map { Base64URL.encode(Array(SHA256.hash(data: Array($0.exposedValue.utf8)))) })
-        return CompactJWS.sign(header: header, claims: claims) { input in
-            // P-256 signing fails only on a broken RNG; a proof without a signature is refused.
-            (try? key.signature(for: input).rawRepresentation).map(Array.init) ?? []
-        }
+        return CompactJWS.sign(header: header, claims: claims, with: key)
+    }
+
+    /// RFC 9449 §8.1: `1*NQCHAR` (printable ASCII but `"` and `\`); at most 1 KiB here, as a
+    /// nonce goes into every later proof.
+    public static func isValidNonce(_ nonce: String) -> Bool {
+        !nonce.isEmpty && nonce.utf8.count <= 1024
+            && nonce.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
     }
 
     /// The URL without query and fragment (RFC 9449 §4.2 `htu`).

@@ -150,15 +150,21 @@ struct MethodHandlers {
     }
 
     func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
-        let (_, _, key) = try await resolve(params.provider, params.session)
-        let minimum = params.minValidSeconds ?? TokenParams.defaultMinimumValidity
+        try await token(params.provider, params.session, TokenVariant(scopes: params.scopes ?? [], resource: params.resource),
+                        minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
+    }
+
+    /// `token` and `token.exchange`: the session's own token or one of its variants.
+    private func token(_ provider: String, _ session: String?, _ variant: TokenVariant, minValidSeconds: Int?,
+                       forceRefresh: Bool?) async throws(AuthGateError) -> TokenResult {
+        let (_, _, key) = try await resolve(provider, session)
+        let minimum = minValidSeconds ?? TokenParams.defaultMinimumValidity
         guard TokenParams.minimumValidityRange.contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
         }
-        let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource)
         try variant.validate()
         let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
-                                              forceRefresh: params.forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
+                                              forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
 
@@ -192,17 +198,9 @@ struct MethodHandlers {
     }
 
     func tokenExchange(_ params: TokenExchangeParams) async throws(AuthGateError) -> TokenResult {
-        let (_, _, key) = try await resolve(params.provider, params.session)
-        let minimum = params.minValidSeconds ?? TokenParams.defaultMinimumValidity
-        guard TokenParams.minimumValidityRange.contains(minimum) else {
-            throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
-        }
         let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource,
                                    exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType))
-        try variant.validate()
-        let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
-                                                       forceRefresh: params.forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
-        return TokenResult(tokens)
+        return try await token(params.provider, params.session, variant, minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
     }
 
     /// A proof for the caller's own request; the key stays here. Only the session's owner can
@@ -218,7 +216,7 @@ struct MethodHandlers {
         if params.htu.utf8.count > 4096 || url?.host == nil || !(url?.scheme == "https" || url?.scheme == "http") {
             fields.append(FieldError(field: "htu", message: "must be the request's absolute http(s) URL"))
         }
-        if let nonce = params.nonce, nonce.isEmpty || nonce.utf8.count > 1024 || !nonce.utf8.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+        if let nonce = params.nonce, !DPoPKey.isValidNonce(nonce) {
             fields.append(FieldError(field: "nonce", message: "must be the DPoP-Nonce the server sent (RFC 9449 §8.1)"))
         }
         guard fields.isEmpty, let url else { throw .validationFailed(fields) }

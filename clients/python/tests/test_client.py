@@ -18,13 +18,14 @@ from authgate_client import AuthGateAuth, Client, DaemonUnreachable, LoginRequir
 MOCK = '{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}'
 
 
-@pytest.fixture
-def daemon():
+def start_daemon(work: str, providers: dict) -> tuple:
+    """Starts the build's authgated in `work` with `providers` (file name → JSON text) and waits
+    until its socket exists; returns the process and the socket's path."""
     binaries = os.environ.get("AUTHGATE_BIN_DIR", ".build/debug")
-    work = tempfile.mkdtemp(prefix="agpy-", dir="/tmp")  # socket paths must stay short
     os.makedirs(f"{work}/providers.d")
-    with open(f"{work}/providers.d/mock.json", "w") as file:
-        file.write(MOCK)
+    for name, text in providers.items():
+        with open(f"{work}/providers.d/{name}", "w") as file:
+            file.write(text)
     socket_path = f"{work}/s.sock"
     process = subprocess.Popen([f"{binaries}/authgated", "--user", "--providers", f"{work}/providers.d", "--socket", socket_path,
                                 "--state-dir", f"{work}/state", "--log-level", "warning"], stderr=subprocess.DEVNULL)
@@ -32,6 +33,13 @@ def daemon():
     while not os.path.exists(socket_path):
         assert time.time() < deadline and process.poll() is None, "authgated did not start"
         time.sleep(0.02)
+    return process, socket_path
+
+
+@pytest.fixture
+def daemon():
+    work = tempfile.mkdtemp(prefix="agpy-", dir="/tmp")  # socket paths must stay short
+    process, socket_path = start_daemon(work, {"mock.json": MOCK})
     client = Client(socket_path)
     client.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1"})
     yield client

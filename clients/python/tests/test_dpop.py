@@ -3,40 +3,30 @@
 never reaches this process."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
 from authgate_client import AuthGateAuth, Client, ValidationFailed
+from test_client import start_daemon
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
 def dpop_daemon():
-    binaries = os.environ.get("AUTHGATE_BIN_DIR", ".build/debug")
     work = tempfile.mkdtemp(prefix="agdp-", dir="/tmp")  # socket paths must stay short
     server = subprocess.Popen([sys.executable, str(REPO / "Tests/idp/idpy_server.py"), "--workdir", f"{work}/idp"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     info = json.loads(server.stdout.readline())
-    os.makedirs(f"{work}/providers.d")
     provider = {"type": "oidc", "issuer": info["issuer"], "client_id": "authgate-dpop", "grants": ["password"],
                 "scopes": ["openid", "read"], "tls": {"ca_file": info["ca_file"]}, "dpop": "required"}
-    Path(f"{work}/providers.d/corp.json").write_text(json.dumps(provider))
-    socket_path = f"{work}/s.sock"
-    daemon = subprocess.Popen([f"{binaries}/authgated", "--user", "--providers", f"{work}/providers.d", "--socket", socket_path,
-                               "--state-dir", f"{work}/state", "--log-level", "warning"], stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while not os.path.exists(socket_path):
-        assert time.time() < deadline and daemon.poll() is None, "authgated did not start"
-        time.sleep(0.02)
+    daemon, socket_path = start_daemon(work, {"corp.json": json.dumps(provider)})
     client = Client(socket_path)
     client.call("login", {"provider": "corp", "username": "alice", "password": "alice-password-1"})
     yield client, info
