@@ -23,14 +23,25 @@ struct CachedTokenAnswers: Sendable {
 
     /// The whole answer line, or `nil` when the dispatcher must answer.
     func answer(to line: ByteBuffer, uid: UInt32, allocator: ByteBufferAllocator) -> ByteBuffer? {
+        line.withUnsafeReadableBytes { bytes in
+            answer(to: bytes, uid: uid) { id, result in
+                var answer = allocator.buffer(capacity: result.count + id.count + SuccessLine.framingLength)
+                SuccessLine.write(id: id, result: result, into: &answer)
+                return answer
+            }
+        }
+    }
+
+    /// Whether `line` (without its newline) can be answered here; if so, `write` is given the
+    /// request's id and the encoded result to frame (``SuccessLine``) and its result is returned.
+    func answer<Answer>(to line: UnsafeRawBufferPointer, uid: UInt32, _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> Answer? {
         let start = ContinuousClock.now
-        guard let request = line.withUnsafeReadableBytes({ PlainTokenRequest($0) }), providers.contains(request.provider) else { return nil }
+        guard let request = PlainTokenRequest(line), providers.contains(request.provider) else { return nil }
         let key = PublishedTokens.Key(uid: uid, provider: request.provider, session: request.session ?? SessionName.default.rawValue)
         guard let result = tokens.result(for: key, minimumValidity: request.minimumValidity ?? TokenParams.defaultMinimumValidity) else {
             return nil
         }
-        var answer = allocator.buffer(capacity: result.count + request.id.count + SuccessLine.framingLength)
-        SuccessLine.write(id: request.id, result: result, into: &answer)
+        let answer = write(request.id, result)
         metrics?.cachedTokenAnswer(duration: .now - start)
         return answer
     }

@@ -59,10 +59,22 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     /// schedulings per request.
     private var idleTimer: Scheduled<Void>?
 
-    /// - Parameter onTimeout: Told which deadline closed the connection (for the log).
-    init(limits: ConnectionLimits, onTimeout: @escaping @Sendable (String) -> Void) {
+    /// - Parameters:
+    ///   - bytesArrived: A byte arrived already (before ``FrontDoor`` handed the connection on):
+    ///     no first-byte deadline.
+    ///   - onTimeout: Told which deadline closed the connection (for the log).
+    init(limits: ConnectionLimits, bytesArrived: Bool = false, onTimeout: @escaping @Sendable (String) -> Void) {
         self.limits = limits
         self.onTimeout = onTimeout
+        anyByteArrived = bytesArrived
+    }
+
+    /// What the log says of a connection closed for idling.
+    static let idleReason = "the connection was idle"
+
+    /// What the log says of a connection closed because it sent nothing.
+    static func firstByteReason(_ limits: ConnectionLimits) -> String {
+        "nothing arrived within \(limits.firstByteTimeout) of connecting"
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -77,7 +89,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     private func started(_ context: ChannelHandlerContext) {
         rearmIdle(context)
         if firstByteTimer == nil, !anyByteArrived {
-            firstByteTimer = schedule(context, after: limits.firstByteTimeout, reason: "nothing arrived within \(limits.firstByteTimeout) of connecting")
+            firstByteTimer = schedule(context, after: limits.firstByteTimeout, reason: Self.firstByteReason(limits))
         }
     }
 
@@ -167,7 +179,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
             guard let since = self_.idleSince else { return }
             let closeAt = since + TimeAmount(self_.limits.idleTimeout)
             guard context.eventLoop.now >= closeAt else { return self_.scheduleIdleCheck(context, at: closeAt) }
-            self_.onTimeout("the connection was idle")
+            self_.onTimeout(Self.idleReason)
             context.channel.close(promise: nil)
         }
     }

@@ -18,11 +18,12 @@ final class OpenConnections: Sendable {
         case tooManyOfOneUser
     }
 
-    private struct State {
+    fileprivate struct State {
+        /// The connections NIO serves (those the front door handed on).
         var channels: [ObjectIdentifier: (channel: any Channel, uid: UInt32, admitted: Bool)] = [:]
-        /// The channels within the limit, of those above.
+        /// The connections within the limit, wherever they are served (``FrontDoor`` or NIO).
         var admitted = 0
-        /// Admitted channels by uid.
+        /// Admitted connections by uid.
         var byUID: [UInt32: Int] = [:]
         var requests: [UInt64: Task<Void, Never>] = [:]
         var nextRequest: UInt64 = 0
@@ -31,13 +32,13 @@ final class OpenConnections: Sendable {
 
     private let state = Mutex(State())
 
-    /// Keeps `channel` until it closes, and tells whether it is within `limit` open connections
-    /// and, unless `share` is nil, within `share` of them for `uid` (one over is kept too, until
-    /// it has been told so and closed). When the server has stopped the channel is closed at
-    /// once: nothing to refuse.
-    func add(_ channel: any Channel, uid: UInt32, limit: Int, share: Int?) -> Admission {
-        let (added, admission) = state.withLock { state -> (Bool, Admission) in
-            guard !state.stopped else { return (false, .admitted) }
+    /// Decides on a new connection of `uid`: whether it is within `limit` open connections
+    /// and, unless `share` is nil, within `share` of them for `uid`. An admitted connection
+    /// holds its place until ``release(uid:)``, or until its channel closes once ``adopt(_:uid:admission:)``
+    /// gave it to NIO. Nothing is admitted once the server has stopped (`nil`).
+    func reserve(uid: UInt32, limit: Int, share: Int?) -> Admission? {
+        state.withLock { state -> Admission? in
+            guard !state.stopped else { return nil }
             let admission: Admission = if state.admitted >= limit {
                 .tooManyInAll
             } else if let share, state.byUID[uid, default: 0] >= share {
@@ -45,27 +46,42 @@ final class OpenConnections: Sendable {
             } else {
                 .admitted
             }
-            let admitted = admission == .admitted
-            if admitted {
+            if admission == .admitted {
                 state.admitted += 1
                 state.byUID[uid, default: 0] += 1
             }
+            return admission
+        }
+    }
+
+    /// Gives back the place of an admitted connection that was closed before NIO served it.
+    func release(uid: UInt32) {
+        state.withLock { $0.release(uid: uid) }
+    }
+
+    /// Keeps `channel`, a connection ``reserve(uid:limit:share:)`` decided on, until it closes
+    /// (then its place, if it had one, is given back). When the server has stopped the channel
+    /// is closed at once.
+    func adopt(_ channel: any Channel, uid: UInt32, admission: Admission) {
+        let admitted = admission == .admitted
+        let added = state.withLock { state -> Bool in
+            guard !state.stopped else {
+                if admitted { state.release(uid: uid) }
+                return false
+            }
             state.channels[ObjectIdentifier(channel)] = (channel, uid, admitted)
-            return (true, admission)
+            return true
         }
         guard added else {
             channel.close(promise: nil)
-            return admission
+            return
         }
         channel.closeFuture.whenComplete { _ in
             self.state.withLock { state in
                 guard let removed = state.channels.removeValue(forKey: ObjectIdentifier(channel)), removed.admitted else { return }
-                state.admitted -= 1
-                state.byUID[removed.uid, default: 1] -= 1
-                if state.byUID[removed.uid] == 0 { state.byUID[removed.uid] = nil }
+                state.release(uid: removed.uid)
             }
         }
-        return admission
     }
 
     /// The connections being served (within the limit); for the metrics.
@@ -94,5 +110,13 @@ final class OpenConnections: Sendable {
         for channel in channels { channel.close(promise: nil) }
         for request in requests { request.cancel() }
         for request in requests { await request.value }
+    }
+}
+
+extension OpenConnections.State {
+    fileprivate mutating func release(uid: UInt32) {
+        admitted -= 1
+        byUID[uid, default: 1] -= 1
+        if byUID[uid] == 0 { byUID[uid] = nil }
     }
 }

@@ -1,5 +1,4 @@
 import CLinux
-import NIOCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,23 +28,13 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// provider requests), which protect users from each other.
     var isUnbounded: Bool { uid == 0 || uid == geteuid() }
 
-    /// Laid out like Linux's `struct ucred`, which Swift cannot import.
-    struct UCred: Sendable {
-        var pid: Int32 = 0
-        var uid: UInt32 = 0
-        var gid: UInt32 = 0
-    }
-
-    /// Reads the peer credentials of a connected Unix socket channel.
+    /// The peer of a connected Unix socket, or `nil` when the kernel does not say.
     /// - Parameter pinProcess: Whether to pin the process too (``process``), which costs /proc
     ///   reads on every connection and matters only to `access.executables` rules.
-    static func read(from channel: any Channel, pinProcess: Bool) -> EventLoopFuture<PeerCredentials> {
-        guard let provider = channel as? any SocketOptionProvider else {
-            return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
-        }
-        let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-        return future.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid, process: pinProcess ? ProcessIdentity(pid: $0.pid) : nil) }
+    init?(socket descriptor: Int32, pinProcess: Bool) {
+        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
+        guard ag_peer_credentials(descriptor, &pid, &uid, &gid) == 0 else { return nil }
+        self.init(pid: pid, uid: uid, gid: gid, process: pinProcess ? ProcessIdentity(pid: pid) : nil)
     }
 }
 

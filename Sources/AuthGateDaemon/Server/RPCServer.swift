@@ -1,10 +1,12 @@
 import AuthGateCore
 import AuthGateRPC
+import CLinux
 import FoundationEssentials
 import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,9 +18,10 @@ struct SocketSetupError: Error, CustomStringConvertible {
 
 /// Serves JSON-RPC on the daemon's Unix socket.
 ///
-/// Each connection is served by its ``RPCConnectionHandler`` on its event loop: its requests
-/// are answered in order, and connections are served concurrently, at most
-/// `limits.maximumConnections` of them. On graceful shutdown the listener closes, open
+/// ``FrontDoor`` accepts every connection and answers plain cached `token` calls on its own
+/// thread; it hands every other connection on to NIO, where its ``RPCConnectionHandler``
+/// serves it on its event loop: its requests are answered in order, and connections are
+/// served concurrently, at most `limits.maximumConnections` of them in all. On graceful shutdown the listener closes, open
 /// connections are closed and their requests cancelled (``OpenConnections``), and the socket
 /// file is removed — unless systemd passed the socket (socket activation), which then stays
 /// systemd's.
@@ -63,28 +66,25 @@ final class RPCServer: Service, CustomStringConvertible {
     var description: String { "RPCServer(\(socketPath))" }
 
     func run() async throws {
-        let openProviders = dispatcher.services.registry.openProviders
-        let answers = CachedTokenAnswers(tokens: dispatcher.services.broadcast.published, providers: openProviders, metrics: metrics)
-        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.backlog, value: 256)
-            // Clients that half-close after writing (socat, `nc -N`) still get their answers.
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                // A connection accepted before a reload adds an executables rule has no pin, and
-                // the rule refuses it (AccessPolicy): it fails closed until it reconnects.
-                PeerCredentials.read(from: channel, pinProcess: openProviders.anyExecutableRule).flatMapThrowing { caller in
-                    try self.prepare(channel, for: caller, answers: answers)
-                }
-            }
-        let listener: any Channel
+        let answers = CachedTokenAnswers(tokens: dispatcher.services.broadcast.published, providers: dispatcher.services.registry.openProviders,
+                                         metrics: metrics)
+        let listener: Int32
         if let inheritedSocket {
-            listener = try await bootstrap.withBoundSocket(inheritedSocket).get()
+            listener = inheritedSocket
             logger.notice("listening on the socket systemd passed", metadata: ["socket.fd": "\(inheritedSocket)"])
         } else {
             try prepareSocketPath()
-            listener = try await bootstrap.bind(unixDomainSocketPath: socketPath).get()
-            try applyPermissions()
+            listener = try bind()
             logger.notice("listening", metadata: ["socket.path": "\(socketPath)"])
+        }
+        let door: FrontDoor
+        do {
+            door = try FrontDoor(listener: listener, limits: limits, connections: connections, answers: answers, logger: logger) { handOff in
+                self.serveWithNIO(handOff, answers: answers)
+            }
+        } catch {
+            close(listener)
+            throw error
         }
         defer { if inheritedSocket == nil { unlink(socketPath) } }
         readiness?.socketServing(true)
@@ -93,40 +93,86 @@ final class RPCServer: Service, CustomStringConvertible {
 
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
-                try? await listener.closeFuture.get()
+                await door.run()
             } onGracefulShutdown: {
                 self.readiness?.socketServing(false)
                 self.onStopping()
-                listener.close(promise: nil)
+                door.stop()
             }
         } onCancel: {
-            listener.close(promise: nil)
+            door.stop()
         }
         await connections.stop()
         logger.notice("stopped listening", metadata: ["socket.path": "\(socketPath)"])
     }
 
-    /// Sets up a new connection's pipeline, on its event loop. One over the limit is still
-    /// set up, to be told `rate_limited` and closed.
-    private func prepare(_ channel: any Channel, for caller: PeerCredentials, answers: CachedTokenAnswers) throws {
-        // Root and the daemon's own user administer it; everyone else holds at most a share.
-        let share = caller.isUnbounded ? nil : limits.perUserShare
-        let admission = connections.add(channel, uid: caller.uid, limit: limits.maximumConnections, share: share)
-        if admission == .admitted {
-            logger.debug("connection opened", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
-        } else {
+    /// Serves a connection ``FrontDoor`` handed on: a channel on one of NIO's event loops,
+    /// which first writes what the front door could not and reads what it read (``HandedOnBytes``).
+    private func serveWithNIO(_ handOff: FrontDoor.HandOff, answers: CachedTokenAnswers) {
+        let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
+        let prepared = PreparedFlag()
+        ClientBootstrap(group: eventLoop)
+            // Clients that half-close after writing (socat, `nc -N`) still get their answers.
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                eventLoop.makeCompletedFuture {
+                    prepared.value.store(true, ordering: .relaxed)
+                    try self.prepare(channel, handOff, answers: answers)
+                }
+            }
+            .withConnectedSocket(handOff.descriptor)
+            .whenFailure { error in
+                self.logger.warning("cannot serve a connection", metadata: ["error": "\(error)", "peer.uid": "\(handOff.caller.uid)"])
+                // Once prepared, the channel closed its descriptor and gave its place back.
+                if !prepared.value.load(ordering: .relaxed) {
+                    close(handOff.descriptor)
+                    if handOff.admission == .admitted { self.connections.release(uid: handOff.caller.uid) }
+                }
+            }
+    }
+
+    /// Sets up a handed-on connection's pipeline, on its event loop. One over the limit is
+    /// set up too, to be told `rate_limited` and closed.
+    private func prepare(_ channel: any Channel, _ handOff: FrontDoor.HandOff, answers: CachedTokenAnswers) throws {
+        let caller = handOff.caller, admission = handOff.admission
+        connections.adopt(channel, uid: caller.uid, admission: admission)
+        if admission != .admitted {
             refusals.record(admission, uid: caller.uid, on: channel.eventLoop)
             metrics?.connectionRefused(admission == .tooManyOfOneUser ? .perUserShare : .limit)
         }
         let logger = logger
-        let deadlines = ConnectionDeadlines(limits: limits) { reason in
+        let deadlines = ConnectionDeadlines(limits: limits, bytesArrived: handOff.bytesArrived) { reason in
             logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         }
         let handler = RPCConnectionHandler(caller: caller, admission: admission, dispatcher: dispatcher, answers: answers, connections: connections,
                                            limits: limits, logger: logger)
-        try channel.pipeline.syncOperations.addHandlers([
+        var handlers: [any ChannelHandler] = []
+        if !handOff.unread.isEmpty || !handOff.unwritten.isEmpty {
+            handlers.append(HandedOnBytes(unread: handOff.unread, unwritten: handOff.unwritten))
+        }
+        try channel.pipeline.syncOperations.addHandlers(handlers + [
             deadlines, ByteToMessageHandler(LineFrameDecoder(maximumLength: RPCCoding.maximumLineLength)), handler,
         ])
+    }
+
+    /// The listening socket at `socketPath`, 0600 or 0660 with the configured group.
+    private func bind() throws -> Int32 {
+        let path = Array(socketPath.utf8)
+        let listener = path.withUnsafeBufferPointer { path in
+            path.withMemoryRebound(to: CChar.self) { ag_bind_unix($0.baseAddress, $0.count, Int32(SOCK_STREAM.rawValue), 256) }
+        }
+        guard listener >= 0 else {
+            let reason = errno == EINVAL ? "the path is too long for a Unix socket" : String(cString: strerror(errno))
+            throw SocketSetupError(description: "cannot listen on \(socketPath): \(reason)")
+        }
+        do {
+            try applyPermissions()
+        } catch {
+            close(listener)
+            unlink(socketPath)
+            throw error
+        }
+        return listener
     }
 
     /// Makes sure the socket can be created: its directory exists (0700 when we create it), and
@@ -166,3 +212,7 @@ final class RPCServer: Service, CustomStringConvertible {
     }
 }
 
+/// Whether a handed-on connection's channel was set up (it then owns the descriptor).
+private final class PreparedFlag: Sendable {
+    let value = Atomic<Bool>(false)
+}

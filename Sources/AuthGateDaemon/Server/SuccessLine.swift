@@ -16,6 +16,14 @@ enum SuccessLine {
         buffer.writeStaticString(closing)
     }
 
+    static func write(id: [UInt8], result: [UInt8], into bytes: inout [UInt8]) {
+        bytes.append(contentsOf: UnsafeRawBufferPointer(start: opening.utf8Start, count: opening.utf8CodeUnitCount))
+        bytes.append(contentsOf: id)
+        bytes.append(contentsOf: UnsafeRawBufferPointer(start: middle.utf8Start, count: middle.utf8CodeUnitCount))
+        bytes.append(contentsOf: result)
+        bytes.append(contentsOf: UnsafeRawBufferPointer(start: closing.utf8Start, count: closing.utf8CodeUnitCount))
+    }
+
     /// The bytes `write` adds besides the id and the result.
     static let framingLength = opening.utf8CodeUnitCount + middle.utf8CodeUnitCount + closing.utf8CodeUnitCount
 }

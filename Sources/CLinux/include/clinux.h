@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <fcntl.h>
@@ -147,6 +149,57 @@ static inline int ag_connect_unix(const char *path, size_t path_length) {
         return -1;
     }
     return fd;
+}
+
+/// Adds `fd` to `epoll` for `events` (EPOLLIN, …), tagged with `tag`, which ag_epoll_wait reports.
+/// Returns 0, or -1 with errno set. (Swift cannot use the packed `struct epoll_event` safely.)
+static inline int ag_epoll_add(int epoll, int fd, unsigned events, unsigned long long tag) {
+    struct epoll_event event = { .events = events, .data = { .u64 = tag } };
+    return epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &event);
+}
+
+/// Changes the events `fd` is watched for in `epoll` (0: none, for now). Returns 0, or -1 with errno set.
+static inline int ag_epoll_modify(int epoll, int fd, unsigned events, unsigned long long tag) {
+    struct epoll_event event = { .events = events, .data = { .u64 = tag } };
+    return epoll_ctl(epoll, EPOLL_CTL_MOD, fd, &event);
+}
+
+/// Waits up to `timeout_ms` (-1: no limit) for at most `capacity` (≤ 64) events of `epoll`,
+/// and stores each one's tag and events in `tags` and `events`. Returns their number, or -1
+/// with errno set.
+static inline int ag_epoll_wait(int epoll, unsigned long long *tags, unsigned *events, int capacity, int timeout_ms) {
+    struct epoll_event ready[64];
+    if (capacity > 64) capacity = 64;
+    int count = epoll_wait(epoll, ready, capacity, timeout_ms);
+    for (int i = 0; i < count; i++) {
+        tags[i] = ready[i].data.u64;
+        events[i] = ready[i].events;
+    }
+    return count;
+}
+
+/// The peer of the connected Unix socket `fd` (SO_PEERCRED). Returns 0, or -1 with errno set.
+static inline int ag_peer_credentials(int fd, int *pid, unsigned *uid, unsigned *gid) {
+    struct { int pid; unsigned uid; unsigned gid; } credentials;  // struct ucred, which needs _GNU_SOURCE
+    socklen_t size = sizeof credentials;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    *gid = credentials.gid;
+    return 0;
+}
+
+/// Names the calling thread (`ps -T`, `top -H`, /proc/PID/task/TID/comm): at most 15 bytes.
+static inline void ag_set_thread_name(const char *name) {
+    prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+int accept4(int fd, struct sockaddr *address, socklen_t *length, int flags);  // declared by glibc only with _GNU_SOURCE
+
+/// Accepts a connection on the listening socket `fd`, non-blocking and close-on-exec.
+/// Returns the descriptor, or -1 with errno set (EAGAIN: none waiting).
+static inline int ag_accept(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
 #endif
