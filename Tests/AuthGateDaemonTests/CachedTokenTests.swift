@@ -145,6 +145,68 @@ struct CachedTokenTests {
         #expect(broadcast.published.count == 0)
     }
 
+    @Test("the front door's remembered answers are given again only while nothing changed and the token is valid enough")
+    func recentAnswers() async throws {
+        let clock = ManualClock()
+        let broadcast = SessionBroadcast(now: { [clock] in clock.now })
+        let sessions = SessionManager(logger: quiet, observer: broadcast, now: { [clock] in clock.now }, random: { [clock] in clock.random })
+        let registered = mockProvider(now: { [clock] in clock.now })
+        let client = try #require(registered.client)
+        let providers = OpenProviders()
+        providers.update([registered])
+        let answers = CachedTokenAnswers(tokens: broadcast.published, providers: providers)
+        var recent = RecentTokenAnswers()
+        func answer(_ line: ByteBuffer, uid: UInt32 = 1000) -> String? {
+            line.withUnsafeReadableBytes { bytes in recent.withAnswer(to: bytes, uid: uid, from: answers) { String(decoding: $0, as: UTF8.self) } }
+        }
+        func accessToken(_ line: String?) -> String? {
+            let reply = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]
+            return (reply?["result"] as? [String: Any])?["access_token"] as? String
+        }
+        let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
+        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+                                 grant: .password, binding: binding, for: key)
+        let handedOut = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+
+        let first = try #require(answer(plainLine()))
+        #expect(accessToken(first) == handedOut.accessToken.exposedValue)
+        let counted = broadcast.published.answerCount
+        #expect(answer(plainLine()) == first, "the same line again: the same bytes")
+        #expect(broadcast.published.answerCount == counted + 1, "and counted as an answer")
+        #expect(answer(plainLine(), uid: 1001) == nil, "never another uid's answer")
+
+        // Validity: judged at every call against the requested minimum.
+        #expect(answer(plainLine(minimumValidity: 30)) != nil)
+        clock.advance(by: 35)
+        #expect(answer(plainLine(minimumValidity: 30)) == nil, "25 s left is less than 30, remembered or not")
+        #expect(answer(plainLine()) != nil, "25 s is more than the default 10")
+
+        // Any publication or withdrawal ends what was remembered.
+        _ = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: true)
+        #expect(answer(plainLine()) == nil, "refreshed: the old answer is forgotten, the new token not handed out yet")
+        let refreshed = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        #expect(accessToken(answer(plainLine())) == refreshed.accessToken.exposedValue)
+        #expect(accessToken(answer(plainLine())) == refreshed.accessToken.exposedValue)
+
+        // So does any change of the providers: one with access rules is decided per caller.
+        providers.update([mockProvider(access: #","access":{"users":["root"]}"#)])
+        #expect(answer(plainLine()) == nil)
+        providers.update([registered])
+        #expect(answer(plainLine()) != nil)
+        _ = await sessions.remove(key)
+        #expect(answer(plainLine()) == nil, "signed out")
+
+        // More lines in use than it remembers: each is still answered right.
+        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+                                 grant: .password, binding: binding, for: key)
+        let current = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        for round in 0..<2 {
+            for validity in 0..<(RecentTokenAnswers.capacity + 4) {
+                #expect(accessToken(answer(plainLine(minimumValidity: validity))) == current.accessToken.exposedValue, "round \(round), \(validity)")
+            }
+        }
+    }
+
     @Test("a new sign-in replacing the session withdraws the old token")
     func replacedSession() async throws {
         let broadcast = SessionBroadcast()

@@ -8,6 +8,7 @@ import Synchronization
 final class OpenProviders: Sendable {
     private let ids = Mutex<Set<String>>([])
     private let executableRules = Atomic<Bool>(false)
+    private let changes = Atomic<UInt64>(0)
 
     func update(_ providers: some Sequence<RegisteredProvider>) {
         let open = providers.filter { provider in
@@ -16,7 +17,11 @@ final class OpenProviders: Sendable {
         }
         ids.withLock { $0 = Set(open.map(\.id)) }
         executableRules.store(providers.contains { $0.configuration?.access.executables != nil }, ordering: .releasing)
+        changes.add(1, ordering: .releasing)
     }
+
+    /// Counts the updates, each after it took effect (``RecentTokenAnswers``).
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// Whether some provider has an `access.executables` rule: only then is a connecting
     /// process pinned (PeerCredentials), which costs /proc reads on every connection.

@@ -32,6 +32,7 @@ final class PublishedTokens: Sendable {
 
     private let entries = Mutex<[Key: Entry]>([:])
     private let answers = Atomic<Int>(0)
+    private let changes = Atomic<UInt64>(0)
     private let now: @Sendable () -> Date
 
     init(now: @escaping @Sendable () -> Date) {
@@ -44,23 +45,38 @@ final class PublishedTokens: Sendable {
         if entries.withLock({ $0[publishedKey]?.tokens == tokens }) { return }
         guard let result = try? RPCCoding.makeEncoder().encode(TokenResult(tokens)) else { return }
         entries.withLock { $0[publishedKey] = Entry(tokens: tokens, result: Array(result)) }
+        changes.add(1, ordering: .releasing)
     }
 
     func withdraw(_ key: SessionKey) {
-        _ = entries.withLock { $0.removeValue(forKey: Key(key)) }
+        if entries.withLock({ $0.removeValue(forKey: Key(key)) }) != nil {
+            changes.add(1, ordering: .releasing)
+        }
     }
 
+    /// Counts every publication and withdrawal, each after it took effect: a result given when
+    /// it read N is still current while it reads N (``RecentTokenAnswers``).
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// The time tokens are judged at (the daemon's clock, a test's in tests).
+    var currentTime: Date { now() }
+
     /// The encoded `token` result for `key` when its token stays valid for more than
-    /// `minimumValidity` seconds; `nil` when the manager must decide (refresh, sign-in…).
-    /// Each result given counts as an answer (``answerCount``).
-    func result(for key: Key, minimumValidity: Int) -> [UInt8]? {
+    /// `minimumValidity` seconds, and until when it does; `nil` when the manager must decide
+    /// (refresh, sign-in…). Each result given counts as an answer (``answerCount``).
+    func result(for key: Key, minimumValidity: Int) -> (result: [UInt8], validUntil: Date)? {
         let now = now()
-        let result = entries.withLock { entries -> [UInt8]? in
+        let found = entries.withLock { entries -> (result: [UInt8], validUntil: Date)? in
             guard let entry = entries[key], entry.tokens.isValid(for: TimeInterval(minimumValidity), at: now) else { return nil }
-            return entry.result
+            return (entry.result, entry.tokens.expiresAt.addingTimeInterval(-TimeInterval(minimumValidity)))
         }
-        if result != nil { answers.add(1, ordering: .relaxed) }
-        return result
+        if found != nil { countAnswer() }
+        return found
+    }
+
+    /// Counts an answer given again from ``RecentTokenAnswers``.
+    func countAnswer() {
+        answers.add(1, ordering: .relaxed)
     }
 
     /// How many results were given since the daemon started (`daemon.info` for administrators).
