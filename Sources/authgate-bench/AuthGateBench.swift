@@ -26,6 +26,12 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: ArgumentHelp("Python with the test providers' packages; without it the start-up figures are skipped.", valueName: "path"))
     var python: String?
 
+    @Option(help: ArgumentHelp("The compiled bench/load.c (the load generator).", valueName: "path"))
+    var load: String
+
+    @Option(help: ArgumentHelp("The compiled bench/floor.c (the trivial server measured beside the daemon).", valueName: "path"))
+    var floor: String
+
     @Option(help: "Seconds each load run lasts.")
     var seconds = 3.0
 
@@ -60,37 +66,48 @@ struct AuthGateBench: ParsableCommand {
     static let mockProvider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400}"#
     static let tokenRequest = #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#
 
-    func hotPath(_ work: WorkDirectory) throws -> String {
-        let counts = [1, 32, 64]
-        var rows: [[String]] = []
-        // The load generator's ceiling: a server that answers without doing anything.
-        let trivial = try TrivialServer(socketPath: work.path + "/trivial.sock", workers: 64,
-                                        answer: #"{"jsonrpc":"2.0","id":1,"result":{"access_token":"x"}}"#)
-        for mode in [LoadGenerator.Mode.connectionPerRequest, .keepAlive] {
-            for clients in counts {
-                let result = LoadGenerator(socketPath: trivial.socketPath, requestLine: Self.tokenRequest)
-                    .run(clients: clients, mode: mode, duration: seconds)
-                rows.append(["trivial server (generator ceiling)", mode.rawValue, "\(clients)"] + figures(result))
-            }
-        }
-        trivial.stop()
+    /// The targets of issue 18, as fractions of the floor in the same run: rate at least, p99 at most.
+    static let targets: [String: (rate: Double, p99: Double?)] = [
+        "connection per request|1": (0.75, nil), "connection per request|32": (0.7, 1.3), "keep-alive|64": (0.75, 2.0),
+    ]
 
+    func hotPath(_ work: WorkDirectory) throws -> String {
+        let floorServer = try FloorServer(program: floor, socketPath: work.path + "/floor.sock",
+                                          answer: #"{"jsonrpc":"2.0","id":1,"result":{"access_token":"x"}}"#)
+        defer { floorServer.stop() }
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "hot", providers: ["mock.json": Self.mockProvider])
+        defer { daemon.stop() }
         let login = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
         guard login.contains(#""result""#) else { throw BenchError("login failed: \(login)") }
         let token = try daemon.call(Self.tokenRequest)
         guard token.contains("access_token") else { throw BenchError("token failed: \(token)") }
+
+        var rows: [[String]] = []
         for mode in [LoadGenerator.Mode.connectionPerRequest, .keepAlive] {
-            for clients in counts {
-                let result = LoadGenerator(socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
+            for clients in [1, 32, 64] {
+                // The floor and the daemon one after the other, so that both meet the same machine.
+                let floorResult = try LoadGenerator(program: load, socketPath: floorServer.socketPath, requestLine: Self.tokenRequest)
                     .run(clients: clients, mode: mode, duration: seconds)
-                guard result.errors == 0 else { throw BenchError("\(result.errors) errors under load") }
-                rows.append(["authgated `token`", mode.rawValue, "\(clients)"] + figures(result))
+                let result = try LoadGenerator(program: load, socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
+                    .run(clients: clients, mode: mode, duration: seconds)
+                guard result.errors == 0, floorResult.errors == 0 else { throw BenchError("errors under load") }
+                let rate = result.requestsPerSecond / floorResult.requestsPerSecond, p99 = result.p99 / floorResult.p99
+                let target = Self.targets["\(mode.rawValue)|\(clients)"].map { target -> String in
+                    let met = rate >= target.rate && target.p99.map { p99 <= $0 } != false
+                    return (met ? "**met**" : "not met") + String(format: " (≥ %.2f", target.rate) + (target.p99.map { String(format: ", p99 ≤ %.1f×", $0) } ?? "") + ")"
+                } ?? "–"
+                rows.append([mode.rawValue, "\(clients)",
+                             String(format: "%.0f", floorResult.requestsPerSecond), String(format: "%.0f", floorResult.p99),
+                             String(format: "%.0f", result.requestsPerSecond), String(format: "%.2f", rate),
+                             String(format: "%.0f", result.p50), String(format: "%.0f", result.p99), String(format: "%.2f", p99),
+                             String(format: "%.1f / %.1f", floorResult.generatorCPUPerRequest, result.generatorCPUPerRequest), target])
             }
         }
-        daemon.stop()
-        return "### `token` on a cached token (\(seconds) s per row)\n\n"
-            + table(["server", "connections", "clients", "requests/s", "p50 µs", "p99 µs"], rows)
+        return "### `token` on a cached token, beside the floor (\(seconds) s per row)\n\n"
+            + "The floor is `bench/floor.c`, a single-threaded epoll server that answers every line with a fixed line; "
+            + "the load generator is `bench/load.c`, all clients on one thread. Fractions are authgated's figure over the floor's.\n\n"
+            + table(["connections", "clients", "floor req/s", "floor p99 µs", "authgated req/s", "of floor", "authgated p50 µs",
+                     "authgated p99 µs", "p99 of floor's", "generator CPU µs/request (floor / authgated)", "target"], rows)
     }
 
     /// The metrics' cost on the cached `token` path: the same load against a daemon that keeps
@@ -106,12 +123,12 @@ struct AuthGateBench: ParsableCommand {
                                              providers: ["mock.json": Self.mockProvider], arguments: metrics ? [] : ["--no-metrics"])
                 _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
                 for (mode, clients) in loads {
-                    let result = LoadGenerator(socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
+                    let result = try LoadGenerator(program: load, socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
                         .run(clients: clients, mode: mode, duration: seconds)
                     guard result.errors == 0 else { throw BenchError("\(result.errors) errors under load") }
                     let key = "\(mode.rawValue)|\(clients)|\(metrics)"
                     rates[key, default: []].append(result.requestsPerSecond)
-                    p99s[key, default: []].append(result.percentile(0.99))
+                    p99s[key, default: []].append(result.p99)
                 }
                 daemon.stop()
             }
@@ -125,11 +142,6 @@ struct AuthGateBench: ParsableCommand {
         }
         return "### The metrics' cost on the cached `token` path (median of 3 alternated runs, \(seconds) s each)\n\n"
             + table(["connections", "clients", "requests/s with metrics", "without (--no-metrics)", "difference", "p99 µs with", "p99 µs without"], rows)
-    }
-
-    private func figures(_ result: LoadResult) -> [String] {
-        [String(format: "%.0f", result.requestsPerSecond), String(format: "%.0f", result.percentile(0.5)),
-         String(format: "%.0f", result.percentile(0.99))]
     }
 
     // MARK: 2. `authgate token` as a whole process

@@ -92,7 +92,7 @@ final class BenchDaemon {
 
 extension RPCConnection {
     /// One raw request line and its raw answer line, for the harness's own calls (the measured
-    /// load uses LoadGenerator's raw descriptors).
+    /// load is bench/load.c).
     func call(_ line: String) throws -> String {
         try send(Array((line + "\n").utf8))
         guard let answer = try receiveLine() else { throw BenchError("the daemon closed the connection") }

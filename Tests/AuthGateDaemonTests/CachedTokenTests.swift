@@ -260,7 +260,7 @@ struct CachedTokenTests {
         let viaDispatcher = try connection.callRaw(plain)
         #expect(try cachedAnswers() == 0, "the first call goes through the dispatcher, which publishes")
         let cached = try connection.callRaw(plain)
-        #expect(try cachedAnswers() == 1, "the second is answered on the event loop")
+        #expect(try cachedAnswers() == 1, "the second is answered from the published token")
         let escaped = try connection.callRaw(#"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"\u006dock"}}"#)
         #expect(try cachedAnswers() == 1, "a spelling only the decoder reads goes through the dispatcher")
         #expect(viaDispatcher.contains("mock_at_"))

@@ -72,7 +72,7 @@ final class DaemonMetrics: Sendable {
         registry.makeDurationHistogram(descriptor: Family.rpcDuration, labels: [("method", method)], buckets: Self.requestBuckets).record(duration)
     }
 
-    /// A `token` call answered on the event loop (``CachedTokenAnswers``): three handles made
+    /// A `token` call answered from a published token (``CachedTokenAnswers``): three handles made
     /// once, so that the hot path costs two atomic additions and one histogram update.
     func cachedTokenAnswer(duration: Duration) {
         cachedTokenAnswers.increment()
@@ -158,7 +158,7 @@ final class DaemonMetrics: Sendable {
         static var rpcDuration: MetricNameDescriptor { .init(metricName: "authgate_rpc_request_duration", unitName: "seconds",
                                                 helpText: "Time from reading an RPC request line to its answer, by method.") }
         static var cachedAnswers: MetricNameDescriptor { .init(metricName: "authgate_rpc_cached_answers", unitName: "total",
-                                                helpText: "token calls answered on the event loop from a published token (also counted in authgate_rpc_requests_total).") }
+                                                helpText: "token calls answered from a published token without the dispatcher (also counted in authgate_rpc_requests_total).") }
         static var providerStatus: MetricNameDescriptor { .init(metricName: "authgate_provider_status", unitName: "",
                                                 helpText: "1 for the status each provider has now (ready, unchecked, unreachable, invalid), else 0.") }
         static var providerRequests: MetricNameDescriptor { .init(metricName: "authgate_provider_requests", unitName: "total",

@@ -93,7 +93,7 @@ actor ProviderRegistry {
         didSet { openProviders.update(providers.values) }
     }
     private let accessPolicy = AccessPolicy()
-    /// Which providers anyone may use right now, for answering `token` on the event loops.
+    /// Which providers anyone may use right now, for answering `token` without the dispatcher.
     nonisolated let openProviders = OpenProviders()
 
     init(_ providers: [RegisteredProvider]) {

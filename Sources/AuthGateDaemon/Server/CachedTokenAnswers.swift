@@ -3,8 +3,9 @@ import AuthGateRPC
 import FoundationEssentials
 import NIOCore
 
-/// Answers a plain `token` call for a session's current token where its line was read: on the
-/// connection's event loop, with no task, no actor and no JSON coder.
+/// Answers a plain `token` call for a session's current token where its line was read — on the
+/// front door's thread (``FrontDoor``) or a handed-on connection's event loop — with no task, no
+/// actor and no JSON coder.
 ///
 /// It answers only what needs no decision: a ``PlainTokenRequest`` for a provider in
 /// ``OpenProviders`` (usable, no access rules) whose session has a token in
