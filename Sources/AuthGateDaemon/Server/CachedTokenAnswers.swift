@@ -19,7 +19,7 @@ import NIOCore
 struct CachedTokenAnswers: Sendable {
     let tokens: PublishedTokens
     let providers: OpenProviders
-    /// Counts and times each answer (two atomic additions and a histogram update, measured
+    /// Counts and times the answers (two atomic additions and a histogram update each, measured
     /// in docs/BENCHMARKS.md); `nil` where nothing is measured.
     var metrics: DaemonMetrics?
 
@@ -36,22 +36,25 @@ struct CachedTokenAnswers: Sendable {
 
     /// Whether `line` (without its newline) can be answered here; if so, `write` is given the
     /// request's id and the encoded result to frame (``SuccessLine``) and its result is returned.
+    /// Counted and timed in the metrics, one answer at a time (the front door counts its own
+    /// answers per batch of events instead, ``FrontDoor``).
     func answer<Answer>(to line: UnsafeRawBufferPointer, uid: UInt32, _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> Answer? {
-        lookUp(line, uid: uid, write)?.answer
+        let start = ContinuousClock.now
+        guard let found = lookUp(line, uid: uid, write) else { return nil }
+        metrics?.cachedTokenAnswers(1, eachWithin: .now - start)
+        return found.answer
     }
 
-    /// ``answer(to:uid:_:)``, and until when the token stays valid enough for this request.
+    /// ``answer(to:uid:_:)`` without the metrics, and until when the token stays valid enough
+    /// for this request.
     func lookUp<Answer>(_ line: UnsafeRawBufferPointer, uid: UInt32,
                         _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> (answer: Answer, validUntil: Date)? {
-        let start = ContinuousClock.now
         guard let request = PlainTokenRequest(line), providers.contains(request.provider) else { return nil }
         let key = PublishedTokens.Key(uid: uid, provider: request.provider, session: request.session ?? SessionName.default.rawValue)
         guard let found = tokens.result(for: key, minimumValidity: request.minimumValidity ?? TokenParams.defaultMinimumValidity) else {
             return nil
         }
-        let answer = write(request.id, found.result)
-        metrics?.cachedTokenAnswer(duration: .now - start)
-        return (answer, found.validUntil)
+        return (write(request.id, found.result), found.validUntil)
     }
 
     /// Changes when a token is published or withdrawn or a provider changes: an answer found
@@ -89,10 +92,10 @@ struct RecentTokenAnswers {
     private var nextReplaced = 0
 
     /// Calls `body` with the answer line (newline included) to `line` from `uid`, and returns
-    /// its result; `nil` when the line is not answered from the cache at all.
+    /// its result; `nil` when the line is not answered from the cache at all. The metrics are
+    /// the caller's (the front door counts its answers per batch of events).
     mutating func withAnswer<Result>(to line: UnsafeRawBufferPointer, uid: UInt32, from answers: CachedTokenAnswers,
                                      _ body: (UnsafeRawBufferPointer) -> Result) -> Result? {
-        let start = ContinuousClock.now
         let generation = answers.generation
         for index in entries.indices where entries[index].uid == uid && entries[index].line.elementsEqual(line) {
             guard entries[index].generation == generation, answers.tokens.currentTime < entries[index].validUntil else {
@@ -100,7 +103,6 @@ struct RecentTokenAnswers {
                 break
             }
             answers.tokens.countAnswer()
-            answers.metrics?.cachedTokenAnswer(duration: .now - start)
             return entries[index].answer.withUnsafeBytes(body)
         }
         guard let found = answers.lookUp(line, uid: uid, { id, result in
