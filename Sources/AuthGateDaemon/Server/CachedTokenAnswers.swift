@@ -19,8 +19,9 @@ import NIOCore
 struct CachedTokenAnswers: Sendable {
     let tokens: PublishedTokens
     let providers: OpenProviders
-    /// Counts and times the answers (two atomic additions and a histogram update each, measured
-    /// in docs/BENCHMARKS.md); `nil` where nothing is measured.
+    /// Counts and times the answers (two atomic additions per answer, or per batch at the front
+    /// door, and a histogram update per answer; measured in docs/BENCHMARKS.md); `nil` where
+    /// nothing is measured.
     var metrics: DaemonMetrics?
 
     /// The whole answer line, or `nil` when the dispatcher must answer.

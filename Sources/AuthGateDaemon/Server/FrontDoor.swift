@@ -156,10 +156,11 @@ final class FrontDoor: Sendable {
         var recent = RecentTokenAnswers()
         /// Answers given in this batch of events, counted in the metrics when it ends: a batch
         /// holds a request from each client that sent one, and counting and timing per batch
-        /// instead of per answer (one clock read and two atomic additions for all of them) took
-        /// the metrics' cost on keep-alive `token` calls from 7.7–12.7 % to within ±1.8 % (`authgate-bench
-        /// --only metrics`, docs/BENCHMARKS.md). Each answer is recorded with its batch's time,
-        /// from `epoll_wait`'s return to the last answer: an upper bound of its own.
+        /// instead of per answer (one clock read and two atomic additions for all of them)
+        /// took the metrics' cost on keep-alive `token` calls from 7.7–12.7 % to within
+        /// ±1.8 % (`authgate-bench --only metrics`, docs/BENCHMARKS.md). Each answer is
+        /// recorded with its batch's time, from `epoll_wait`'s return to the last answer: an
+        /// upper bound of its own.
         var answeredInBatch = 0
 
         /// How much of an answer the socket took.
