@@ -8,12 +8,13 @@ import subprocess
 import tempfile
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 import requests
 
 import authgate_client
-from authgate_client import AuthGateAuth, Client, DaemonUnreachable, LoginRequired, UnknownProvider
+from authgate_client import AuthGateAuth, Client, DaemonUnreachable, LoginRequired, Token, UnknownProvider
 
 MOCK = '{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}'
 
@@ -22,7 +23,7 @@ def start_daemon(work: str, providers: dict) -> tuple:
     """Starts the build's authgated in `work` with `providers` (file name → JSON text) and waits
     until its socket exists; returns the process and the socket's path."""
     binaries = os.environ.get("AUTHGATE_BIN_DIR", ".build/debug")
-    os.makedirs(f"{work}/providers.d")
+    os.makedirs(f"{work}/providers.d", exist_ok=True)
     for name, text in providers.items():
         with open(f"{work}/providers.d/{name}", "w") as file:
             file.write(text)
@@ -54,12 +55,30 @@ def test_installed_from_the_package():
 
 def test_token_and_result(daemon):
     token = daemon.token("mock")
-    assert token.startswith("mock_at_")
-    result = daemon.token_result("mock", min_valid=60)
-    assert result["access_token"] == token and result["token_type"] == "Bearer" and "expires_at" in result
+    assert isinstance(token, Token) and token.token.startswith("mock_at_") and token.access_token == token.token
+    assert token.token_type == "Bearer" and token.authorization == f"Bearer {token.token}"
+    assert token.expires_at.tzinfo is not None and timedelta(minutes=50) < token.expires_in() <= timedelta(hours=1)
+    assert token.token not in repr(token) and token.token not in str(token), "a Token never shows its token"
+    result = daemon.token_result("mock", min_valid=60)  # the dict, as before
+    assert result["access_token"] == token.token and result["token_type"] == "Bearer" and "expires_at" in result
     assert [p["id"] for p in daemon.providers()] == ["mock"]
     assert [s["provider"] for s in daemon.status()] == ["mock"]
     assert all("access_token" not in s for s in daemon.status())
+    assert daemon.info()["version"] == authgate_client.__version__
+
+
+def test_token_options(daemon):
+    daemon.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1", "session": "wide",
+                          "scopes": ["profile", "email"]})
+    wide = daemon.token("mock", session="wide")
+    narrow = daemon.token("mock", session="wide", scope="email")
+    assert narrow.scopes == ("email",) and narrow.token != wide.token
+    assert daemon.token("mock", session="wide", scope=["email"]).token == narrow.token, "cached per combination"
+    assert daemon.token("mock", session="wide", min_valid=3000).token == wide.token
+    forced = daemon.token("mock", session="wide", force_refresh=True)
+    assert forced.token != wide.token and daemon.token("mock", session="wide").token == forced.token
+    with pytest.raises(TypeError):
+        daemon.token("mock", "wide")  # the options are keywords
 
 
 def test_errors_by_reason(daemon):
@@ -73,10 +92,10 @@ def test_errors_by_reason(daemon):
 
 
 def test_token_rejected(daemon):
-    first = daemon.token("mock")
+    first = daemon.token("mock").token
     second = daemon.token_rejected("mock", first)
-    assert second != first, "the current token was refused: the session is refreshed"
-    assert daemon.token_rejected("mock", first) == second, "an old token: the current one, no refresh"
+    assert second.token != first, "the current token was refused: the session is refreshed"
+    assert daemon.token_rejected("mock", first).token == second.token, "an old token: the current one, no refresh"
 
 
 def test_requests_auth_retries_once_after_401(daemon):
@@ -104,13 +123,13 @@ def test_requests_auth_retries_once_after_401(daemon):
     assert response.status_code == 200
     assert [r.status_code for r in response.history] == [401]
     assert len(seen) == 2 and seen[0] != seen[1] and all(s.startswith("Bearer mock_at_") for s in seen)
-    assert seen[1] == f"Bearer {daemon.token('mock')}"
+    assert seen[1] == daemon.token("mock").authorization
 
 
 def test_watch_yields_each_token_and_the_end(daemon):
     events = daemon.watch("mock", min_valid=0)
     first = next(events)
-    assert first["event"] == "token" and first["access_token"] == daemon.token("mock")
+    assert first["event"] == "token" and first["access_token"] == daemon.token("mock").token
     refreshed = daemon.token_result("mock", force_refresh=True)["access_token"]
     changed = next(events)
     assert changed["event"] == "token" and changed["access_token"] == refreshed != first["access_token"]
