@@ -5,6 +5,7 @@ through its auth class."""
 
 import asyncio
 import base64
+import concurrent.futures
 import hashlib
 import http.server
 import json
@@ -207,4 +208,19 @@ class Driver:
         async def run():
             async with httpx.AsyncClient(follow_redirects=True, verify=verify, timeout=30) as client:
                 return [await client.get(url, auth=self.auth) for url in urls]
+        return asyncio.run(run())
+
+    def get_at_once(self, *urls):
+        """`get`, the requests all at once: threads for requests and httpx, tasks on one loop
+        for httpx on asyncio."""
+        if self.library == "requests":
+            with concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
+                return list(pool.map(lambda url: requests.get(url, auth=self.auth, timeout=30), urls))
+        if self.library == "httpx":
+            with httpx.Client(timeout=30) as client, concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
+                return list(pool.map(lambda url: client.get(url, auth=self.auth), urls))
+
+        async def run():
+            async with httpx.AsyncClient(timeout=30) as client:
+                return await asyncio.gather(*[client.get(url, auth=self.auth) for url in urls])
         return asyncio.run(run())

@@ -50,6 +50,40 @@ def test_a_stale_token_is_reported_and_the_request_retried_once(daemon, library)
 
 
 @pytest.mark.parametrize("library", LIBRARIES)
+def test_401s_at_once_to_one_token_report_it_once(daemon, library):  # noqa: F811
+    """Requests in flight together with the same stale token: one token.rejected, whose
+    answer the others wait for and take."""
+    stale = daemon.token("mock").token
+
+    def refuse_the_stale_token(server, record):
+        return REFUSED if record["token"] == fingerprint(stale) else OK
+
+    with Loopback(refuse_the_stale_token) as api:
+        driver = Driver(library, daemon.socket_path, "mock")
+        responses = driver.get_at_once(*[api.url + f"/{n}" for n in range(10)])
+    assert [r.status_code for r in responses] == [200] * 10
+    assert driver.methods.count("token.rejected") == 1
+    assert len({r["token"] for r in api.seen}) == 2
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_a_stale_narrower_token_is_refreshed_once(daemon, library):  # noqa: F811
+    """token.rejected takes no scopes or resource: a refused variant is refreshed by force
+    when it is still the current one, and the session's own token is left alone."""
+    daemon.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1", "session": "wide",
+                          "scopes": ["profile", "email"]})
+    own = fingerprint(daemon.token("mock", session="wide").token)
+    with Loopback(refuse_the_first_token) as api:
+        driver = Driver(library, daemon.socket_path, "mock", session="wide", scope="email")
+        [response] = driver.get(api.url + "/data")
+    assert response.status_code == 200 and [r.status_code for r in response.history] == [401]
+    assert driver.methods == ["token", "token", "token"], "the variant, still the refused one, then refreshed"
+    tokens = [r["token"] for r in api.seen]
+    assert tokens[0] != tokens[1] == fingerprint(daemon.token("mock", session="wide", scope="email").token)
+    assert fingerprint(daemon.token("mock", session="wide").token) == own
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
 def test_a_redirect_within_the_origin_keeps_the_retry(daemon, library):  # noqa: F811
     def api_with_redirect(server, record):
         if record["path"] == "/start":
