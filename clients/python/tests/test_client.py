@@ -32,7 +32,10 @@ def start_daemon(work: str, providers: dict) -> tuple:
                                 "--state-dir", f"{work}/state", "--log-level", "warning"], stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
     while not os.path.exists(socket_path):
-        assert time.time() < deadline and process.poll() is None, "authgated did not start"
+        if time.time() > deadline or process.poll() is not None:
+            process.kill()
+            process.wait()
+            pytest.fail("authgated did not start")
         time.sleep(0.02)
     return process, socket_path
 
@@ -40,13 +43,17 @@ def start_daemon(work: str, providers: dict) -> tuple:
 @pytest.fixture
 def daemon():
     work = tempfile.mkdtemp(prefix="agpy-", dir="/tmp")  # socket paths must stay short
-    process, socket_path = start_daemon(work, {"mock.json": MOCK})
-    client = Client(socket_path)
-    client.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1"})
-    yield client
-    process.terminate()
-    process.wait()
-    shutil.rmtree(work, ignore_errors=True)
+    process = None
+    try:
+        process, socket_path = start_daemon(work, {"mock.json": MOCK})
+        client = Client(socket_path)
+        client.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1"})
+        yield client
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_installed_from_the_package():
