@@ -68,6 +68,10 @@ public enum Daemon {
     public static func run(_ configuration: DaemonConfiguration, logger: Logger) async -> ExitStatus {
         // Everything the daemon creates is private unless it says otherwise (socket, state).
         umask(0o077)
+        // SIGHUP's default action ends the process, and the reload service traps it only once
+        // it runs, after the socket may already serve: one that comes in between (a `systemctl
+        // reload` right after the start) must not kill the daemon.
+        signal(SIGHUP, SIG_IGN)
         for problem in ProcessHardening.apply() {
             logger.warning("\(problem)")
         }
@@ -91,7 +95,7 @@ public enum Daemon {
         let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, metrics: metrics, logger: logger) })
         let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
                                              credentialsDirectory: configuration.credentialsDirectory, logger: logger)
-        let broadcast = SessionBroadcast()
+        let broadcast = SessionBroadcast(access: registry.access)
         let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser,
                                       metrics: metrics, observer: broadcast)
         if await registry.hasPersistentProviders {

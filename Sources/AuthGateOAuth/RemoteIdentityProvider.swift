@@ -1,5 +1,6 @@
 public import AuthGateCore
 public import AuthGateHTTP
+import Crypto
 public import FoundationEssentials
 public import Logging
 
@@ -30,8 +31,10 @@ public actor RemoteIdentityProvider: IdentityProvider {
     let settings: RemoteProviderSettings
     let isOIDC: Bool
     let tokenEndpoint: TokenEndpoint
-    /// Read once from `client_secret_file`; compared by a reload to notice a rotated secret.
-    private nonisolated let clientSecret: Secret?
+    /// SHA-256 over every file read at start (client secret, CA bundle, client certificate and
+    /// its key, assertion key), each with its field's name; compared by a reload to notice a
+    /// file rotated in place.
+    private nonisolated let trustedFilesDigest: [UInt8]
     private let transport: any HTTPTransport
     private let policy: HTTPRequestPolicy
     let now: @Sendable () -> Date
@@ -54,9 +57,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
         case .mock: preconditionFailure("a mock provider is not remote")
         }
         /// Reads a file the provider needs, with the trust rules of its kind.
+        var digest = SHA256()
         func read(_ file: String, as kind: FileTrust.Kind, field: String, maximumSize: Int) throws(AuthGateError) -> [UInt8] {
             switch FileTrust.read(file, as: kind, maximumSize: maximumSize) {
-            case .success(let bytes): return bytes
+            case .success(let bytes):
+                digest.update(data: Array("\(field)=\(bytes.count):".utf8))
+                digest.update(data: bytes)
+                return bytes
             case .failure(let problem):
                 throw AuthGateError(.providerUnavailable, "\(configuration.file): $.\(field): \(problem.refused ? "refused: " : "")\(problem)")
             }
@@ -94,7 +101,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         policy = HTTPRequestPolicy(caBundle: caBundle, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
                                    totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
                                    allowInsecureLoopback: settings.allowInsecureHTTPLoopback, clientCertificate: clientCertificate)
-        clientSecret = secret
+        trustedFilesDigest = Array(digest.finalize())
         let client = ClientAuthenticator(clientID: settings.clientID, method: settings.clientAuthentication, secret: secret, signingKey: signingKey)
         tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, client: client, transport: transport, policy: policy)
         metadata = isOIDC ? nil : ProviderMetadata.configured(settings)
@@ -102,14 +109,11 @@ public actor RemoteIdentityProvider: IdentityProvider {
 
     var name: String { configuration.id.rawValue }
 
-    /// True when both read the same client secret (or neither has one), compared in
-    /// constant time.
-    public nonisolated func hasSameClientSecret(as other: RemoteIdentityProvider) -> Bool {
-        switch (clientSecret, other.clientSecret) {
-        case (nil, nil): true
-        case (let mine?, let theirs?): mine.constantTimeEquals(theirs.exposedValue)
-        default: false
-        }
+    /// True when both read the same bytes from the same trusted files (client secret, CA
+    /// bundle, client certificate and key, assertion key): a file replaced in place makes a
+    /// reload count the provider as changed.
+    public nonisolated func hasSameTrustedFiles(as other: RemoteIdentityProvider) -> Bool {
+        trustedFilesDigest == other.trustedFilesDigest
     }
 
     // MARK: Validation

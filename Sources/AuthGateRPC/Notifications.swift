@@ -73,6 +73,9 @@ public struct SessionEnded: Codable, Sendable {
         case loggedOut = "logged_out"
         /// The provider refused it, or its token expired with nothing to refresh it.
         case loginRequired = "login_required"
+        /// A reload narrowed the provider's `access` and the watcher's user is no longer
+        /// admitted: the session was signed out, and the watch ends (the connection closes).
+        case accessRevoked = "access_revoked"
     }
 
     public var provider: String

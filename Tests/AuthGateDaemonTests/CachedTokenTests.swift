@@ -305,7 +305,7 @@ struct CachedTokenTests {
         #expect(!daemon.logText.contains(before) && !daemon.logText.contains(longer))
     }
 
-    @Test("through the socket: a reload that adds access rules or breaks the provider ends the cached answers at once")
+    @Test("through the socket: a reload that adds access rules or breaks the provider ends the cached answers at once (and the sessions of those it no longer admits)")
     func reloadEndsCachedAnswers() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
         let connection = try daemon.connect()
@@ -321,9 +321,12 @@ struct CachedTokenTests {
         #expect(try daemon.cli(["reload"]).status == 0)
         #expect(try exchange(connection, plain).errorReason == "permission_denied")
 
-        // Back to open: the kept session answers again; then an invalid file makes it unusable.
+        // Back to open: the session did not survive the narrowing (issue 26 item 2), so a sign-in
+        // first; then an invalid file makes it unusable.
         try Data(Providers.mock.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
         #expect(try daemon.cli(["reload"]).status == 0)
+        #expect(try exchange(connection, plain).errorReason == "login_required")
+        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
         #expect(try exchange(connection, plain).result != nil)
         #expect(try exchange(connection, plain).result != nil)
         try Data(#"{"type": "mock", "latency": 1}"#.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))

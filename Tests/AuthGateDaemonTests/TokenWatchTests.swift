@@ -129,6 +129,81 @@ struct TokenWatchTests {
         #expect(!nobodyTokens.contains(rootToken))
     }
 
+    @Test("issue 26 item 2: a reload that drops a uid from access signs its session out (revoked, no more refreshes) and ends its watch with access_revoked; the admitted uid keeps its own",
+          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    func narrowedAccessEndsSessionsAndWatches() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--socket-group", "nogroup"], logLevel: "info")
+        chmod(daemon.scratch.path, 0o755)
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        try Self.signIn(daemon)
+        try Self.signIn(daemon, prefix: asNobody)
+        let rootWatcher = try Self.startWatcher(daemon, until: "changes:1000", timeout: 4)
+        let nobodyWatcher = try Self.startWatcher(daemon, until: "changes:1000", timeout: 30, prefix: asNobody)
+        let narrowed = Self.shortMock.replacingOccurrences(of: #"{"type": "mock","#, with: #"{"type": "mock", "access": {"users": ["root"]},"#)
+        #expect(narrowed != Self.shortMock)
+        try Data(narrowed.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
+        let reloaded = ContinuousClock.now
+        #expect(try daemon.cli(["reload"]).status == 0)
+
+        let nobody = Self.lines(nobodyWatcher)
+        #expect(ContinuousClock.now - reloaded < .seconds(10), "the daemon closed the watch; it did not time out")
+        let last = nobody.last { !$0.isEmpty }
+        let ended = last?["params"] as? [String: Any]
+        #expect(last?["method"] as? String == "session.ended" && ended?["reason"] as? String == "access_revoked", "\(nobody.map { $0["method"] ?? "answer" })")
+        // Its session is gone (no refresh goes on), root's stays and keeps refreshing.
+        let sessions = try daemon.cli(["status", "--all", "--json"]).stdout
+        let uids = ((try? JSONSerialization.jsonObject(with: Data(sessions.utf8))) as? [[String: Any]] ?? []).compactMap { $0["uid"] as? Int }
+        #expect(uids == [0], "\(sessions)")
+        #expect(try daemon.cli(["token", "mock"], prefix: asNobody).status != 0)
+        let root = Self.lines(rootWatcher)
+        // (A changed mock file is a new in-memory provider, which cannot refresh the old session's
+        // tokens: root's watch may see login_required, never access_revoked.)
+        #expect(!root.contains { ($0["params"] as? [String: Any])?["reason"] as? String == "access_revoked" })
+        #expect(daemon.logText.contains("signed out: the provider's access no longer admits the session's user"))
+    }
+
+    @Test("issue 26 item 2: every notification asks the provider's access now: a watcher no longer admitted gets session.ended access_revoked and its connection closes")
+    func notificationsRecheckAccess() throws {
+        let access = ProviderAccess()
+        let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        func provider(_ json: String) -> RegisteredProvider {
+            RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(json.utf8), id: "mock", file: "mock.json"), logger: logger)
+        }
+        access.update([provider(#"{"type": "mock"}"#)])
+        let watchers = TokenWatchers(access: access)
+        let channel = EmbeddedChannel()
+        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/tmp/x")).wait()
+        let sink = WatchSink(channel: channel, uid: 65534, logger: logger)
+        let key = SessionKey(uid: 65534, provider: ProviderID("mock")!, name: .default)
+        _ = try watchers.add(key, sink: sink, caller: PeerCredentials(pid: 1, uid: 65534, gid: 65534), bounded: true)
+        sink.willAnswer(with: "t0")
+        sink.answerWritten()
+        let tokens = TokenSet(accessToken: Secret("t1"), expiresAt: Date().addingTimeInterval(60))
+        watchers.tokensChanged(key, tokens)
+        channel.embeddedEventLoop.run()
+        #expect(try channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) }?.contains("token.changed") == true, "admitted: told")
+
+        access.update([provider(#"{"type": "mock", "access": {"users": ["root"]}}"#)])
+        watchers.tokensChanged(key, tokens)
+        channel.embeddedEventLoop.run()
+        let line = try channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } ?? ""
+        #expect(line.contains("session.ended") && line.contains("access_revoked") && !line.contains("t1"), "\(line)")
+        #expect(!channel.isActive, "the watch's connection is closed")
+        watchers.tokensChanged(key, tokens)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "the watch is gone")
+    }
+
+    @Test("issue 26 item 8: a refused token.watch leaves an ordinary connection, closed when idle")
+    func refusedWatchIsNotAWatch() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--idle-timeout", "2"], logLevel: "info")
+        let connection = try daemon.connect()
+        let refused = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock"}}"#)
+        #expect(refused.errorReason == "login_required")
+        let asked = ContinuousClock.now
+        #expect(try connection.receiveLine() == nil, "closed by the daemon")
+        #expect(ContinuousClock.now - asked < .seconds(8), "by the 2 s idle deadline")
+    }
+
     @Test("a watcher that does not read is dropped when its connection's buffer is full, not buffered for")
     func slowWatcherDropped() throws {
         let channel = EmbeddedChannel()
@@ -151,17 +226,18 @@ struct TokenWatchTests {
         let watchers = TokenWatchers()
         let sink = WatchSink(channel: EmbeddedChannel(), uid: 1000, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
-        let ids = try (0..<TokenWatchers.maximumPerUser).map { _ in try watchers.add(key, sink: sink, bounded: true) }
-        #expect(throws: AuthGateError.self) { try watchers.add(key, sink: sink, bounded: true) }
+        let caller = PeerCredentials(pid: 1, uid: 1000, gid: 1000)
+        let ids = try (0..<TokenWatchers.maximumPerUser).map { _ in try watchers.add(key, sink: sink, caller: caller, bounded: true) }
+        #expect(throws: AuthGateError.self) { try watchers.add(key, sink: sink, caller: caller, bounded: true) }
         do {
-            _ = try watchers.add(key, sink: sink, bounded: true)
+            _ = try watchers.add(key, sink: sink, caller: caller, bounded: true)
         } catch {
             #expect(error.reason == .rateLimited && error.message.contains("64 token watches"))
         }
         watchers.remove(key, id: ids[0])
-        #expect((try? watchers.add(key, sink: sink, bounded: true)) != nil, "a closed watch frees its place")
+        #expect((try? watchers.add(key, sink: sink, caller: caller, bounded: true)) != nil, "a closed watch frees its place")
         let root = SessionKey(uid: 0, provider: ProviderID("mock")!, name: .default)
-        for _ in 0..<100 { _ = try watchers.add(root, sink: sink, bounded: false) }
+        for _ in 0..<100 { _ = try watchers.add(root, sink: sink, caller: PeerCredentials(pid: 1, uid: 0, gid: 0), bounded: false) }
     }
 
     // MARK: authgate sink

@@ -156,6 +156,27 @@ public enum PushedAuthorizationMode: String, Sendable, Hashable, CaseIterable {
     case off
 }
 
+/// `token_exchange` in a provider file: what `token.exchange` (RFC 8693) may ask the provider for.
+public struct TokenExchangePolicy: Sendable, Hashable {
+    public static let accessToken = "urn:ietf:params:oauth:token-type:access_token"
+    public static let refreshToken = "urn:ietf:params:oauth:token-type:refresh_token"
+    public static let jwt = "urn:ietf:params:oauth:token-type:jwt"
+    public static let idToken = "urn:ietf:params:oauth:token-type:id_token"
+    /// The token types authgated hands to programs. A refresh token never: it would outlive
+    /// the session's logout and a narrowed `access`.
+    public static let issuableTypes = [accessToken, jwt, idToken]
+
+    /// The audiences a program may ask for; `nil`: any.
+    public var audiences: [String]?
+    /// The `requested_token_type`s a program may ask for (a subset of ``issuableTypes``).
+    public var requestedTokenTypes = TokenExchangePolicy.issuableTypes
+
+    public init(audiences: [String]? = nil, requestedTokenTypes: [String] = TokenExchangePolicy.issuableTypes) {
+        self.audiences = audiences
+        self.requestedTokenTypes = requestedTokenTypes
+    }
+}
+
 /// Settings of `oidc` and `oauth2` providers.
 public struct RemoteProviderSettings: Sendable, Hashable {
     /// The issuer identifier; required for `oidc`, where discovery starts from it.
@@ -181,6 +202,7 @@ public struct RemoteProviderSettings: Sendable, Hashable {
     public var tlsClientKeyFile: String?
     public var dpop: DPoPMode = .off
     public var pushedAuthorization: PushedAuthorizationMode = .auto
+    public var tokenExchange = TokenExchangePolicy()
     public var connectTimeoutMilliseconds: Int
     public var totalTimeoutMilliseconds: Int
     /// Plain http allowed to 127.0.0.1 and ::1 only; for tests.

@@ -109,6 +109,7 @@ private struct ProviderDocument {
     static let remoteKeys: Set<String> = commonKeys.union([
         "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
         "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback", "client_key_file", "client_key_id", "dpop", "par",
+        "token_exchange",
     ])
     static let mockKeys: Set<String> = commonKeys.union([
         "users", "latency_ms", "access_token_lifetime_seconds", "refresh_token_lifetime_seconds",
@@ -188,6 +189,27 @@ private struct ProviderDocument {
         return AccessRules(users: access.stringArray("users"), groups: access.stringArray("groups"), executables: executables)
     }
 
+    /// `token_exchange`: the audiences and token types `token.exchange` may ask for.
+    private static func readTokenExchange(_ root: ObjectReader) -> TokenExchangePolicy {
+        var policy = TokenExchangePolicy()
+        guard let exchange = root.object("token_exchange") else { return policy }
+        exchange.rejectUnknownKeys(allowed: ["audiences", "requested_token_types"], context: "token_exchange")
+        if let audiences = exchange.stringArray("audiences") {
+            for (index, audience) in audiences.enumerated() where audience.isEmpty || audience.utf8.count > 2048 || audience.containsControlCharacters {
+                exchange.add("audiences[\(index)]", "must be 1–2048 printable characters")
+            }
+            policy.audiences = audiences
+        }
+        if let types = exchange.stringArray("requested_token_types") {
+            let allowed = TokenExchangePolicy.issuableTypes.map { "\"\($0)\"" }.joined(separator: ", ")
+            for (index, type) in types.enumerated() where !TokenExchangePolicy.issuableTypes.contains(type) {
+                exchange.add("requested_token_types[\(index)]", "must be one of \(allowed) (a refresh token is never handed out), found \"\(type.prefix(100))\"")
+            }
+            policy.requestedTokenTypes = types.filter(TokenExchangePolicy.issuableTypes.contains)
+        }
+        return policy
+    }
+
     private static func readScopes(_ root: ObjectReader) -> [String] {
         let scopes = root.stringArray("scopes") ?? []
         for (index, scope) in scopes.enumerated() where scope.contains(where: { $0 == " " || $0 == "\"" || $0 == "\\" || !$0.isASCII }) {
@@ -254,6 +276,7 @@ private struct ProviderDocument {
         if clientAuth.isMutualTLS, tlsCertificate == nil {
             root.add("tls", "client_cert_file and client_key_file are required when client_auth is \"\(clientAuth.rawValue)\" (RFC 8705)")
         }
+        let exchange = readTokenExchange(root)
         let dpop = root.choice("dpop", as: DPoPMode.self) ?? .off
         let par = root.choice("par", as: PushedAuthorizationMode.self) ?? .auto
 
@@ -307,7 +330,7 @@ private struct ProviderDocument {
             clientAuthentication: clientAuth, grants: grants, audience: root.string("audience"),
             redirectURI: redirectURI, caFile: caFile, clientKeyFile: clientKeyFile, clientKeyID: clientKeyID,
             tlsClientCertificateFile: tlsCertificate, tlsClientKeyFile: tlsKey, dpop: dpop, pushedAuthorization: par,
-            connectTimeoutMilliseconds: connect,
+            tokenExchange: exchange, connectTimeoutMilliseconds: connect,
             totalTimeoutMilliseconds: total, allowInsecureHTTPLoopback: insecureLoopback)
     }
 

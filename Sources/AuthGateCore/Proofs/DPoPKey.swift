@@ -49,19 +49,86 @@ public struct DPoPKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
         return CompactJWS.sign(header: header, claims: claims, with: key)
     }
 
-    /// RFC 9449 §8.1: `1*NQCHAR` (printable ASCII but `"` and `\`); at most 1 KiB here, as a
-    /// nonce goes into every later proof.
+    /// RFC 9449 §8.1: `1*NQCHAR`, NQCHAR = %x21 / %x23-5B / %x5D-7E (printable ASCII but
+    /// space, `"` and `\`); at most 1 KiB here, as a nonce goes into every later proof.
     public static func isValidNonce(_ nonce: String) -> Bool {
         !nonce.isEmpty && nonce.utf8.count <= 1024
-            && nonce.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
+            && nonce.utf8.allSatisfy { $0 >= 0x21 && $0 <= 0x7E && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }
     }
 
-    /// The URL without query and fragment (RFC 9449 §4.2 `htu`).
-    static func targetURI(_ url: URL) -> String {
-        var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
-        components?.query = nil
-        components?.fragment = nil
-        return components?.string ?? url.absoluteString
+    /// The proof's `htu` (RFC 9449 §4.2, §4.3 step 9): the URL without query, fragment and
+    /// user information, normalised as RFC 3986 §6.2.2 and §6.2.3 say — scheme and host in
+    /// lower case, percent-encodings in upper case and unreserved characters decoded, dot
+    /// segments removed, the scheme's default port dropped, an empty path made `/` — so that
+    /// it compares equal to what the resource server sees.
+    public static func targetURI(_ url: URL) -> String {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), let scheme = components.scheme?.lowercased() else {
+            return url.absoluteString
+        }
+        components.query = nil
+        components.fragment = nil
+        components.user = nil
+        components.password = nil
+        components.scheme = scheme
+        if let host = components.percentEncodedHost { components.percentEncodedHost = host.lowercased() }
+        if (scheme == "https" && components.port == 443) || (scheme == "http" && components.port == 80) { components.port = nil }
+        components.percentEncodedPath = removingDotSegments(normalisingPercentEncoding(components.percentEncodedPath))
+        return components.string ?? url.absoluteString
+    }
+
+    /// RFC 3986 §6.2.2.1 and §6.2.2.2: `%xx` with upper-case digits, and unreserved characters
+    /// (letters, digits, `-._~`) not encoded at all.
+    static func normalisingPercentEncoding(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
+                let decoded = high << 4 | low
+                let unreserved = (decoded >= 0x41 && decoded <= 0x5A) || (decoded >= 0x61 && decoded <= 0x7A) || (decoded >= 0x30 && decoded <= 0x39)
+                    || Array("-._~".utf8).contains(decoded)
+                if unreserved {
+                    output.append(decoded)
+                } else {
+                    let digits = Array("0123456789ABCDEF".utf8)
+                    output += [UInt8(ascii: "%"), digits[Int(high)], digits[Int(low)]]
+                }
+                index += 3
+            } else {
+                output.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// RFC 3986 §5.2.4 for a URL's path: `.` and `..` segments resolved; the result starts with `/`.
+    static func removingDotSegments(_ path: String) -> String {
+        var segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        if path.hasPrefix("/") { segments.removeFirst() }
+        var output: [Substring] = []
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { output.append("") }
+            case "..":
+                if !output.isEmpty { output.removeLast() }
+                if last { output.append("") }
+            default:
+                output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
     }
 
     public static func == (lhs: DPoPKey, rhs: DPoPKey) -> Bool { lhs.thumbprint == rhs.thumbprint }

@@ -68,9 +68,12 @@ public struct TokenVariant: Sendable, Hashable, CustomStringConvertible {
             if let audience = exchange.audience, !printable(audience) {
                 fields.append(FieldError(field: "audience", message: "must be 1–2048 printable ASCII characters without spaces"))
             }
-            // RFC 8693 §3: token type identifiers are URIs.
-            if let type = exchange.requestedTokenType, !printable(type) || !type.contains(":") {
-                fields.append(FieldError(field: "requested_token_type", message: "must be a token type URI such as urn:ietf:params:oauth:token-type:access_token"))
+            // RFC 8693 §3 names the types; a refresh token (or a SAML assertion) is not one a
+            // program gets: it would outlive the session's logout and a narrowed `access`.
+            if let type = exchange.requestedTokenType, !TokenExchangePolicy.issuableTypes.contains(type) {
+                let allowed = TokenExchangePolicy.issuableTypes.joined(separator: ", ")
+                throw AuthGateError(.invalidParams, "requested_token_type must be one of \(allowed): authgated never hands out a refresh token.",
+                                    fields: [FieldError(field: "requested_token_type", message: "must be one of \(allowed)")])
             }
         }
         if !fields.isEmpty { throw .validationFailed(fields) }

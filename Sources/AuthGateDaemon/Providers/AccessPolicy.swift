@@ -35,6 +35,24 @@ struct AccessPolicy: Sendable {
         return true
     }
 
+    /// Whether the `users` and `groups` rules admit `uid` (with its primary group from the
+    /// user database): what a reload asks of every session's owner, with no connection to look
+    /// at. `executables` is left out: it names programs, not people, and every call is checked
+    /// against it anyway.
+    func admitsUser(uid: UInt32, _ rules: AccessRules) -> Bool {
+        var narrowed = rules
+        narrowed.executables = nil
+        return admits(PeerCredentials(pid: 0, uid: uid, gid: Self.primaryGroupID(uid: uid) ?? UInt32.max), narrowed)
+    }
+
+    static func primaryGroupID(uid: UInt32) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_gid
+    }
+
     /// The admin group's default name (`authgated --admin-group`): its members (and root) may
     /// reload the providers and list every user's sessions.
     static let defaultAdminGroup = DaemonConfiguration.defaultAdminGroup

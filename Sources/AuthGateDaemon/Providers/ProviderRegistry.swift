@@ -38,13 +38,13 @@ struct RegisteredProvider: Sendable {
             credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username) })
     }
 
-    /// True when `other` comes from an identical file (and the same client secret), so that a
+    /// True when `other` comes from an identical file (and the same bytes in every file it trusts), so that a
     /// reload can leave this one, its status and its sessions untouched.
     func hasSameDefinition(as other: RegisteredProvider) -> Bool {
         guard report.file == other.report.file, report.configuration == other.report.configuration,
               report.problems == other.report.problems else { return false }
         switch (remote, other.remote) {
-        case (let mine?, let theirs?): return mine.hasSameClientSecret(as: theirs)
+        case (let mine?, let theirs?): return mine.hasSameTrustedFiles(as: theirs)
         case (nil, nil): return statusReason == other.statusReason
         default: return false
         }
@@ -90,17 +90,23 @@ struct RegisteredProvider: Sendable {
 /// The providers loaded from `providers.d`, and who may use which.
 actor ProviderRegistry {
     private var providers: [String: RegisteredProvider] = [:] {
-        didSet { openProviders.update(providers.values) }
+        didSet {
+            openProviders.update(providers.values)
+            access.update(providers.values)
+        }
     }
     private let accessPolicy = AccessPolicy()
     /// Which providers anyone may use right now, for answering `token` without the dispatcher.
     nonisolated let openProviders = OpenProviders()
+    /// Who may use which provider now, for the watches' notifications.
+    nonisolated let access = ProviderAccess()
 
     init(_ providers: [RegisteredProvider]) {
         for provider in providers {
             self.providers[provider.id] = provider
         }
         openProviders.update(self.providers.values)
+        access.update(self.providers.values)
     }
 
     /// Every provider the caller may see, sorted by id.

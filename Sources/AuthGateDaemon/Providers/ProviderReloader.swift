@@ -74,7 +74,10 @@ actor ProviderReloader {
                 revocations += await sessions.removeAll(provider: id)
             case .changed:
                 if let configuration = change.current?.configuration, let client = change.current?.client {
-                    revocations += await sessions.rebind(provider: id, to: SessionBinding(configuration, client: client))
+                    let policy = AccessPolicy(), rules = configuration.access
+                    revocations += await sessions.rebind(provider: id, to: SessionBinding(configuration, client: client)) { uid in
+                        policy.admitsUser(uid: uid, rules)
+                    }
                 }
             case .added, .unchanged:
                 break

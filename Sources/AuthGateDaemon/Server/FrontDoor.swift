@@ -56,6 +56,8 @@ final class FrontDoor: Sendable {
     private let connections: OpenConnections
     private let answers: CachedTokenAnswers
     private let logger: Logger
+    /// Where connections closed by a deadline are logged, batched.
+    private let timeouts: BatchedNotices
     private let handOff: @Sendable (HandOff) -> Void
     private let stopping = Atomic<Bool>(false)
     private let ending = Mutex<Ending>(.running(nil))
@@ -69,7 +71,7 @@ final class FrontDoor: Sendable {
     ///   - listener: A listening Unix stream socket; the front door makes it non-blocking and closes it when it stops.
     ///   - handOff: Serves a connection with NIO; called on the front door's thread.
     init(listener: Int32, limits: ConnectionLimits, connections: OpenConnections, answers: CachedTokenAnswers, logger: Logger,
-         handOff: @escaping @Sendable (HandOff) -> Void) throws {
+         timeouts: BatchedNotices, handOff: @escaping @Sendable (HandOff) -> Void) throws {
         let wake = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard wake >= 0 else { throw SocketSetupError(description: "cannot create an eventfd: \(String(cString: strerror(errno)))") }
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
@@ -79,6 +81,7 @@ final class FrontDoor: Sendable {
         self.connections = connections
         self.answers = answers
         self.logger = logger
+        self.timeouts = timeouts
         self.handOff = handOff
     }
 
@@ -324,8 +327,8 @@ final class FrontDoor: Sendable {
                 let deadline = connection.since + (connection.bytesArrived ? idle : firstByte)
                 if now >= deadline {
                     let reason = connection.bytesArrived ? ConnectionDeadlines.idleReason : ConnectionDeadlines.firstByteReason(door.limits)
-                    door.logger.notice("closing a connection: \(reason)",
-                                       metadata: ["peer.uid": "\(connection.caller.uid)", "peer.pid": "\(connection.caller.pid)"])
+                    door.timeouts.record(reason, message: "closing a connection: \(reason)", uid: connection.caller.uid,
+                                         metadata: ["peer.pid": "\(connection.caller.pid)"])
                     closeConnection(Int32(index))
                 } else {
                     next = min(next, deadline)

@@ -6,6 +6,14 @@ enum LineFrame: Sendable {
     case line(ByteBuffer)
     /// A line exceeded the limit; nothing more is read from this connection.
     case tooLong
+
+    /// The line's bytes (with one for its newline), for bounding what waits.
+    var byteCount: Int {
+        switch self {
+        case .line(let line): line.readableBytes + 1
+        case .tooLong: 0
+        }
+    }
 }
 
 /// Splits the byte stream into `\n`-terminated lines of at most `maximumLength` bytes (newline

@@ -177,11 +177,13 @@ struct MethodHandlers {
         guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
         let (_, _, key) = try await resolve(params.provider, params.session)
         let watchers = services.broadcast.watchers
-        let id = try watchers.add(key, sink: watchSink, bounded: !caller.isUnbounded)
-        watchSink.started()
+        let id = try watchers.add(key, sink: watchSink, caller: caller, bounded: !caller.isUnbounded)
         watchSink.onClose { watchers.remove(key, id: id) }
         do {
             let result = try await token(params)
+            // Only a watch that answered makes the connection a watching one (never idle): a
+            // refused watch leaves it an ordinary connection, with its deadlines.
+            watchSink.started()
             watchSink.willAnswer(with: result.accessToken.exposedValue)
             services.logger.debug("token watch started", metadata: metadata(key))
             return result
@@ -200,13 +202,28 @@ struct MethodHandlers {
     func tokenExchange(_ params: TokenExchangeParams) async throws(AuthGateError) -> TokenResult {
         let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource,
                                    exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType))
+        try variant.validate()
+        let (configuration, _, _) = try await resolve(params.provider, params.session)
+        if case .oidc(let remote) = configuration.settings { try Self.check(params, against: remote.tokenExchange, provider: configuration.id) }
+        if case .oauth2(let remote) = configuration.settings { try Self.check(params, against: remote.tokenExchange, provider: configuration.id) }
         return try await token(params.provider, params.session, variant, minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
+    }
+
+    /// The provider file's `token_exchange` rules, before any request.
+    private static func check(_ params: TokenExchangeParams, against policy: TokenExchangePolicy, provider: ProviderID) throws(AuthGateError) {
+        if let audiences = policy.audiences, let audience = params.audience, !audiences.contains(audience) {
+            throw AuthGateError(.permissionDenied, "The provider '\(provider)' allows token exchange for the audiences \(audiences.joined(separator: ", ")) only (its file's token_exchange.audiences).")
+        }
+        let type = params.requestedTokenType ?? TokenExchangePolicy.accessToken
+        if params.requestedTokenType != nil, !policy.requestedTokenTypes.contains(type) {
+            throw AuthGateError(.permissionDenied, "The provider '\(provider)' allows token exchange for the token types \(policy.requestedTokenTypes.joined(separator: ", ")) only (its file's token_exchange.requested_token_types).")
+        }
     }
 
     /// A proof for the caller's own request; the key stays here. Only the session's owner can
     /// ask: sessions are looked up under the caller's uid.
     func dpopProof(_ params: DPoPProofParams) async throws(AuthGateError) -> DPoPProofResult {
-        let (_, _, key) = try await resolve(params.provider, params.session)
+        // The parameters first: a bad one is invalid_params whether or not there is a session.
         var fields: [FieldError] = []
         // RFC 9110 §5.6.2: a method is a token; proofs are for the usual ones.
         if params.htm.isEmpty || params.htm.utf8.count > 16 || !params.htm.utf8.allSatisfy({ $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) {
@@ -217,9 +234,13 @@ struct MethodHandlers {
             fields.append(FieldError(field: "htu", message: "must be the request's absolute http(s) URL"))
         }
         if let nonce = params.nonce, !DPoPKey.isValidNonce(nonce) {
-            fields.append(FieldError(field: "nonce", message: "must be the DPoP-Nonce the server sent (RFC 9449 §8.1)"))
+            fields.append(FieldError(field: "nonce", message: "must be the DPoP-Nonce the server sent: 1 to 1024 printable ASCII characters, no space, quote or backslash (RFC 9449 §8.1)"))
         }
-        guard fields.isEmpty, let url else { throw .validationFailed(fields) }
+        guard fields.isEmpty, let url else {
+            throw AuthGateError(.invalidParams, "The proof's parameters were refused: "
+                                + fields.map { "\($0.field) \($0.message)" }.joined(separator: "; ") + ".", fields: fields)
+        }
+        let (_, _, key) = try await resolve(params.provider, params.session)
         let (proofKey, accessToken) = try await services.sessions.proofKey(for: key, presenting: params.accessToken, bounded: !caller.isUnbounded)
         services.logger.debug("dpop proof made", metadata: metadata(key, ["dpop.htm": "\(params.htm)"]))
         return DPoPProofResult(proof: proofKey.proof(method: params.htm, url: url, nonce: params.nonce, accessToken: accessToken, at: Date()),

@@ -11,7 +11,11 @@ import NIOCore
 /// ``OpenConnections``) that runs the dispatcher; lines that arrive meanwhile wait their turn,
 /// and once a whole line waits the socket is not read again until it is answered, so a client
 /// cannot queue more than one read's worth of lines (an unfinished line behind a slow request
-/// is still read to its end). Reads are also held while the client does not read its answers.
+/// is still read to its end). Answers, cached ones too, are written only while the channel is
+/// writable (NIO's outbound buffer under its 64 KiB high-water mark): a client that does not
+/// read its answers finds its lines waiting, unanswered, and the socket not read, so the
+/// daemon holds at most the high-water mark and one small read (``RPCServer``'s 4 KiB) per
+/// connection.
 ///
 /// Every line gets exactly one write — empty for blank lines and notifications — which is how
 /// ``ConnectionDeadlines`` tells a busy connection from an idle one. A client that half-closes
@@ -36,8 +40,13 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     /// Made on the first request that needs the dispatcher; `token.watch` writes through it.
     private var watchSink: WatchSink?
 
-    /// Lines waiting for the request in flight.
+    /// Lines waiting for the request in flight, or for the client to read its answers.
     private var waiting: [LineFrame] = []
+    /// Their bytes: at most one read's worth while the socket is read in turn, but NIO drains a
+    /// socket whose peer hung up whole (`readEOF`), so they are bounded here too.
+    private var waitingBytes = 0
+    /// More waiting than this closes the connection (see ``waitingBytes``).
+    static let maximumWaitingBytes = 64 * 1024
     private var requestInFlight = false
     /// The pipeline asked to read while this handler was busy; it reads once the backlog is answered.
     private var readHeld = false
@@ -72,8 +81,13 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard admitted, !closing else { return }
         let frame = unwrapInboundIn(data)
-        if requestInFlight || !waiting.isEmpty {
+        if requestInFlight || !waiting.isEmpty || !context.channel.isWritable {
             waiting.append(frame)
+            waitingBytes += frame.byteCount
+            if waitingBytes > Self.maximumWaitingBytes {
+                let error = AuthGateError(.requestTooLarge, "More than \(Self.maximumWaitingBytes / 1024) KiB of request lines wait for their answers; read the answers before sending more. Closing the connection.")
+                finish(context, with: dispatcher.encodeError(error, id: nil))
+            }
         } else {
             serve(frame, context)
         }
@@ -103,6 +117,9 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        serveWaiting(context)
+        flushAnswers(context)
+        closeIfDone(context)
         resumeReading(context)
         context.fireChannelWritabilityChanged()
     }
@@ -152,12 +169,20 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         write(response.map { ByteBuffer(bytes: $0) } ?? ByteBuffer(), context)
         // A token.watch just answered: its notifications may follow now.
         watchSink?.answerWritten()
-        while !requestInFlight, !waiting.isEmpty {
-            serve(waiting.removeFirst(), context)
-        }
+        serveWaiting(context)
         flushAnswers(context)
         closeIfDone(context)
         resumeReading(context)
+    }
+
+    /// Serves the lines that wait, in order, while no request is in flight and the client takes
+    /// its answers.
+    private func serveWaiting(_ context: ChannelHandlerContext) {
+        while !requestInFlight, !closing, !waiting.isEmpty, context.channel.isWritable {
+            let frame = waiting.removeFirst()
+            waitingBytes -= frame.byteCount
+            serve(frame, context)
+        }
     }
 
     private func write(_ answer: ByteBuffer, _ context: ChannelHandlerContext) {
@@ -176,6 +201,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private func finish(_ context: ChannelHandlerContext, with line: Data) {
         closing = true
         waiting.removeAll()
+        waitingBytes = 0
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: line))).whenComplete { _ in channel.close(promise: nil) }
     }

@@ -35,7 +35,8 @@ final class RPCServer: Service, CustomStringConvertible {
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
     private let connections: OpenConnections
-    private let refusals: ConnectionRefusals
+    private let refusals: BatchedNotices
+    private let timeouts: BatchedNotices
     private let metrics: DaemonMetrics?
     private let readiness: Readiness?
 
@@ -60,7 +61,8 @@ final class RPCServer: Service, CustomStringConvertible {
         self.logger = logger
         self.onListening = onListening
         self.onStopping = onStopping
-        refusals = ConnectionRefusals(logger: logger)
+        refusals = .refusals(logger: logger)
+        timeouts = .timeouts(logger: logger)
     }
 
     var description: String { "RPCServer(\(socketPath))" }
@@ -79,7 +81,8 @@ final class RPCServer: Service, CustomStringConvertible {
         }
         let door: FrontDoor
         do {
-            door = try FrontDoor(listener: listener, limits: limits, connections: connections, answers: answers, logger: logger) { handOff in
+            door = try FrontDoor(listener: listener, limits: limits, connections: connections, answers: answers, logger: logger,
+                                 timeouts: timeouts) { handOff in
                 self.serveWithNIO(handOff, answers: answers)
             }
         } catch {
@@ -114,6 +117,11 @@ final class RPCServer: Service, CustomStringConvertible {
         ClientBootstrap(group: eventLoop)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .channelOption(.allowRemoteHalfClosure, value: true)
+            // One small read per event: what a connection's lines can cost the daemon before its
+            // answers are held back (RPCConnectionHandler) is one read's worth, not NIO's default
+            // of up to 4 reads of up to 64 KiB.
+            .channelOption(.maxMessagesPerRead, value: 1)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.readSize))
             .channelInitializer { channel in
                 eventLoop.makeCompletedFuture {
                     prepared.value.store(true, ordering: .relaxed)
@@ -131,18 +139,23 @@ final class RPCServer: Service, CustomStringConvertible {
             }
     }
 
+    /// The bytes one read of a handed-on connection takes: a request line is rarely longer, and
+    /// a longer one (up to `RPCCoding.maximumLineLength`) is read in several.
+    static let readSize = 4096
+
     /// Sets up a handed-on connection's pipeline, on its event loop. One over the limit is
     /// set up too, to be told `rate_limited` and closed.
     private func prepare(_ channel: any Channel, _ handOff: FrontDoor.HandOff, answers: CachedTokenAnswers) throws {
         let caller = handOff.caller, admission = handOff.admission
         connections.adopt(channel, uid: caller.uid, admission: admission)
         if admission != .admitted {
-            refusals.record(admission, uid: caller.uid, on: channel.eventLoop)
+            let cause = admission == .tooManyOfOneUser ? "per-user share" : "limit"
+            refusals.record(cause, message: "connection refused: too many connections (\(cause))", uid: caller.uid, on: channel.eventLoop)
             metrics?.connectionRefused(admission == .tooManyOfOneUser ? .perUserShare : .limit)
         }
-        let logger = logger
+        let timeouts = timeouts, eventLoop = channel.eventLoop
         let deadlines = ConnectionDeadlines(limits: limits, bytesArrived: handOff.bytesArrived) { reason in
-            logger.notice("closing a connection: \(reason)", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+            timeouts.record(reason, message: "closing a connection: \(reason)", uid: caller.uid, metadata: ["peer.pid": "\(caller.pid)"], on: eventLoop)
         }
         let handler = RPCConnectionHandler(caller: caller, admission: admission, dispatcher: dispatcher, answers: answers, connections: connections,
                                            limits: limits, logger: logger)

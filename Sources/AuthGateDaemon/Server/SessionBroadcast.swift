@@ -9,9 +9,11 @@ struct SessionBroadcast: SessionObserver {
     let published: PublishedTokens
     let watchers: TokenWatchers
 
-    init(now: @escaping @Sendable () -> Date = { Date() }) {
+    /// - Parameter access: Who may use which provider now, asked by every watch notification;
+    ///   `nil` admits every watcher (tests).
+    init(access: ProviderAccess? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
         published = PublishedTokens(now: now)
-        watchers = TokenWatchers()
+        watchers = TokenWatchers(access: access)
     }
 
     func publish(_ tokens: TokenSet, for key: SessionKey) { published.publish(tokens, for: key) }
@@ -19,6 +21,11 @@ struct SessionBroadcast: SessionObserver {
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) { watchers.tokensChanged(key, tokens) }
 
     func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) {
-        watchers.sessionEnded(key, ending == .signedOut ? .loggedOut : .loginRequired, message: message)
+        let reason: SessionEnded.Reason = switch ending {
+        case .signedOut: .loggedOut
+        case .loginRequired: .loginRequired
+        case .accessRevoked: .accessRevoked
+        }
+        watchers.sessionEnded(key, reason, message: message)
     }
 }

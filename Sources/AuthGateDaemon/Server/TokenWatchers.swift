@@ -7,26 +7,41 @@ import Synchronization
 /// session's access token (a refresh, a new sign-in) and of every end (signed out, refused),
 /// in the actor step that makes the change; each is encoded once and written to every watcher
 /// of that session.
+///
+/// Every notification asks the provider's current `access` again (``ProviderAccess``): a
+/// watcher a reload no longer admits gets `session.ended` with `access_revoked`, and its
+/// connection is closed.
 final class TokenWatchers: Sendable {
     /// Watches one bounded uid may hold (root and the daemon's own user are not bound).
     static let maximumPerUser = 64
 
+    private struct Watch {
+        var sink: WatchSink
+        var caller: PeerCredentials
+    }
+
     private struct State {
-        var bySession: [SessionKey: [UInt64: WatchSink]] = [:]
+        var bySession: [SessionKey: [UInt64: Watch]] = [:]
         var countByUID: [UInt32: Int] = [:]
         var nextID: UInt64 = 0
     }
 
     private let state = Mutex(State())
+    private let access: ProviderAccess?
 
-    /// Adds a watch of `key`; it ends with ``remove(_:id:)`` (when its connection closes).
+    /// - Parameter access: Who may use which provider now; `nil` admits every watcher (tests).
+    init(access: ProviderAccess? = nil) {
+        self.access = access
+    }
+
+    /// Adds a watch of `key` by `caller`; it ends with ``remove(_:id:)`` (when its connection closes).
     /// - Throws: `rate_limited` when a bounded uid holds its most.
-    func add(_ key: SessionKey, sink: WatchSink, bounded: Bool) throws(AuthGateError) -> UInt64 {
+    func add(_ key: SessionKey, sink: WatchSink, caller: PeerCredentials, bounded: Bool) throws(AuthGateError) -> UInt64 {
         let id = state.withLock { state -> UInt64? in
             if bounded, state.countByUID[key.uid, default: 0] >= Self.maximumPerUser { return nil }
             let id = state.nextID
             state.nextID += 1
-            state.bySession[key, default: [:]][id] = sink
+            state.bySession[key, default: [:]][id] = Watch(sink: sink, caller: caller)
             state.countByUID[key.uid, default: 0] += 1
             return id
         }
@@ -47,28 +62,59 @@ final class TokenWatchers: Sendable {
 
     /// The session's access token changed: `token.changed` to its watchers.
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) {
-        let sinks = watchers(of: key)
+        let sinks = admittedWatchers(of: key)
         guard !sinks.isEmpty else { return }
         let change = TokenChanged(provider: key.provider.rawValue, session: key.name.rawValue, accessToken: tokens.accessToken,
                                   tokenType: tokens.tokenType, expiresAt: tokens.expiresAt, scopes: tokens.scopes)
         send(RPCNotification(method: TokenChanged.method, params: change), accessToken: tokens.accessToken.exposedValue, to: sinks)
     }
 
-    /// The session ended: `session.ended` to its watchers, who go on watching for a new sign-in.
+    /// The session ended: `session.ended` to its watchers, who go on watching for a new sign-in
+    /// — except after `access_revoked`, which ends their watches and closes their connections.
     func sessionEnded(_ key: SessionKey, _ reason: SessionEnded.Reason, message: String) {
-        let sinks = watchers(of: key)
+        if reason == .accessRevoked {
+            revoke(key, removing: Array(state.withLock { $0.bySession[key] ?? [:] }.keys), message: message)
+            return
+        }
+        let sinks = admittedWatchers(of: key)
         guard !sinks.isEmpty else { return }
         let ended = SessionEnded(provider: key.provider.rawValue, session: key.name.rawValue, reason: reason, message: message)
         send(RPCNotification(method: SessionEnded.method, params: ended), accessToken: nil, to: sinks)
     }
 
-    private func watchers(of key: SessionKey) -> [WatchSink] {
-        state.withLock { Array(($0.bySession[key] ?? [:]).values) }
+    /// The sinks of the watchers of `key` that the provider's access admits now; the others'
+    /// watches end.
+    private func admittedWatchers(of key: SessionKey) -> [WatchSink] {
+        let watches = state.withLock { $0.bySession[key] ?? [:] }
+        guard let access else { return watches.values.map(\.sink) }
+        var admitted: [WatchSink] = [], refused: [UInt64] = []
+        for (id, watch) in watches {
+            if access.admits(watch.caller, to: key.provider.rawValue) { admitted.append(watch.sink) } else { refused.append(id) }
+        }
+        if !refused.isEmpty {
+            revoke(key, removing: refused,
+                   message: "You may no longer use the provider '\(key.provider)': an administrator narrowed its access.")
+        }
+        return admitted
+    }
+
+    /// Ends the watches `ids` of `key`: `session.ended` with `access_revoked`, then their
+    /// connections close.
+    private func revoke(_ key: SessionKey, removing ids: [UInt64], message: String) {
+        let sinks = ids.compactMap { id in state.withLock { $0.bySession[key]?[id]?.sink } }
+        ids.forEach { remove(key, id: $0) }
+        let ended = SessionEnded(provider: key.provider.rawValue, session: key.name.rawValue, reason: .accessRevoked, message: message)
+        guard let line = Self.line(RPCNotification(method: SessionEnded.method, params: ended)) else { return }
+        for sink in sinks { sink.sendLast(line) }
     }
 
     private func send<Params>(_ notification: RPCNotification<Params>, accessToken: String?, to sinks: [WatchSink]) {
-        guard let encoded = try? RPCCoding.makeEncoder().encode(notification) else { return }
-        let line = Array(encoded) + [UInt8(ascii: "\n")]
+        guard let line = Self.line(notification) else { return }
         for sink in sinks { sink.send(line, accessToken: accessToken) }
+    }
+
+    private static func line<Params>(_ notification: RPCNotification<Params>) -> [UInt8]? {
+        guard let encoded = try? RPCCoding.makeEncoder().encode(notification) else { return nil }
+        return Array(encoded) + [UInt8(ascii: "\n")]
     }
 }

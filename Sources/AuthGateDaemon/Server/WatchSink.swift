@@ -73,6 +73,21 @@ final class WatchSink: Sendable {
         }
     }
 
+    /// Writes a last notification (after any held ones and the answer), then closes the
+    /// connection: the watch it carried ended for good.
+    func sendLast(_ line: [UInt8]) {
+        channel.eventLoop.execute {
+            let held = self.state.withLock { state -> [[UInt8]] in
+                defer { state.held = []; state.active = true }
+                return state.active ? [] : state.held.map(\.line)
+            }
+            guard self.channel.isActive else { return }
+            for line in held { self.channel.write(ByteBuffer(bytes: line), promise: nil) }
+            let channel = self.channel
+            channel.writeAndFlush(ByteBuffer(bytes: line)).whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
     private func write(_ line: [UInt8]) {
         guard channel.isActive else { return }
         guard channel.isWritable else {

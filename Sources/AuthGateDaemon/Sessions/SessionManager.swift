@@ -121,13 +121,25 @@ actor SessionManager {
     }
 
     /// A reload changed a provider: its sessions move to the new client and rules when the
-    /// issuer and client are the same, and are signed out otherwise.
+    /// issuer and client are the same, and are signed out otherwise; so are the sessions of
+    /// users the provider's `access` no longer admits (``AccessPolicy/admitsUser(uid:_:)``).
     /// - Returns: The signed-out sessions' tokens, with the client to revoke them with.
-    func rebind(provider: ProviderID, to binding: SessionBinding) -> [(TokenSet, any IdentityProvider)] {
+    func rebind(provider: ProviderID, to binding: SessionBinding,
+                admits: (UInt32) -> Bool = { _ in true }) -> [(TokenSet, any IdentityProvider)] {
         var ended: [(TokenSet, any IdentityProvider)] = []
         var uids: Set<UInt32> = []
+        var admitted: [UInt32: Bool] = [:]
         for (key, record) in sessions.all where key.provider == provider {
             if record.binding.storage == .persistent || binding.storage == .persistent { uids.insert(key.uid) }
+            let isAdmitted = admitted[key.uid] ?? admits(key.uid)
+            admitted[key.uid] = isAdmitted
+            if !isAdmitted {
+                cancelRefreshes(of: key)
+                _ = sessions.revoke(key, provider: provider)
+                if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
+                logger.notice("signed out: the provider's access no longer admits the session's user", metadata: key.logMetadata())
+                continue
+            }
             if record.binding.identity == binding.identity {
                 sessions[key]?.binding = binding
                 continue

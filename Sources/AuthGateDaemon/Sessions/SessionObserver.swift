@@ -20,6 +20,8 @@ enum SessionEnding: Sendable {
     case signedOut
     /// The provider refused it, or its token expired with nothing to refresh it.
     case loginRequired
+    /// A reload narrowed the provider's `access` and its user is no longer admitted.
+    case accessRevoked
 }
 
 /// Tells nobody: a session manager on its own, in tests.

@@ -43,6 +43,16 @@ struct SessionTable {
         return removed
     }
 
+    /// Removes a session because its user may no longer use the provider: its watchers are
+    /// told `access_revoked`.
+    mutating func revoke(_ key: SessionKey, provider: ProviderID) -> SessionRecord? {
+        observer.withdraw(key)
+        guard let removed = records.removeValue(forKey: key)?.record else { return nil }
+        count(key.uid, -1)
+        observer.sessionEnded(key, .accessRevoked, message: "You may no longer use the provider '\(provider)': an administrator narrowed its access, and the session was signed out.")
+        return removed
+    }
+
     /// A new access token is `token.changed`; tokens gone (refused, expired) or the record gone
     /// (signed out) is `session.ended`. A change of the refresh token alone tells nobody.
     private func tell(_ key: SessionKey, old: SessionRecord?, new: SessionRecord?) {

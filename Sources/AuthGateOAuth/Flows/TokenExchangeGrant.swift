@@ -21,6 +21,12 @@ enum TokenExchangeGrant {
         guard let type = tokens.issuedTokenType, type.contains(":"), type.utf8.count <= 256, !type.containsControlCharacters else {
             throw ProviderFailure.malformed(provider, what: "token exchange response", "issued_token_type is missing or not a token type URI")
         }
+        // Whatever was asked for: a refresh token in the access_token field would outlive the
+        // session's logout and a narrowed `access` in a program's hands.
+        guard TokenExchangePolicy.issuableTypes.contains(type) else {
+            throw ProviderFailure.malformed(provider, what: "token exchange response",
+                                            "it issued a token of type \(type.prefix(100)), and authgated hands out only access tokens, JWTs and ID tokens")
+        }
         return type
     }
 }

@@ -103,7 +103,9 @@ def test_errors_carry_a_reason_the_schema_lists(raw):
         ("token", {"provider": "mock", "session": "never"}, "login_required"),
         ("token.exchange", {"provider": "mock", "session": "never", "audience": "https://api.example.test"}, "login_required"),
         ("dpop.proof", {"provider": "mock", "session": "never", "htm": "GET", "htu": "https://api.example.test/"}, "login_required"),
-        ("dpop.proof", {"provider": "mock", "htm": "GET", "htu": "not a url"}, "validation_failed"),
+        ("dpop.proof", {"provider": "mock", "htm": "GET", "htu": "not a url"}, "invalid_params"),
+        ("token.exchange", {"provider": "mock", "audience": "a", "requested_token_type": "urn:ietf:params:oauth:token-type:refresh_token"},
+         "invalid_params"),
     ]:
         answer = raw.call(method, params)
         assert answer.get("error", {}).get("data", {}).get("reason") == reason, answer
