@@ -1,3 +1,4 @@
+import AuthGateCore
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -117,5 +118,43 @@ struct CredentialHelperTests {
         #expect(kubectl.status == 8 && kubectl.stderr.contains("[permission_denied]"), "\(kubectl)")
         let exec = try daemon.cli(["exec", "locked", "--", "/bin/true"])
         #expect(exec.status == 8 && exec.stderr.contains("[permission_denied]"), "\(exec)")
+    }
+
+    @Test("issue 26 item 11: git's helper answers protocol=https only (none named or http gets nothing); docker's answers a bare host or https://, and not-found for http://")
+    func httpsOnly() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["git.example.com", "registry.example.com:5000"])], logLevel: "info")
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let bin = try Self.links(in: daemon.scratch.path)
+        let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
+        let git = URL(fileURLWithPath: bin + "/git-credential-authgate"), docker = URL(fileURLWithPath: bin + "/docker-credential-authgate")
+
+        for request in ["host=git.example.com\n\n", "protocol=http\nhost=git.example.com\n\n", "protocol=ftp\nhost=git.example.com\n\n"] {
+            // Outputs are summed up, never printed: a wrong answer would hold a token.
+            let nothing = try run(git, ["get"], stdin: request, environment: environment)
+            let answered = !nothing.stdout.isEmpty
+            #expect(nothing.status == 0 && !answered, "\(request.debugDescription): \(nothing.stderr)")
+        }
+        let https = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com\n\n", environment: environment)
+        let answered = https.stdout.contains("username=oauth2\npassword=mock_at_")
+        #expect(https.status == 0 && answered, "https is answered: \(https.stderr)")
+
+        for url in ["http://registry.example.com:5000", "HTTP://registry.example.com:5000/v2/", "ftp://registry.example.com:5000"] {
+            let refused = try run(docker, ["get"], stdin: url + "\n", environment: environment)
+            let notFound = refused.stdout == "credentials not found in native keychain\n"
+            #expect(refused.status == 1 && notFound, "\(url): \(refused.stderr)")
+        }
+        for url in ["registry.example.com:5000", "https://registry.example.com:5000", "HTTPS://registry.example.com:5000/v2/"] {
+            let found = try run(docker, ["get"], stdin: url + "\n", environment: environment)
+            let answered = found.stdout.contains(#""Secret":"mock_at_"#)
+            #expect(found.status == 0 && answered, "\(url) is answered: \(found.stderr)")
+        }
+    }
+
+    @Test("issue 26 item 11: CredentialHost.fromServerURL takes a bare host or https:// only",
+          arguments: [("registry.example.com", "registry.example.com"), ("https://Registry.example.com:5000/v2/", "registry.example.com:5000"),
+                      ("http://registry.example.com", nil), ("ftp://registry.example.com", nil), ("://registry.example.com", nil),
+                      ("httpsx://registry.example.com", nil)] as [(String, String?)])
+    func serverURLSchemes(url: String, host: String?) {
+        #expect(CredentialHost.fromServerURL(url) == host)
     }
 }

@@ -47,10 +47,15 @@ public enum CredentialHost {
         return attributes
     }
 
-    /// The host of a docker server URL (`https://registry.example.com:5000/v2/`, or just the host).
+    /// The host of a docker server URL (`https://registry.example.com:5000/v2/`, or just the
+    /// host, which docker means as HTTPS); `nil` for any other scheme (`http://`): the helpers
+    /// hand tokens to HTTPS only.
     public static func fromServerURL(_ url: String) -> String? {
         var text = Substring(url.trimmingWhitespace())
-        if let scheme = text.firstRange(of: "://") { text = text[scheme.upperBound...] }
+        if let scheme = text.firstRange(of: "://") {
+            guard text[..<scheme.lowerBound].lowercased() == "https" else { return nil }
+            text = text[scheme.upperBound...]
+        }
         if let slash = text.firstIndex(of: "/") { text = text[..<slash] }
         return normalize(String(text))
     }

@@ -17,6 +17,8 @@ public enum FileTrust {
         case providersDirectory
         case secret
         case certificate
+        /// A file the CLI writes a token into (`authgate sink`).
+        case tokenFile
 
         var noun: String {
             switch self {
@@ -24,6 +26,7 @@ public enum FileTrust {
             case .providersDirectory: "providers directory"
             case .secret: "secret file"
             case .certificate: "CA file"
+            case .tokenFile: "token file"
             }
         }
     }
@@ -97,18 +100,127 @@ public enum FileTrust {
             guard lstat(directory, &info) == 0 else {
                 return FileTrustProblem("cannot check the directory \(directory) of the \(kind.noun) \(path)", refused: false)
             }
-            let mode = UInt16(truncatingIfNeeded: info.st_mode)
-            let sticky = mode & UInt16(S_ISVTX) != 0
-            // Root's sticky directories (/tmp): others may add entries, but not replace ours.
-            let trusted = owners.contains(info.st_uid) && (mode & 0o022 == 0 || (sticky && info.st_uid == 0))
-            if !trusted {
-                let why = owners.contains(info.st_uid) ? "is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode 0\(String(mode & 0o7777, radix: 8)))"
-                                                         : "is owned by uid \(info.st_uid)"
-                return FileTrustProblem("the directory \(directory) above the \(kind.noun) \(path) \(why): others could replace the file", refused: true)
+            if let problem = untrustedDirectory(directory, owner: info.st_uid, mode: UInt16(truncatingIfNeeded: info.st_mode),
+                                                path: path, kind: kind, owners: owners) {
+                return problem
             }
             if directory == "/" { break }
         }
         return nil
+    }
+
+    /// The rule for a directory above a trusted file: owned by root or `owners`, and writable
+    /// by nobody else, unless it is root's and sticky (/tmp), where others may add entries but
+    /// not replace ours.
+    private static func untrustedDirectory(_ directory: String, owner: uid_t, mode: UInt16, path: String, kind: Kind,
+                                           owners: Set<UInt32>) -> FileTrustProblem? {
+        let sticky = mode & UInt16(S_ISVTX) != 0
+        guard !(owners.contains(owner) && (mode & 0o022 == 0 || (sticky && owner == 0))) else { return nil }
+        let why = owners.contains(owner) ? "is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode 0\(String(mode & 0o7777, radix: 8)))"
+                                         : "is owned by uid \(owner)"
+        return FileTrustProblem("the directory \(directory) above the \(kind.noun) \(path) \(why): others could replace the file", refused: true)
+    }
+
+    /// Opens the directory a file is to be written in, for a writer that must not be led
+    /// elsewhere (`authgate sink`, which may run as root): the path is walked from `/` (a
+    /// relative one from the working directory, whose path the kernel gives) one component at a
+    /// time with `openat(O_NOFOLLOW)`, and every directory on the way, the file's own included,
+    /// must pass the rule ``read(_:as:maximumSize:owners:)`` applies to the directories above a
+    /// trusted file, checked by `fstat` on the descriptor just opened. A symbolic link on the
+    /// way is followed (its target walked the same way) only when root or the caller owns it,
+    /// as the kernel's `protected_symlinks` does in sticky directories: one another user
+    /// planted is refused. The caller creates, renames and removes the file relative to the
+    /// descriptor, so a link swapped in later cannot redirect it.
+    /// - Parameters:
+    ///   - path: The file's path, as the user gave it; it names a file, not a directory.
+    ///   - kind: What the file is, for the sentences.
+    ///   - owners: Who may own the directories (root and the caller by default).
+    /// - Returns: The open directory and the file's name in it, or why it is not used.
+    public static func openDirectory(of path: String, as kind: Kind, owners: Set<UInt32> = trustedOwners)
+        -> Result<TrustedDirectory, FileTrustProblem> {
+        var absolute = path
+        if !path.hasPrefix("/") {
+            guard let cwd = getcwd(nil, 0) else {
+                return .failure(FileTrustProblem("cannot find the working directory for the \(kind.noun) \(path)", refused: false))
+            }
+            absolute = String(cString: cwd) + "/" + path
+            free(cwd)
+        }
+        let components = absolute.split(separator: "/", omittingEmptySubsequences: true)
+        guard !absolute.hasSuffix("/"), let name = components.last, name != ".", name != ".." else {
+            return .failure(FileTrustProblem("the \(kind.noun) \(path) does not name a file", refused: false))
+        }
+        // Directories still to walk, the next one last; a link's target is pushed in its place.
+        var pending = Array(components.dropLast().reversed())
+        var walked: [Substring] = []  // where the walk is, for the sentences
+        var shown: String { "/" + walked.joined(separator: "/") }
+        var current: Int32 = -1
+        defer { if current >= 0 { close(current) } }
+
+        /// Makes `descriptor` (just opened) the walk's directory once it passes the rule.
+        func enter(_ descriptor: Int32) -> FileTrustProblem? {
+            if current >= 0 { close(current) }
+            current = descriptor
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else {
+                return FileTrustProblem("cannot check the directory \(shown) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false)
+            }
+            guard info.st_mode & S_IFMT == S_IFDIR else {
+                return FileTrustProblem("\(shown) above the \(kind.noun) \(path) is not a directory", refused: false)
+            }
+            return untrustedDirectory(shown, owner: info.st_uid, mode: UInt16(truncatingIfNeeded: info.st_mode), path: path, kind: kind, owners: owners)
+        }
+
+        if let problem = enter(open("/", pathOnly | O_DIRECTORY | O_CLOEXEC)) { return .failure(problem) }
+        var links = 0
+        while let component = pending.popLast() {
+            if component == "." { continue }
+            var info = stat()
+            guard fstatat(current, String(component), &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+                return .failure(FileTrustProblem("cannot open the directory \(shown == "/" ? "" : shown)/\(component) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
+            }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                let link = (shown == "/" ? "" : shown) + "/" + component
+                guard owners.contains(info.st_uid) else {
+                    return .failure(FileTrustProblem("the symbolic link \(link) above the \(kind.noun) \(path) is owned by uid \(info.st_uid): others could redirect the file", refused: true))
+                }
+                links += 1
+                guard links <= 40, let target = readLink(current, String(component)), !target.isEmpty else {
+                    return .failure(FileTrustProblem("cannot follow the symbolic link \(link) above the \(kind.noun) \(path)", refused: false))
+                }
+                if target.hasPrefix("/") {
+                    walked = []
+                    if let problem = enter(open("/", pathOnly | O_DIRECTORY | O_CLOEXEC)) { return .failure(problem) }
+                }
+                pending += target.split(separator: "/", omittingEmptySubsequences: true).reversed()
+                continue
+            }
+            // O_NOFOLLOW: a link swapped in since fstatat fails here, or is no directory below.
+            let next = openat(current, String(component), pathOnly | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if component == ".." { _ = walked.popLast() } else { walked.append(component) }
+            guard next >= 0 else {
+                return .failure(FileTrustProblem("cannot open the directory \(shown) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
+            }
+            if let problem = enter(next) { return .failure(problem) }
+        }
+        // A readable descriptor of the same directory, for fsync after a rename; a directory
+        // the caller may only search keeps the path descriptor, and is not synced.
+        let readable = openat(current, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let directory = TrustedDirectory(descriptor: readable >= 0 ? readable : current, path: shown, name: String(name), canSync: readable >= 0)
+        if readable < 0 { current = -1 }  // handed over
+        return .success(directory)
+    }
+
+    /// `O_PATH`: a descriptor to walk from and `fstat`, which needs only search permission on
+    /// the directory. Linux's value (every architecture but alpha, parisc and sparc); glibc
+    /// defines the name only under `_GNU_SOURCE`, which Swift's Glibc module does not set.
+    private static var pathOnly: Int32 { 0o10_000_000 }
+
+    private static func readLink(_ directory: Int32, _ name: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlinkat(directory, name, &buffer, buffer.count - 1)
+        guard count > 0, count < buffer.count - 1 else { return nil }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The ownership and mode rules, for a file's owner and mode.
@@ -144,4 +256,17 @@ public struct FileTrustProblem: Error, Sendable, CustomStringConvertible {
         self.description = description
         self.refused = refused
     }
+}
+
+/// A directory opened and checked by ``FileTrust/openDirectory(of:as:owners:)``, and the name
+/// of the file in it. The owner closes ``descriptor``.
+public struct TrustedDirectory: Sendable {
+    /// The directory, to create, rename and remove the file relative to.
+    public var descriptor: Int32
+    /// Where the walk ended (symbolic links resolved), for messages.
+    public var path: String
+    /// The file's name in the directory.
+    public var name: String
+    /// Whether ``descriptor`` may be fsynced (it is not a search-only `O_PATH` descriptor).
+    public var canSync: Bool
 }

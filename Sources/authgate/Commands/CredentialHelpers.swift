@@ -53,8 +53,9 @@ enum CredentialHosts {
 
 /// `git-credential-authgate get|store|erase` (a link to `authgate`, which dispatches on the
 /// name it was run by; also `authgate git-credential …`): git's credential helper protocol.
-/// `get` for a host a provider lists answers its user name and the session's token;
-/// for any other host it answers nothing, so git asks its other helpers.
+/// `get` for an `https` request to a host a provider lists answers its user name and the
+/// session's token; for any other host or protocol (or none named) it answers nothing, so git
+/// asks its other helpers.
 struct GitCredential: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "git-credential",
@@ -74,7 +75,9 @@ struct GitCredential: ParsableCommand {
     /// parser (its start-up would be most of the call's cost, in someone's `git pull`).
     static func perform(_ operation: String, socket: String?) throws {
         let attributes = CredentialHosts.readAttributes()
-        guard attributes["protocol"] == "https" || attributes["protocol"] == nil,
+        // HTTPS only: a token sent over http:// (or a protocol git did not name) is a token
+        // anyone on the path may read. git asks its other helpers when this one prints nothing.
+        guard attributes["protocol"] == "https",
               let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
         switch operation {
         case "get":
@@ -93,6 +96,8 @@ struct GitCredential: ParsableCommand {
 }
 
 /// `docker-credential-authgate get|list|store|erase`: the docker-credential-helpers protocol.
+/// A server URL with a scheme other than `https://` gets the not-found answer; a bare host
+/// (how docker names registries) is taken as HTTPS.
 struct DockerCredential: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docker-credential",

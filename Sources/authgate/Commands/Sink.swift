@@ -16,6 +16,11 @@ import Glibc
 /// the file is **removed**: a service then fails loudly instead of sending a dead token. It
 /// reconnects with backoff (1 s doubling to 30 s) when the daemon restarts, and waits for a
 /// new sign-in when there is no session.
+///
+/// The sink may be root's, so the file's directory is opened once, at start, by
+/// `FileTrust.openDirectory` (no directory others could change entries of, no symbolic link
+/// another user owns), and every write and the removal are made relative to that descriptor:
+/// a link swapped in later cannot lead it into another directory.
 struct Sink: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Keep a file holding a session's current token, rewritten on every change (runs until stopped).",
@@ -23,7 +28,8 @@ struct Sink: ParsableCommand {
             Run it as the service's user, e.g. from a systemd unit (systemd/authgate-sink@.service). The file is \
             replaced atomically on each refresh or sign-in, and removed when the session ends. Exits non-zero \
             with a sentence when the provider is unknown or refused to you; waits for the daemon and for a \
-            sign-in otherwise.
+            sign-in otherwise. Refuses (exit 64) a directory on the file's path that another user owns or may \
+            change, a symbolic link another user owns, and a --mode others may write.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -45,7 +51,7 @@ struct Sink: ParsableCommand {
     @Option(help: "What the file holds: raw (the token), header (Authorization: Bearer TOKEN) or json (the token result).")
     var format: Format = .raw
 
-    @Option(help: ArgumentHelp("The file's mode, in octal.", valueName: "octal"))
+    @Option(help: ArgumentHelp("The file's mode, in octal: no group or other write bit (other-readable draws a warning).", valueName: "octal"))
     var mode = "0400"
 
     @Flag(help: "Write the file once and exit.")
@@ -60,10 +66,23 @@ struct Sink: ParsableCommand {
 
     func validate() throws {
         guard let value = UInt16(mode, radix: 8), value <= 0o777 else { throw ValidationError("--mode must be an octal mode such as 0400 or 0640.") }
+        // Whoever may write the file may hand the service a token of their choosing.
+        guard value & 0o022 == 0 else {
+            throw ValidationError("--mode \(mode) lets \(value & 0o002 != 0 ? "every user" : "the file's group") change the token file; use a mode such as 0400, 0440 or 0600.")
+        }
         guard !file.isEmpty else { throw ValidationError("--file must name a file.") }
     }
 
     func run() throws {
+        if fileMode & 0o004 != 0 {
+            Terminal.writeError("authgate sink: warning: --mode \(mode) lets every local user read the token; give the service's group 0440 instead.\n")
+        }
+        let tokenFile: TokenFile
+        switch FileTrust.openDirectory(of: file, as: .tokenFile) {
+        case .success(let directory): tokenFile = TokenFile(directory, shown: file)
+        case .failure(let problem):
+            throw CLIError(message: "the sink writes no file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
+        }
         let socket = global.socket ?? SocketLocation.forClient()
         let params = TokenParams(provider: selection.provider, session: selection.session)
         var delay = 1.0
@@ -71,7 +90,7 @@ struct Sink: ParsableCommand {
         while true {
             do throws(RPCClientError) {
                 let connection = try RPCConnection(path: socket)
-                try watch(connection, params: params) {
+                try watch(connection, params: params, into: tokenFile) {
                     delay = 1  // the daemon answered: the next reconnect starts from a second again
                 }
                 // The daemon closed the connection (a restart): reconnect.
@@ -82,7 +101,7 @@ struct Sink: ParsableCommand {
                     Terminal.writeError("authgate sink: \(Terminal.safe(error.description)) [\(error.reason.rawValue)]; waiting.\n")
                     saidWaiting = true
                 }
-                removeFile()
+                tokenFile.remove()
             } catch .daemonUnreachable(let path, let detail) {
                 if once { throw CLIError(.daemonUnreachable(path: path, detail: detail), json: false) }
                 if !saidWaiting {
@@ -102,7 +121,7 @@ struct Sink: ParsableCommand {
     /// One watch on one connection (the client library's): the first answer, then each
     /// notification, until the daemon closes the connection (or, with `--once`, after the
     /// first write).
-    private func watch(_ connection: RPCConnection, params: TokenParams,
+    private func watch(_ connection: RPCConnection, params: TokenParams, into tokenFile: TokenFile,
                        answered: () -> Void) throws(RPCClientError) {
         var first = true
         try AuthGateClient.watchBlocking(on: connection, params) { event in
@@ -110,10 +129,10 @@ struct Sink: ParsableCommand {
             first = false
             switch event {
             case .token(let token):
-                write(token)
+                write(token, to: tokenFile)
                 return !once
             case .ended(let ended):
-                removeFile()
+                tokenFile.remove()
                 Terminal.writeError("authgate sink: the session ended (\(ended.reason.rawValue)): \(Terminal.safe(ended.message)) Waiting for a new sign-in.\n")
                 return true
             }
@@ -121,7 +140,7 @@ struct Sink: ParsableCommand {
     }
 
     /// Writes the file in the chosen format and runs `--on-change`.
-    private func write(_ token: TokenResult) {
+    private func write(_ token: TokenResult, to tokenFile: TokenFile) {
         let contents: [UInt8] = switch format {
         case .raw: Array((token.accessToken.exposedValue + "\n").utf8)
         case .header: Array("Authorization: \(token.tokenType) \(token.accessToken.exposedValue)\n".utf8)
@@ -130,23 +149,17 @@ struct Sink: ParsableCommand {
                                           scopes: token.scopes, idToken: nil))
         }
         do {
-            try AtomicFile.write(contents, to: file, mode: fileMode)
+            try tokenFile.write(contents, mode: fileMode)
         } catch {
-            Terminal.writeError("authgate sink: cannot write \(file): \(error)\n")
+            Terminal.writeError("authgate sink: cannot write \(Terminal.safe(file)): \(error)\n")
             return
         }
-        Terminal.writeError("authgate sink: wrote \(file) (the token is valid until \(Terminal.describe(token.expiresAt))).\n")
+        Terminal.writeError("authgate sink: wrote \(Terminal.safe(file)) (the token is valid until \(Terminal.describe(token.expiresAt))).\n")
         if !onChange.isEmpty { Self.run(onChange) }
     }
 
     private static func json(_ token: TokenResult) -> [UInt8] {
         ((try? RPCCoding.makeEncoder().encode(token)).map(Array.init) ?? []) + [UInt8(ascii: "\n")]
-    }
-
-    private func removeFile() {
-        if unlink(file) == 0 {
-            Terminal.writeError("authgate sink: removed \(file).\n")
-        }
     }
 
     /// Runs `command` and waits for it; its failure is reported, not fatal.
@@ -163,25 +176,33 @@ struct Sink: ParsableCommand {
     }
 }
 
-/// A file replaced in one step: a temp file in the same directory, written, fsynced, renamed
-/// over the target, and the directory fsynced, so that a reader sees the old file or the new
-/// one, whole, and a crash leaves one of the two.
-enum AtomicFile {
+/// The sink's file in the directory it opened at start: replaced in one step (a temp file in
+/// the directory, written, fsynced, renamed over the file, and the directory fsynced, so that a
+/// reader sees the old file or the new one, whole, and a crash leaves one of the two) and
+/// removed, every call relative to the directory's descriptor, never by path.
+final class TokenFile {
     struct Failure: Error, CustomStringConvertible {
         var description: String
     }
 
-    static func write(_ bytes: [UInt8], to path: String, mode: mode_t) throws {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        var template = Array("\(directory)/.\(name).XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw Failure(description: String(cString: strerror(errno))) }
-        let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        var ok = false
+    private let directory: TrustedDirectory
+    /// The path as the user gave it, for messages.
+    private let shown: String
+
+    init(_ directory: TrustedDirectory, shown: String) {
+        self.directory = directory
+        self.shown = shown
+    }
+
+    deinit {
+        close(directory.descriptor)
+    }
+
+    func write(_ bytes: [UInt8], mode: mode_t) throws {
+        let (descriptor, temporary) = try createTemporary()
+        var renamed = false
         defer {
-            if !ok { unlink(temporary) }
+            if !renamed { unlinkat(directory.descriptor, temporary, 0) }
         }
         guard fchmod(descriptor, mode) == 0 else {
             close(descriptor)
@@ -198,12 +219,31 @@ enum AtomicFile {
             offset += written
         }
         guard fsync(descriptor) == 0, close(descriptor) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
-        guard rename(temporary, path) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
-        ok = true
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            fsync(directoryDescriptor)
-            close(directoryDescriptor)
+        guard renameat(directory.descriptor, temporary, directory.descriptor, directory.name) == 0 else {
+            throw Failure(description: String(cString: strerror(errno)))
         }
+        renamed = true
+        if directory.canSync { fsync(directory.descriptor) }
+    }
+
+    /// Removes the file, and says so.
+    func remove() {
+        if unlinkat(directory.descriptor, directory.name, 0) == 0 {
+            Terminal.writeError("authgate sink: removed \(Terminal.safe(shown)).\n")
+        }
+    }
+
+    /// A new file `.NAME.XXXXXX` in the directory, created exclusively (`mkstemp` takes no
+    /// directory descriptor), mode 0600 until the `fchmod`.
+    private func createTemporary() throws -> (Int32, String) {
+        let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<100 {
+            let name = ".\(directory.name)." + String((0..<6).map { _ in letters.randomElement(using: &generator)! })
+            let descriptor = openat(directory.descriptor, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if descriptor >= 0 { return (descriptor, name) }
+            guard errno == EEXIST else { break }
+        }
+        throw Failure(description: String(cString: strerror(errno)))
     }
 }
