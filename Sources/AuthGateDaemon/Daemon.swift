@@ -77,7 +77,7 @@ public enum Daemon {
         }
         let notifier = SystemdNotifier()
         // Read (and cleared from the environment) before anything could spawn a child.
-        let inheritedSocket = SystemdSocketActivation.listeningDescriptor()
+        let (inheritedSocket, inheritedMetricsSocket) = SystemdSocketActivation.listeningDescriptors()
         let reports: [ProviderFileReport]
         do {
             reports = try ProviderConfigurationLoader.load(directory: configuration.providersDirectory)
@@ -112,9 +112,11 @@ public enum Daemon {
         let exposition = metrics.map {
             MetricsExposition(metrics: $0, registry: registry, sessions: sessions, flows: flows, connections: connections, readiness: readiness)
         }
+        let listensForMetrics = configuration.metricsAddress != nil || inheritedMetricsSocket != nil
+        let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
         let dispatcher = RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader,
                                                                 throttle: LoginThrottle(), context: context, logger: logger, broadcast: broadcast,
-                                                                metrics: metrics, exposition: exposition))
+                                                                metrics: metrics, exposition: exposition, metricsListener: metricsListenerStatus))
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
                                inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher,
@@ -134,8 +136,11 @@ public enum Daemon {
             .init(service: validator),
             .init(service: HangupSignalService(reloader: reloader, logger: logger)),
         ]
-        if let address = configuration.metricsAddress, let exposition {
-            services.append(.init(service: MetricsListener(address: address, exposition: exposition, logger: logger)))
+        if let exposition, let metricsListenerStatus {
+            services.append(.init(service: MetricsListener(address: inheritedMetricsSocket == nil ? configuration.metricsAddress : nil,
+                                                           inheritedDescriptor: inheritedMetricsSocket, exposition: exposition,
+                                                           withProviders: configuration.metricsWithProviders, status: metricsListenerStatus,
+                                                           logger: logger)))
         }
         services.append(.init(service: server))
         let group = ServiceGroup(configuration: .init(

@@ -34,6 +34,9 @@ public struct DaemonConfiguration: Sendable {
     public var maximumSessionsPerUser = 1000
     /// Where `/metrics`, `/healthz` and `/readyz` are served (`--metrics-listen`); off when nil.
     public var metricsAddress: MetricsAddress?
+    /// `--metrics-with-providers`: the HTTP listener shows provider-labelled families too
+    /// (by default only the admin-only `metrics` RPC does).
+    public var metricsWithProviders = false
     /// `--no-metrics`: count nothing (the `metrics` method then answers `method_not_found`).
     public var keepsMetrics = true
 

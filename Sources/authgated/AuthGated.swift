@@ -64,6 +64,10 @@ struct AuthGated: AsyncParsableCommand {
                                valueName: "address:port"))
     var metricsListen: String?
 
+    @Flag(name: .customLong("metrics-with-providers"),
+          help: "Show the families labelled by provider (ids, per-provider counts) on --metrics-listen too; by default only the admin-only `authgate metrics` shows them, since anyone who reaches the port reads it.")
+    var metricsWithProviders = false
+
     @Flag(name: .customLong("no-metrics"), help: "Keep no metrics at all (their cost on the cached token path is measured in docs/BENCHMARKS.md).")
     var noMetrics = false
 
@@ -96,6 +100,7 @@ struct AuthGated: AsyncParsableCommand {
         configuration.maximumSessionsPerUser = maximumSessionsPerUser
         configuration.metricsAddress = metricsListen.flatMap(MetricsAddress.init)
         configuration.keepsMetrics = !noMetrics
+        configuration.metricsWithProviders = metricsWithProviders
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in

@@ -8,6 +8,33 @@ import Synchronization
 struct MetricsExposition: Sendable {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
 
+    /// The exposition without the samples labelled by provider (and the `# HELP`/`# TYPE` lines
+    /// of families left with none): what the HTTP listener shows by default, since anyone who
+    /// reaches its port reads it, and provider ids and per-provider counts are the admin-only
+    /// `metrics` method's to show.
+    static func withoutProviderLabels(_ text: String) -> String {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        func family(_ line: Substring) -> Substring {
+            line.prefix { $0 != "{" && $0 != " " }
+        }
+        var kept: [Substring] = [], sampled: Set<Substring> = []
+        for line in lines where !line.hasPrefix("#") && !line.isEmpty && !line.contains("provider=\"") {
+            // A histogram's samples are FAMILY_bucket, _sum and _count.
+            let name = family(line)
+            sampled.insert(name)
+            for suffix in ["_bucket", "_sum", "_count"] where name.hasSuffix(suffix) { sampled.insert(name.dropLast(suffix.count)) }
+        }
+        for line in lines {
+            if line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") {
+                let name = family(line.dropFirst(7))
+                if sampled.contains(name) { kept.append(line) }
+            } else if !line.contains("provider=\"") {
+                kept.append(line)
+            }
+        }
+        return kept.joined(separator: "\n")
+    }
+
     let metrics: DaemonMetrics
     let registry: ProviderRegistry
     let sessions: SessionManager

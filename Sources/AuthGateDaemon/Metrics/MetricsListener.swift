@@ -43,56 +43,86 @@ public struct MetricsAddress: Sendable, Hashable, CustomStringConvertible {
 /// `GET /readyz` (the socket serves and every provider has settled) over NIO's HTTP/1 server.
 ///
 /// One request per connection (`Connection: close`), whose head must arrive within
-/// ``requestTimeout``, at most ``maximumConnections`` at once: a scraper needs no more, and
-/// anyone who can reach the port gets no more. Every connection's task belongs to the
-/// listener's task group, which the graceful shutdown ends.
+/// ``requestTimeout``, at most ``maximumConnections`` at once and ``maximumConnectionsPerPeer``
+/// from one address: a scraper needs no more, and anyone who can reach the port gets no more.
+/// Every connection's task belongs to the listener's task group, which the graceful shutdown
+/// ends.
+///
+/// Anyone who can reach the port reads it, so by default it shows only the families without a
+/// `provider` label (``MetricsExposition/withoutProviderLabels(_:)``); the admin-only `metrics`
+/// RPC shows everything, and `--metrics-with-providers` puts the provider labels here too.
+///
+/// A port it cannot bind (another local user may hold it first) never stops the token service:
+/// the listener logs it once, shows it in `daemon.info` (``MetricsListenerStatus``) and tries
+/// again in the background. A socket systemd passes under the name `metrics`
+/// (`authgated-metrics.socket`) cannot be taken first.
 struct MetricsListener: Service, CustomStringConvertible {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
     static let maximumConnections = 16
-    static let requestTimeout: TimeAmount = .seconds(5)
+    static let maximumConnectionsPerPeer = 4
+    static let requestTimeout: TimeAmount = .seconds(2)
+    /// The longest wait between two tries to bind.
+    static let maximumRetryDelay: Duration = .seconds(30)
 
-    let address: MetricsAddress
+    /// Where to listen; `nil` with an ``inheritedDescriptor``.
+    let address: MetricsAddress?
+    /// A listening socket systemd passed (`FileDescriptorName=metrics`).
+    var inheritedDescriptor: Int32?
     let exposition: MetricsExposition
+    /// Whether provider-labelled families are served here too (`--metrics-with-providers`).
+    var withProviders = false
+    var status = MetricsListenerStatus()
     let logger: Logger
 
-    var description: String { "MetricsListener(\(address))" }
+    var description: String { "MetricsListener(\(where_))" }
+    private var where_: String { address?.description ?? "the socket systemd passed" }
 
     func run() async throws {
         let accepted = AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>()
-        let server: NIOAsyncChannel<Connection, Never>
-        do {
-            server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .serverChannelOption(.backlog, value: 64)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: address.host, port: address.port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                        return try accepted.wrap(channel)
-                    }
+        var server: NIOAsyncChannel<Connection, Never>?
+        var delay: Duration = .seconds(1), attempts = 0
+        while server == nil {
+            do {
+                server = try await bind(accepted)
+            } catch {
+                attempts += 1
+                status.record(address: where_, serving: false, problem: "\(error)")
+                if attempts == 1 {
+                    logger.error("cannot serve metrics on \(where_): \(error); tokens are served all the same, and the metrics listener tries again in the background")
                 }
-        } catch {
-            logger.critical("cannot serve metrics on \(address): \(error)")
-            throw error
+                let wait = delay
+                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
+                if Task.isCancelled || Task.isShuttingDownGracefully { return }
+                delay = min(delay * 2, Self.maximumRetryDelay)
+            }
         }
-        if !address.isLoopback {
-            logger.warning("metrics are served on \(address), beyond this host: anyone who reaches it sees provider names and counts; put a firewall or a proxy in front")
+        guard let server else { return }
+        status.record(address: where_, serving: true, problem: nil)
+        if let address, !address.isLoopback {
+            logger.warning("metrics are served on \(address), beyond this host: anyone who reaches it sees the daemon's counts; put a firewall or a proxy in front")
         }
-        logger.notice("serving metrics", metadata: ["metrics.address": "\(address)"])
+        logger.notice("serving metrics", metadata: ["metrics.address": "\(where_)", "metrics.bind_attempts": "\(attempts + 1)"])
         let open = OpenCount()
+        let peers = PeerCounts()
         await withGracefulShutdownHandler {
             do {
                 try await withThrowingDiscardingTaskGroup { group in
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
                             accepted.take(connection)
-                            guard open.value.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
+                            let peer = connection.channel.remoteAddress?.ipAddress ?? "-"
+                            guard open.value.add(1, ordering: .relaxed).newValue <= Self.maximumConnections,
+                                  peers.enter(peer, maximum: Self.maximumConnectionsPerPeer) else {
                                 open.value.subtract(1, ordering: .relaxed)
                                 group.addTask { try? await connection.executeThenClose { _, _ in } }
                                 continue
                             }
                             group.addTask {
-                                defer { open.value.subtract(1, ordering: .relaxed) }
+                                defer {
+                                    open.value.subtract(1, ordering: .relaxed)
+                                    peers.leave(peer)
+                                }
                                 await serve(connection)
                             }
                         }
@@ -106,6 +136,23 @@ struct MetricsListener: Service, CustomStringConvertible {
         } onGracefulShutdown: {
             server.channel.close(promise: nil)
         }
+    }
+
+    private func bind(_ accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>) async throws -> NIOAsyncChannel<Connection, Never> {
+        let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.backlog, value: 64)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+        let initializer = { @Sendable (channel: any Channel) in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                return try accepted.wrap(channel)
+            }
+        }
+        if let inheritedDescriptor {
+            return try await bootstrap.bind(inheritedDescriptor, childChannelInitializer: initializer)
+        }
+        guard let address else { throw SocketSetupError(description: "no address to serve metrics on") }
+        return try await bootstrap.bind(host: address.host, port: address.port, childChannelInitializer: initializer)
     }
 
     private func serve(_ connection: Connection) async {
@@ -130,7 +177,8 @@ struct MetricsListener: Service, CustomStringConvertible {
         }
         switch path {
         case "/metrics":
-            return (.ok, MetricsExposition.contentType, await exposition.text())
+            let text = await exposition.text()
+            return (.ok, MetricsExposition.contentType, withProviders ? text : MetricsExposition.withoutProviderLabels(text))
         case "/healthz":
             return (.ok, "text/plain; charset=utf-8", "ok\n")
         case "/readyz":
@@ -146,4 +194,43 @@ struct MetricsListener: Service, CustomStringConvertible {
 /// The metrics listener's open connections, shared by its connection tasks.
 private final class OpenCount: Sendable {
     let value = Atomic<Int>(0)
+}
+
+/// The metrics listener's open connections by peer address.
+private final class PeerCounts: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+
+    /// Counts one more from `peer`, unless it holds `maximum` already.
+    func enter(_ peer: String, maximum: Int) -> Bool {
+        counts.withLock { counts in
+            guard counts[peer, default: 0] < maximum else { return false }
+            counts[peer, default: 0] += 1
+            return true
+        }
+    }
+
+    func leave(_ peer: String) {
+        counts.withLock { counts in
+            let left = counts[peer, default: 1] - 1
+            counts[peer] = left > 0 ? left : nil
+        }
+    }
+}
+
+/// Whether the metrics listener serves, and why not, for `daemon.info`.
+final class MetricsListenerStatus: Sendable {
+    struct State: Sendable {
+        var address: String
+        var serving: Bool
+        var problem: String?
+    }
+
+    private let state = Mutex<State?>(nil)
+
+    func record(address: String, serving: Bool, problem: String?) {
+        state.withLock { $0 = State(address: address, serving: serving, problem: problem) }
+    }
+
+    /// `nil` until the listener first tried.
+    var current: State? { state.withLock { $0 } }
 }

@@ -18,4 +18,6 @@ struct DaemonServices: Sendable {
     var metrics: DaemonMetrics?
     /// What the `metrics` method answers with; `nil` where the daemon has no metrics.
     var exposition: MetricsExposition?
+    /// Whether the HTTP metrics listener serves, for `daemon.info`; `nil` where there is none.
+    var metricsListener: MetricsListenerStatus?
 }

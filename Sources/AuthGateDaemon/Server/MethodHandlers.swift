@@ -310,7 +310,8 @@ struct MethodHandlers {
             sessions: await services.sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
             configDir: services.context.configDirectory, mode: services.context.mode.rawValue, socket: services.context.socketPath,
             cachedTokenAnswers: isAdmin ? services.broadcast.published.answerCount : nil,
-            refresh: isAdmin ? RefreshStatistics(await services.sessions.refreshStatistics()) : nil)
+            refresh: isAdmin ? RefreshStatistics(await services.sessions.refreshStatistics()) : nil,
+            metricsListener: isAdmin ? services.metricsListener?.current.map { MetricsListenerInfo(address: $0.address, serving: $0.serving, error: $0.problem) } : nil)
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.

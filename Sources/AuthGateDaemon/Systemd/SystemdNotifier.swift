@@ -50,13 +50,17 @@ struct SystemdNotifier: Sendable {
     }
 }
 
-/// Socket activation (`sd_listen_fds(3)`): the listening socket systemd passed as fd 3.
+/// Socket activation (`sd_listen_fds(3)`): the listening sockets systemd passed from fd 3 on,
+/// named by `$LISTEN_FDNAMES` (`FileDescriptorName=`).
 enum SystemdSocketActivation {
     static let firstDescriptor: Int32 = 3
+    /// The name of the metrics socket (`authgated-metrics.socket`).
+    static let metricsName = "metrics"
 
-    /// The inherited listening socket, when `$LISTEN_PID` names this process and
-    /// `$LISTEN_FDS` is at least 1. The variables are removed so that no child inherits them.
-    static func listeningDescriptor() -> Int32? {
+    /// The inherited sockets, when `$LISTEN_PID` names this process: the one named `metrics` is
+    /// the metrics listener's, the first other one the RPC socket. The variables are removed so
+    /// that no child inherits them.
+    static func listeningDescriptors() -> (rpc: Int32?, metrics: Int32?) {
         let environment = ProcessInfo.processInfo.environment
         defer {
             unsetenv("LISTEN_PID")
@@ -64,7 +68,17 @@ enum SystemdSocketActivation {
             unsetenv("LISTEN_FDNAMES")
         }
         guard let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid(),
-              let count = environment["LISTEN_FDS"].flatMap(Int32.init), count >= 1 else { return nil }
-        return firstDescriptor
+              let count = environment["LISTEN_FDS"].flatMap(Int32.init), count >= 1 else { return (nil, nil) }
+        let names = (environment["LISTEN_FDNAMES"] ?? "").split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        var rpc: Int32?, metrics: Int32?
+        for index in 0..<Int(count) {
+            let descriptor = firstDescriptor + Int32(index)
+            if index < names.count, names[index] == metricsName {
+                metrics = metrics ?? descriptor
+            } else {
+                rpc = rpc ?? descriptor
+            }
+        }
+        return (rpc, metrics)
     }
 }

@@ -17,9 +17,12 @@ public struct DaemonInfo: Sendable, Codable {
     public var cachedTokenAnswers: Int?
     /// The background refresh, every user's; shown to administrators only.
     public var refresh: RefreshStatistics?
+    /// The HTTP metrics listener, when there is one; shown to administrators only.
+    public var metricsListener: MetricsListenerInfo?
 
     public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String,
-                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil) {
+                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil, metricsListener: MetricsListenerInfo? = nil) {
+        self.metricsListener = metricsListener
         self.cachedTokenAnswers = cachedTokenAnswers
         self.refresh = refresh
         self.version = version
@@ -37,6 +40,23 @@ public struct DaemonInfo: Sendable, Codable {
         case configDir = "config_dir"
         case cachedTokenAnswers = "cached_token_answers"
         case refresh
+        case metricsListener = "metrics_listener"
+    }
+}
+
+/// The HTTP metrics listener as `daemon.info` shows it to administrators.
+public struct MetricsListenerInfo: Sendable, Codable, Equatable {
+    /// `HOST:PORT`, or the socket systemd passed.
+    public var address: String
+    /// False while its address cannot be bound (it tries again in the background).
+    public var serving: Bool
+    /// Why it does not serve.
+    public var error: String?
+
+    public init(address: String, serving: Bool, error: String?) {
+        self.address = address
+        self.serving = serving
+        self.error = error
     }
 }
 
