@@ -18,4 +18,7 @@ struct DaemonServices: Sendable {
     var metrics: DaemonMetrics?
     /// What the `metrics` method answers with; `nil` where the daemon has no metrics.
     var exposition: MetricsExposition?
+    /// The session store and its key, for `storage.rekey` and `daemon.info`; `nil` in tests
+    /// that run without one.
+    var persistence: SessionPersistence?
 }
