@@ -1,4 +1,4 @@
-// The params and results of `daemon.info` and `metrics` (docs/RPC.md), with their wire names.
+// The params and results of `daemon.info`, `metrics` and `storage.rekey` (docs/RPC.md), with their wire names.
 
 /// `daemon.info` result.
 public struct DaemonInfo: Sendable, Codable {
@@ -17,9 +17,13 @@ public struct DaemonInfo: Sendable, Codable {
     public var cachedTokenAnswers: Int?
     /// The background refresh, every user's; shown to administrators only.
     public var refresh: RefreshStatistics?
+    /// Where the storage key lives (`credential`, `secret-service` or `file`); absent until
+    /// the session store is opened (a daemon with `memory` providers only never opens it).
+    public var storageKey: String?
 
     public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String,
-                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil) {
+                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil, storageKey: String? = nil) {
+        self.storageKey = storageKey
         self.cachedTokenAnswers = cachedTokenAnswers
         self.refresh = refresh
         self.version = version
@@ -37,6 +41,7 @@ public struct DaemonInfo: Sendable, Codable {
         case configDir = "config_dir"
         case cachedTokenAnswers = "cached_token_answers"
         case refresh
+        case storageKey = "storage_key"
     }
 }
 
@@ -86,5 +91,30 @@ public struct MetricsResult: Sendable, Codable {
     private enum CodingKeys: String, CodingKey {
         case contentType = "content_type"
         case text
+    }
+}
+
+/// `storage.rekey` result: what was sealed again, and where the new key lives.
+public struct StorageRekeyResult: Sendable, Codable, Equatable {
+    /// `secret-service` or `file`.
+    public var storageKey: String
+    /// Sessions files (one per uid) now sealed with the new key.
+    public var files: Int
+    /// The sessions in them.
+    public var sessions: Int
+    /// Files no key opened, left as they were (the next start moves them aside).
+    public var unreadableFiles: Int
+
+    public init(storageKey: String, files: Int, sessions: Int, unreadableFiles: Int) {
+        self.storageKey = storageKey
+        self.files = files
+        self.sessions = sessions
+        self.unreadableFiles = unreadableFiles
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case files, sessions
+        case storageKey = "storage_key"
+        case unreadableFiles = "unreadable_files"
     }
 }
