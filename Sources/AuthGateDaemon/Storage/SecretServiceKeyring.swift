@@ -46,7 +46,9 @@ struct SecretServiceKeyring: Sendable {
     /// bus (neither `DBUS_SESSION_BUS_ADDRESS` nor `$XDG_RUNTIME_DIR/bus`), or no `secret-tool`.
     /// `AUTHGATE_SECRET_TOOL` names another executable that speaks secret-tool's language.
     static func find(environment: [String: String]) -> Result<SecretServiceKeyring, Failure> {
-        var childEnvironment = environment
+        // What systemd hands the daemon is the daemon's alone: no helper may notify, take the
+        // inherited socket or read the credentials.
+        var childEnvironment = environment.filter { !Self.daemonOnlyVariables.contains($0.key) }
         if (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty {
             guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"),
                   let bus = StorageFiles.pathStatus(runtime + "/bus"), !bus.isRegularFile, !bus.isDirectory else {
@@ -64,6 +66,10 @@ struct SecretServiceKeyring: Sendable {
         }
         return .success(SecretServiceKeyring(tool: tool, environment: childEnvironment.map { "\($0.key)=\($0.value)" }.sorted()))
     }
+
+    private static let daemonOnlyVariables: Set<String> = [
+        "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID", "CREDENTIALS_DIRECTORY",
+    ]
 
     /// The key stored as `item`; `nil` when there is none.
     func lookup(_ item: Item) -> Result<StorageKey?, Failure> {
