@@ -124,6 +124,20 @@ private func opens(_ daemon: DaemonProcess, with key: StorageKey) throws -> Bool
     return false
 }
 
+private func fileKeyExists(_ daemon: DaemonProcess) -> Bool {
+    FileManager.default.fileExists(atPath: daemon.stateDirectory + "/authgate.key")
+}
+
+extension StorageKeyKeeper {
+    /// Stores `key` in the test session's keyring as the daemon would.
+    static func storeInKeyring(_ key: StorageKey, kind: String = "storage-key", keyring session: KeyringSession) throws {
+        guard case .success(let keyring) = SecretServiceKeyring.find(environment: ProcessInfo.processInfo.environment.merging(session.environment) { _, new in new }),
+              case .success = keyring.storeAndVerify(key, as: SecretServiceKeyring.Item(rawValue: kind) ?? .current) else {
+            throw TestFailure("cannot store a key in the test keyring")
+        }
+    }
+}
+
 private func fileKey(_ daemon: DaemonProcess) -> StorageKey? {
     (try? Data(contentsOf: URL(fileURLWithPath: daemon.stateDirectory + "/authgate.key"))).flatMap { StorageKey(rawBytes: Array($0)) }
 }
@@ -176,6 +190,47 @@ struct KeyringTests {
         try daemon.waitForLog("was moved from")
         #expect(try keyring.storedKey() == old)
         #expect(fileKey(daemon) == nil)
+        #expect(try daemon.cli(["token", "mock"]).stdout == token)
+    }
+
+    @Test("sessions sealed with a file key while the keyring was away are sealed again with the keyring's, and the file goes",
+          KeyringTests.needsKeyring)
+    func keyringAndFile() throws {
+        let keyring = try KeyringSession()
+        var daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, environment: withoutSessionBus)
+        let token = try signIn(daemon)
+        let oldFileKey = try #require(fileKey(daemon))
+        let keyringKey = StorageKey.generate()
+        try StorageKeyKeeper.storeInKeyring(keyringKey, keyring: keyring)
+
+        daemon = try restart(daemon, arguments: auto, environment: keyring.environment)
+        try daemon.waitForLog("both the Secret Service and")
+        try daemon.waitForLog("storage key change finished")
+        #expect(try opens(daemon, with: keyringKey) && !opens(daemon, with: oldFileKey))
+        #expect(fileKeyExists(daemon) == false)
+        #expect(try daemon.cli(["token", "mock"]).stdout == token)
+    }
+
+    @Test("a rekey in the keyring interrupted after its new key was stored and one file sealed is finished at the next start",
+          KeyringTests.needsKeyring)
+    func interruptedKeyringRekey() throws {
+        let keyring = try KeyringSession()
+        var daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, environment: keyring.environment)
+        let token = try signIn(daemon)
+        let old = try #require(try keyring.storedKey())
+        daemon.send(SIGTERM)
+        _ = try daemon.waitForExit()
+        // What a crash between steps 2 and 3 leaves: the next key in the keyring, the file sealed with it.
+        let new = StorageKey.generate()
+        try StorageKeyKeeper.storeInKeyring(new, kind: "storage-key-next", keyring: keyring)
+        let store = SessionStore(stateDirectory: daemon.stateDirectory, key: new, openingKeys: [old])
+        try store.reseal(with: new)
+
+        daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, scratch: daemon.scratch, environment: keyring.environment)
+        try daemon.waitForLog("interrupted rekey is finished")
+        try daemon.waitForLog("sessions.restored=1")
+        #expect(try keyring.storedKey() == new)
+        #expect(try keyring.storedKey(kind: "storage-key-next") == nil)
         #expect(try daemon.cli(["token", "mock"]).stdout == token)
     }
 
