@@ -133,11 +133,6 @@ final class SessionStore: Sendable {
         return uid
     }
 
-    /// Whether ``reseal(with:)`` still has files to move to the sealing key.
-    var hasOpeningKeys: Bool {
-        lock.withLock { !$0.opening.isEmpty }
-    }
-
     /// What ``reseal(with:)`` did.
     struct ResealReport: Sendable {
         /// Files now sealed with the new key.
