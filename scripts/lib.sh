@@ -16,7 +16,8 @@ apt_install() {
 # libcurl's development files (provider HTTP goes through libcurl), pkg-config to find them,
 # curl, which the tests use to ask the test servers things directly, and, for the tests of
 # the service (scripts/verify-units, running clients as other users), systemd-analyze,
-# setpriv and useradd; Prometheus for the metrics tests.
+# setpriv and useradd; Prometheus for the metrics tests; dbus, gnome-keyring and secret-tool
+# for the storage key in the Secret Service.
 ensure_system_packages() {
     local missing=()
     command -v pkg-config >/dev/null || missing+=(pkg-config)
@@ -28,6 +29,11 @@ ensure_system_packages() {
     # The metrics tests: promtool checks the exposition and the alert rules, a Prometheus
     # server scrapes --metrics-listen.
     command -v promtool >/dev/null && command -v prometheus >/dev/null || missing+=(prometheus)
+    # The storage key in the Secret Service (KeyringTests): a private session bus, a real
+    # gnome-keyring-daemon on it, and secret-tool, which the daemon itself runs.
+    command -v dbus-daemon >/dev/null && command -v dbus-send >/dev/null || missing+=(dbus)
+    command -v gnome-keyring-daemon >/dev/null || missing+=(gnome-keyring)
+    command -v secret-tool >/dev/null || missing+=(libsecret-tools)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then
         apt_install "${missing[@]}"

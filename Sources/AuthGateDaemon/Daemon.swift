@@ -93,8 +93,10 @@ public enum Daemon {
 
         let metrics = configuration.keepsMetrics ? DaemonMetrics() : nil
         let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, metrics: metrics, logger: logger) })
-        let persistence = SessionPersistence(stateDirectory: configuration.stateDirectory,
-                                             credentialsDirectory: configuration.credentialsDirectory, logger: logger)
+        let persistence = SessionPersistence(
+            keeper: StorageKeyKeeper(stateDirectory: configuration.stateDirectory, credentialsDirectory: configuration.credentialsDirectory,
+                                     choice: configuration.keyStore, mode: configuration.mode, environment: configuration.environment),
+            logger: logger)
         let broadcast = SessionBroadcast(access: registry.access)
         let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser,
                                       metrics: metrics, observer: broadcast)
@@ -116,7 +118,8 @@ public enum Daemon {
         let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
         let dispatcher = RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader,
                                                                 throttle: LoginThrottle(), context: context, logger: logger, broadcast: broadcast,
-                                                                metrics: metrics, exposition: exposition, metricsListener: metricsListenerStatus))
+                                                                metrics: metrics, exposition: exposition, metricsListener: metricsListenerStatus,
+                                                                persistence: persistence))
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
                                inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher,

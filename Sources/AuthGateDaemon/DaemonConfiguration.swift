@@ -39,6 +39,11 @@ public struct DaemonConfiguration: Sendable {
     public var metricsWithProviders = false
     /// `--no-metrics`: count nothing (the `metrics` method then answers `method_not_found`).
     public var keepsMetrics = true
+    /// `--key-store`: where the storage key may be kept (the credential always comes first).
+    public var keyStore = KeyStoreChoice.auto
+    /// The environment the keyring is found through (`DBUS_SESSION_BUS_ADDRESS`,
+    /// `XDG_RUNTIME_DIR`, `PATH`); the process's by default.
+    public var environment: [String: String] = ProcessInfo.processInfo.environment
 
     public static let defaultAdminGroup = "authgate-admin"
 
@@ -74,11 +79,13 @@ public struct DaemonConfiguration: Sendable {
                 ?? (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config"
             return config + "/authgate/providers.d"
         }()
-        return DaemonConfiguration(
+        var configuration = DaemonConfiguration(
             providersDirectory: providersDirectory,
             socketPath: socket ?? (mode == .system ? SocketLocation.systemSocket : SocketLocation.userSocket(environment: environment)),
             stateDirectory: stateDirectory ?? (mode == .system ? "/var/lib/authgate" : SocketLocation.userStateDirectory(environment: environment)),
             mode: mode, strict: strict, socketGroup: socketGroup,
             credentialsDirectory: environment["CREDENTIALS_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 }, limits: limits)
+        configuration.environment = environment
+        return configuration
     }
 }

@@ -30,6 +30,7 @@ extension ErrorReason {
         case .loginPending: -32016
         case .loginCancelled: -32017
         case .dpopRejected: -32018
+        case .storageUnavailable: -32019
         }
     }
 

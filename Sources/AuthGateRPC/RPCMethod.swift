@@ -21,4 +21,6 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case configReload = "config.reload"
     /// Administrators: the Prometheus exposition text.
     case metrics
+    /// Administrators: every sessions file sealed again under a new storage key.
+    case storageRekey = "storage.rekey"
 }

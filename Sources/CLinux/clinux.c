@@ -1,2 +1,135 @@
-// The functions are static inline in include/clinux.h; SwiftPM wants one source file.
+// The functions are static inline in include/clinux.h (SwiftPM wants one source file), but for
+// ag_run_child, which needs _GNU_SOURCE (pipe2, POSIX_SPAWN_SETSID, addclosefrom_np).
+#define _GNU_SOURCE
 #include "clinux.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+/// Milliseconds left until `deadline` (CLOCK_MONOTONIC), at least 0.
+static int ag_remaining_ms(const struct timespec *deadline) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long left = (long long)(deadline->tv_sec - now.tv_sec) * 1000 + (deadline->tv_nsec - now.tv_nsec) / 1000000;
+    return left < 0 ? 0 : (left > 0x7fffffff ? 0x7fffffff : (int)left);
+}
+
+/// Reads what `fd` has into `buffer` (up to `capacity`, the rest dropped); returns 0 at end
+/// of file or on an error, 1 while the descriptor stays open.
+static int ag_drain(int fd, unsigned char *buffer, size_t capacity, size_t *length) {
+    unsigned char chunk[4096];
+    ssize_t count = read(fd, chunk, sizeof chunk);
+    if (count < 0) return errno == EINTR || errno == EAGAIN ? 1 : 0;
+    if (count == 0) return 0;
+    size_t room = capacity - *length;
+    size_t kept = (size_t)count < room ? (size_t)count : room;
+    memcpy(buffer + *length, chunk, kept);
+    *length += kept;
+    // The chunk may have held a secret (the child's answer).
+    memset(chunk, 0, sizeof chunk);
+    return 1;
+}
+
+int ag_run_child(const char *path, char *const argv[], char *const envp[],
+                 const unsigned char *input, size_t input_length,
+                 unsigned char *output, size_t output_capacity, size_t *output_length,
+                 unsigned char *error_output, size_t error_capacity, size_t *error_length,
+                 int timeout_ms, int *exit_status) {
+    int in[2], out[2], err[2];
+    *output_length = 0;
+    *error_length = 0;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) return -1;
+    if (pipe2(out, O_CLOEXEC) != 0) { int saved = errno; close(in[0]); close(in[1]); errno = saved; return -1; }
+    if (pipe2(err, O_CLOEXEC) != 0) {
+        int saved = errno; close(in[0]); close(in[1]); close(out[0]); close(out[1]); errno = saved; return -1;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[1], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    // Descriptors someone opened without O_CLOEXEC (a library) stay out of the child too.
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setsigdefault(&attributes, &all);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+    pid_t pid;
+    int spawned = posix_spawn(&pid, path, &actions, &attributes, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    close(in[1]);
+    close(out[1]);
+    close(err[1]);
+    if (spawned != 0) {
+        close(in[0]); close(out[0]); close(err[0]);
+        errno = spawned;
+        return -1;
+    }
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
+
+    size_t written = 0;
+    int input_open = 1, output_open = 1, error_open = 1, timed_out = 0;
+    if (input_length == 0) { shutdown(in[0], SHUT_WR); input_open = 0; }
+    while (output_open || error_open) {
+        struct pollfd watched[3];
+        int count = 0;
+        int input_slot = -1, output_slot = -1, error_slot = -1;
+        if (input_open) { input_slot = count; watched[count++] = (struct pollfd){ .fd = in[0], .events = POLLOUT }; }
+        if (output_open) { output_slot = count; watched[count++] = (struct pollfd){ .fd = out[0], .events = POLLIN }; }
+        if (error_open) { error_slot = count; watched[count++] = (struct pollfd){ .fd = err[0], .events = POLLIN }; }
+        int left = ag_remaining_ms(&deadline);
+        if (left == 0) { timed_out = 1; break; }
+        int ready = poll(watched, (nfds_t)count, left);
+        if (ready < 0) {
+            if (errno == EINTR) continue;
+            timed_out = 1;
+            break;
+        }
+        if (input_slot >= 0 && watched[input_slot].revents) {
+            ssize_t sent = send(in[0], input + written, input_length - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (sent > 0) written += (size_t)sent;
+            if ((sent < 0 && errno != EINTR && errno != EAGAIN) || written == input_length) {
+                shutdown(in[0], SHUT_WR);
+                input_open = 0;
+            }
+        }
+        if (output_slot >= 0 && watched[output_slot].revents) output_open = ag_drain(out[0], output, output_capacity, output_length);
+        if (error_slot >= 0 && watched[error_slot].revents) error_open = ag_drain(err[0], error_output, error_capacity, error_length);
+    }
+    close(in[0]);
+    close(out[0]);
+    close(err[0]);
+    int status = 0;
+    // Both outputs closed: the child is exiting (or closed them and went on, which the
+    // deadline covers too).
+    while (!timed_out) {
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid) break;
+        if (done < 0 && errno != EINTR) { timed_out = 1; break; }
+        if (ag_remaining_ms(&deadline) == 0) { timed_out = 1; break; }
+        struct timespec pause = { 0, 2000000L };
+        nanosleep(&pause, NULL);
+    }
+    if (timed_out) {
+        // The whole session: a helper the child started must not outlive it either.
+        kill(-pid, SIGKILL);
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+        return -2;
+    }
+    *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    return 0;
+}

@@ -56,7 +56,7 @@ enum ExitStatus {
 
     static func forReason(_ reason: ErrorReason) -> ExitCode {
         switch reason {
-        case .internalError: internalError
+        case .internalError, .storageUnavailable: internalError
         case .loginRequired, .flowExpired, .loginPending, .loginCancelled: signInRequired
         case .invalidCredentials: wrongCredentials
         case .parseError, .invalidRequest, .methodNotFound, .invalidParams, .requestTooLarge, .validationFailed,

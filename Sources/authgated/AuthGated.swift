@@ -68,6 +68,11 @@ struct AuthGated: AsyncParsableCommand {
           help: "Show the families labelled by provider (ids, per-provider counts) on --metrics-listen too; by default only the admin-only `authgate metrics` shows them, since anyone who reaches the port reads it.")
     var metricsWithProviders = false
 
+    @Option(name: .customLong("key-store"),
+            help: ArgumentHelp("Where the storage key of persistent sessions is kept: auto (a per-user daemon uses the Secret Service when its session has one, else the state directory's file), file or secret-service. A systemd credential authgate.key always comes first.",
+                               valueName: "auto|file|secret-service"))
+    var keyStore = "auto"
+
     @Flag(name: .customLong("no-metrics"), help: "Keep no metrics at all (their cost on the cached token path is measured in docs/BENCHMARKS.md).")
     var noMetrics = false
 
@@ -82,6 +87,7 @@ struct AuthGated: AsyncParsableCommand {
         guard (1...86_400).contains(loginTimeout) else {
             throw ValidationError("--login-timeout must be between 1 and 86400 seconds.")
         }
+        guard KeyStoreChoice(rawValue: keyStore) != nil else { throw ValidationError("--key-store must be auto, file or secret-service.") }
         guard maximumSessionsPerUser >= 1 else { throw ValidationError("--max-sessions-per-user must be positive.") }
         guard !(noMetrics && metricsListen != nil) else { throw ValidationError("--no-metrics and --metrics-listen exclude each other.") }
         if let metricsListen, MetricsAddress(metricsListen) == nil {
@@ -101,6 +107,7 @@ struct AuthGated: AsyncParsableCommand {
         configuration.metricsAddress = metricsListen.flatMap(MetricsAddress.init)
         configuration.keepsMetrics = !noMetrics
         configuration.metricsWithProviders = metricsWithProviders
+        configuration.keyStore = KeyStoreChoice(rawValue: keyStore) ?? .auto
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in

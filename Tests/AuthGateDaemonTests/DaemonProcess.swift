@@ -109,8 +109,10 @@ final class DaemonProcess: Sendable {
             try Data(json.utf8).write(to: URL(fileURLWithPath: providersDirectory + "/" + name))
         }
         process = Process()
+        // The tester's own keyring never holds a test's key: the file unless a test names a key store.
+        let keyStore = arguments.contains("--key-store") ? [] : ["--key-store", "file"]
         let daemonArguments = ["--user", "--providers", providersDirectory, "--socket", socketPath,
-                               "--state-dir", scratch.path + "/state", "--log-level", logLevel] + arguments
+                               "--state-dir", scratch.path + "/state", "--log-level", logLevel] + keyStore + arguments
         if let program = launcher.first {
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = Array(launcher.dropFirst()) + [BuiltProducts.daemon.path] + daemonArguments

@@ -42,6 +42,9 @@ public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     /// The provider refused the DPoP proof of the session's key (RFC 9449), asked for a new
     /// nonce twice in a row, or answered with a token that is not DPoP-bound.
     case dpopRejected = "dpop_rejected"
+    /// The session store or its key cannot be used for what was asked: the keyring or the
+    /// key file fails, or the key is a systemd credential, which the daemon cannot change.
+    case storageUnavailable = "storage_unavailable"
     case internalError = "internal_error"
 }
 

@@ -20,4 +20,7 @@ struct DaemonServices: Sendable {
     var exposition: MetricsExposition?
     /// Whether the HTTP metrics listener serves, for `daemon.info`; `nil` where there is none.
     var metricsListener: MetricsListenerStatus?
+    /// The session store and its key, for `storage.rekey` and `daemon.info`; `nil` in tests
+    /// that run without one.
+    var persistence: SessionPersistence?
 }

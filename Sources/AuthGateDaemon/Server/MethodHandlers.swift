@@ -3,6 +3,7 @@ import AuthGateOAuth
 import AuthGateRPC
 import FoundationEssentials
 import Logging
+import NIOPosix
 
 /// The RPC methods, for one caller. Each returns a result or throws ``AuthGateError``.
 struct MethodHandlers {
@@ -301,6 +302,33 @@ struct MethodHandlers {
         return MetricsResult(contentType: MetricsExposition.contentType, text: await exposition.text())
     }
 
+    /// Administrators only: every sessions file sealed again under a new storage key, which
+    /// then replaces the old one where it lives (``SessionPersistence/rekey()``).
+    func storageRekey() async throws(AuthGateError) -> StorageRekeyResult {
+        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may change the storage key.")
+        }
+        guard let persistence = services.persistence else { throw AuthGateError(.storageUnavailable, "This daemon has no session store.") }
+        services.logger.notice("rekey requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
+        // Child processes, fsyncs and the store's lock: off the event loops and the actors' threads.
+        let outcome: Result<SessionPersistence.RekeyOutcome, StorageError>
+        do {
+            outcome = try await NIOThreadPool.singleton.runIfActive { () -> Result<SessionPersistence.RekeyOutcome, StorageError> in
+                do throws(StorageError) { return .success(try persistence.rekey()) } catch { return .failure(error) }
+            }
+        } catch {
+            throw AuthGateError(.serviceUnavailable, "authgated is stopping.")
+        }
+        switch outcome {
+        case .success(let done):
+            return StorageRekeyResult(storageKey: done.location.kind, files: done.report.files, sessions: done.report.sessions,
+                                      unreadableFiles: done.report.unreadable.count)
+        case .failure(let failure):
+            services.logger.error("rekey failed: \(failure)")
+            throw AuthGateError(.storageUnavailable, failure.message)
+        }
+    }
+
     func daemonInfo() async -> DaemonInfo {
         let isAdmin = AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup)
         let uptime = ContinuousClock.now - services.context.startedAt
@@ -311,7 +339,8 @@ struct MethodHandlers {
             configDir: services.context.configDirectory, mode: services.context.mode.rawValue, socket: services.context.socketPath,
             cachedTokenAnswers: isAdmin ? services.broadcast.published.answerCount : nil,
             refresh: isAdmin ? RefreshStatistics(await services.sessions.refreshStatistics()) : nil,
-            metricsListener: isAdmin ? services.metricsListener?.current.map { MetricsListenerInfo(address: $0.address, serving: $0.serving, error: $0.problem) } : nil)
+            metricsListener: isAdmin ? services.metricsListener?.current.map { MetricsListenerInfo(address: $0.address, serving: $0.serving, error: $0.problem) } : nil,
+            storageKey: services.persistence?.keyLocation?.kind)
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.

@@ -87,6 +87,7 @@ enum MethodTable {
         case .daemonInfo: .withoutParams { await $0.daemonInfo() }
         case .configReload: .withoutParams { try await $0.configReload() }
         case .metrics: .withoutParams { try await $0.metrics() }
+        case .storageRekey: .withoutParams { try await $0.storageRekey() }
         }
     }
 }

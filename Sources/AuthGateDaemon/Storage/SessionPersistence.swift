@@ -8,31 +8,97 @@ import Synchronization
 /// sessions then live in memory only: the daemon keeps working, and says what to fix.
 final class SessionPersistence: Sendable {
     private let stateDirectory: String
-    private let credentialsDirectory: String?
+    private let keeper: StorageKeyKeeper
     private let logger: Logger
-    private let opened = Mutex<SessionStore?>(nil)
+    private let opened = Mutex<(store: SessionStore, location: KeyLocation)?>(nil)
+    /// One `rekey` at a time.
+    private let rekeying = Mutex(())
 
-    /// - Parameter credentialsDirectory: systemd's `$CREDENTIALS_DIRECTORY`, where a
-    ///   `LoadCredential=authgate.key:…` puts the key.
-    init(stateDirectory: String, credentialsDirectory: String?, logger: Logger) {
-        self.stateDirectory = stateDirectory
-        self.credentialsDirectory = credentialsDirectory
+    /// - Parameter keeper: Where the key is found (the credential, the keyring, the file).
+    init(keeper: StorageKeyKeeper, logger: Logger) {
+        self.stateDirectory = keeper.stateDirectory
+        self.keeper = keeper
         self.logger = logger
     }
 
-    /// The store, opened (and its key created) on first use; `nil` when that failed.
+    /// Where the key of the open store lives; `nil` before the store is opened.
+    var keyLocation: KeyLocation? {
+        opened.withLock { $0?.location }
+    }
+
+    /// The store, opened (and its key found or created) on first use; `nil` when that failed.
     func store() -> SessionStore? {
-        opened.withLock { store in
-            if let store { return store }
-            do {
-                let key = try StorageKey.load(stateDirectory: stateDirectory, credentialsDirectory: credentialsDirectory)
-                store = SessionStore(stateDirectory: stateDirectory, key: key)
-                logger.info("session store opened", metadata: ["storage.directory": "\(stateDirectory)/sessions"])
+        opened.withLock { opened in
+            if let opened { return opened.store }
+            do throws(StorageError) {
+                let key = try keeper.open()
+                for notice in key.notices {
+                    logger.notice("\(notice)", metadata: ["storage.key": "\(key.location.kind)"])
+                }
+                let store = SessionStore(stateDirectory: stateDirectory, key: key.sealing, openingKeys: key.opening)
+                if key.finish != nil || !key.opening.isEmpty { finishKeyChange(key, store: store) }
+                opened = (store, key.location)
+                logger.info("session store opened", metadata: ["storage.directory": "\(stateDirectory)/sessions",
+                                                               "storage.key": "\(key.location.kind)"])
+                return store
             } catch {
                 logger.error("persistent sessions cannot be stored; they will live in memory only until this is fixed: \(error)",
                              metadata: ["storage.directory": "\(stateDirectory)"])
+                return nil
             }
-            return store
+        }
+    }
+
+    /// Seals every file with the key found and ends the change start-up found: an interrupted
+    /// rekey, or a key that moved into the keyring. A failure is logged and leaves the opening
+    /// keys in the store, so every file still opens; the next start tries again.
+    private func finishKeyChange(_ key: StorageKeyKeeper.Opened, store: SessionStore) {
+        do throws(StorageError) {
+            let report = try store.reseal(with: key.sealing)
+            try keeper.finish(key)
+            logger.notice("storage key change finished", metadata: ["storage.key": "\(key.location.kind)",
+                                                                    "sessions.files": "\(report.files)"])
+        } catch {
+            logger.error("the storage key change could not be finished; the next start tries again: \(error)")
+        }
+    }
+
+    /// What `rekey` did.
+    struct RekeyOutcome: Sendable {
+        var location: KeyLocation
+        var report: SessionStore.ResealReport
+    }
+
+    /// Seals every uid's sessions with a new key, then makes it the key.
+    ///
+    /// Order, so that a crash at any point loses nothing: (1) the new key is stored beside the
+    /// current one (`authgate.key.next`, or the keyring item `kind=storage-key-next`); (2) every
+    /// file is sealed again with it, each replaced atomically; (3) the new key replaces the
+    /// current one (a rename, or the keyring item) and the old one is gone. A start that finds
+    /// a next key opens files with either key and finishes (2) and (3).
+    /// - Throws: The step that failed, as a sentence; a systemd credential is refused (it is
+    ///   read-only), with how to rotate it.
+    func rekey() throws(StorageError) -> RekeyOutcome {
+        try rekeying.withLock { _ throws(StorageError) in
+            guard let store = store(), let location = keyLocation else {
+                throw StorageError(file: stateDirectory, "the session store cannot be opened (the daemon's log says why)")
+            }
+            if case .credential(let path) = location { throw StorageError(file: path, StorageKeyKeeper.credentialRefusal(path)) }
+            let key = StorageKey.generate()
+            try keeper.storeNext(key, at: location)
+            let report = try store.reseal(with: key)
+            do throws(StorageError) {
+                try keeper.promote(key, at: location)
+            } catch {
+                throw StorageError(file: error.file, "\(error.message). Every sessions file is sealed with the new key, which is kept "
+                                   + "as the next key: the next start makes it the current one")
+            }
+            for problem in report.unreadable {
+                logger.warning("rekey: a sessions file no key opens was left as it is: \(problem)")
+            }
+            logger.notice("storage rekeyed", metadata: ["storage.key": "\(location.kind)", "sessions.files": "\(report.files)",
+                                                        "sessions.count": "\(report.sessions)"])
+            return RekeyOutcome(location: location, report: report)
         }
     }
 }

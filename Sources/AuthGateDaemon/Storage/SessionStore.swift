@@ -25,16 +25,25 @@ import Glibc
 final class SessionStore: Sendable {
     /// `sessions/` under the state directory.
     let directory: String
-    private let key: StorageKey
-    private let lock = Mutex(())
+    /// Guards every file operation, and the keys they use.
+    private let lock: Mutex<Keys>
+
+    /// The key that seals, and those that may still open files sealed before a key change
+    /// (``reseal(with:)``) finished: tried in turn when the sealing key does not open a file.
+    struct Keys {
+        var sealing: StorageKey
+        var opening: [StorageKey] = []
+    }
 
     static let fileSuffix = ".sessions"
     static let unreadableSuffix = ".sessions.unreadable"
     static let temporaryMarker = ".sessions.tmp-"
 
-    init(stateDirectory: String, key: StorageKey) {
+    /// - Parameter openingKeys: Keys that may have sealed some files (an interrupted `rekey`,
+    ///   a key being retired); they open files but never seal one.
+    init(stateDirectory: String, key: StorageKey, openingKeys: [StorageKey] = []) {
         directory = stateDirectory + "/sessions"
-        self.key = key
+        lock = Mutex(Keys(sealing: key, opening: openingKeys.filter { $0 != key }))
     }
 
     /// The file that holds `uid`'s sessions.
@@ -46,13 +55,13 @@ final class SessionStore: Sendable {
     /// - Throws: When the directory is unsafe or the file cannot be written; the previous
     ///   file is then left as it was.
     func save(_ sessions: [PersistedSession], uid: UInt32) throws(StorageError) {
-        try lock.withLock { _ throws(StorageError) in
+        try lock.withLock { keys throws(StorageError) in
             let exists = try checkDirectory(create: !sessions.isEmpty)
             if sessions.isEmpty {
                 guard exists else { return }
                 try remove(uid: uid)
             } else {
-                try write(try SealedSessionsFile.seal(sessions, uid: uid, key: key, file: path(uid: uid)), uid: uid)
+                try write(try SealedSessionsFile.seal(sessions, uid: uid, key: keys.sealing, file: path(uid: uid)), uid: uid)
             }
         }
     }
@@ -68,7 +77,7 @@ final class SessionStore: Sendable {
     /// `<uid>.sessions.unreadable` (replacing an older one), so the other uids load and the
     /// next save for that uid starts clean. Temporary files left by a crash are removed.
     func loadAll() -> (sessions: [UInt32: [PersistedSession]], problems: [StoreProblem]) {
-        lock.withLock { _ in
+        lock.withLock { keys in
             do throws(StorageError) {
                 guard try checkDirectory(create: false) else { return ([:], []) }
             } catch {
@@ -91,8 +100,8 @@ final class SessionStore: Sendable {
                     continue
                 }
                 guard let uid = Self.uid(fileName: name) else { continue }
-                switch readSessions(uid: uid) {
-                case .success(let list):
+                switch readSessions(uid: uid, keys: keys) {
+                case .success(let (list, _)):
                     sessions[uid] = list
                 case .failure(let failure):
                     let file = path(uid: uid)
@@ -124,9 +133,62 @@ final class SessionStore: Sendable {
         return uid
     }
 
-    /// Reads and decrypts one uid's file.
-    /// - Returns: The sessions, or why the file cannot be used (a sentence naming it).
-    private func readSessions(uid: UInt32) -> Result<[PersistedSession], StoreFailure> {
+    /// What ``reseal(with:)`` did.
+    struct ResealReport: Sendable {
+        /// Files now sealed with the new key.
+        var files = 0
+        /// The sessions in them.
+        var sessions = 0
+        /// Files no key opens, left as they are (the next start moves them aside).
+        var unreadable: [StoreProblem] = []
+    }
+
+    /// Makes `key` the sealing key and seals every uid's file with it, each replaced atomically.
+    ///
+    /// Files are opened with any key known (the previous sealing key joins the opening keys),
+    /// so a reseal that a crash interrupts can run again from the start. Once every file is
+    /// sealed with `key`, the other keys are forgotten; when a write fails, they are kept (and
+    /// `key` stays the sealing key), so every file still opens.
+    /// - Throws: When a file cannot be written; the files written so far stay sealed with `key`.
+    @discardableResult
+    func reseal(with key: StorageKey) throws(StorageError) -> ResealReport {
+        try lock.withLock { keys throws(StorageError) in
+            if keys.sealing != key {
+                keys.opening = [keys.sealing] + keys.opening.filter { $0 != key }
+                keys.sealing = key
+            }
+            var report = ResealReport()
+            guard try checkDirectory(create: false) else {
+                keys.opening = []
+                return report
+            }
+            let names: [String]
+            do {
+                names = try FileManager.default.contentsOfDirectory(atPath: directory)
+            } catch {
+                throw StorageError(file: directory, "cannot list the sessions directory \(directory)")
+            }
+            for uid in names.compactMap(Self.uid(fileName:)).sorted() {
+                switch readSessions(uid: uid, keys: keys) {
+                case .success(let (list, sealedWithCurrentKey)):
+                    report.files += 1
+                    report.sessions += list.count
+                    if !sealedWithCurrentKey {
+                        try write(try SealedSessionsFile.seal(list, uid: uid, key: key, file: path(uid: uid)), uid: uid)
+                    }
+                case .failure(let failure):
+                    report.unreadable.append(StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason))
+                }
+            }
+            keys.opening = []
+            return report
+        }
+    }
+
+    /// Reads and decrypts one uid's file, with the sealing key or else any opening key.
+    /// - Returns: The sessions and whether the sealing key opened them, or why the file cannot
+    ///   be used (a sentence naming it).
+    private func readSessions(uid: UInt32, keys: Keys) -> Result<([PersistedSession], Bool), StoreFailure> {
         let file = path(uid: uid)
         // O_NOFOLLOW: a symlink here is not something this daemon made.
         let fd = StorageFiles.openFile(file, noFollow: true)
@@ -144,7 +206,12 @@ final class SessionStore: Sendable {
         guard bytes.count <= SealedSessionsFile.maximumFileSize else {
             return .failure(StoreFailure("\(file) is more than the 16 MiB a sessions file may be"))
         }
-        return SealedSessionsFile.open(bytes, uid: uid, key: key, file: file)
+        let opened = SealedSessionsFile.open(bytes, uid: uid, key: keys.sealing, file: file)
+        if case .success(let list) = opened { return .success((list, true)) }
+        for key in keys.opening {
+            if case .success(let list) = SealedSessionsFile.open(bytes, uid: uid, key: key, file: file) { return .success((list, false)) }
+        }
+        return opened.map { ($0, true) }
     }
 
     // MARK: - Files

@@ -8,7 +8,8 @@ import Glibc
 /// The 256-bit AES key that encrypts the session store.
 ///
 /// It comes from the systemd credential `authgate.key` when the service has one
-/// (`LoadCredential=`/`SetCredentialEncrypted=`), else from `<state directory>/authgate.key`,
+/// (`LoadCredential=`/`SetCredentialEncrypted=`), else, for a per-user daemon, from the
+/// user's Secret Service (``StorageKeyKeeper``), else from `<state directory>/authgate.key`,
 /// which the first start creates. Whoever holds it can read every stored token, so the file
 /// must be private to the daemon's user. The key never prints itself.
 struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
@@ -60,7 +61,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
     /// Reads the credential: 32 raw bytes, or the same as base64 (44 characters) or hex (64),
     /// surrounding whitespace ignored.
     /// - Returns: `nil` when there is no such file, so the state directory's key is used.
-    private static func readCredential(_ path: String) throws(StorageError) -> StorageKey? {
+    static func readCredential(_ path: String) throws(StorageError) -> StorageKey? {
         // systemd makes credentials read-only files owned by the service's user, so their
         // permissions are systemd's business; only the contents are checked here.
         let fd = StorageFiles.openFile(path)
@@ -100,7 +101,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
 
     /// Reads the state directory's key file, refusing one that others could read or replace.
     /// - Returns: `nil` when there is none yet.
-    private static func readStateKey(_ path: String) throws(StorageError) -> StorageKey? {
+    static func readStateKey(_ path: String) throws(StorageError) -> StorageKey? {
         // O_NOFOLLOW: a symlink planted here could point the daemon at a key someone else knows.
         let fd = StorageFiles.openFile(path, noFollow: true)
         if fd < 0 {
@@ -130,7 +131,7 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
     /// The key is written to a private temporary file, synced, then linked to its name:
     /// `link` fails if the name exists (like `O_CREAT|O_EXCL`), and a crash can never leave
     /// an empty or short key file behind under the real name.
-    private static func create(_ path: String, in directory: String) throws(StorageError) -> StorageKey {
+    static func create(_ path: String, in directory: String) throws(StorageError) -> StorageKey {
         removeStrayTemporaryFiles(in: directory)
         let key = generate()
         let bytes = key.symmetricKey.withUnsafeBytes { Array($0) }
@@ -161,6 +162,46 @@ struct StorageKey: Sendable, Equatable, CustomStringConvertible, CustomDebugStri
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         for name in names where name.hasPrefix(temporaryPrefix) {
             unlink(directory + "/" + name)
+        }
+    }
+
+    /// The state directory's file for the key that a `rekey` has made but not yet put in place.
+    static let nextFileName = "authgate.key.next"
+
+    /// Writes `key` to `path`, replacing what is there, atomically (temporary file, fsync,
+    /// rename, fsync of the directory).
+    static func write(_ key: StorageKey, to path: String, in directory: String) throws(StorageError) {
+        let bytes = key.symmetricKey.withUnsafeBytes { Array($0) }
+        let temporary: String
+        switch StorageFiles.writeTemporaryFile(bytes, prefix: directory + "/" + temporaryPrefix) {
+        case .success(let written): temporary = written
+        case .failure(let problem): throw StorageError(file: path, "cannot write the key file \(path): \(problem.text)")
+        }
+        try rename(temporary, to: path, in: directory)
+    }
+
+    /// Renames `source` over `path` and syncs the directory: the switch from one key file to
+    /// another is one atomic step.
+    static func rename(_ source: String, to path: String, in directory: String) throws(StorageError) {
+        guard Glibc.rename(source, path) == 0 else {
+            let problem = StorageFiles.errorText()
+            unlink(source)
+            throw StorageError(file: path, "cannot put the key file \(path) in place: \(problem)")
+        }
+        if let problem = StorageFiles.syncDirectory(directory) {
+            throw StorageError(file: path, "cannot sync the directory of the key file \(path): \(problem)")
+        }
+    }
+
+    /// Removes a key file (none is no failure) and syncs its directory, so it cannot come back
+    /// after a crash.
+    static func remove(_ path: String, in directory: String) throws(StorageError) {
+        if unlink(path) != 0 {
+            if errno == ENOENT { return }
+            throw StorageError(file: path, "cannot remove the key file \(path): \(StorageFiles.errorText())")
+        }
+        if let problem = StorageFiles.syncDirectory(directory) {
+            throw StorageError(file: path, "removed the key file \(path), but syncing its directory failed: \(problem)")
         }
     }
 }

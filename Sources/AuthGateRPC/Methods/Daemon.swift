@@ -1,4 +1,4 @@
-// The params and results of `daemon.info` and `metrics` (docs/RPC.md), with their wire names.
+// The params and results of `daemon.info`, `metrics` and `storage.rekey` (docs/RPC.md), with their wire names.
 
 /// `daemon.info` result.
 public struct DaemonInfo: Sendable, Codable {
@@ -19,10 +19,15 @@ public struct DaemonInfo: Sendable, Codable {
     public var refresh: RefreshStatistics?
     /// The HTTP metrics listener, when there is one; shown to administrators only.
     public var metricsListener: MetricsListenerInfo?
+    /// Where the storage key lives (`credential`, `secret-service` or `file`); absent until
+    /// the session store is opened (a daemon with `memory` providers only never opens it).
+    public var storageKey: String?
 
     public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String,
-                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil, metricsListener: MetricsListenerInfo? = nil) {
+                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil, metricsListener: MetricsListenerInfo? = nil,
+                storageKey: String? = nil) {
         self.metricsListener = metricsListener
+        self.storageKey = storageKey
         self.cachedTokenAnswers = cachedTokenAnswers
         self.refresh = refresh
         self.version = version
@@ -41,6 +46,7 @@ public struct DaemonInfo: Sendable, Codable {
         case cachedTokenAnswers = "cached_token_answers"
         case refresh
         case metricsListener = "metrics_listener"
+        case storageKey = "storage_key"
     }
 }
 
@@ -106,5 +112,30 @@ public struct MetricsResult: Sendable, Codable {
     private enum CodingKeys: String, CodingKey {
         case contentType = "content_type"
         case text
+    }
+}
+
+/// `storage.rekey` result: what was sealed again, and where the new key lives.
+public struct StorageRekeyResult: Sendable, Codable, Equatable {
+    /// `secret-service` or `file`.
+    public var storageKey: String
+    /// Sessions files (one per uid) now sealed with the new key.
+    public var files: Int
+    /// The sessions in them.
+    public var sessions: Int
+    /// Files no key opened, left as they were (the next start moves them aside).
+    public var unreadableFiles: Int
+
+    public init(storageKey: String, files: Int, sessions: Int, unreadableFiles: Int) {
+        self.storageKey = storageKey
+        self.files = files
+        self.sessions = sessions
+        self.unreadableFiles = unreadableFiles
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case files, sessions
+        case storageKey = "storage_key"
+        case unreadableFiles = "unreadable_files"
     }
 }

@@ -202,4 +202,16 @@ static inline int ag_accept(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
+/// Runs the program at `path` (argv and envp NULL-terminated) in a new session, feeds it
+/// `input` on stdin (a socket, so a child that exits early costs no SIGPIPE), collects up to
+/// `output_capacity` bytes of stdout and `error_capacity` of stderr (more is read and dropped),
+/// and waits for it at most `timeout_ms`; a child still running then is killed with SIGKILL.
+/// Descriptors other than 0–2 are closed in the child. Returns 0 with `*exit_status` (the exit
+/// code, or 128 + the signal), -1 with errno set when it could not be started, -2 on timeout.
+int ag_run_child(const char *path, char *const argv[], char *const envp[],
+                 const unsigned char *input, size_t input_length,
+                 unsigned char *output, size_t output_capacity, size_t *output_length,
+                 unsigned char *error_output, size_t error_capacity, size_t *error_length,
+                 int timeout_ms, int *exit_status);
+
 #endif

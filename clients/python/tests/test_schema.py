@@ -65,7 +65,7 @@ def raw(daemon):  # noqa: F811
 def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
                                         "token", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
-                                        "daemon.info", "config.reload", "metrics"}
+                                        "daemon.info", "config.reload", "metrics", "storage.rekey"}
     results = {}
     for method, params in [
         ("providers.list", None),
@@ -81,6 +81,7 @@ def test_every_method_answers_as_the_schema_says(raw):
         ("daemon.info", None),
         ("config.reload", None),
         ("metrics", None),
+        ("storage.rekey", None),
         ("logout", {"provider": "mock", "session": "work"}),
     ]:
         answer = raw.call(method, params)
