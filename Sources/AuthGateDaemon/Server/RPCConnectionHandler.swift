@@ -70,7 +70,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     func channelActive(context: ChannelHandlerContext) {
         context.fireChannelActive()
         guard !admitted else { return }
-        // Logged by ConnectionRefusals, one summary an interval.
+        // Logged by BatchedNotices (RPCServer), one summary an interval.
         let message = admission == .tooManyOfOneUser
             ? "authgated serves at most \(limits.perUserShare) connections of one user at once, and yours are open; close some and try again."
             : "authgated serves at most \(limits.maximumConnections) connections at once; try again in a moment."
