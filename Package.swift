@@ -138,7 +138,8 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Entry points into every parser of untrusted bytes, for scripts/fuzz (libFuzzer) and the
-        // tests' replay of the committed inputs. Debug builds only: it uses @testable imports.
+        // tests' replay of the committed inputs. It uses @testable imports, so its source is for
+        // debug builds only (#if DEBUG): a release build of the whole package builds it empty.
         .target(
             name: "AuthGateFuzzing",
             dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP",

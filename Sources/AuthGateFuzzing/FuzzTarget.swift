@@ -1,3 +1,7 @@
+// The fuzz entry points reach the modules' internals with `@testable`, which only debug builds
+// (compiled with testability) allow: in a release build (`swift build -c release` of the whole
+// package) this module is empty, and nothing else in a release product uses it.
+#if DEBUG
 @testable import AuthGateCore
 @testable import AuthGateDaemon
 import AuthGateHTTP
@@ -12,7 +16,7 @@ import Logging
 /// ordinary test suite (`FuzzReplayTests`). Each runs any input to an answer: an error value,
 /// never a trap; a trap, or an expectation a target checks failing, is a crash libFuzzer keeps.
 ///
-/// Built in debug mode only (it reaches the modules' internals with `@testable`).
+/// Built in debug mode only (it reaches the modules' internals with `@testable`); empty in release.
 public enum FuzzTarget: String, CaseIterable, Sendable {
     /// An RPC line: the cached path's scanner against the JSON decoder (differential), then
     /// the whole dispatcher, which must answer every line.
@@ -214,3 +218,4 @@ private struct NoTransport: HTTPTransport {
         HTTPResponse(status: 503)
     }
 }
+#endif
