@@ -264,3 +264,13 @@ public struct MockProviderSettings: Sendable, Hashable {
         self.passwordPolicy = passwordPolicy
     }
 }
+
+extension ProviderConfiguration.Settings {
+    /// The settings of an `oidc` or `oauth2` provider; `nil` for the mock.
+    public var remote: RemoteProviderSettings? {
+        switch self {
+        case .oidc(let remote), .oauth2(let remote): remote
+        case .mock: nil
+        }
+    }
+}

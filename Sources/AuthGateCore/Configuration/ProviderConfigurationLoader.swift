@@ -407,11 +407,3 @@ private struct ProviderDocument {
     }
 }
 
-private extension ProviderConfiguration.Settings {
-    var remote: RemoteProviderSettings? {
-        switch self {
-        case .oidc(let remote), .oauth2(let remote): remote
-        case .mock: nil
-        }
-    }
-}

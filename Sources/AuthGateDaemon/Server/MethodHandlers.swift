@@ -158,12 +158,15 @@ struct MethodHandlers {
     /// `token` and `token.exchange`: the session's own token or one of its variants.
     private func token(_ provider: String, _ session: String?, _ variant: TokenVariant, minValidSeconds: Int?,
                        forceRefresh: Bool?) async throws(AuthGateError) -> TokenResult {
-        let (_, _, key) = try await resolve(provider, session)
+        let (configuration, _, key) = try await resolve(provider, session)
         let minimum = minValidSeconds ?? TokenParams.defaultMinimumValidity
         guard TokenParams.minimumValidityRange.contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
         }
         try variant.validate()
+        if let exchange = variant.exchange, let policy = configuration.settings.remote?.tokenExchange {
+            try Self.check(exchange, against: policy, provider: configuration.id)
+        }
         let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
                                               forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
@@ -203,20 +206,15 @@ struct MethodHandlers {
     func tokenExchange(_ params: TokenExchangeParams) async throws(AuthGateError) -> TokenResult {
         let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource,
                                    exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType))
-        try variant.validate()
-        let (configuration, _, _) = try await resolve(params.provider, params.session)
-        if case .oidc(let remote) = configuration.settings { try Self.check(params, against: remote.tokenExchange, provider: configuration.id) }
-        if case .oauth2(let remote) = configuration.settings { try Self.check(params, against: remote.tokenExchange, provider: configuration.id) }
         return try await token(params.provider, params.session, variant, minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
     }
 
     /// The provider file's `token_exchange` rules, before any request.
-    private static func check(_ params: TokenExchangeParams, against policy: TokenExchangePolicy, provider: ProviderID) throws(AuthGateError) {
-        if let audiences = policy.audiences, let audience = params.audience, !audiences.contains(audience) {
+    private static func check(_ exchange: TokenVariant.TokenExchange, against policy: TokenExchangePolicy, provider: ProviderID) throws(AuthGateError) {
+        if let audiences = policy.audiences, let audience = exchange.audience, !audiences.contains(audience) {
             throw AuthGateError(.permissionDenied, "The provider '\(provider)' allows token exchange for the audiences \(audiences.joined(separator: ", ")) only (its file's token_exchange.audiences).")
         }
-        let type = params.requestedTokenType ?? TokenExchangePolicy.accessToken
-        if params.requestedTokenType != nil, !policy.requestedTokenTypes.contains(type) {
+        if let type = exchange.requestedTokenType, !policy.requestedTokenTypes.contains(type) {
             throw AuthGateError(.permissionDenied, "The provider '\(provider)' allows token exchange for the token types \(policy.requestedTokenTypes.joined(separator: ", ")) only (its file's token_exchange.requested_token_types).")
         }
     }
