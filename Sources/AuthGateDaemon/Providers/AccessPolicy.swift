@@ -45,14 +45,6 @@ struct AccessPolicy: Sendable {
         return admits(PeerCredentials(pid: 0, uid: uid, gid: Self.primaryGroupID(uid: uid) ?? UInt32.max), narrowed)
     }
 
-    static func primaryGroupID(uid: UInt32) -> UInt32? {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return entry.pw_gid
-    }
-
     /// The admin group's default name (`authgated --admin-group`): its members (and root) may
     /// reload the providers and list every user's sessions.
     static let defaultAdminGroup = DaemonConfiguration.defaultAdminGroup
@@ -65,12 +57,17 @@ struct AccessPolicy: Sendable {
         return Self.groupIDs(userName: Self.userName(uid: caller.uid), primary: caller.gid).contains(admins)
     }
 
-    static func userName(uid: UInt32) -> String? {
+    static func userName(uid: UInt32) -> String? { account(uid: uid)?.name }
+
+    static func primaryGroupID(uid: UInt32) -> UInt32? { account(uid: uid)?.gid }
+
+    /// The user database's entry of `uid`: its name and primary group.
+    private static func account(uid: UInt32) -> (name: String, gid: UInt32)? {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 4096)
         guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return String(cString: entry.pw_name)
+        return (String(cString: entry.pw_name), entry.pw_gid)
     }
 
     static func groupID(named name: String) -> UInt32? {
