@@ -135,7 +135,8 @@ actor SessionManager {
             admitted[key.uid] = isAdmitted
             if !isAdmitted {
                 cancelRefreshes(of: key)
-                _ = sessions.revoke(key, provider: provider)
+                sessions.removeValue(forKey: key, ending: .accessRevoked,
+                                     message: "You may no longer use the provider '\(provider)': an administrator narrowed its access, and the session was signed out.")
                 if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
                 logger.notice("signed out: the provider's access no longer admits the session's user", metadata: key.logMetadata())
                 continue

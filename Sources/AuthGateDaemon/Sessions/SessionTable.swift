@@ -34,22 +34,14 @@ struct SessionTable {
         }
     }
 
+    /// Removes a session; its watchers are told how it ended (signed out unless said otherwise).
     @discardableResult
-    mutating func removeValue(forKey key: SessionKey) -> SessionRecord? {
-        observer.withdraw(key)
-        let removed = records.removeValue(forKey: key)?.record
-        if removed != nil { count(key.uid, -1) }
-        tell(key, old: removed, new: nil)
-        return removed
-    }
-
-    /// Removes a session because its user may no longer use the provider: its watchers are
-    /// told `access_revoked`.
-    mutating func revoke(_ key: SessionKey, provider: ProviderID) -> SessionRecord? {
+    mutating func removeValue(forKey key: SessionKey, ending: SessionEnding = .signedOut,
+                              message: String = "The session was signed out.") -> SessionRecord? {
         observer.withdraw(key)
         guard let removed = records.removeValue(forKey: key)?.record else { return nil }
         count(key.uid, -1)
-        observer.sessionEnded(key, .accessRevoked, message: "You may no longer use the provider '\(provider)': an administrator narrowed its access, and the session was signed out.")
+        observer.sessionEnded(key, ending, message: message)
         return removed
     }
 
