@@ -101,7 +101,7 @@ final class TokenWatchers: Sendable {
     /// Ends the watches `ids` of `key`: `session.ended` with `access_revoked`, then their
     /// connections close.
     private func revoke(_ key: SessionKey, removing ids: [UInt64], message: String) {
-        let sinks = ids.compactMap { id in state.withLock { $0.bySession[key]?[id]?.sink } }
+        let sinks = state.withLock { state in ids.compactMap { state.bySession[key]?[$0]?.sink } }
         ids.forEach { remove(key, id: $0) }
         let ended = SessionEnded(provider: key.provider.rawValue, session: key.name.rawValue, reason: .accessRevoked, message: message)
         guard let line = Self.line(RPCNotification(method: SessionEnded.method, params: ended)) else { return }

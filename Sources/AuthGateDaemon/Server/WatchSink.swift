@@ -73,17 +73,12 @@ final class WatchSink: Sendable {
         }
     }
 
-    /// Writes a last notification (after any held ones and the answer), then closes the
-    /// connection: the watch it carried ended for good.
+    /// Writes a last notification, then closes the connection: the watch it carried ended for
+    /// good. Notifications still held for a watch not yet answered are dropped with it.
     func sendLast(_ line: [UInt8]) {
-        channel.eventLoop.execute {
-            let held = self.state.withLock { state -> [[UInt8]] in
-                defer { state.held = []; state.active = true }
-                return state.active ? [] : state.held.map(\.line)
-            }
-            guard self.channel.isActive else { return }
-            for line in held { self.channel.write(ByteBuffer(bytes: line), promise: nil) }
-            let channel = self.channel
+        channel.eventLoop.execute { [channel] in
+            self.state.withLock { $0.held = [] }
+            guard channel.isActive else { return }
             channel.writeAndFlush(ByteBuffer(bytes: line)).whenComplete { _ in channel.close(promise: nil) }
         }
     }
