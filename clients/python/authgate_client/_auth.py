@@ -306,7 +306,22 @@ class _RequestsHTTP(HTTP):
         return response.request.copy()
 
 
-class AuthGateAuth:
+class Authorization:
+    """What every auth class keeps: the session it authorises requests for, the daemon's client
+    (`client_class()` when none is given) and the retry policy they share."""
+
+    client_class: type = Client
+
+    def __init__(self, provider: str, session: Optional[str] = None, client: Any = None,
+                 min_valid: int = 30, *, scope: Optional[Scope] = None, resource: Optional[str] = None):
+        self.provider = provider
+        self.session = session
+        self.client = client or self.client_class()
+        self.min_valid = min_valid
+        self._policy = Policy(provider, session, min_valid, scope, resource)
+
+
+class AuthGateAuth(Authorization):
     """`requests` authentication: adds `Authorization: Bearer TOKEN` (for a DPoP session
     `Authorization: DPoP TOKEN` and a `DPoP` proof of this request, with the origin's nonce).
     A 401 from the origin it authorised, to the token it sent, is retried once with a proof
@@ -314,14 +329,6 @@ class AuthGateAuth:
     `token.rejected` answers (reported once per token) otherwise; a 401 from anywhere else (a
     redirect to another host) comes back as it is. With `scope` or `resource`, a narrower
     token (`Client.token`'s)."""
-
-    def __init__(self, provider: str, session: Optional[str] = None, client: Optional[Client] = None,
-                 min_valid: int = 30, *, scope: Optional[Scope] = None, resource: Optional[str] = None):
-        self.provider = provider
-        self.session = session
-        self.client = client or Client()
-        self.min_valid = min_valid
-        self._policy = Policy(provider, session, min_valid, scope, resource)
 
     def __call__(self, request):
         flow = self._policy.flow(request, _RequestsHTTP)

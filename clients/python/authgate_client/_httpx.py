@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import AsyncGenerator, Generator, Optional
+from typing import AsyncGenerator, Generator
 
 import httpx
 
 from ._aio import AsyncClient
-from ._auth import HTTP, Policy, advance, advance_async
-from ._client import Client, Scope
+from ._auth import HTTP, Authorization, advance, advance_async
 
 
-class HTTPXAuth(httpx.Auth):
+class HTTPXAuth(Authorization, httpx.Auth):
     """`httpx.Client` authentication, with the retry policy of `AuthGateAuth`: the session's
     token (and a DPoP proof with the origin's nonce); on a 401 from the origin it authorised,
     to the token it sent, one retry with the server's `DPoP-Nonce` when asked for one, else
@@ -19,14 +18,6 @@ class HTTPXAuth(httpx.Auth):
     `AsyncHTTPXAuth`."""
 
     requires_request_body = True  # a retry sends the body again
-
-    def __init__(self, provider: str, session: Optional[str] = None, client: Optional[Client] = None,
-                 min_valid: int = 30, *, scope: Optional[Scope] = None, resource: Optional[str] = None):
-        self.provider = provider
-        self.session = session
-        self.client = client or Client()
-        self.min_valid = min_valid
-        self._policy = Policy(provider, session, min_valid, scope, resource)
 
     def sync_auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         request.read()
@@ -41,19 +32,12 @@ class HTTPXAuth(httpx.Auth):
         yield request  # pragma: no cover  (makes this an async generator, as httpx expects)
 
 
-class AsyncHTTPXAuth(httpx.Auth):
+class AsyncHTTPXAuth(Authorization, httpx.Auth):
     """`httpx.AsyncClient` authentication: `HTTPXAuth` with an `AsyncClient`, so the daemon's
     calls run on the event loop."""
 
     requires_request_body = True
-
-    def __init__(self, provider: str, session: Optional[str] = None, client: Optional[AsyncClient] = None,
-                 min_valid: int = 30, *, scope: Optional[Scope] = None, resource: Optional[str] = None):
-        self.provider = provider
-        self.session = session
-        self.client = client or AsyncClient()
-        self.min_valid = min_valid
-        self._policy = Policy(provider, session, min_valid, scope, resource)
+    client_class = AsyncClient
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         await request.aread()
