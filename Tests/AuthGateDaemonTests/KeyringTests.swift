@@ -56,14 +56,16 @@ final class KeyringSession: Sendable {
         try password.fileHandleForWriting.close()
 
         // Ready once it owns org.freedesktop.secrets (asking without activating a second one).
-        let deadline = ContinuousClock.now + .seconds(20)
-        while true {
-            let owner = try run(URL(fileURLWithPath: "/usr/bin/dbus-send"),
-                                ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/", "org.freedesktop.DBus.NameHasOwner",
-                                 "string:org.freedesktop.secrets"], environment: ["DBUS_SESSION_BUS_ADDRESS": busAddress])
-            if owner.stdout.contains("boolean true") { break }
-            guard ContinuousClock.now < deadline, keyring.isRunning else { throw TestFailure("gnome-keyring-daemon did not come up") }
-            usleep(10_000)
+        let busAddress = busAddress
+        do {
+            try eventually(timeout: .seconds(20)) {
+                guard keyring.isRunning else { return false }
+                return try run(URL(fileURLWithPath: "/usr/bin/dbus-send"),
+                               ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/", "org.freedesktop.DBus.NameHasOwner",
+                                "string:org.freedesktop.secrets"], environment: ["DBUS_SESSION_BUS_ADDRESS": busAddress]).stdout.contains("boolean true")
+            }
+        } catch {
+            throw TestFailure("gnome-keyring-daemon did not come up")
         }
     }
 

@@ -107,10 +107,12 @@ extension LoopbackServer {
         return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
     }
 
-    /// Switches the faulty provider's mode (and the delay of `slow` modes).
-    func setMode(_ mode: String, delay: Double? = nil) throws {
+    /// Switches the faulty provider's mode (and the delay of `slow` modes, and the `expires_in`
+    /// of the tokens it issues from now on).
+    func setMode(_ mode: String, delay: Double? = nil, expiresIn: Int? = nil) throws {
         var form = ["-d", "mode=\(mode)"]
         if let delay { form += ["-d", "delay=\(delay)"] }
+        if let expiresIn { form += ["-d", "expires_in=\(expiresIn)"] }
         _ = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile] + form + [issuer + "/_mode"])
     }
 

@@ -338,7 +338,9 @@ class Handler(BaseHTTPRequestHandler):
             self.state.mode = mode
             if "delay" in form:
                 self.state.delay = float(form["delay"])
-        self.send_json(200, {"mode": mode, "delay": self.state.delay})
+            if "expires_in" in form:
+                self.server.expires_in = int(form["expires_in"])
+        self.send_json(200, {"mode": mode, "delay": self.state.delay, "expires_in": self.server.expires_in})
 
 
 ROUTES = {
