@@ -152,7 +152,9 @@ let package = Package(
                            // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
                            .product(name: "Crypto", package: "swift-crypto"),
                            // Connection handlers tested in process.
-                           .product(name: "NIOEmbedded", package: "swift-nio")],
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
+                           // Event loops, where the tests check which thread work runs on.
+                           .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
     ],

@@ -2,6 +2,8 @@ import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 @testable import AuthGateDaemon
@@ -454,4 +456,45 @@ struct SessionManagerTests {
         _ = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: TokenVariant(scopes: ["s39"]))
         #expect(await provider.refreshCount == asked)
     }
+
+    // MARK: Where the work runs
+
+    @Test("a persistent sign-in asked from an event loop, as an RPC request asks it, is saved on the session manager's thread")
+    func savesOffTheEventLoop() async throws {
+        let scratch = try ScratchDirectory()
+        let keeper = StorageKeyKeeper(stateDirectory: scratch.path + "/state", credentialsDirectory: nil, choice: .file, mode: .user,
+                                      environment: ["PATH": "/usr/bin:/bin"])
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let observer = ThreadRecordingObserver(loop: loop)
+        let sessions = SessionManager(logger: quiet, persistence: SessionPersistence(keeper: keeper, logger: quiet), observer: observer,
+                                      now: { [clock] in clock.now })
+        let provider = ScriptedProvider(clock: clock)
+        let result = try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
+        let key = key
+        let callerOnLoop = await Task(executorPreference: EventLoopTaskExecutor(loop)) {
+            let callerOnLoop = loop.inEventLoop
+            _ = await sessions.store(result, grant: .password, binding: SessionBinding(client: provider, policy: RefreshPolicy(), storage: .persistent),
+                                     for: key)
+            return callerOnLoop
+        }.value
+        #expect(callerOnLoop, "the caller runs on the event loop, as request tasks do")
+        let seen = observer.seen
+        #expect(!seen.isEmpty)
+        #expect(seen.allSatisfy { !$0.onCallersLoop && $0.onSessionsThread }, "the session manager's work (and its save) ran on the caller's loop")
+        #expect(FileManager.default.fileExists(atPath: scratch.path + "/state/sessions/1000.sessions"))
+    }
+}
+
+/// Notes, at every change the session manager makes, which thread it made it on.
+private final class ThreadRecordingObserver: SessionObserver {
+    struct Seen { var onCallersLoop: Bool; var onSessionsThread: Bool }
+    private let loop: any EventLoop
+    private let recorded = Mutex<[Seen]>([])
+    init(loop: any EventLoop) { self.loop = loop }
+    var seen: [Seen] { recorded.withLock { $0 } }
+    private func note() { recorded.withLock { $0.append(Seen(onCallersLoop: loop.inEventLoop, onSessionsThread: SessionManager.thread.inEventLoop)) } }
+    func publish(_ tokens: TokenSet, for key: SessionKey) { note() }
+    func withdraw(_ key: SessionKey) { note() }
+    func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) { note() }
+    func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) { note() }
 }

@@ -8,7 +8,9 @@ import NIOCore
 /// Running the request where its bytes arrive saves those hops: measured with `perf stat`
 /// on the release daemon over 20,000 keep-alive `token` calls from 4 clients, context switches
 /// fell from 2.8 to 1.5 per call and CPU time by 5 % (docs/BENCHMARKS.md). Actors the task
-/// calls still serialize their own work as before.
+/// calls still serialize their own work as before; a default actor's work runs on this loop
+/// too (SE-0417), so an actor that blocks — ``SessionManager``, whose saves `fsync` — has a
+/// thread of its own.
 final class EventLoopTaskExecutor: TaskExecutor {
     private let eventLoop: any EventLoop
 
