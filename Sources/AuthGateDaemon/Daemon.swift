@@ -121,8 +121,10 @@ public enum Daemon {
                                                                 metrics: metrics, exposition: exposition, metricsListener: metricsListenerStatus,
                                                                 persistence: persistence))
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
+        // The fast path's read side: published tokens of providers open to everyone.
+        let answers = CachedTokenAnswers(tokens: broadcast.published, providers: registry.openProviders, metrics: metrics)
         let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
-                               inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher,
+                               inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher, answers: answers,
                                connections: connections, metrics: metrics, readiness: readiness, logger: logger,
                                onListening: { notifier.ready() }, onStopping: { notifier.stopping() })
         // The group stops its services in reverse order, each after the one behind it has

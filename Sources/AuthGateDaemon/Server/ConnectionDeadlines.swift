@@ -25,6 +25,37 @@ public struct ConnectionLimits: Sendable {
     }
 }
 
+/// A deadline a connection is closed by, and what the log says of it: one policy for both
+/// servers, the front door's (``ConnectionTable``) and NIO's (``ConnectionDeadlines``).
+enum ConnectionDeadline: Sendable, Equatable {
+    /// No byte within `firstByteTimeout` of the accept.
+    case firstByte
+    /// A request line not finished within `requestTimeout` of its first byte.
+    case request
+    /// Nothing in progress and nothing arriving for `idleTimeout`.
+    case idle
+
+    /// What a connection with no partial line and no request in progress waits for.
+    static func quiet(bytesArrived: Bool) -> ConnectionDeadline { bytesArrived ? .idle : .firstByte }
+
+    func duration(_ limits: ConnectionLimits) -> Duration {
+        switch self {
+        case .firstByte: limits.firstByteTimeout
+        case .request: limits.requestTimeout
+        case .idle: limits.idleTimeout
+        }
+    }
+
+    /// What the log says of a connection it closed.
+    func reason(_ limits: ConnectionLimits) -> String {
+        switch self {
+        case .firstByte: "nothing arrived within \(limits.firstByteTimeout) of connecting"
+        case .request: "the request line was not finished in time"
+        case .idle: "the connection was idle"
+        }
+    }
+}
+
 /// Closes connections that stall, so that a slow or idle client costs a descriptor for a
 /// bounded time and never delays anyone (each connection is served on its own anyway).
 ///
@@ -69,14 +100,6 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
         anyByteArrived = bytesArrived
     }
 
-    /// What the log says of a connection closed for idling.
-    static let idleReason = "the connection was idle"
-
-    /// What the log says of a connection closed because it sent nothing.
-    static func firstByteReason(_ limits: ConnectionLimits) -> String {
-        "nothing arrived within \(limits.firstByteTimeout) of connecting"
-    }
-
     func channelActive(context: ChannelHandlerContext) {
         started(context)
         context.fireChannelActive()
@@ -89,7 +112,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     private func started(_ context: ChannelHandlerContext) {
         rearmIdle(context)
         if firstByteTimer == nil, !anyByteArrived {
-            firstByteTimer = schedule(context, after: limits.firstByteTimeout, reason: Self.firstByteReason(limits))
+            firstByteTimer = schedule(context, .firstByte)
         }
     }
 
@@ -118,7 +141,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     /// it), which is no delay of the client's.
     func read(context: ChannelHandlerContext) {
         if partialLine, requestTimer == nil {
-            requestTimer = schedule(context, after: limits.requestTimeout, reason: "the request line was not finished in time")
+            requestTimer = schedule(context, .request)
         }
         context.read()
     }
@@ -167,7 +190,7 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
         // The loop's clock: the real one on a real loop, a test's on an EmbeddedEventLoop.
         let now = context.eventLoop.now
         idleSince = now
-        if idleTimer == nil { scheduleIdleCheck(context, at: now + TimeAmount(limits.idleTimeout)) }
+        if idleTimer == nil { scheduleIdleCheck(context, at: now + TimeAmount(ConnectionDeadline.idle.duration(limits))) }
     }
 
     private func scheduleIdleCheck(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
@@ -179,15 +202,15 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
             guard let since = self_.idleSince else { return }
             let closeAt = since + TimeAmount(self_.limits.idleTimeout)
             guard context.eventLoop.now >= closeAt else { return self_.scheduleIdleCheck(context, at: closeAt) }
-            self_.onTimeout(Self.idleReason)
+            self_.onTimeout(ConnectionDeadline.idle.reason(self_.limits))
             context.channel.close(promise: nil)
         }
     }
 
-    private func schedule(_ context: ChannelHandlerContext, after delay: Duration, reason: String) -> Scheduled<Void> {
+    private func schedule(_ context: ChannelHandlerContext, _ deadline: ConnectionDeadline) -> Scheduled<Void> {
         let channel = context.channel
-        let onTimeout = onTimeout
-        return context.eventLoop.scheduleTask(in: TimeAmount(delay)) {
+        let onTimeout = onTimeout, reason = deadline.reason(limits)
+        return context.eventLoop.scheduleTask(in: TimeAmount(deadline.duration(limits))) {
             onTimeout(reason)
             channel.close(promise: nil)
         }

@@ -20,7 +20,7 @@ final class OpenConnections: Sendable {
 
     fileprivate struct State {
         /// The connections NIO serves (those the front door handed on).
-        var channels: [ObjectIdentifier: (channel: any Channel, uid: UInt32, admitted: Bool)] = [:]
+        var channels: [ObjectIdentifier: any Channel] = [:]
         /// The connections within the limit, wherever they are served (``FrontDoor`` or NIO).
         var admitted = 0
         /// Admitted connections by uid.
@@ -34,8 +34,8 @@ final class OpenConnections: Sendable {
 
     /// Decides on a new connection of `uid`: whether it is within `limit` open connections
     /// and, unless `share` is nil, within `share` of them for `uid`. An admitted connection
-    /// holds its place until ``release(uid:)``, or until its channel closes once ``adopt(_:uid:admission:)``
-    /// gave it to NIO. Nothing is admitted once the server has stopped (`nil`).
+    /// holds its place until ``release(uid:)`` (``ClientConnection`` calls it, once). Nothing is
+    /// admitted once the server has stopped (`nil`).
     func reserve(uid: UInt32, limit: Int, share: Int?) -> Admission? {
         state.withLock { state -> Admission? in
             guard !state.stopped else { return nil }
@@ -59,29 +59,24 @@ final class OpenConnections: Sendable {
         state.withLock { $0.release(uid: uid) }
     }
 
-    /// Keeps `channel`, a connection ``reserve(uid:limit:share:)`` decided on, until it closes
-    /// (then its place, if it had one, is given back). When the server has stopped the channel
-    /// is closed at once.
-    func adopt(_ channel: any Channel, uid: UInt32, admission: Admission) {
-        let admitted = admission == .admitted
-        let added = state.withLock { state -> Bool in
-            guard !state.stopped else {
-                if admitted { state.release(uid: uid) }
-                return false
-            }
-            state.channels[ObjectIdentifier(channel)] = (channel, uid, admitted)
-            return true
-        }
-        guard added else {
+    /// Keeps `channel`, which adopts `connection` (``ClientConnection/adopt()``), until it
+    /// closes; the connection's place, if it has one, is given back then. When the server has
+    /// stopped, or the connection was closed already, the channel is closed at once.
+    func adopt(_ channel: any Channel, _ connection: ClientConnection) {
+        guard connection.adopt() else {
             channel.close(promise: nil)
             return
         }
-        channel.closeFuture.whenComplete { _ in
-            self.state.withLock { state in
-                guard let removed = state.channels.removeValue(forKey: ObjectIdentifier(channel)), removed.admitted else { return }
-                state.release(uid: removed.uid)
-            }
+        let added = state.withLock { state -> Bool in
+            guard !state.stopped else { return false }
+            state.channels[ObjectIdentifier(channel)] = channel
+            return true
         }
+        channel.closeFuture.whenComplete { _ in
+            self.state.withLock { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+            connection.channelClosed()
+        }
+        if !added { channel.close(promise: nil) }
     }
 
     /// The connections being served (within the limit); for the metrics.
@@ -105,7 +100,7 @@ final class OpenConnections: Sendable {
     func stop() async {
         let (channels, requests) = state.withLock { state in
             state.stopped = true
-            return (state.channels.values.map(\.channel), Array(state.requests.values))
+            return (Array(state.channels.values), Array(state.requests.values))
         }
         for channel in channels { channel.close(promise: nil) }
         for request in requests { request.cancel() }

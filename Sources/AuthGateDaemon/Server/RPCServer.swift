@@ -31,6 +31,8 @@ final class RPCServer: Service, CustomStringConvertible {
     private let inheritedSocket: Int32?
     private let limits: ConnectionLimits
     private let dispatcher: RPCDispatcher
+    /// Plain `token` calls answered without the dispatcher, at the front door and on the event loops.
+    private let answers: CachedTokenAnswers
     private let logger: Logger
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
@@ -48,7 +50,7 @@ final class RPCServer: Service, CustomStringConvertible {
     ///   - connections: The connections served, shared with the metrics.
     ///   - readiness: Told when the socket serves and when it stops (`/readyz`).
     init(socketPath: String, socketGroup: String?, inheritedSocket: Int32? = nil, limits: ConnectionLimits = ConnectionLimits(),
-         dispatcher: RPCDispatcher, connections: OpenConnections = OpenConnections(), metrics: DaemonMetrics? = nil, readiness: Readiness? = nil,
+         dispatcher: RPCDispatcher, answers: CachedTokenAnswers, connections: OpenConnections = OpenConnections(), metrics: DaemonMetrics? = nil, readiness: Readiness? = nil,
          logger: Logger, onListening: @escaping @Sendable () -> Void = {}, onStopping: @escaping @Sendable () -> Void = {}) {
         self.connections = connections
         self.metrics = metrics
@@ -58,6 +60,7 @@ final class RPCServer: Service, CustomStringConvertible {
         self.inheritedSocket = inheritedSocket
         self.limits = limits
         self.dispatcher = dispatcher
+        self.answers = answers
         self.logger = logger
         self.onListening = onListening
         self.onStopping = onStopping
@@ -68,8 +71,6 @@ final class RPCServer: Service, CustomStringConvertible {
     var description: String { "RPCServer(\(socketPath))" }
 
     func run() async throws {
-        let answers = CachedTokenAnswers(tokens: dispatcher.services.broadcast.published, providers: dispatcher.services.registry.openProviders,
-                                         metrics: metrics)
         let listener: Int32
         if let inheritedSocket {
             listener = inheritedSocket
@@ -83,7 +84,7 @@ final class RPCServer: Service, CustomStringConvertible {
         do {
             door = try FrontDoor(listener: listener, limits: limits, connections: connections, answers: answers, logger: logger,
                                  timeouts: timeouts) { handOff in
-                self.serveWithNIO(handOff, answers: answers)
+                self.serveWithNIO(handOff)
             }
         } catch {
             close(listener)
@@ -111,9 +112,10 @@ final class RPCServer: Service, CustomStringConvertible {
 
     /// Serves a connection ``FrontDoor`` handed on: a channel on one of NIO's event loops,
     /// which first writes what the front door could not and reads what it read (``HandedOnBytes``).
-    private func serveWithNIO(_ handOff: FrontDoor.HandOff, answers: CachedTokenAnswers) {
+    /// The channel adopts the connection (``ClientConnection``) as it is set up; a connection
+    /// that fails before that is closed and its place given back, once, by ``ClientConnection``.
+    private func serveWithNIO(_ handOff: FrontDoor.HandOff) {
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
-        let prepared = PreparedFlag()
         ClientBootstrap(group: eventLoop)
             // Clients that half-close after writing (socat, `nc -N`) still get their answers.
             .channelOption(.allowRemoteHalfClosure, value: true)
@@ -124,18 +126,13 @@ final class RPCServer: Service, CustomStringConvertible {
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: Self.readSize))
             .channelInitializer { channel in
                 eventLoop.makeCompletedFuture {
-                    prepared.value.store(true, ordering: .relaxed)
-                    try self.prepare(channel, handOff, answers: answers)
+                    try self.prepare(channel, handOff)
                 }
             }
-            .withConnectedSocket(handOff.descriptor)
+            .withConnectedSocket(handOff.connection.descriptor)
             .whenFailure { error in
-                self.logger.warning("cannot serve a connection", metadata: ["error": "\(error)", "peer.uid": "\(handOff.caller.uid)"])
-                // Once prepared, the channel closed its descriptor and gave its place back.
-                if !prepared.value.load(ordering: .relaxed) {
-                    close(handOff.descriptor)
-                    if handOff.admission == .admitted { self.connections.release(uid: handOff.caller.uid) }
-                }
+                self.logger.warning("cannot serve a connection", metadata: ["error": "\(error)", "peer.uid": "\(handOff.connection.caller.uid)"])
+                handOff.connection.close()
             }
     }
 
@@ -145,9 +142,9 @@ final class RPCServer: Service, CustomStringConvertible {
 
     /// Sets up a handed-on connection's pipeline, on its event loop. One over the limit is
     /// set up too, to be told `rate_limited` and closed.
-    private func prepare(_ channel: any Channel, _ handOff: FrontDoor.HandOff, answers: CachedTokenAnswers) throws {
-        let caller = handOff.caller, admission = handOff.admission
-        connections.adopt(channel, uid: caller.uid, admission: admission)
+    private func prepare(_ channel: any Channel, _ handOff: FrontDoor.HandOff) throws {
+        let caller = handOff.connection.caller, admission = handOff.connection.admission
+        connections.adopt(channel, handOff.connection)
         if admission != .admitted {
             let cause = admission == .tooManyOfOneUser ? "per-user share" : "limit"
             refusals.record(cause, message: "connection refused: too many connections (\(cause))", uid: caller.uid, on: channel.eventLoop)
@@ -223,9 +220,4 @@ final class RPCServer: Service, CustomStringConvertible {
         }
         chmod(socketPath, 0o660)
     }
-}
-
-/// Whether a handed-on connection's channel was set up (it then owns the descriptor).
-private final class PreparedFlag: Sendable {
-    let value = Atomic<Bool>(false)
 }

@@ -118,7 +118,7 @@ static inline socklen_t ag_unix_address(struct sockaddr_un *address, const char 
 }
 
 /// A bound socket of `type` (SOCK_STREAM listening with `backlog`, or SOCK_DGRAM) on the Unix
-/// socket `path`. Returns the descriptor, or -1 with errno set. Used by the benchmark.
+/// socket `path`. Returns the descriptor, or -1 with errno set. The daemon binds its socket with it.
 static inline int ag_bind_unix(const char *path, size_t path_length, int type, int backlog) {
     struct sockaddr_un address;
     socklen_t size = ag_unix_address(&address, path, path_length);
