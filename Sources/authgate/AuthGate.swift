@@ -41,8 +41,8 @@ struct AuthGate: ParsableCommand {
     }
 
     /// The forms other programs run before each of their requests, without the argument parser,
-    /// whose reflection over every command's options took 2.4 ms before the first syscall of its
-    /// own (strace; docs/BENCHMARKS.md): `authgate token PROVIDER` (inside `$(...)`), `authgate
+    /// whose reflection over every command's options ran before the first syscall of its own
+    /// (docs/BENCHMARKS.md, "What was optimised"): `authgate token PROVIDER` (inside `$(...)`), `authgate
     /// kubectl PROVIDER` and `git-credential-authgate OPERATION`. Any other form, including any
     /// option, goes through the parser as usual.
     /// - Returns: Whether the form was one of these, and was run.

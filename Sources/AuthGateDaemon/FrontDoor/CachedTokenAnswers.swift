@@ -13,9 +13,9 @@ import NIOCore
 /// access rules, other methods — goes the ordinary way through ``RPCDispatcher``, with the
 /// same result either way: published tokens are what the session manager would return.
 ///
-/// What it buys, measured with `scripts/bench` (docs/BENCHMARKS.md): the cached `token` call
-/// is the one every API call of every client makes, and through the dispatcher it cost
-/// ~117 µs of CPU (JSON decoding and encoding, the async channel bridge, two actor hops).
+/// What it buys (docs/BENCHMARKS.md, "What was optimised"): the cached `token` call is the one
+/// every API call of every client makes, and through the dispatcher it costs JSON decoding and
+/// encoding, a task and two actor hops.
 struct CachedTokenAnswers: Sendable {
     let tokens: PublishedTokens
     let providers: OpenProviders

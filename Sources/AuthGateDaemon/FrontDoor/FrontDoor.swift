@@ -17,7 +17,7 @@ import Glibc
 /// timers scheduled and cancelled, and a hop between event loops. Here it costs what the
 /// kernel's `accept4`, `read`, `write` and `close` cost, plus a look at the line
 /// (``RecentTokenAnswers``, ``CachedTokenAnswers``), much as in a trivial C server
-/// (docs/BENCHMARKS.md, "The front door", has the figures).
+/// (docs/BENCHMARKS.md, "What was optimised", has the figures).
 ///
 /// What stays here and what is handed on, and the deadlines, are ``ConnectionTable``'s
 /// decisions; this type only makes the system calls they ask for. A connection over the

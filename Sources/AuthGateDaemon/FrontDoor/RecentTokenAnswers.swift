@@ -6,9 +6,8 @@ import FoundationEssentials
 /// changed) and the token stays valid long enough for the request. Clients mostly send the very
 /// same line again (`authgate token corp`, a helper, a keep-alive client with a fixed id).
 ///
-/// What it buys, measured with the C load generator of `scripts/bench` (docs/BENCHMARKS.md):
-/// keep-alive, 64 clients, 263k → 317–327k req/s (0.71 → 0.93 of the C floor in the same runs);
-/// the scan, the two strings, the hashing and the lock were a quarter of the thread's time.
+/// What it buys (docs/BENCHMARKS.md, "What was optimised"): the scan, the two strings, the
+/// hashing and the lock were a quarter of the front door's time on keep-alive calls.
 struct RecentTokenAnswers {
     private struct Entry {
         var uid: UInt32

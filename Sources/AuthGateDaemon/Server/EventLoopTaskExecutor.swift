@@ -5,9 +5,8 @@ import NIOCore
 ///
 /// Without it every request hops threads twice: from the event loop that read the line to
 /// Swift's global executor that runs the task, and back to the event loop to write the answer.
-/// Running the request where its bytes arrive saves those hops: measured with `perf stat`
-/// on the release daemon over 20,000 keep-alive `token` calls from 4 clients, context switches
-/// fell from 2.8 to 1.5 per call and CPU time by 5 % (docs/BENCHMARKS.md). Actors the task
+/// Running the request where its bytes arrive saves those hops: nearly half the context
+/// switches per call (docs/BENCHMARKS.md, "What was optimised"). Actors the task
 /// calls still serialize their own work as before; a default actor's work runs on this loop
 /// too (SE-0417), so an actor that blocks — ``SessionManager``, whose saves `fsync` — has a
 /// thread of its own.

@@ -22,8 +22,8 @@ import NIOCore
 /// after its last line (socat, `nc -N`) gets its answers, then the connection is closed.
 ///
 /// Why not an `NIOAsyncChannel` and a task per connection, as before: for a new connection per
-/// request that design cost ~320 µs of daemon CPU and 5.3 context switches per call, handing
-/// each connection from the listener's loop to a task and back (docs/BENCHMARKS.md).
+/// request that design handed each connection from the listener's loop to a task and back,
+/// which cost nearly twice the CPU and context switches (docs/BENCHMARKS.md, "What was optimised").
 final class RPCConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = LineFrame
     typealias OutboundIn = ByteBuffer

@@ -119,8 +119,8 @@ struct RPCDispatcher: Sendable {
 /// A request line decoded in one pass: the envelope, and the params as its method's type.
 ///
 /// Reading `method` first inside one `init(from:)`, then the params through the method's
-/// ``MethodTable`` entry, parses the line once: parsing it twice cost 6 µs of the 123 µs of CPU
-/// a `token` call took through the dispatcher (perf stat, 20,000 keep-alive calls, 5 runs).
+/// ``MethodTable`` entry, parses the line once; parsing it twice was a measurable share of a
+/// `token` call's CPU through the dispatcher (docs/BENCHMARKS.md, "What was optimised").
 struct DecodedRequest: Decodable {
     var envelope: RPCRequestEnvelope
     /// `nil` when the method takes none or none were sent (absent or null); a failure names

@@ -7,9 +7,8 @@ import FoundationEssentials
 struct SessionTable {
     /// Each record in a box of its own: the dictionary's buckets then hold a reference instead
     /// of the whole record (a few hundred bytes inline: tokens, binding, DPoP key), and a
-    /// dictionary keeps up to twice as many buckets as records. Measured with the release
-    /// daemon (`authgate-bench --only memory`, docs/BENCHMARKS.md): RSS with 10,000 mock
-    /// sessions 41.8 → 39.1 MiB, with 100,000 203.8 → 133.7 MiB.
+    /// dictionary keeps up to twice as many buckets as records: a third less memory with
+    /// 100,000 sessions (`authgate-bench --only memory`, docs/BENCHMARKS.md).
     private final class Box: Sendable {
         let record: SessionRecord
         init(_ record: SessionRecord) { self.record = record }

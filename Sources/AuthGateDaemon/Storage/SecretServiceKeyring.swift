@@ -11,7 +11,7 @@ import FoundationEssentials
 /// start and at `rekey` only. Its synchronous calls also wait as long as a keyring prompt
 /// stays open. `secret-tool` (Debian: libsecret-tools) does the same calls in a process of its
 /// own that ``ChildProcess`` kills after ``timeout``; the key crosses a pipe, never argv. The
-/// cost is one fork and exec (~20 ms) per call.
+/// cost is one fork and exec per call.
 ///
 /// The key is stored base64-encoded under the attributes `application=authgate`,
 /// `kind=storage-key` (`kind=storage-key-next` while a `rekey` is under way), which is how it

@@ -84,7 +84,7 @@ struct Token: ParsableCommand {
             }
         }
         // Only the token is printed, so only the token is decoded: decoding `expires_at` as a
-        // date also loaded the local time zone; p50 of the whole process 7.8 → 5.4 ms.
+        // date also loaded the local time zone (docs/BENCHMARKS.md, "What was optimised").
         print(try Daemon.call(.token, params, as: BareToken.self, socket: socket, json: json).accessToken.exposedValue)
     }
 
@@ -105,8 +105,8 @@ struct Token: ParsableCommand {
     /// JSON decoder then reads.
     ///
     /// What skipping the JSON coders buys: their first use (type metadata and protocol
-    /// conformance lookups in the 28 MB static binary) was half the process's CPU time,
-    /// 2.78 → 1.3 ms task-clock per `authgate token` (perf stat, 300 runs; docs/BENCHMARKS.md).
+    /// conformance lookups in the static binary) was half the process's CPU time
+    /// (docs/BENCHMARKS.md, "What was optimised").
     private static func bareToken(in reply: [UInt8]) -> String? {
         let prefix = Array(#"{"id":1,"jsonrpc":"2.0","result":{"access_token":""#.utf8)
         guard reply.starts(with: prefix) else { return nil }
