@@ -137,32 +137,16 @@ final class LoopbackRedirectListener: Sendable {
         let result = FirstOutcome<Outcome>()
         let server = server
         await withTaskCancellationHandler {
-            do {
-                try await withThrowingDiscardingTaskGroup { group in
-                    try await server.executeThenClose { inbound in
-                        for try await connection in inbound {
-                            self.accepted.take(connection)
-                            guard self.openConnections.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
-                                self.openConnections.subtract(1, ordering: .relaxed)
-                                // Closed through the async channel, which must be consumed.
-                                group.addTask { try? await connection.executeThenClose { _, _ in } }
-                                continue
-                            }
-                            group.addTask {
-                                defer { self.openConnections.subtract(1, ordering: .relaxed) }
-                                guard let outcome = await self.serve(connection, handle) else { return }
-                                if result.keep(outcome) { server.channel.close(promise: nil) }
-                            }
-                        }
-                    }
-                    // The listener is closed: drop connections still open.
-                    group.cancelAll()
+            await accepted.serveAll(from: server) { _ in
+                guard self.openConnections.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
+                    self.openConnections.subtract(1, ordering: .relaxed)
+                    return nil
                 }
-            } catch {
-                // The listener closed under us (cancellation): nothing more to serve.
+                return { self.openConnections.subtract(1, ordering: .relaxed) }
+            } serve: { connection in
+                guard let outcome = await self.serve(connection, handle) else { return }
+                if result.keep(outcome) { server.channel.close(promise: nil) }
             }
-            // Accepted as the listener closed, never handed to the loop: closed all the same.
-            await self.accepted.drain()
         } onCancel: {
             server.channel.close(promise: nil)
         }

@@ -106,33 +106,20 @@ struct MetricsListener: Service, CustomStringConvertible {
         let open = OpenCount()
         let peers = PeerCounts()
         await withGracefulShutdownHandler {
-            do {
-                try await withThrowingDiscardingTaskGroup { group in
-                    try await server.executeThenClose { inbound in
-                        for try await connection in inbound {
-                            accepted.take(connection)
-                            let peer = connection.channel.remoteAddress?.ipAddress ?? "-"
-                            guard open.value.add(1, ordering: .relaxed).newValue <= Self.maximumConnections,
-                                  peers.enter(peer, maximum: Self.maximumConnectionsPerPeer) else {
-                                open.value.subtract(1, ordering: .relaxed)
-                                group.addTask { try? await connection.executeThenClose { _, _ in } }
-                                continue
-                            }
-                            group.addTask {
-                                defer {
-                                    open.value.subtract(1, ordering: .relaxed)
-                                    peers.leave(peer)
-                                }
-                                await serve(connection)
-                            }
-                        }
-                    }
-                    group.cancelAll()
+            await accepted.serveAll(from: server) { connection in
+                let peer = connection.channel.remoteAddress?.ipAddress ?? "-"
+                guard open.value.add(1, ordering: .relaxed).newValue <= Self.maximumConnections,
+                      peers.enter(peer, maximum: Self.maximumConnectionsPerPeer) else {
+                    open.value.subtract(1, ordering: .relaxed)
+                    return nil
                 }
-            } catch {
-                // The listener closed under us: nothing more to serve.
+                return {
+                    open.value.subtract(1, ordering: .relaxed)
+                    peers.leave(peer)
+                }
+            } serve: { connection in
+                await serve(connection)
             }
-            await accepted.drain()
         } onGracefulShutdown: {
             server.channel.close(promise: nil)
         }
