@@ -210,7 +210,9 @@ struct ConnectionTableTests {
         #expect(client >= 0)
         let request = Array((line + "\n").utf8)
         #expect(request.withUnsafeBytes { write(client, $0.baseAddress, $0.count) } == request.count)
-        try eventually { handedOn.withLock { $0 != nil } }
+        // Awaited, not blocked on: the door's thread starts from a task on the cooperative pool,
+        // which other tests' blocked threads may hold for a while.
+        try await until(timeout: .seconds(60)) { handedOn.withLock { $0 != nil } }
         let handOff = try #require(handedOn.withLock { $0 })
         #expect(handOff.unread.isEmpty && handOff.bytesArrived && !handOff.unwritten.isEmpty)
 
