@@ -34,6 +34,10 @@ public final class HTTPAuthorizer: Sendable {
     /// The least validity a token sent gets (the daemon refreshes it first when needed).
     public let minimumValidity: Int?
     private let policy = Mutex(HTTPRetryPolicy())
+    private typealias ReportOutcome = Result<TokenResult, AuthGateClientError>
+    /// The `token.rejected` calls under way, by the refused token's digest: the requests
+    /// waiting for their answer.
+    private let reports = Mutex<[[UInt8]: [CheckedContinuation<ReportOutcome?, Never>]]>([:])
 
     /// - Parameters:
     ///   - client: The daemon's client.
@@ -76,7 +80,7 @@ public final class HTTPAuthorizer: Sendable {
             case .giveUp:
                 return nil
             case .report:
-                current = try await client.tokenRejected(provider: provider, accessToken: refused, session: session)
+                current = try await report(refused).get()
             case .takeCurrent:
                 current = try await client.token(provider: provider, session: session, minimumValidity: minimumValidity)
             }
@@ -102,6 +106,36 @@ public final class HTTPAuthorizer: Sendable {
             guard let again = try await retry(request, after: answer) else { return response }
             request = again
         }
+    }
+
+    /// Tells the daemon that the API refused `token` (`token.rejected`), once for all the
+    /// requests that hold it at the moment: the first makes the call, and those that get their
+    /// 401 while it is under way wait for its answer.
+    private func report(_ token: Secret) async -> ReportOutcome {
+        let key = HTTPRetryPolicy.digest(token)
+        let joined: ReportOutcome? = await withCheckedContinuation { continuation in
+            let first = reports.withLock { reports in
+                guard reports[key] == nil else {
+                    reports[key]?.append(continuation)
+                    return false
+                }
+                reports[key] = []
+                return true
+            }
+            if first { continuation.resume(returning: nil) }
+        }
+        if let joined { return joined }
+        let outcome: ReportOutcome
+        do throws(AuthGateClientError) {
+            outcome = .success(try await client.tokenRejected(provider: provider, accessToken: token, session: session))
+        } catch {
+            outcome = .failure(error)
+        }
+        policy.withLock { $0.reported(token) }
+        for waiting in reports.withLock({ $0.removeValue(forKey: key) ?? [] }) {
+            waiting.resume(returning: outcome)
+        }
+        return outcome
     }
 
     private func authorized(method: String, url: String, origin: HTTPOrigin, token: TokenResult,
@@ -197,9 +231,9 @@ public struct HTTPOrigin: Hashable, Sendable, CustomStringConvertible {
 /// - A 401 with `WWW-Authenticate: DPoP error="use_dpop_nonce"` and a nonce: sent once more
 ///   with a proof carrying the nonce (once per request).
 /// - Any other 401: the daemon hears once per token that the API refused it (`token.rejected`,
-///   which refreshes the session once for every caller) and the request is sent once more with
-///   the token it answers; a later 401 to a token already reported takes the current token
-///   without telling the daemon again; a token refused even as the fresh one is not retried.
+///   which refreshes the session once for every caller; requests refused while the report is
+///   under way join it) and the request is sent once more with the token it answers; a later
+///   401 to a token already reported takes the current token without telling the daemon again; a token refused even as the fresh one is not retried.
 ///   An API that refuses everything costs one refresh per token, not one per request, and
 ///   never a loop.
 public struct HTTPRetryPolicy: Sendable {
@@ -216,7 +250,8 @@ public struct HTTPRetryPolicy: Sendable {
     }
 
     public enum Replacement: Sendable, Equatable {
-        /// Tell the daemon (`token.rejected`) and retry with the token it answers.
+        /// Tell the daemon (`token.rejected`; or join the report under way) and retry with the
+        /// token it answers; then call ``reported(_:)``.
         case report
         /// Reported already: retry with the session's current token.
         case takeCurrent
@@ -225,7 +260,7 @@ public struct HTTPRetryPolicy: Sendable {
     }
 
     private enum Verdict {
-        case reported, refused
+        case reporting, reported, refused
     }
 
     private var nonces = Bounded<HTTPOrigin, String>()
@@ -262,10 +297,17 @@ public struct HTTPRetryPolicy: Sendable {
         switch verdicts[key] {
         case .refused: return .giveUp
         case .reported: return .takeCurrent
+        case .reporting: return .report
         case nil:
-            verdicts[key] = .reported
+            verdicts[key] = .reporting
             return .report
         }
+    }
+
+    /// The daemon has answered the report of `token`: later 401s to it take the current token.
+    public mutating func reported(_ token: Secret) {
+        let key = Self.digest(token)
+        if verdicts[key] == .reporting { verdicts[key] = .reported }
     }
 
     /// Whether `current`, the token the daemon answered after `refused` was reported, is worth
@@ -287,7 +329,7 @@ public struct HTTPRetryPolicy: Sendable {
             .contains { $0.filter { $0 != "\"" } == "error=use_dpop_nonce" }
     }
 
-    private static func digest(_ token: Secret) -> [UInt8] { Array(SHA256.hash(data: Array(token.exposedValue.utf8))) }
+    static func digest(_ token: Secret) -> [UInt8] { Array(SHA256.hash(data: Array(token.exposedValue.utf8))) }
 }
 
 /// A dictionary that forgets its oldest entries past ``HTTPRetryPolicy/remembered``.

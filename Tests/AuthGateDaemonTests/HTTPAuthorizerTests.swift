@@ -89,6 +89,8 @@ struct HTTPAuthorizerTests {
         var stale = try Self.request("stale")
         #expect(policy.decide(Self.refused, to: stale) == .replaceToken)
         #expect(policy.refused(Secret("stale")) == .report)
+        #expect(policy.refused(Secret("stale")) == .report, "another request refused while the report is under way joins it")
+        policy.reported(Secret("stale"))
         #expect(policy.worthRetrying(Secret("fresh"), after: Secret("stale")))
         #expect(!policy.worthRetrying(Secret("stale"), after: Secret("stale")), "the daemon answered the refused token: no retry")
         // Another request still holding the stale token: the current token, the daemon not told again.
@@ -138,7 +140,7 @@ struct HTTPAuthorizerTests {
 
     // MARK: URLSession, the real daemon, a loopback API
 
-    @Test("URLSession through HTTPAuthorizer: a stale token is reported once and the request retried once; an API that refuses everything costs one token.rejected per token; a redirect to another origin is not retried; a bad URL is validation_failed")
+    @Test("URLSession through HTTPAuthorizer: a stale token is reported once and the request retried once; an API that refuses everything costs one token.rejected per token; a redirect to another origin is not retried; ten 401s at once make one report; a bad URL is validation_failed")
     func urlSession() async throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
@@ -147,14 +149,7 @@ struct HTTPAuthorizerTests {
         let client = AuthGateClient(socketPath: daemon.socketPath)
         let authorizer = HTTPAuthorizer(client: client, provider: "mock")
         func get(_ url: String, in session: URLSession = URLSession(configuration: .ephemeral)) async throws -> Int {
-            try await authorizer.send(method: "GET", url: url) { authorized in
-                var request = URLRequest(url: try #require(URL(string: url)))
-                for (name, value) in authorized.headers { request.setValue(value, forHTTPHeaderField: name) }
-                let (_, response) = try await session.data(for: request)
-                let http = try #require(response as? HTTPURLResponse)
-                return (http.statusCode, HTTPAnswer(status: http.statusCode, url: http.url?.absoluteString,
-                                                    headers: http.allHeaderFields as? [String: String] ?? [:]))
-            }
+            try await Self.get(url, with: authorizer, in: session)
         }
         func seen() throws -> [(path: String, token: String?)] {
             let body = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", base + "/_seen"]).stdout
@@ -207,6 +202,21 @@ struct HTTPAuthorizerTests {
         let afterRedirect = try await client.token(provider: "mock").accessToken
         #expect(try rejectedCalls() == 2 && afterRedirect == afterRefusals)
 
+        // Ten requests at once with a token the API refuses: one token.rejected, whose answer
+        // they all retry with.
+        let burst = HTTPAuthorizer(client: client, provider: "mock")
+        let reportsBefore = try rejectedCalls()
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            let session = URLSession(configuration: .ephemeral)
+            for index in 0..<10 {
+                group.addTask { try await Self.get(base + "/once/burst/\(index)", with: burst, in: session) }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses == Array(repeating: 200, count: 10))
+        #expect(try rejectedCalls() == reportsBefore + 1, "one report for the ten")
+        #expect(try seen().filter { $0.path.hasPrefix("/once/burst/") && $0.token == nil }.isEmpty)
+
         do {
             _ = try await authorizer.authorize(method: "GET", url: "/relative")
             Issue.record("a relative URL has no origin")
@@ -215,6 +225,20 @@ struct HTTPAuthorizerTests {
         }
         for secret in [stale, fresh, afterRefusals] {
             #expect(!daemon.logText.contains(secret.exposedValue) && !api.logText.contains(secret.exposedValue))
+        }
+    }
+}
+
+extension HTTPAuthorizerTests {
+    /// A GET through `authorizer` with `session`: the HTTP status of the last answer.
+    static func get(_ url: String, with authorizer: HTTPAuthorizer, in session: URLSession) async throws -> Int {
+        try await authorizer.send(method: "GET", url: url) { authorized in
+            var request = URLRequest(url: try #require(URL(string: url)))
+            for (name, value) in authorized.headers { request.setValue(value, forHTTPHeaderField: name) }
+            let (_, response) = try await session.data(for: request)
+            let http = try #require(response as? HTTPURLResponse)
+            return (http.statusCode, HTTPAnswer(status: http.statusCode, url: http.url?.absoluteString,
+                                                headers: http.allHeaderFields as? [String: String] ?? [:]))
         }
     }
 }

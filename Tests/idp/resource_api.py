@@ -5,6 +5,7 @@ HTTPAuthorizer (Tests/AuthGateDaemonTests/HTTPAuthorizerTests.swift).
 
   GET /stale/...     401 (WWW-Authenticate: Bearer error="invalid_token") to the first token
                      this path prefix saw and to requests without one; 200 to any other token
+  GET /once/TAG/...  the same as /stale/, with a first token of its own for each TAG
   GET /refuse/...    401 to everything
   GET /redirect?to=URL   302 to URL
   GET /_seen         JSON: one {"path", "token"} per request above, in order, where "token" is
@@ -41,18 +42,22 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, json.dumps(self.server.seen), "application/json")
         authorization = self.headers.get("Authorization")
         token = authorization[len("Bearer "):] if authorization and authorization.startswith("Bearer ") else None
+        # The prefix whose first token is refused: "/stale/", or "/once/TAG/".
+        segments = parts.path.split("/")
+        prefix = "/stale/" if parts.path.startswith("/stale/") else (
+            "/".join(segments[:3]) + "/" if parts.path.startswith("/once/") and len(segments) > 3 else None)
         with self.server.lock:
             self.server.seen.append({"path": parts.path, "token": fingerprint(token)})
-            first = self.server.first
-            if parts.path.startswith("/stale/") and token is not None and first is None:
-                self.server.first = first = token
+            if prefix is not None and token is not None:
+                self.server.firsts.setdefault(prefix, token)
+            first = self.server.firsts.get(prefix)
         if parts.path == "/redirect":
             self.send_response(302)
             self.send_header("Location", parse_qs(parts.query)["to"][0])
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        refused = parts.path.startswith("/refuse/") or token is None or (parts.path.startswith("/stale/") and token == first)
+        refused = parts.path.startswith("/refuse/") or token is None or (prefix is not None and token == first)
         if refused:
             return self.reply(401, "refused", "text/plain", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
         self.reply(200, "ok", "text/plain")
@@ -80,7 +85,7 @@ def main() -> None:
     server.daemon_threads = True
     server.lock = threading.Lock()
     server.seen = []
-    server.first = None
+    server.firsts = {}
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     parent = os.getppid()
 
