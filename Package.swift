@@ -134,7 +134,9 @@ let package = Package(
         // The client library for Swift programs, which the CLI uses too.
         .target(
             name: "AuthGateClient",
-            dependencies: ["AuthGateCore", "AuthGateRPC"],
+            dependencies: ["AuthGateCore", "AuthGateRPC",
+                           // SHA-256: HTTPRetryPolicy remembers refused tokens by their digest.
+                           .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strictSettings
         ),
         // Entry points into every parser of untrusted bytes, for scripts/fuzz (libFuzzer) and the

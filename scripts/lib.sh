@@ -17,7 +17,7 @@ apt_install() {
 # curl, which the tests use to ask the test servers things directly, and, for the tests of
 # the service (scripts/verify-units, running clients as other users), systemd-analyze,
 # setpriv and useradd; Prometheus for the metrics tests; dbus, gnome-keyring and secret-tool
-# for the storage key in the Secret Service.
+# for the storage key in the Secret Service; sshd and ssh for the agent over `ssh -R`.
 ensure_system_packages() {
     local missing=()
     command -v pkg-config >/dev/null || missing+=(pkg-config)
@@ -34,6 +34,10 @@ ensure_system_packages() {
     command -v dbus-daemon >/dev/null && command -v dbus-send >/dev/null || missing+=(dbus)
     command -v gnome-keyring-daemon >/dev/null || missing+=(gnome-keyring)
     command -v secret-tool >/dev/null || missing+=(libsecret-tools)
+    # The agent forwarded over SSH (SSHForwardingTests): a real sshd on a loopback port, with
+    # its own configuration and host key, and the ssh client that forwards the socket.
+    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+    command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || missing+=(openssh-client)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then
         apt_install "${missing[@]}"

@@ -64,4 +64,93 @@ struct AuthGateClientTests {
         watching.cancel()
         #expect(await result(of: watching) != nil, "the cancelled watch ends")
     }
+
+    @Test("against idpyoidc: authorizationHeaders (Bearer, and DPoP with a proof the resource takes), exchange (cached; a forbidden audience is validation_failed), and HTTPAuthorizer answering a resource's use_dpop_nonce with one retry, the nonce then remembered")
+    func authorizationAndExchange() async throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
+        func provider(_ client: String, _ extra: String) -> String {
+            #"{"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "\#(client)", "grants": ["password"], "scopes": ["openid", "read"], "tls": {"ca_file": "\#(server.caFile)"}\#(extra)}"#
+        }
+        let secretFile = server.client("authgate-exchange")["secret_file"] as? String ?? ""
+        let daemon = try DaemonProcess(providers: ["corp.json": provider("authgate-exchange", #", "client_secret_file": "\#(secretFile)""#),
+                                                   "bound.json": provider("authgate-dpop", #", "dpop": "required""#)], scratch: scratch)
+        try daemon.waitForLog("provider ready")
+        for name in ["corp", "bound"] {
+            let login = try daemon.cli(["login", name, "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
+            #expect(login.status == 0, "\(login.stderr)")
+        }
+        let client = AuthGateClient(socketPath: daemon.socketPath)
+        let resource = try #require(server.endpoints["resource"])
+        func lines(_ headers: [(name: String, value: String)]) -> [String] { headers.map { "\($0.name): \($0.value)" } }
+
+        let bearer = try await client.authorizationHeaders(provider: "corp", method: "GET", url: resource)
+        let own = try await client.token(provider: "corp").accessToken
+        #expect(bearer.map(\.name) == ["Authorization"] && bearer.first?.value == "Bearer \(own.exposedValue)")
+        #expect(try server.resource(lines(bearer)).status == "200")
+
+        let bound = try await client.authorizationHeaders(provider: "bound", method: "GET", url: resource)
+        let boundToken = try await client.token(provider: "bound")
+        #expect(boundToken.tokenType == "DPoP" && bound.map(\.name) == ["Authorization", "DPoP"])
+        #expect(bound.first?.value == "DPoP \(boundToken.accessToken.exposedValue)")
+        #expect(try server.resource(lines(bound)).status == "200", "the daemon's proof, for this method and URL")
+        let elsewhere = try await client.authorizationHeaders(provider: "bound", method: "POST", url: resource)
+        #expect(try server.resource(lines(elsewhere)).status == "401", "a proof of another method is refused")
+
+        let exchanged = try await client.exchange(provider: "corp", audience: "https://api.example.test")
+        #expect(exchanged.accessToken != own && exchanged.issuedTokenType == "urn:ietf:params:oauth:token-type:access_token")
+        #expect(try server.resource(["Authorization: Bearer \(exchanged.accessToken.exposedValue)"]).status == "200")
+        let requests = try server.idpyStats()["token_requests"] as? Int ?? -1
+        #expect(try await client.exchange(provider: "corp", audience: "https://api.example.test").accessToken == exchanged.accessToken)
+        #expect(try server.idpyStats()["token_requests"] as? Int == requests, "cached per combination")
+        do {
+            _ = try await client.exchange(provider: "corp", audience: "https://forbidden.example.test")
+            Issue.record("the server refuses that audience")
+        } catch {
+            #expect(error.reason == .validationFailed && error.message.contains("audience"), "\(error)")
+        }
+
+        // A resource that wants its nonce in the proof: one challenge, one retry, the token kept.
+        try server.setIdpyMode("resource-nonce")
+        let authorizer = HTTPAuthorizer(client: client, provider: "bound")
+        func get() async throws -> Int {
+            try await authorizer.send(method: "GET", url: resource) { authorized in
+                let answer = try Self.curl(authorized, caFile: server.caFile)
+                return (answer.status, answer)
+            }
+        }
+        let before = try server.idpyStats()
+        #expect(try await get() == 200)
+        var stats = try server.idpyStats()
+        #expect(stats["nonce_challenges"] as? Int == (before["nonce_challenges"] as? Int ?? 0) + 1)
+        #expect(stats["resource_requests"] as? Int == (before["resource_requests"] as? Int ?? 0) + 2)
+        #expect(try await get() == 200)
+        stats = try server.idpyStats()
+        #expect(stats["nonce_challenges"] as? Int == (before["nonce_challenges"] as? Int ?? 0) + 1, "the nonce was remembered")
+        #expect(stats["resource_requests"] as? Int == (before["resource_requests"] as? Int ?? 0) + 3)
+        #expect(stats["token_requests"] as? Int == before["token_requests"] as? Int, "a nonce is no reason to refresh")
+        let unchanged = try await client.token(provider: "bound").accessToken
+        #expect(unchanged == boundToken.accessToken)
+        for secret in [own, exchanged.accessToken, boundToken.accessToken] {
+            #expect(!daemon.logText.contains(secret.exposedValue))
+        }
+    }
+
+    /// Sends an authorized GET with curl (the headers on its stdin, not in argv): the answer's
+    /// status and header fields.
+    static func curl(_ request: AuthorizedRequest, caFile: String) throws -> HTTPAnswer {
+        let headers = request.headers.map { "\($0.name): \($0.value)\n" }.joined()
+        let result = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile, "-o", "/dev/null", "-D", "-", "-H", "@-", request.url],
+                             stdin: headers)
+        let lines = result.stdout.components(separatedBy: "\r\n")
+        guard let status = lines.first?.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else {
+            throw TestFailure("curl: \(result.stderr)")
+        }
+        var fields: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields[String(line[..<colon])] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return HTTPAnswer(status: status, headers: fields)
+    }
 }
