@@ -26,6 +26,14 @@ enum PlainCall {
         }
     }
 
+    /// The request line (newline included) that calls `method` with `params`, as id 1.
+    static func requestLine(_ method: RPCMethod, params: [String: JSONValue]) -> [UInt8] {
+        var line = JSONValue.object(["id": .number(1), "jsonrpc": .string("2.0"), "method": .string(method.rawValue),
+                                     "params": .object(params)]).jsonBytes
+        line.append(0x0A)
+        return line
+    }
+
     /// `2026-11-25T10:04:12Z`, as the daemon writes dates, without Foundation's date parsing
     /// (which loads the time zone database).
     static func utcDate(_ text: String) -> Date? {

@@ -55,6 +55,17 @@ struct FrontDoorTests {
         #expect(!daemon.logText.contains(try #require(accessToken(replies[0]))))
     }
 
+    @Test("`authgate token PROVIDER` writes the plain line the front door answers itself")
+    func cliLineIsPlain() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        #expect(try exchange(daemon.connect(), Self.login).result != nil)
+        let first = try daemon.cli(["token", "mock"])
+        let answered = try cachedAnswers(daemon)
+        let second = try daemon.cli(["token", "mock"])
+        #expect(first.status == 0 && second.status == 0 && !second.stdout.isEmpty && second.stdout == first.stdout)
+        #expect(try cachedAnswers(daemon) == answered + 1, "answered at the front door")
+    }
+
     @Test("connections held at the front door keep the deadlines: nothing sent within 2 s, or idle after a cached answer")
     func deadlines() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--idle-timeout", "1"], logLevel: "info")

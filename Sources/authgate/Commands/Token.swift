@@ -88,15 +88,15 @@ struct Token: ParsableCommand {
         print(try Daemon.call(.token, params, as: BareToken.self, socket: socket, json: json).accessToken.exposedValue)
     }
 
-    /// `authgate token PROVIDER` without the JSON encoder: the request line written by hand.
+    /// `authgate token PROVIDER` without the JSON encoder: the request line written by
+    /// ``JSONValue``'s writer.
     /// - Returns: The reply line; `nil` for other params or when the call failed on the way,
     ///   which the ordinary path then repeats and reports.
     private static func plainCall(_ params: TokenParams, socket: String?) -> [UInt8]? {
         guard params.session == nil, params.minValidSeconds == nil, params.forceRefresh == nil, params.scopes == nil, params.resource == nil,
-              ProviderID.isValid(params.provider),  // nothing to escape
+              ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
               let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient()) else { return nil }
-        let request = #"{"id":1,"jsonrpc":"2.0","method":"token","params":{"provider":"\#(params.provider)"}}"# + "\n"
-        guard (try? connection.send(Array(request.utf8))) != nil else { return nil }
+        guard (try? connection.send(PlainCall.requestLine(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
         return try? connection.receiveLine()
     }
 
