@@ -90,7 +90,7 @@ public enum ProviderConfigurationLoader {
             return (ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: []), problems)
         }
         var warnings: [ConfigProblem] = []
-        let settings = ProviderDocument.read(document, problems: problems, warnings: &warnings, fileName: file)
+        let settings = ProviderDocument.read(ProviderPreset.expand(document, problems: problems), problems: problems, warnings: &warnings, fileName: file)
         guard let providerID, let settings, problems.problems.isEmpty else {
             return (ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: warnings), problems)
         }
@@ -121,7 +121,7 @@ private struct ProviderDocument {
         "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
         "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback", "client_key_file", "client_key_id", "dpop", "par",
         "token_exchange",
-    ]).union(ProviderQuirks.keys)
+    ]).union(ProviderQuirks.keys).union(ProviderPreset.keys)
     static let mockKeys: Set<String> = commonKeys.union([
         "users", "latency_ms", "access_token_lifetime_seconds", "refresh_token_lifetime_seconds",
         "allow_registration", "password_policy",
