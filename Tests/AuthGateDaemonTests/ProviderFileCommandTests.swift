@@ -1,11 +1,11 @@
 import Foundation
 import Testing
 
-/// `authgate provider add / remove` against the built CLI and daemon: the file written where
+/// `authgate provider list / add / remove` against the built CLI and daemon: the file written where
 /// the daemon reads, checked by the daemon's rules first, and loaded without a restart.
-@Suite("authgate provider add/remove", .serialized)
+@Suite("authgate provider list/add/remove", .serialized)
 struct ProviderFileCommandTests {
-    @Test("add: --dry-run prints the file; the file is written, loaded and ready without a restart; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads")
+    @Test("add: --dry-run prints the file; the file is written, loaded and ready without a restart; list shows it with its path and status; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads")
     func addAndRemove() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
@@ -27,6 +27,14 @@ struct ProviderFileCommandTests {
         #expect(added.stdout.contains("corp is ready"), "\(added.stdout)")
         #expect(try String(contentsOfFile: file, encoding: .utf8) == dryRun.stdout, "the file is what --dry-run showed")
         #expect(try daemon.cli(["providers", "--json"]).stdout.contains(#""status":"ready""#))
+        try Data("{".utf8).write(to: URL(fileURLWithPath: directory + "/broken.json"))
+        let list = try daemon.cli(["provider", "list", "--providers-dir", directory, "--json"])
+        let listings = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]], "\(list.stdout) \(list.stderr)")
+        #expect(listings.map { $0["id"] as? String } == ["broken", "corp"])
+        #expect(listings.last?["file"] as? String == file && listings.last?["valid"] as? Bool == true && listings.last?["status"] as? String == "ready")
+        #expect(listings.first?["valid"] as? Bool == false && listings.first?["status"] == nil, "a file the daemon has not loaded: \(listings)")
+        #expect(try daemon.cli(["provider", "list", "--providers-dir", directory]).stdout.contains("error: " + directory + "/broken.json: $: not valid JSON"))
+        try FileManager.default.removeItem(atPath: directory + "/broken.json")
         let signIn = try call(try daemon.connect(), "login", ["provider": "corp", "username": "alice", "password": "alice-password-1"])
         #expect(signIn.object["subject"] as? String == "faulty-user", "\(signIn)")
 

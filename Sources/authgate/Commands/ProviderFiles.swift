@@ -9,8 +9,8 @@ import Glibc
 /// `authgate provider add|remove`: provider files for admins.
 struct ProviderFiles: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "provider", abstract: "Add or remove a provider file (admins).",
-        subcommands: [Add.self, Remove.self])
+        commandName: "provider", abstract: "List, add or remove provider files (admins).",
+        subcommands: [List.self, Add.self, Remove.self])
 
     /// Where the provider files go.
     struct Location: ParsableArguments {
@@ -46,6 +46,55 @@ struct ProviderFiles: ParsableCommand {
             return print("The daemon reloaded; \(id.rawValue) is gone.")
         }
         print("The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "").")
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the files of the providers directory: each file's path, whether it is valid, and the daemon's status for it.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var location: Location
+
+        /// One file, as `--json` prints it.
+        struct Listing: Encodable {
+            var id: String
+            var file: String
+            var valid: Bool
+            var problems: [String]
+            /// The daemon's status; `nil` when the daemon cannot be asked or has not loaded it.
+            var status: String?
+            var statusReason: String?
+
+            enum CodingKeys: String, CodingKey {
+                case id, file, valid, problems, status
+                case statusReason = "status_reason"
+            }
+        }
+
+        func run() throws {
+            let reports: [ProviderFileReport]
+            do {
+                reports = try ProviderConfigurationLoader.load(directory: location.directory)
+            } catch {
+                throw CLIError(message: "\(Terminal.safe(error.description)) [provider_file.unreadable]", exitCode: ExitStatus.inputRefused)
+            }
+            // The files are read here; the daemon adds what it made of them, when it can be asked.
+            let loaded = try? Daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self, socket: global.socket, json: false)
+            let listings = reports.map { report in
+                let info = loaded?.first { $0.id == report.id }
+                return Listing(id: report.id, file: report.file, valid: report.configuration != nil, problems: report.problems.map(\.description),
+                               status: info?.status.rawValue, statusReason: info?.statusReason)
+            }
+            if global.json { return try global.printJSON(listings) }
+            guard !listings.isEmpty else { return print("No provider files in \(location.directory).") }
+            let rows = listings.map { listing in
+                [listing.id, listing.valid ? "valid" : "invalid", listing.status ?? (loaded == nil ? "?" : "not loaded"), listing.file]
+            }
+            print(Terminal.table(["PROVIDER", "FILE", "DAEMON", "PATH"], rows.map { $0.map(Terminal.safe) }))
+            for listing in listings {
+                for problem in listing.problems { print("  error: \(Terminal.safe(problem))") }
+            }
+        }
     }
 
     struct Add: ParsableCommand {
