@@ -11,6 +11,8 @@ struct IDTokenClaims: JWTPayload {
     var iat: Double
     var nonce: String?
     var azp: String?
+    /// Microsoft Entra ID's tenant (`tid`): fills the `{tenantid}` of an `issuer_template`.
+    var tid: String?
     /// Standard claims (OIDC Core §5.1) for the name shown to the user; never checked.
     var preferred_username: String?
     var email: String?
@@ -81,10 +83,12 @@ actor IDTokenVerifier {
     /// Verifies `token`'s signature and claims.
     /// - Parameters:
     ///   - issuer: The exact `iss` expected.
+    ///   - issuerTemplate: Instead of `issuer`: the `iss` expected with `{tenantid}` standing for
+    ///     the token's `tid` (`issuer_template`).
     ///   - clientID: Must be in `aud` (and be `azp` when there are several audiences).
     ///   - nonce: The nonce sent with the authorization request, if any.
     /// - Throws: `server_error` naming what failed.
-    func verify(_ token: Secret, issuer: String, clientID: String, nonce: String?, now: Date) async throws(AuthGateError) -> IDTokenClaims {
+    func verify(_ token: Secret, issuer: String, issuerTemplate: String? = nil, clientID: String, nonce: String?, now: Date) async throws(AuthGateError) -> IDTokenClaims {
         let header = try Self.header(of: token.exposedValue, provider: provider)
         guard let algorithm = header.alg, Self.allowedAlgorithms.contains(algorithm) else {
             throw failure("it uses the algorithm \"\(header.alg ?? "none")\", which authgate does not accept")
@@ -103,6 +107,13 @@ actor IDTokenVerifier {
             claims = try await keys.verify(token.exposedValue, as: IDTokenClaims.self)
         } catch {
             throw failure("its signature does not verify")
+        }
+        var issuer = issuer
+        if let issuerTemplate {
+            guard let tenant = claims.tid, let expected = ProviderQuirks.issuer(issuerTemplate, tenant: tenant) else {
+                throw failure("it carries no tenant id (tid) to fill the issuer template \"\(issuerTemplate)\"")
+            }
+            issuer = expected
         }
         guard claims.iss == issuer else { throw failure("it was issued by \"\(claims.iss.prefix(128))\", not \"\(issuer)\"") }
         guard claims.aud.value.contains(clientID) else { throw failure("it is not meant for this client (aud)") }

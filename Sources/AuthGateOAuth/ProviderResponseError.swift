@@ -59,10 +59,13 @@ struct OAuthErrorResponse: Sendable {
     var description: String?
 
     /// Reads one from a 4xx JSON body; `nil` when the body is not one.
-    init?(_ response: HTTPResponse) {
-        guard (400..<500).contains(response.status),
+    /// - Parameter acceptingHTTP200: Also from a 200 body with `error` and no `access_token`
+    ///   (`token_errors_with_http_200`).
+    init?(_ response: HTTPResponse, acceptingHTTP200: Bool = false) {
+        guard (400..<500).contains(response.status) || acceptingHTTP200 && response.status == 200,
               let object = (try? JSONValue.parse(Data(response.body)))?.objectValue,
-              let error = object["error"]?.stringValue, !error.isEmpty else { return nil }
+              let error = object["error"]?.stringValue, !error.isEmpty,
+              response.status != 200 || object["access_token"] == nil else { return nil }
         self.error = error
         description = ProviderFailure.sanitize(object["error_description"]?.stringValue)
     }

@@ -68,12 +68,12 @@ extension RemoteIdentityProvider {
         let metadata = try await resolvedMetadata()
         let response = try await tokenEndpoint.post(metadata.tokenEndpoint, DeviceAuthorizationGrant.tokenFields(authorization.deviceCode),
                                                      proofKey: authorization.proofKey)
-        if response.status == 200 {
+        if response.status == 200, tokenEndpoint.oauthError(response) == nil {
             var tokens = try tokenEndpoint.parse(response, requestedScopes: interactiveScopes(scopes), now: now())
             tokens.proofKey = authorization.proofKey
             return .signedIn(try await signedIn(tokens))
         }
-        switch OAuthErrorResponse(response)?.error {
+        switch tokenEndpoint.oauthError(response)?.error {
         case "authorization_pending": return .pending
         case "slow_down": return .slowDown
         case "access_denied":
@@ -101,7 +101,8 @@ extension RemoteIdentityProvider {
         }
         var (request, parameters) = AuthorizationCodeGrant.request(
             endpoint: endpoint, clientID: settings.clientID, redirectURI: redirectURI, scopes: interactiveScopes(scopes),
-            prompt: prompt, audience: settings.audience, issuer: metadata.issuer ?? settings.issuer?.absoluteString,
+            prompt: prompt, audience: settings.audience, extra: settings.quirks.authorizationParameters,
+            issuer: metadata.issuer ?? settings.issuer?.absoluteString,
             requiresIssuer: metadata.authorizationResponseIssParameterSupported, proofKey: newProofKey())
         switch (settings.pushedAuthorization, metadata.pushedAuthorizationRequestEndpoint) {
         case (.off, _) where metadata.requirePushedAuthorizationRequests:

@@ -103,7 +103,9 @@ public actor RemoteIdentityProvider: IdentityProvider {
                                    allowInsecureLoopback: settings.allowInsecureHTTPLoopback, clientCertificate: clientCertificate)
         trustedFilesDigest = Array(digest.finalize())
         let client = ClientAuthenticator(clientID: settings.clientID, method: settings.clientAuthentication, secret: secret, signingKey: signingKey)
-        tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, client: client, transport: transport, policy: policy)
+        var tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, client: client, transport: transport, policy: policy)
+        tokenEndpoint.quirks = settings.quirks
+        self.tokenEndpoint = tokenEndpoint
         metadata = isOIDC ? nil : ProviderMetadata.configured(settings)
     }
 
@@ -167,9 +169,11 @@ public actor RemoteIdentityProvider: IdentityProvider {
         } catch {
             throw .unreachable(ProviderFailure.malformed(name, what: "discovery document", error.message))
         }
-        // Discovery §4.3: the issuer must be exactly the configured one, or this is not our provider.
-        guard discovered.issuer == issuer.absoluteString else {
-            throw .refused("the discovery document names the issuer \"\(discovered.issuer?.prefix(200) ?? "")\", not the configured \"\(issuer.absoluteString)\"")
+        // Discovery §4.3: the issuer must be exactly the configured one (or the file's
+        // issuer_template, for a multi-tenant endpoint), or this is not our provider.
+        let expected = settings.quirks.issuerTemplate ?? issuer.absoluteString
+        guard discovered.issuer == expected else {
+            throw .refused("the discovery document names the issuer \"\(discovered.issuer?.prefix(200) ?? "")\", not the configured \"\(expected)\"")
         }
         for endpoint in discovered.allEndpoints where !policy.allows(endpoint) {
             throw .refused("the discovery document points to \(endpoint.absoluteString.prefix(200)), which is not https")
@@ -349,7 +353,8 @@ public actor RemoteIdentityProvider: IdentityProvider {
     func verify(_ idToken: Secret, nonce: String?) async throws(AuthGateError) -> IDTokenClaims {
         let metadata = try await resolvedMetadata()
         let issuer = metadata.issuer ?? settings.issuer?.absoluteString ?? ""
-        return try await verifier.verify(idToken, issuer: issuer, clientID: settings.clientID, nonce: nonce, now: now())
+        return try await verifier.verify(idToken, issuer: issuer, issuerTemplate: settings.quirks.issuerTemplate,
+                                         clientID: settings.clientID, nonce: nonce, now: now())
     }
 }
 

@@ -22,6 +22,9 @@ struct TokenEndpoint: Sendable {
     let policy: HTTPRequestPolicy
     /// The provider's latest `DPoP-Nonce` (RFC 9449 §8), sent with every later proof.
     let nonce = DPoPNonce()
+    /// How the provider's answers depart from RFC 6749 (`expires_in_default`,
+    /// `token_errors_with_http_200`).
+    var quirks = ProviderQuirks()
 
     var clientID: String { client.clientID }
 
@@ -67,7 +70,7 @@ struct TokenEndpoint: Sendable {
     func requestTokens(at url: URL, _ fields: [(String, String)], purpose: TokenPurpose, requestedScopes: [String],
                        proofKey: DPoPKey? = nil, now: Date) async throws(AuthGateError) -> TokenSet {
         let response = try await post(url, fields, proofKey: proofKey)
-        guard response.status == 200 else { throw refusal(response, purpose: purpose, scopes: requestedScopes) }
+        guard response.status == 200, oauthError(response) == nil else { throw refusal(response, purpose: purpose, scopes: requestedScopes) }
         var tokens = try parse(response, requestedScopes: requestedScopes, now: now)
         if let proofKey {
             // RFC 9449 §5: a server that ignored the proof answers `Bearer`; the file requires binding.
@@ -83,7 +86,7 @@ struct TokenEndpoint: Sendable {
     /// - Parameter what: The request, as a person would name it.
     /// - Parameter scopes: The scopes the request asked for, named when the provider refuses them.
     func refusal(_ response: HTTPResponse, purpose: TokenPurpose, what: String = "token request", scopes: [String] = []) -> AuthGateError {
-        if let oauth = OAuthErrorResponse(response) {
+        if let oauth = oauthError(response) {
             switch (oauth.error, purpose) {
             case ("invalid_grant", .passwordSignIn):
                 return AuthGateError(.invalidCredentials, "The username or password is incorrect.")
@@ -129,6 +132,12 @@ struct TokenEndpoint: Sendable {
         return ProviderFailure.unexpected(response, provider: provider, what: what)
     }
 
+    /// The RFC 6749 §5.2 error `response` carries: in a 4xx answer, or in a 200 one from a
+    /// provider whose file says it answers errors so (GitHub).
+    func oauthError(_ response: HTTPResponse) -> OAuthErrorResponse? {
+        OAuthErrorResponse(response, acceptingHTTP200: quirks.tokenErrorsWithHTTP200)
+    }
+
     /// Reads a token response strictly: each member must have its RFC 6749 type.
     func parse(_ response: HTTPResponse, requestedScopes: [String], now: Date) throws(AuthGateError) -> TokenSet {
         let what = "token response"
@@ -147,9 +156,15 @@ struct TokenEndpoint: Sendable {
         guard case .string(let tokenType) = object["token_type"], TokenShape.isToken(tokenType) else {
             throw ProviderFailure.malformed(provider, what: what, "token_type is missing or not a word like Bearer")
         }
-        var lifetime: Double = 3600  // RFC 6749 §5.1 only RECOMMENDS expires_in; assume an hour without it
+        // RFC 6749 §5.1 only RECOMMENDS expires_in: without it, the file's expires_in_default
+        // (an hour unless it says otherwise; "never" for tokens that live until revoked).
+        var lifetime: Double? = 3600
         switch object["expires_in"] {
-        case nil, .null: break
+        case nil, .null:
+            switch quirks.missingLifetime {
+            case .seconds(let seconds): lifetime = Double(seconds)
+            case .never: lifetime = nil
+            }
         case .number(let seconds) where seconds > 0: lifetime = seconds
         // Some servers send the number as a string; accept it when it is one.
         case .string(let text) where (Double(text) ?? 0) > 0: lifetime = Double(text) ?? 0
@@ -173,7 +188,7 @@ struct TokenEndpoint: Sendable {
         }
         var tokens = TokenSet(
             accessToken: Secret(accessToken), tokenType: tokenType.lowercased() == "bearer" ? "Bearer" : tokenType,
-            expiresAt: now.addingTimeInterval(lifetime), refreshToken: refreshToken.map(Secret.init),
+            expiresAt: lifetime.map(now.addingTimeInterval) ?? .distantFuture, refreshToken: refreshToken.map(Secret.init),
             idToken: idToken.map(Secret.init), scopes: scopes)
         tokens.issuedTokenType = try optionalString("issued_token_type")  // RFC 8693 §2.2.1
         return tokens

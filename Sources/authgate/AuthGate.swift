@@ -17,7 +17,7 @@ struct AuthGate: ParsableCommand {
             7 provider unreachable or failing, 8 not allowed or rate limited, 64 usage error.
             """,
         version: AuthGateVersion.current,
-        subcommands: [Providers.self, Login.self, Register.self, Token.self, DPoPProof.self, Exec.self, Kubectl.self, GitCredential.self, DockerCredential.self, Sink.self, Userinfo.self, Status.self, Logout.self, Reload.self, Rekey.self, Info.self, Metrics.self])
+        subcommands: [Providers.self, ProviderFiles.self, Login.self, Register.self, Token.self, DPoPProof.self, Exec.self, Kubectl.self, GitCredential.self, DockerCredential.self, Sink.self, Userinfo.self, Status.self, Logout.self, Reload.self, Rekey.self, Info.self, Metrics.self])
 
     /// Like ArgumentParser's, but a failed call prints one sentence and exits with its class's status.
     static func main() {

@@ -16,6 +16,11 @@ Endpoints (the issuer is the origin, no path):
   POST /revoke                             200, or the mode's transport fault
   GET  /userinfo                           {"sub": "faulty-user", ..., "huge_number": 1e300} given a Bearer token
   POST /device                             a device authorization response (RFC 8628)
+  GET  /authorize                          302 to the redirect_uri with a code and the state;
+                                           the code remembers the request's access_type
+  GET  /organizations/v2.0/.well-known/openid-configuration
+                                           Microsoft Entra ID's multi-tenant discovery: the issuer
+                                           is "<origin>/{tenantid}/v2.0", a template (see entra)
   GET  /_stats                             {"mode": ..., "requests": {"POST /token": 2, ...},
                                             "last_token_request": {"grant_type": ...,
                                             "client_id": ..., "client_auth": "basic"|"post"|"none",
@@ -42,6 +47,16 @@ Modes (what /token answers; discovery and JWKS are normal unless said):
   wrong_types         200 {"access_token": 12345, "token_type": "Bearer", "expires_in": "soon"}
   not_json            200 text/plain "hello"
   slow                waits --delay seconds, then as ok
+  no_expires_in       as ok without expires_in (RFC 6749 §5.1 only RECOMMENDS it; GitHub's OAuth
+                      app tokens: https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps)
+  pending_200         200 {"error": "authorization_pending", ...}: GitHub answers device polling
+                      errors with HTTP 200 (the same page, "Error codes for the device flow")
+  entra               as ok, but the id_token's iss is "<origin>/<TENANT>/v2.0" and its tid TENANT
+                      (https://learn.microsoft.com/en-us/entra/identity-platform/id-token-claims-reference)
+  entra_wrong_tenant  as entra, but iss names another tenant than tid
+  offline_only        as ok, but an authorization code issues a refresh token only when its
+                      authorization request had access_type=offline (Google:
+                      https://developers.google.com/identity/protocols/oauth2/web-server#offline)
   authorization_pending / slow_down / access_denied / expired_token
                       400 with that RFC 8628 error (device-code polling)
   id_token_unknown_kid, id_token_bad_signature, id_token_wrong_aud, id_token_wrong_issuer,
@@ -68,7 +83,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
@@ -85,7 +100,9 @@ ID_TOKEN_DEFECTS = {"id_token_unknown_kid", "id_token_bad_signature", "id_token_
 MODES = TRANSPORT_FAULTS | DEVICE_ERRORS | ID_TOKEN_DEFECTS | {
     "ok", "invalid_grant", "truncated", "truncated_transfer", "huge", "wrong_types", "not_json",
     "issuer_mismatch", "slow_discovery", "discovery_500", "injected_token", "escape_error", "escape_user_code",
+    "no_expires_in", "pending_200", "entra", "entra_wrong_tenant", "offline_only",
 }
+TENANT = "9188040d-6c67-4c5b-b112-36a304b66dad"
 ESCAPES = "\x1b]52;c;aGVsbG8=\x07\u009b2J\r\nforged line"
 HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1></body></html>\n"
 
@@ -99,6 +116,8 @@ class State:
         self.counter = 0
         self.requests = collections.Counter()
         self.last_token_request = None
+        self.last_authorization_request = None
+        self.offline_codes = set()
 
     def next_number(self) -> int:
         with self.lock:
@@ -214,6 +233,33 @@ class Handler(BaseHTTPRequestHandler):
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         })
 
+    def entra_discovery(self) -> None:
+        issuer = self.server.issuer
+        self.send_json(200, {
+            "issuer": f"{issuer}/{{tenantid}}/v2.0",
+            "token_endpoint": f"{issuer}/token",
+            "jwks_uri": f"{issuer}/jwks",
+            "device_authorization_endpoint": f"{issuer}/device",
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["pairwise"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+        })
+
+    def authorize(self) -> None:
+        query = parse_qs(self.path.split("?", 1)[1] if "?" in self.path else "")
+        params = {k: v[0] for k, v in query.items()}
+        code = f"faulty-code-{self.state.next_number()}"
+        with self.state.lock:
+            self.state.last_authorization_request = {k: params.get(k) for k in ("access_type", "prompt", "response_type", "scope")}
+            if params.get("access_type") == "offline":
+                self.state.offline_codes.add(code)
+        separator = "&" if "?" in params.get("redirect_uri", "") else "?"
+        location = f"{params.get('redirect_uri', '')}{separator}{urlencode({'code': code, 'state': params.get('state', '')})}"
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def jwks(self) -> None:
         self.send_json(200, {"keys": [certs.rsa_public_jwk(self.server.key, KID)]})
 
@@ -242,6 +288,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, b"hello", "text/plain")
         if mode == "escape_error":
             return self.send_json(400, {"error": "invalid_request", "error_description": "bad " + ESCAPES})
+        if mode == "pending_200":
+            return self.send_json(200, {"error": "authorization_pending", "error_description": "The authorization request is still pending.",
+                                        "error_uri": "https://docs.github.com/developers/apps/authorizing-oauth-apps#error-codes-for-the-device-flow"})
 
         n = self.state.next_number()
         now, expires_in = int(time.time()), self.server.expires_in
@@ -249,6 +298,13 @@ class Handler(BaseHTTPRequestHandler):
                     "refresh_token": f"faulty-rt-{n}"}
         if mode == "injected_token":
             response["access_token"] = "tok\r\nX-Injected: yes"
+        if mode == "no_expires_in":
+            del response["expires_in"]
+        if mode == "offline_only" and form.get("grant_type") == "authorization_code":
+            with self.state.lock:
+                offline = form.get("code") in self.state.offline_codes
+            if not offline:
+                del response["refresh_token"]
         scope = form.get("scope")
         if scope is not None:
             response["scope"] = scope
@@ -273,6 +329,9 @@ class Handler(BaseHTTPRequestHandler):
                   "preferred_username": "faulty", "iat": now, "exp": now + expires_in}
         if nonce:
             claims["nonce"] = nonce
+        if mode in ("entra", "entra_wrong_tenant"):
+            tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47" if mode == "entra_wrong_tenant" else TENANT
+            claims["iss"], claims["tid"] = f"{self.server.issuer}/{tenant}/v2.0", TENANT
         if mode == "id_token_wrong_aud":
             claims["aud"] = "someone-else"
         elif mode == "id_token_wrong_issuer":
@@ -326,7 +385,8 @@ class Handler(BaseHTTPRequestHandler):
     def stats(self) -> None:
         with self.state.lock:
             document = {"mode": self.state.mode, "requests": dict(self.state.requests),
-                        "last_token_request": self.state.last_token_request}
+                        "last_token_request": self.state.last_token_request,
+                        "last_authorization_request": self.state.last_authorization_request}
         self.send_json(200, document)
 
     def set_mode(self) -> None:
@@ -346,6 +406,8 @@ class Handler(BaseHTTPRequestHandler):
 ROUTES = {
     ("GET", "/.well-known/openid-configuration"): Handler.discovery,
     ("GET", "/jwks"): Handler.jwks,
+    ("GET", "/organizations/v2.0/.well-known/openid-configuration"): Handler.entra_discovery,
+    ("GET", "/authorize"): Handler.authorize,
     ("POST", "/token"): Handler.token,
     ("POST", "/revoke"): Handler.revoke,
     ("GET", "/userinfo"): Handler.userinfo,

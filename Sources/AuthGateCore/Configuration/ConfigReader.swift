@@ -4,6 +4,9 @@ import FoundationEssentials
 final class ProblemCollector {
     let file: String
     private(set) var problems: [ConfigProblem] = []
+    /// The keys each object read so far may have, by JSON path with array indices as `[]`:
+    /// what the readers accept, as they check it (the JSON Schema's test reads it).
+    private(set) var acceptedKeys: [String: Set<String>] = [:]
 
     init(file: String) {
         self.file = file
@@ -11,6 +14,11 @@ final class ProblemCollector {
 
     func add(_ path: String, _ message: String) {
         problems.append(ConfigProblem(file: file, path: path, message: message))
+    }
+
+    func accept(_ keys: Set<String>, at path: String) {
+        let general = path.replacing(/\[[0-9]+\]/, with: "[]")
+        acceptedKeys[general, default: []].formUnion(keys)
     }
 }
 
@@ -36,6 +44,7 @@ struct ObjectReader {
 
     /// Records every key not in `allowed`; unknown keys are almost always typos.
     func rejectUnknownKeys(allowed: Set<String>, context: String) {
+        problems.accept(allowed, at: path)
         for key in object.keys.sorted() where !allowed.contains(key) {
             let hint = allowed.sorted().first { candidate in
                 candidate.lowercased() == key.lowercased() || editDistance(candidate, key) <= 2
@@ -47,6 +56,9 @@ struct ObjectReader {
     }
 
     func contains(_ key: String) -> Bool { object[key] != nil }
+
+    /// The object's keys, sorted.
+    var keys: [String] { object.keys.sorted() }
 
     func raw(_ key: String) -> JSONValue? { object[key] }
 

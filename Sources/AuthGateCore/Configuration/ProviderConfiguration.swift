@@ -207,6 +207,8 @@ public struct RemoteProviderSettings: Sendable, Hashable {
     public var totalTimeoutMilliseconds: Int
     /// Plain http allowed to 127.0.0.1 and ::1 only; for tests.
     public var allowInsecureHTTPLoopback: Bool
+    /// The provider's departures from the RFCs its file describes.
+    public var quirks = ProviderQuirks()
 
     public struct Endpoints: Sendable, Hashable {
         public var token: URL?

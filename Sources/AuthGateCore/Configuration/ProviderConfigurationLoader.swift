@@ -66,6 +66,17 @@ public enum ProviderConfigurationLoader {
     ///   - id: The provider id (the file's stem).
     ///   - file: The file's name for messages.
     public static func parse(_ data: Data, id: String, file: String) -> ProviderFileReport {
+        check(data, id: id, file: file).report
+    }
+
+    /// The keys the loader accepts in each object of a provider document, by JSON path with
+    /// array indices as `[]` (`$`, `$.tls`, `$.users[]`): only the objects `data` has are
+    /// read, and the root's keys depend on its `type`. For docs/provider.schema.json's test.
+    public static func acceptedKeys(in data: Data) -> [String: Set<String>] {
+        check(data, id: "keys", file: "keys.json").problems.acceptedKeys
+    }
+
+    private static func check(_ data: Data, id: String, file: String) -> (report: ProviderFileReport, problems: ProblemCollector) {
         let problems = ProblemCollector(file: file)
         let providerID = ProviderID(id)
         if providerID == nil {
@@ -76,18 +87,18 @@ public enum ProviderConfigurationLoader {
             document = try JSONValue.parse(data)
         } catch {
             problems.add("$", "not valid JSON: \(error.detail)")
-            return ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: [])
+            return (ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: []), problems)
         }
         var warnings: [ConfigProblem] = []
-        let settings = ProviderDocument.read(document, problems: problems, warnings: &warnings, fileName: file)
+        let settings = ProviderDocument.read(ProviderPreset.expand(document, problems: problems), problems: problems, warnings: &warnings, fileName: file)
         guard let providerID, let settings, problems.problems.isEmpty else {
-            return ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: warnings)
+            return (ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: warnings), problems)
         }
         let configuration = ProviderConfiguration(
             id: providerID, file: file, displayName: settings.displayName ?? id, storage: settings.storage,
             refresh: settings.refresh, access: settings.access, scopes: settings.scopes, settings: settings.settings,
             credentialHelper: settings.credentialHelper)
-        return ProviderFileReport(id: id, file: file, outcome: .valid(configuration), warnings: warnings)
+        return (ProviderFileReport(id: id, file: file, outcome: .valid(configuration), warnings: warnings), problems)
     }
 
     static func invalid(_ id: String, _ file: String, _ path: String, _ message: String) -> ProviderFileReport {
@@ -105,12 +116,12 @@ private struct ProviderDocument {
     var settings: ProviderConfiguration.Settings
     var credentialHelper: ProviderConfiguration.CredentialHelper?
 
-    static let commonKeys: Set<String> = ["type", "display_name", "storage", "refresh", "access", "scopes", "credential_helper"]
+    static let commonKeys: Set<String> = ["$schema", "type", "display_name", "storage", "refresh", "access", "scopes", "credential_helper"]
     static let remoteKeys: Set<String> = commonKeys.union([
         "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
         "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback", "client_key_file", "client_key_id", "dpop", "par",
         "token_exchange",
-    ])
+    ]).union(ProviderQuirks.keys).union(ProviderPreset.keys)
     static let mockKeys: Set<String> = commonKeys.union([
         "users", "latency_ms", "access_token_lifetime_seconds", "refresh_token_lifetime_seconds",
         "allow_registration", "password_policy",
@@ -125,6 +136,7 @@ private struct ProviderDocument {
         case nil: root.rejectUnknownKeys(allowed: remoteKeys.union(mockKeys), context: "a provider")
         }
 
+        _ = root.string("$schema")  // for editors (docs/provider.schema.json); not read
         let displayName = root.string("display_name")
         let storage = root.choice("storage", as: ProviderConfiguration.Storage.self) ?? .memory
         let refresh = readRefresh(root)
@@ -324,14 +336,17 @@ private struct ProviderDocument {
                 timeouts.add("connect_ms", "must not exceed total_ms (\(total))")
             }
         }
+        let quirks = ProviderQuirks.read(root, isOIDC: isOIDC, issuer: issuer)
         guard let clientID, let grants else { return nil }
-        return RemoteProviderSettings(
+        var settings = RemoteProviderSettings(
             issuer: issuer, endpoints: endpoints, clientID: clientID, clientSecretFile: secretFile,
             clientAuthentication: clientAuth, grants: grants, audience: root.string("audience"),
             redirectURI: redirectURI, caFile: caFile, clientKeyFile: clientKeyFile, clientKeyID: clientKeyID,
             tlsClientCertificateFile: tlsCertificate, tlsClientKeyFile: tlsKey, dpop: dpop, pushedAuthorization: par,
             tokenExchange: exchange, connectTimeoutMilliseconds: connect,
             totalTimeoutMilliseconds: total, allowInsecureHTTPLoopback: insecureLoopback)
+        settings.quirks = quirks
+        return settings
     }
 
     /// An absolute https URL (or http to 127.0.0.1 / ::1 when the provider opts in).

@@ -5,10 +5,11 @@ import FoundationEssentials
 enum AuthorizationCodeGrant {
     /// Builds the request: fresh `state`, `nonce` and verifier for every sign-in.
     /// - Parameter prompt: OpenID Connect `prompt`, e.g. `create` for registration.
+    /// - Parameter extra: The file's `authorization_parameters`; a `prompt` of the caller's wins.
     /// - Returns: The request, whose `url` carries the parameters, and the parameters themselves
     ///   (for a pushed request, RFC 9126).
     static func request(endpoint: URL, clientID: String, redirectURI: URL, scopes: [String], prompt: String?,
-                        audience: String?, issuer: String?, requiresIssuer: Bool,
+                        audience: String?, extra: [ProviderQuirks.AuthorizationParameter] = [], issuer: String?, requiresIssuer: Bool,
                         proofKey: DPoPKey?) -> (request: AuthorizationRequest, parameters: [(String, String)]) {
         let state = Secret.random(bytes: 24)
         let verifier = Secret.random(bytes: 32)  // 43 characters: RFC 7636 §4.1 wants 43 to 128
@@ -21,6 +22,9 @@ enum AuthorizationCodeGrant {
         if let nonce { fields.append(("nonce", nonce.exposedValue)) }
         if let prompt { fields.append(("prompt", prompt)) }
         if let audience { fields.append(("audience", audience)) }
+        for parameter in extra where !fields.contains(where: { $0.0 == parameter.name }) {
+            fields.append((parameter.name, parameter.value))
+        }
         // RFC 9449 §10: the code can only be redeemed with a proof of this key.
         if let proofKey { fields.append(("dpop_jkt", proofKey.thumbprint)) }
         var request = AuthorizationRequest(url: url(endpoint, fields), redirectURI: redirectURI, state: state, nonce: nonce, codeVerifier: verifier,

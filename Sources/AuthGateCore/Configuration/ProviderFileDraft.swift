@@ -1,0 +1,119 @@
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A provider file that `authgate provider add` writes: built from answers, checked by the
+/// daemon's own loader, written atomically.
+public struct ProviderFileDraft: Sendable {
+    public var preset: ProviderPreset?
+    public var presetOptions: [String: String] = [:]
+    /// `--issuer`: an `oidc` provider unless a preset says otherwise.
+    public var issuer: String?
+    public var clientID: String?
+    /// The file holding the client secret (never the secret itself).
+    public var clientSecretFile: String?
+    public var grants: [Grant] = []
+    public var scopes: [String] = []
+    public var caFile: String?
+    public var storage: ProviderConfiguration.Storage?
+
+    public init() {}
+
+    /// The file's JSON: sorted keys, two-space indentation, a final newline.
+    public func json() -> String {
+        var document: [String: JSONValue] = ["$schema": .string(Self.schemaURL)]
+        if let preset {
+            document["preset"] = .string(preset.rawValue)
+            if !presetOptions.isEmpty { document["preset_options"] = .object(presetOptions.mapValues(JSONValue.string)) }
+        } else if issuer != nil {
+            document["type"] = .string("oidc")
+        }
+        if let issuer { document["issuer"] = .string(issuer) }
+        if let clientID { document["client_id"] = .string(clientID) }
+        if let clientSecretFile { document["client_secret_file"] = .string(clientSecretFile) }
+        if !grants.isEmpty { document["grants"] = .array(grants.map { .string($0.rawValue) }) }
+        if !scopes.isEmpty { document["scopes"] = .array(scopes.map(JSONValue.string)) }
+        if let caFile { document["tls"] = .object(["ca_file": .string(caFile)]) }
+        if let storage { document["storage"] = .string(storage.rawValue) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(JSONValue.object(document))) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+
+    /// The `$id` of docs/provider.schema.json.
+    public static let schemaURL = "https://authgate.example/provider.schema.json"
+
+    /// The file checked as the daemon will check it.
+    public func check(id: String, directory: String) -> ProviderFileReport {
+        ProviderConfigurationLoader.parse(Data(json().utf8), id: id, file: ProviderFileStore.path(id: id, directory: directory))
+    }
+}
+
+/// Why a provider file could not be written or removed; `code` is stable.
+public struct ProviderFileError: Error, Sendable, CustomStringConvertible {
+    public var code: String
+    public var message: String
+    public var description: String { message }
+
+    init(_ code: String, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+/// The providers directory on disk, as `authgate provider add/remove` changes it.
+public enum ProviderFileStore {
+    /// The directory the daemon of this user reads: `/etc/authgate/providers.d` for root (the
+    /// system daemon), else `$XDG_CONFIG_HOME/authgate/providers.d` (`~/.config` without it),
+    /// as `authgated --user` resolves it.
+    public static func defaultDirectory(uid: UInt32, environment: [String: String]) -> String {
+        if uid == 0 { return "/etc/authgate/providers.d" }
+        let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? (environment["HOME"] ?? "/") + "/.config"
+        return config + "/authgate/providers.d"
+    }
+
+    public static func path(id: String, directory: String) -> String {
+        (directory.hasSuffix("/") ? directory : directory + "/") + id + ".json"
+    }
+
+    /// Writes `text` as `ID.json` atomically (a temporary file in the same directory, renamed
+    /// over), mode 0644; an existing file only with `force`.
+    /// - Throws: `provider_file.exists`, `provider_file.unwritable`.
+    public static func write(_ text: String, id: ProviderID, directory: String, force: Bool) throws(ProviderFileError) {
+        let target = path(id: id.rawValue, directory: directory)
+        if !force, FileManager.default.fileExists(atPath: target) {
+            throw ProviderFileError("provider_file.exists", "\(target) exists; pass --force to replace it.")
+        }
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        } catch {
+            throw ProviderFileError("provider_file.unwritable", "The providers directory \(directory) cannot be created.")
+        }
+        let temporary = path(id: ".\(id.rawValue).\(getpid()).tmp", directory: directory)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard descriptor >= 0 else {
+            throw ProviderFileError("provider_file.unwritable", "\(directory) is not writable (\(String(cString: strerror(errno)))).")
+        }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced, rename(temporary, target) == 0 else {
+            unlink(temporary)
+            throw ProviderFileError("provider_file.unwritable", "\(target) could not be written (\(String(cString: strerror(errno)))).")
+        }
+    }
+
+    /// Deletes `ID.json`.
+    /// - Throws: `provider_file.not_found`, `provider_file.unwritable`.
+    public static func remove(id: ProviderID, directory: String) throws(ProviderFileError) {
+        let target = path(id: id.rawValue, directory: directory)
+        guard unlink(target) == 0 else {
+            if errno == ENOENT { throw ProviderFileError("provider_file.not_found", "\(target) does not exist.") }
+            throw ProviderFileError("provider_file.unwritable", "\(target) could not be removed (\(String(cString: strerror(errno)))).")
+        }
+    }
+}

@@ -1,0 +1,223 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate provider add|remove`: provider files for admins.
+struct ProviderFiles: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "provider", abstract: "List, add or remove provider files (admins).",
+        subcommands: [List.self, Add.self, Remove.self])
+
+    /// Where the provider files go.
+    struct Location: ParsableArguments {
+        @Option(help: ArgumentHelp("The providers directory the daemon reads (default: /etc/authgate/providers.d as root, else $XDG_CONFIG_HOME/authgate/providers.d).", valueName: "dir"))
+        var providersDir: String?
+
+        var directory: String {
+            providersDir ?? ProviderFileStore.defaultDirectory(uid: getuid(), environment: ProcessInfo.processInfo.environment)
+        }
+    }
+
+    static func id(_ name: String) throws -> ProviderID {
+        guard let id = ProviderID(name) else {
+            throw CLIError(message: "\"\(Terminal.safe(name))\" is not a provider id: [a-z0-9][a-z0-9_-]*, at most 64 characters. [provider_file.invalid]",
+                           exitCode: ExitStatus.inputRefused)
+        }
+        return id
+    }
+
+    /// `value` as one of `T`'s cases, else a usage error naming them.
+    static func choice<T: RawRepresentable<String> & CaseIterable>(_ value: String, as: T.Type, option: String) throws -> T {
+        guard let choice = T(rawValue: value) else {
+            throw ValidationError("\(option) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(Terminal.safe(value))\".")
+        }
+        return choice
+    }
+
+    /// Asks the daemon to read its files again and prints what it did with `id`.
+    static func reload(_ global: GlobalOptions, id: ProviderID) throws {
+        let reports = try global.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
+        if global.json { return try global.printJSON(reports) }
+        guard let report = reports.first(where: { $0.id == id.rawValue }) else {
+            return print("The daemon reloaded; \(id.rawValue) is gone.")
+        }
+        print("The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "").")
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the files of the providers directory: each file's path, whether it is valid, and the daemon's status for it.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var location: Location
+
+        /// One file, as `--json` prints it.
+        struct Listing: Encodable {
+            var id: String
+            var file: String
+            var valid: Bool
+            var problems: [String]
+            /// The daemon's status; `nil` when the daemon cannot be asked or has not loaded it.
+            var status: String?
+            var statusReason: String?
+
+            enum CodingKeys: String, CodingKey {
+                case id, file, valid, problems, status
+                case statusReason = "status_reason"
+            }
+        }
+
+        func run() throws {
+            let reports: [ProviderFileReport]
+            do {
+                reports = try ProviderConfigurationLoader.load(directory: location.directory)
+            } catch {
+                throw CLIError(message: "\(Terminal.safe(error.description)) [provider_file.unreadable]", exitCode: ExitStatus.inputRefused)
+            }
+            // The files are read here; the daemon adds what it made of them, when it can be asked.
+            let loaded = try? Daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self, socket: global.socket, json: false)
+            let listings = reports.map { report in
+                let info = loaded?.first { $0.id == report.id }
+                return Listing(id: report.id, file: report.file, valid: report.configuration != nil, problems: report.problems.map(\.description),
+                               status: info?.status.rawValue, statusReason: info?.statusReason)
+            }
+            if global.json { return try global.printJSON(listings) }
+            guard !listings.isEmpty else { return print("No provider files in \(location.directory).") }
+            let rows = listings.map { listing in
+                [listing.id, listing.valid ? "valid" : "invalid", listing.status ?? (loaded == nil ? "?" : "not loaded"), listing.file]
+            }
+            print(Terminal.table(["PROVIDER", "FILE", "DAEMON", "PATH"], rows.map { $0.map(Terminal.safe) }))
+            for listing in listings {
+                for problem in listing.problems { print("  error: \(Terminal.safe(problem))") }
+            }
+        }
+    }
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a provider file into the providers directory and make the daemon load it.",
+            discussion: """
+                Every answer is a flag, so it runs unattended (Ansible and friends). The file is checked \
+                by the daemon's own rules before it is written (atomically), never replaces an existing \
+                file without --force, and the daemon is asked to reload. Secrets stay in their own files: \
+                --client-secret-file names one, the JSON never holds a secret.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var location: Location
+
+        @Argument(help: "The provider's id: the file is ID.json.")
+        var name: String
+
+        @Option(help: ArgumentHelp("A preset: \(ProviderPreset.allCases.map(\.rawValue).joined(separator: ", ")) (docs/PROVIDERS.md).", valueName: "name"))
+        var preset: String?
+
+        @Option(help: "The preset's host (github, gitlab, gitea, forgejo, okta, keycloak, auth0).")
+        var host: String?
+
+        @Option(help: "The preset's tenant (entra).")
+        var tenant: String?
+
+        @Option(help: "The preset's realm (keycloak).")
+        var realm: String?
+
+        @Option(help: "The preset's authorization server (okta).")
+        var authorizationServer: String?
+
+        @Option(help: ArgumentHelp("The issuer URL of an OpenID Connect provider.", valueName: "url"))
+        var issuer: String?
+
+        @Option(help: "The client id registered at the provider.")
+        var clientID: String?
+
+        @Option(help: ArgumentHelp("An absolute path to a file holding the client secret.", valueName: "path"))
+        var clientSecretFile: String?
+
+        @Option(name: .customLong("grant"), help: "A grant (repeatable): password, device_code, authorization_code, client_credentials.")
+        var grants: [String] = []
+
+        @Option(name: .customLong("scope"), help: "A scope asked for by default (repeatable).")
+        var scopes: [String] = []
+
+        @Option(help: ArgumentHelp("A PEM bundle of CAs to trust for this provider (tls.ca_file).", valueName: "path"))
+        var caFile: String?
+
+        @Option(help: "memory or persistent.")
+        var storage: String?
+
+        @Flag(help: "Replace an existing file.")
+        var force = false
+
+        @Flag(help: "Print the file instead of writing it.")
+        var dryRun = false
+
+        func run() throws {
+            let id = try ProviderFiles.id(name)
+            var draft = ProviderFileDraft()
+            draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
+            for (option, value) in [("host", host), ("tenant", tenant), ("realm", realm), ("authorization_server", authorizationServer)] {
+                if let value { draft.presetOptions[option] = value }
+            }
+            draft.issuer = issuer
+            draft.clientID = clientID
+            draft.clientSecretFile = clientSecretFile
+            draft.grants = try grants.map { try ProviderFiles.choice($0, as: Grant.self, option: "--grant") }
+            draft.scopes = scopes
+            draft.caFile = caFile
+            draft.storage = try storage.map { try ProviderFiles.choice($0, as: ProviderConfiguration.Storage.self, option: "--storage") }
+            let directory = location.directory
+            let report = draft.check(id: id.rawValue, directory: directory)
+            guard report.configuration != nil else {
+                let problems = report.problems.map { "  \(Terminal.safe($0.description))" }.joined(separator: "\n")
+                throw CLIError(message: "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)", exitCode: ExitStatus.inputRefused)
+            }
+            if dryRun { return print(draft.json(), terminator: "") }
+            do {
+                try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
+            } catch {
+                throw CLIError(message: "\(error.message) [\(error.code)]", exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError)
+            }
+            if !global.json { print("Wrote \(ProviderFileStore.path(id: id.rawValue, directory: directory)).") }
+            try ProviderFiles.reload(global, id: id)
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Delete a provider file and make the daemon unload it (its sessions are signed out).")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var location: Location
+
+        @Argument(help: "The provider's id.")
+        var name: String
+
+        @Flag(help: "Do not ask for confirmation.")
+        var yes = false
+
+        func run() throws {
+            let id = try ProviderFiles.id(name)
+            let path = ProviderFileStore.path(id: id.rawValue, directory: location.directory)
+            if !yes {
+                guard isatty(STDIN_FILENO) == 1 else {
+                    throw CLIError(message: "Removing \(path) needs confirmation: pass --yes. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
+                }
+                Terminal.writeError("Remove \(path) and sign out of its sessions? [y/N] ")
+                guard let answer = readLine(), answer.lowercased().hasPrefix("y") else {
+                    throw CLIError(message: "Nothing was removed. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
+                }
+            }
+            do {
+                try ProviderFileStore.remove(id: id, directory: location.directory)
+            } catch {
+                throw CLIError(message: "\(error.message) [\(error.code)]", exitCode: error.code == "provider_file.not_found" ? ExitStatus.inputRefused : ExitStatus.internalError)
+            }
+            if !global.json { print("Removed \(path).") }
+            try ProviderFiles.reload(global, id: id)
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+
+/// `authgate provider list / add / remove` against the built CLI and daemon: the file written where
+/// the daemon reads, checked by the daemon's rules first, and loaded without a restart.
+@Suite("authgate provider list/add/remove", .serialized)
+struct ProviderFileCommandTests {
+    @Test("add: --dry-run prints the file; the file is written, loaded and ready without a restart; list shows it with its path and status; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads")
+    func addAndRemove() throws {
+        let scratch = try ScratchDirectory()
+        // django-oauth-toolkit (Tests/idp/launch.py) with its public password client.
+        let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        let daemon = try DaemonProcess(providers: [:])
+        let directory = daemon.providersDirectory
+        let file = directory + "/corp.json"
+        let add = ["provider", "add", "corp", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-password",
+                   "--grant", "password", "--scope", "openid", "--ca-file", server.caFile, "--storage", "persistent"]
+
+        let dryRun = try daemon.cli(add + ["--dry-run"])
+        #expect(dryRun.status == 0, "\(dryRun.stderr)")
+        let proposed = try #require(try JSONSerialization.jsonObject(with: Data(dryRun.stdout.utf8)) as? [String: Any], "\(dryRun.stdout)")
+        #expect(proposed["issuer"] as? String == server.issuer && proposed["type"] as? String == "oidc" && proposed["storage"] as? String == "persistent")
+        #expect((proposed["tls"] as? [String: Any])?["ca_file"] as? String == server.caFile)
+        #expect(!FileManager.default.fileExists(atPath: file), "--dry-run writes nothing")
+
+        let added = try daemon.cli(add)
+        #expect(added.status == 0, "\(added.stdout) \(added.stderr)")
+        #expect(added.stdout.contains("corp is ready"), "\(added.stdout)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == dryRun.stdout, "the file is what --dry-run showed")
+        #expect(try daemon.cli(["providers", "--json"]).stdout.contains(#""status":"ready""#))
+        try Data("{".utf8).write(to: URL(fileURLWithPath: directory + "/broken.json"))
+        let list = try daemon.cli(["provider", "list", "--providers-dir", directory, "--json"])
+        let listings = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]], "\(list.stdout) \(list.stderr)")
+        #expect(listings.map { $0["id"] as? String } == ["broken", "corp"])
+        #expect(listings.last?["file"] as? String == file && listings.last?["valid"] as? Bool == true && listings.last?["status"] as? String == "ready")
+        #expect(listings.first?["valid"] as? Bool == false && listings.first?["status"] == nil, "a file the daemon has not loaded: \(listings)")
+        #expect(try daemon.cli(["provider", "list", "--providers-dir", directory]).stdout.contains("error: " + directory + "/broken.json: $: not valid JSON"))
+        try FileManager.default.removeItem(atPath: directory + "/broken.json")
+        let signIn = try call(try daemon.connect(), "login", ["provider": "corp", "username": "alice", "password": "alice-password-1"])
+        #expect(signIn.object["state"] as? String == "authenticated" && signIn.object["subject"] as? String != nil, "\(signIn)")
+
+        let again = try daemon.cli(add.map { $0 == "persistent" ? "memory" : $0 })
+        #expect(again.status == 5)
+        #expect(again.stderr.contains("[provider_file.exists]") && again.stderr.contains("--force"), "\(again.stderr)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == dryRun.stdout, "unchanged")
+        let forced = try daemon.cli(add.map { $0 == "persistent" ? "memory" : $0 } + ["--force"])
+        #expect(forced.status == 0, "\(forced.stderr)")
+        #expect(try String(contentsOfFile: file, encoding: .utf8).contains(#""storage" : "memory""#))
+
+        let invalid = try daemon.cli(["provider", "add", "bad", "--providers-dir", directory, "--issuer", "http://sso.example.com", "--client-id", "a", "--grant", "password"])
+        #expect(invalid.status == 5)
+        #expect(invalid.stderr.contains("[provider_file.invalid]") && invalid.stderr.contains("$.issuer: must be an https URL"), "\(invalid.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/bad.json"))
+        let preset = try daemon.cli(["provider", "add", "kc", "--providers-dir", directory, "--preset", "keycloak", "--host", "sso.example.com", "--client-id", "x", "--dry-run"])
+        #expect(preset.status == 5 && preset.stderr.contains(#"$.preset_options.realm: required by the "keycloak" preset"#), "\(preset.stderr)")
+
+        let unconfirmed = try daemon.cli(["provider", "remove", "corp", "--providers-dir", directory])
+        #expect(unconfirmed.status == 5 && unconfirmed.stderr.contains("[provider_file.unconfirmed]"), "\(unconfirmed.stderr)")
+        #expect(FileManager.default.fileExists(atPath: file))
+        let removed = try daemon.cli(["provider", "remove", "corp", "--providers-dir", directory, "--yes"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: file))
+        #expect(!(try daemon.cli(["providers", "--json"]).stdout.contains("corp")))
+        let missing = try daemon.cli(["provider", "remove", "corp", "--providers-dir", directory, "--yes"])
+        #expect(missing.status == 5 && missing.stderr.contains("[provider_file.not_found]"), "\(missing.stderr)")
+    }
+}
