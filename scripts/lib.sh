@@ -34,6 +34,8 @@ ensure_system_packages() {
     command -v dbus-daemon >/dev/null && command -v dbus-send >/dev/null || missing+=(dbus)
     command -v gnome-keyring-daemon >/dev/null || missing+=(gnome-keyring)
     command -v secret-tool >/dev/null || missing+=(libsecret-tools)
+    # The sink's nginx format, loaded by a real nginx (SinkTests).
+    command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then
         apt_install "${missing[@]}"
