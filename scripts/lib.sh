@@ -38,6 +38,8 @@ ensure_system_packages() {
     # its own configuration and host key, and the ssh client that forwards the socket.
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || missing+=(openssh-client)
+    # The sink's nginx format, loaded by a real nginx (SinkTests).
+    command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
     command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
     if [ ${#missing[@]} -gt 0 ]; then
         apt_install "${missing[@]}"

@@ -193,6 +193,52 @@ struct TokenWatchTests {
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "the watch is gone")
     }
 
+    @Test("issue 30: token.watch with wait_for_sign_in answers the sign-in's token instead of login_required, past the idle deadline, then notifies as usual; token refuses the member")
+    func watchWaitsForTheSignIn() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--idle-timeout", "1"], logLevel: "info")
+        let connection = try daemon.connect()
+        let refused = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","wait_for_sign_in":true}}"#)
+        #expect(refused.errorReason == "invalid_params" && refused.errorMessage?.contains("for token.watch only") == true, "\(refused)")
+
+        // A watcher that prints each line, for at most 20 s; it says when its request is sent.
+        let script = """
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock","wait_for_sign_in":true}}\\n')
+            print("sent", flush=True)
+            s.settimeout(20); buffer = b""
+            while buffer.count(b"\\n") < 2:
+                chunk = s.recv(65536)
+                if not chunk: break
+                buffer += chunk
+            sys.stdout.write(buffer.decode()); sys.stdout.flush()
+            """
+        let watcher = Process()
+        watcher.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        watcher.arguments = ["-c", script, daemon.socketPath]
+        let output = Pipe()
+        watcher.standardOutput = output
+        try watcher.run()
+        defer {
+            kill(watcher.processIdentifier, SIGKILL)
+            watcher.waitUntilExit()
+        }
+        #expect(output.fileHandleForReading.readData(ofLength: 5) == Data("sent\n".utf8))
+        // Longer than the 1 s idle deadline: a connection opened after the watch is closed as
+        // idle; the waiting request keeps its own.
+        let later = try daemon.connect()
+        _ = try exchange(later, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","wait_for_sign_in":true}}"#)
+        #expect(try later.receiveLine() == nil, "closed as idle")
+        try Self.signIn(daemon)
+        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+            .map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
+        try #require(lines.count == 2, "\(lines)")
+        let answered = (lines[0]["result"] as? [String: Any])?["access_token"] as? String
+        #expect(answered?.hasPrefix("mock_at_") == true, "the answer is the sign-in's token: \(lines[0])")
+        #expect(lines[1]["method"] as? String == "token.changed", "then the next refresh: \(lines[1])")
+        #expect((lines[1]["params"] as? [String: Any])?["access_token"] as? String != answered)
+    }
+
     @Test("issue 26 item 8: a refused token.watch leaves an ordinary connection, closed when idle")
     func refusedWatchIsNotAWatch() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--idle-timeout", "2"], logLevel: "info")
@@ -253,7 +299,9 @@ struct TokenWatchTests {
         sink.executableURL = BuiltProducts.cli
         sink.arguments = ["sink", "mock", "--file", file, "--mode", "0440", "--on-change", "/bin/sh", "-c", "cat \(file) >> \(count)"]
         sink.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
-        sink.standardError = FileHandle.nullDevice
+        let errors = Pipe(), said = SharedText()
+        sink.standardError = errors
+        collect(errors.fileHandleForReading, into: said)
         try sink.run()
         defer {
             kill(sink.processIdentifier, SIGKILL)
@@ -294,10 +342,14 @@ struct TokenWatchTests {
         _ = try daemon.waitForExit()
         daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info", scratch: scratch)
         try eventually(timeout: .seconds(15)) { !FileManager.default.fileExists(atPath: file) }
+        // Issue 30: the log says why the file went, and the sink waits on the daemon for the sign-in.
+        try eventually { said.text.split(separator: "\n").contains { $0.hasPrefix("authgate sink: removed \(file): ") && $0.contains("[login_required]") } }
+        #expect(said.text.contains("authgated closed the connection (stopped or restarting); reconnecting."), "\(said.text)")
         try Self.signIn(daemon)
-        try eventually(timeout: .seconds(40)) {
+        try eventually(timeout: .seconds(5)) {
             (try? String(contentsOfFile: file, encoding: .utf8))?.hasPrefix("mock_at_") == true
         }
+        #expect(!said.text.contains("mock_at_"), "no token on stderr")
     }
 
     @Test("authgate sink --once writes and exits; an unknown provider exits non-zero with a sentence")

@@ -151,7 +151,10 @@ struct MethodHandlers {
     }
 
     func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
-        try await token(params.provider, params.session, TokenVariant(scopes: params.scopes ?? [], resource: params.resource),
+        guard params.waitForSignIn == nil else {
+            throw AuthGateError(.invalidParams, "\"wait_for_sign_in\" is for token.watch only; token answers at once.")
+        }
+        return try await token(params.provider, params.session, TokenVariant(scopes: params.scopes ?? [], resource: params.resource),
                         minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
     }
 
@@ -174,26 +177,37 @@ struct MethodHandlers {
 
     /// `token`, and from then on `token.changed` and `session.ended` on this connection until it
     /// closes. The watch starts before the token is read, so no change falls between the two.
+    /// With `wait_for_sign_in`, a session that does not exist (`login_required`) is waited for:
+    /// the answer comes with the first token a sign-in gives, or never if the connection closes.
     func tokenWatch(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
         guard params.scopes == nil, params.resource == nil, params.forceRefresh == nil else {
-            throw AuthGateError(.invalidParams, "token.watch watches a session's own token: it takes provider, session and min_valid_seconds only.")
+            throw AuthGateError(.invalidParams, "token.watch watches a session's own token: it takes provider, session, min_valid_seconds and wait_for_sign_in only.")
         }
         guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
         let (_, _, key) = try await resolve(params.provider, params.session)
         let watchers = services.broadcast.watchers
         let id = try watchers.add(key, sink: watchSink, caller: caller, bounded: !caller.isUnbounded)
         watchSink.onClose { watchers.remove(key, id: id) }
-        do {
-            let result = try await token(params)
-            // Only a watch that answered makes the connection a watching one (never idle): a
-            // refused watch leaves it an ordinary connection, with its deadlines.
-            watchSink.started()
-            watchSink.willAnswer(with: result.accessToken.exposedValue)
-            services.logger.debug("token watch started", metadata: metadata(key))
-            return result
-        } catch {
-            watchers.remove(key, id: id)
-            throw error
+        while true {
+            do throws(AuthGateError) {
+                let result = try await token(params.provider, params.session, TokenVariant(),
+                                             minValidSeconds: params.minValidSeconds, forceRefresh: nil)
+                // Only a watch that answered makes the connection a watching one (never idle): a
+                // refused watch leaves it an ordinary connection, with its deadlines.
+                watchSink.started()
+                watchSink.willAnswer(with: result.accessToken.exposedValue)
+                services.logger.debug("token watch started", metadata: metadata(key))
+                return result
+            } catch where error.reason == .loginRequired && params.waitForSignIn == true {
+                // A request in progress is never idle: the connection stays open while it waits.
+                guard await watchers.waitForChange(key, watch: id) else {
+                    watchers.remove(key, id: id)
+                    throw error
+                }
+            } catch {
+                watchers.remove(key, id: id)
+                throw error
+            }
         }
     }
 

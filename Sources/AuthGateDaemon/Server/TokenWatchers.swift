@@ -18,6 +18,10 @@ final class TokenWatchers: Sendable {
     private struct Watch {
         var sink: WatchSink
         var caller: PeerCredentials
+        /// The session's token changed since the watch began or since ``waitForChange(_:watch:)`` last returned.
+        var changed = false
+        /// A `wait_for_sign_in` watch waiting for the session's first token.
+        var waiter: CheckedContinuation<Bool, Never>?
     }
 
     private struct State {
@@ -52,16 +56,58 @@ final class TokenWatchers: Sendable {
     }
 
     func remove(_ key: SessionKey, id: UInt64) {
-        state.withLock { state in
-            guard state.bySession[key]?.removeValue(forKey: id) != nil else { return }
+        let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard let removed = state.bySession[key]?.removeValue(forKey: id) else { return nil }
             if state.bySession[key]?.isEmpty == true { state.bySession[key] = nil }
             let left = state.countByUID[key.uid, default: 1] - 1
             state.countByUID[key.uid] = left > 0 ? left : nil
+            return removed.waiter
+        }
+        waiter?.resume(returning: false)
+    }
+
+    /// Waits until the token of `key` changes (a sign-in), for the watch `id` that found no
+    /// session. Returns at once if it changed since the watch began (or since the last wait);
+    /// `false` when the watch ended instead (its connection closed) or the task was cancelled.
+    func waitForChange(_ key: SessionKey, watch id: UInt64) async -> Bool {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let answer = state.withLock { state -> Bool? in
+                    guard let watch = state.bySession[key]?[id], !Task.isCancelled else { return false }
+                    if watch.changed {
+                        state.bySession[key]?[id]?.changed = false
+                        return true
+                    }
+                    state.bySession[key]?[id]?.waiter = continuation
+                    return nil
+                }
+                if let answer { continuation.resume(returning: answer) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                defer { state.bySession[key]?[id]?.waiter = nil }
+                return state.bySession[key]?[id]?.waiter
+            }
+            waiter?.resume(returning: false)
         }
     }
 
     /// The session's access token changed: `token.changed` to its watchers.
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            guard let watches = state.bySession[key] else { return [] }
+            var waiters: [CheckedContinuation<Bool, Never>] = []
+            for (id, watch) in watches {
+                if let waiter = watch.waiter {
+                    waiters.append(waiter)
+                    state.bySession[key]?[id]?.waiter = nil
+                } else {
+                    state.bySession[key]?[id]?.changed = true
+                }
+            }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: true) }
         let sinks = admittedWatchers(of: key)
         guard !sinks.isEmpty else { return }
         let change = TokenChanged(provider: key.provider.rawValue, session: key.name.rawValue, accessToken: tokens.accessToken,

@@ -17,21 +17,26 @@ public struct TokenParams: Sendable, Codable {
     public var scopes: [String]?
     /// The resource server the token is for (RFC 8707), an absolute URI.
     public var resource: String?
+    /// `token.watch` only: when there is no session (`login_required`), wait for a sign-in and
+    /// answer then, instead of answering `login_required`.
+    public var waitForSignIn: Bool?
 
     public init(provider: String, session: String? = nil, minValidSeconds: Int? = nil, forceRefresh: Bool? = nil,
-                scopes: [String]? = nil, resource: String? = nil) {
+                scopes: [String]? = nil, resource: String? = nil, waitForSignIn: Bool? = nil) {
         self.provider = provider
         self.session = session
         self.minValidSeconds = minValidSeconds
         self.forceRefresh = forceRefresh
         self.scopes = scopes
         self.resource = resource
+        self.waitForSignIn = waitForSignIn
     }
 
     private enum CodingKeys: String, CodingKey {
         case provider, session, scopes, resource
         case minValidSeconds = "min_valid_seconds"
         case forceRefresh = "force_refresh"
+        case waitForSignIn = "wait_for_sign_in"
     }
 }
 

@@ -10,10 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -213,5 +216,60 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
                  unsigned char *output, size_t output_capacity, size_t *output_length,
                  unsigned char *error_output, size_t error_capacity, size_t *error_length,
                  int timeout_ms, int *exit_status);
+
+/// `authgate exec`'s supervisor: blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD in the calling
+/// thread (and so in every thread it starts later) and returns a signalfd that reads them
+/// (close-on-exec), or -1 with errno set.
+static inline int ag_supervisor_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    int failed = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (failed != 0) {
+        errno = failed;
+        return -1;
+    }
+    return signalfd(-1, &set, SFD_CLOEXEC);
+}
+
+/// One signal from `ag_supervisor_signals`'s descriptor: its number, or -1 with errno set.
+static inline int ag_read_signal(int descriptor) {
+    struct signalfd_siginfo info;
+    ssize_t count = read(descriptor, &info, sizeof info);
+    if (count != (ssize_t)sizeof info) return -1;
+    return (int)info.ssi_signo;
+}
+
+/// posix_spawnp for a command authgate runs (`exec`'s supervised command, a sink's
+/// `--on-change`): no signal blocked, whatever the caller blocks, and SIGINT, SIGTERM, SIGHUP,
+/// SIGCHLD and SIGPIPE at their default actions; in a process group of its own when
+/// `own_group` is non-zero. Returns 0 or an errno value.
+static inline int ag_spawn_child(pid_t *pid, const char *file, char *const argv[], char *const envp[], int own_group) {
+    posix_spawnattr_t attributes;
+    int failed = posix_spawnattr_init(&attributes);
+    if (failed != 0) return failed;
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    sigaddset(&defaults, SIGINT);
+    sigaddset(&defaults, SIGTERM);
+    sigaddset(&defaults, SIGHUP);
+    sigaddset(&defaults, SIGCHLD);
+    sigaddset(&defaults, SIGPIPE);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setsigdefault(&attributes, &defaults);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if (own_group) {
+        posix_spawnattr_setpgroup(&attributes, 0);
+        flags |= POSIX_SPAWN_SETPGROUP;
+    }
+    posix_spawnattr_setflags(&attributes, flags);
+    failed = posix_spawnp(pid, file, NULL, &attributes, argv, envp);
+    posix_spawnattr_destroy(&attributes);
+    return failed;
+}
 
 #endif

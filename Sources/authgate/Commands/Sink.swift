@@ -8,14 +8,14 @@ import Glibc
 #endif
 
 /// `authgate sink`: keeps a file holding a session's current token, for services that read a
-/// file (nginx, a proxy, a daemon that re-reads its credentials on SIGHUP).
+/// file (nginx, a systemd `EnvironmentFile=`, a daemon that re-reads its credentials on SIGHUP).
 ///
-/// It subscribes with `token.watch` and rewrites the file atomically on every change (a temp
-/// file in the same directory, fsync, rename, fsync of the directory), so a reader never sees a
-/// partial or empty file while the session lives. When the session ends (signed out, refused)
-/// the file is **removed**: a service then fails loudly instead of sending a dead token. It
-/// reconnects with backoff (1 s doubling to 30 s) when the daemon restarts, and waits for a
-/// new sign-in when there is no session.
+/// It follows the session with ``TokenFollower`` (`token.watch`, reconnecting) and rewrites
+/// the file atomically on every change (a temp file in the same directory, fsync, rename,
+/// fsync of the directory), so a reader never sees a partial or empty file while the session
+/// lives. When the session ends (signed out, refused) the file is **removed**, and the log says
+/// why: a service then fails loudly instead of sending a dead token. What the file holds is a
+/// ``TokenFileFormat`` (the library's, tested in process).
 ///
 /// The sink may be root's, so the file's directory is opened once, at start, by
 /// `FileTrust.openDirectory` (no directory others could change entries of, no symbolic link
@@ -25,20 +25,20 @@ struct Sink: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Keep a file holding a session's current token, rewritten on every change (runs until stopped).",
         discussion: """
-            Run it as the service's user, e.g. from a systemd unit (systemd/authgate-sink@.service). The file is \
-            replaced atomically on each refresh or sign-in, and removed when the session ends. Exits non-zero \
-            with a sentence when the provider is unknown or refused to you; waits for the daemon and for a \
-            sign-in otherwise. Refuses (exit 64) a directory on the file's path that another user owns or may \
-            change, a symbolic link another user owns, and a --mode others may write.
+            Run it as the service's user, e.g. from a systemd unit (systemd/authgate-sink@.service), or as root \
+            with --owner/--group. The file is replaced atomically on each refresh or sign-in, and removed when the \
+            session ends. Formats: raw (the token), header (Authorization: Bearer TOKEN), json (the token result), \
+            nginx (proxy_set_header Authorization "Bearer TOKEN"; for an include), env (NAME=TOKEN for systemd's \
+            EnvironmentFile=, --env NAME) and template (--template FILE with {{token}}, {{token_type}}, \
+            {{expires_at}} and {{expires_in}}, nothing else). Started before the sign-in, it writes the file the \
+            moment a sign-in happens. Exits non-zero with a sentence when the provider is unknown or refused to \
+            you, and with --once when the file was not written; waits for the daemon and for a sign-in otherwise. \
+            Refuses (exit 64) a directory on the file's path that another user owns or may change, a symbolic \
+            link another user owns, a --mode others may write, and a template with an unknown placeholder.
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
-        /// The bare token and a newline.
-        case raw
-        /// `Authorization: Bearer TOKEN` and a newline.
-        case header
-        /// The `token` result as one line of JSON.
-        case json
+        case raw, header, json, nginx, env, template
     }
 
     @OptionGroup var global: GlobalOptions
@@ -48,17 +48,39 @@ struct Sink: ParsableCommand {
     @Option(help: ArgumentHelp("The file to keep the token in.", valueName: "path"))
     var file: String
 
-    @Option(help: "What the file holds: raw (the token), header (Authorization: Bearer TOKEN) or json (the token result).")
+    @Option(help: "What the file holds: raw, header, json, nginx, env or template (see above).")
     var format: Format = .raw
+
+    @Option(help: ArgumentHelp("With --format env: the variable's name.", valueName: "name"))
+    var env = "AUTHGATE_TOKEN"
+
+    @Option(help: ArgumentHelp("With --format template: the template, read once at start.", valueName: "path"))
+    var template: String?
 
     @Option(help: ArgumentHelp("The file's mode, in octal: no group or other write bit (other-readable draws a warning).", valueName: "octal"))
     var mode = "0400"
 
-    @Flag(help: "Write the file once and exit.")
+    @Flag(help: "Create the file's missing parent directories (mode 0700; 0750 and --group's group with --group).")
+    var mkdir = false
+
+    @Option(help: ArgumentHelp("The file's owner, a user name or uid (the sink must run as root).", valueName: "user"))
+    var owner: String?
+
+    @Option(help: ArgumentHelp("The file's group, a group name or gid (the sink must run as root).", valueName: "group"))
+    var group: String?
+
+    @Flag(help: "Write the file once and exit (non-zero when it was not written).")
     var once = false
 
+    @Option(name: .customLong("on-change-timeout"),
+            help: ArgumentHelp("Seconds --on-change may run; then SIGTERM, and SIGKILL 5 s later.", valueName: "seconds"))
+    var onChangeTimeout = 30.0
+
     @Option(name: .customLong("on-change"), parsing: .remaining,
-            help: ArgumentHelp("A command run after each write (the rest of the line), e.g. systemctl reload nginx. It gets no token.", valueName: "command"))
+            help: ArgumentHelp("""
+                A command run after each write (the rest of the line), e.g. systemctl reload nginx. It gets no token, runs \
+                in the background (one at a time; a failure is logged), and is stopped after --on-change-timeout.
+                """, valueName: "command"))
     var onChange: [String] = []
 
     /// `--mode`, checked by ``validate()``.
@@ -71,108 +93,156 @@ struct Sink: ParsableCommand {
             throw ValidationError("--mode \(mode) lets \(value & 0o002 != 0 ? "every user" : "the file's group") change the token file; use a mode such as 0400, 0440 or 0600.")
         }
         guard !file.isEmpty else { throw ValidationError("--file must name a file.") }
+        guard TokenFileFormat.isVariableName(env) else {
+            throw ValidationError("--env must be a variable name: letters, digits and _, not starting with a digit.")
+        }
+        guard (format == .template) == (template != nil) else {
+            throw ValidationError(format == .template ? "--format template needs --template FILE." : "--template goes with --format template.")
+        }
+        guard onChangeTimeout > 0, onChangeTimeout <= 86_400 else { throw ValidationError("--on-change-timeout must be between 0 and 86400 seconds.") }
     }
 
     func run() throws {
         if fileMode & 0o004 != 0 {
             Terminal.writeError("authgate sink: warning: --mode \(mode) lets every local user read the token; give the service's group 0440 instead.\n")
         }
+        let fileFormat = try makeFormat()
+        let ownership = try FileOwnership(owner: owner, group: group)
+        if mkdir { try Self.makeParents(of: file, group: ownership.gid) }
         let tokenFile: TokenFile
         switch FileTrust.openDirectory(of: file, as: .tokenFile) {
-        case .success(let directory): tokenFile = TokenFile(directory, shown: file)
+        case .success(let directory): tokenFile = TokenFile(directory, shown: file, ownership: ownership)
         case .failure(let problem):
             throw CLIError(message: "the sink writes no file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
         }
-        let socket = global.socket ?? SocketLocation.forClient()
-        let params = TokenParams(provider: selection.provider, session: selection.session)
-        var delay = 1.0
-        var saidWaiting = false
-        while true {
-            do throws(RPCClientError) {
-                let connection = try RPCConnection(path: socket)
-                try watch(connection, params: params, into: tokenFile) {
-                    delay = 1  // the daemon answered: the next reconnect starts from a second again
-                }
-                // The daemon closed the connection (a restart): reconnect.
-                Terminal.writeError("authgate sink: authgated closed the connection; reconnecting.\n")
-            } catch .remote(let error) where [.loginRequired, .serviceUnavailable, .networkError, .rateLimited].contains(error.reason) {
-                if once { throw CLIError(.remote(error), json: false) }
-                if !saidWaiting {
-                    Terminal.writeError("authgate sink: \(Terminal.safe(error.description)) [\(error.reason.rawValue)]; waiting.\n")
-                    saidWaiting = true
-                }
-                tokenFile.remove()
-            } catch .daemonUnreachable(let path, let detail) {
-                if once { throw CLIError(.daemonUnreachable(path: path, detail: detail), json: false) }
-                if !saidWaiting {
-                    Terminal.writeError("authgate sink: cannot reach authgated at \(path) (\(detail)); retrying.\n")
-                    saidWaiting = true
-                }
-            } catch {
-                // Unknown provider, refused, bad arguments: waiting would not help.
-                throw CLIError(error, json: false)
-            }
-            if once { return }
-            usleep(useconds_t(delay * 1_000_000))
-            delay = min(delay * 2, 30)
-        }
-    }
-
-    /// One watch on one connection (the client library's): the first answer, then each
-    /// notification, until the daemon closes the connection (or, with `--once`, after the
-    /// first write).
-    private func watch(_ connection: RPCConnection, params: TokenParams, into tokenFile: TokenFile,
-                       answered: () -> Void) throws(RPCClientError) {
-        var first = true
-        try AuthGateClient.watchBlocking(on: connection, params) { event in
-            if first { answered() }
-            first = false
+        let runner = onChange.isEmpty ? nil : OnChangeRunner(onChange, timeout: onChangeTimeout, label: "authgate sink")
+        let follower = TokenFollower(command: "authgate sink", socket: global.socket ?? SocketLocation.forClient(),
+                                     params: TokenParams(provider: selection.provider, session: selection.session))
+        var written = false
+        try follower.run(once: once) { event in
             switch event {
             case .token(let token):
-                write(token, to: tokenFile)
+                written = write(token, as: fileFormat, to: tokenFile)
+                if written { runner?.trigger() }
                 return !once
             case .ended(let ended):
-                tokenFile.remove()
+                tokenFile.remove(because: "the session ended (\(ended.reason.rawValue))")
                 Terminal.writeError("authgate sink: the session ended (\(ended.reason.rawValue)): \(Terminal.safe(ended.message)) Waiting for a new sign-in.\n")
+                return true
+            case .unavailable(let reason):
+                tokenFile.remove(because: reason)
                 return true
             }
         }
+        runner?.waitUntilIdle()
+        if once && !written {
+            throw CLIError(message: "the sink did not write \(Terminal.safe(file)).", exitCode: ExitStatus.internalError)
+        }
     }
 
-    /// Writes the file in the chosen format and runs `--on-change`.
-    private func write(_ token: TokenResult, to tokenFile: TokenFile) {
-        let contents: [UInt8] = switch format {
-        case .raw: Array((token.accessToken.exposedValue + "\n").utf8)
-        case .header: Array("Authorization: \(token.tokenType) \(token.accessToken.exposedValue)\n".utf8)
-        // The same members every time: a token result without the ID token.
-        case .json: Self.json(TokenResult(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: token.expiresAt,
-                                          scopes: token.scopes, idToken: nil))
+    /// `--format` with its `--env` or `--template`; a template is read and checked now.
+    private func makeFormat() throws -> TokenFileFormat {
+        switch format {
+        case .raw: return .raw
+        case .header: return .header
+        case .json: return .json
+        case .nginx: return .nginx
+        case .env: return .env(name: env)
+        case .template:
+            let path = template ?? ""
+            guard let text = Self.readText(path) else {
+                throw CLIError(message: "cannot read the template \(Terminal.safe(path)): \(String(cString: strerror(errno))).", exitCode: .validationFailure)
+            }
+            do throws(TokenTemplate.Problem) {
+                return .template(try TokenTemplate(parsing: text))
+            } catch {
+                throw CLIError(message: "the template \(Terminal.safe(path)) cannot be used: \(Terminal.safe(error.description)).", exitCode: .validationFailure)
+            }
         }
+    }
+
+    /// Writes the file in the chosen format; says whether it did.
+    private func write(_ token: TokenResult, as format: TokenFileFormat, to tokenFile: TokenFile) -> Bool {
         do {
-            try tokenFile.write(contents, mode: fileMode)
+            try tokenFile.write(try format.render(token), mode: fileMode)
         } catch {
             Terminal.writeError("authgate sink: cannot write \(Terminal.safe(file)): \(error)\n")
-            return
+            return false
         }
         Terminal.writeError("authgate sink: wrote \(Terminal.safe(file)) (the token is valid until \(Terminal.describe(token.expiresAt))).\n")
-        if !onChange.isEmpty { Self.run(onChange) }
+        return true
     }
 
-    private static func json(_ token: TokenResult) -> [UInt8] {
-        ((try? RPCCoding.makeEncoder().encode(token)).map(Array.init) ?? []) + [UInt8(ascii: "\n")]
-    }
-
-    /// Runs `command` and waits for it; its failure is reported, not fatal.
-    private static func run(_ command: [String]) {
-        let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { arguments.forEach { free($0) } }
-        var pid: pid_t = 0
-        guard posix_spawnp(&pid, command[0], nil, nil, arguments, environ) == 0 else {
-            return Terminal.writeError("authgate sink: cannot run \(command[0]).\n")
+    /// The whole file at `path`, as UTF-8; `nil` (errno set) when it cannot be read.
+    private static func readText(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += chunk[..<count]
+            guard bytes.count <= 1 << 20 else {
+                errno = EFBIG
+                return nil
+            }
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        if status != 0 { Terminal.writeError("authgate sink: \(command[0]) failed (wait status \(status)).\n") }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `--mkdir`: creates the missing directories above `path`, 0700 (0750 and `group` when given).
+    private static func makeParents(of path: String, group: gid_t?) throws {
+        let components = path.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in components where !component.isEmpty {
+            prefix += "/" + component
+            if Glibc.mkdir(prefix, group == nil ? 0o700 : 0o750) == 0 {
+                // mkdir's mode is cut by the umask.
+                if let group, chown(prefix, uid_t.max, group) != 0 || chmod(prefix, 0o750) != 0 {
+                    throw CLIError(message: "cannot give \(Terminal.safe(prefix)) its group: \(String(cString: strerror(errno))).", exitCode: ExitStatus.internalError)
+                }
+                if group == nil { chmod(prefix, 0o700) }
+                Terminal.writeError("authgate sink: created the directory \(Terminal.safe(prefix)).\n")
+            } else if errno != EEXIST {
+                throw CLIError(message: "cannot create the directory \(Terminal.safe(prefix)): \(String(cString: strerror(errno))).", exitCode: .validationFailure)
+            }
+        }
+    }
+}
+
+/// `--owner` and `--group` of a file the sink or `exec --token-file` writes: names or numbers,
+/// resolved at start; only root may give a file away.
+struct FileOwnership {
+    var uid: uid_t?
+    var gid: gid_t?
+
+    init(owner: String?, group: String?) throws {
+        if owner != nil || group != nil, geteuid() != 0 {
+            throw CLIError(message: "--owner and --group need root (this runs as uid \(geteuid())); run the sink as the service's user instead.",
+                           exitCode: .validationFailure)
+        }
+        if let owner {
+            if let entry = getpwnam(owner) {
+                uid = entry.pointee.pw_uid
+            } else if let number = UInt32(owner), number != UInt32.max {
+                uid = number
+            } else {
+                throw CLIError(message: "--owner \(Terminal.safe(owner)): no such user.", exitCode: .validationFailure)
+            }
+        }
+        if let group {
+            if let entry = getgrnam(group) {
+                gid = entry.pointee.gr_gid
+            } else if let number = UInt32(group), number != UInt32.max {
+                gid = number
+            } else {
+                throw CLIError(message: "--group \(Terminal.safe(group)): no such group.", exitCode: .validationFailure)
+            }
+        }
     }
 }
 
@@ -188,10 +258,12 @@ final class TokenFile {
     private let directory: TrustedDirectory
     /// The path as the user gave it, for messages.
     private let shown: String
+    private let ownership: FileOwnership?
 
-    init(_ directory: TrustedDirectory, shown: String) {
+    init(_ directory: TrustedDirectory, shown: String, ownership: FileOwnership? = nil) {
         self.directory = directory
         self.shown = shown
+        self.ownership = ownership
     }
 
     deinit {
@@ -207,6 +279,12 @@ final class TokenFile {
         guard fchmod(descriptor, mode) == 0 else {
             close(descriptor)
             throw Failure(description: String(cString: strerror(errno)))
+        }
+        // Given away before the token is in it (uid_t.max leaves one of the two as it is).
+        if let ownership, ownership.uid != nil || ownership.gid != nil,
+           fchown(descriptor, ownership.uid ?? uid_t.max, ownership.gid ?? gid_t.max) != 0 {
+            close(descriptor)
+            throw Failure(description: "cannot set the owner: \(String(cString: strerror(errno)))")
         }
         var offset = 0
         while offset < bytes.count {
@@ -226,10 +304,10 @@ final class TokenFile {
         if directory.canSync { fsync(directory.descriptor) }
     }
 
-    /// Removes the file, and says so.
-    func remove() {
+    /// Removes the file, and says so and why.
+    func remove(because reason: String) {
         if unlinkat(directory.descriptor, directory.name, 0) == 0 {
-            Terminal.writeError("authgate sink: removed \(Terminal.safe(shown)).\n")
+            Terminal.writeError("authgate sink: removed \(Terminal.safe(shown)): \(reason).\n")
         }
     }
 

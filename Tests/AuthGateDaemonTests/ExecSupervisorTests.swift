@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate exec --restart-on-change` / `--signal-on-change` (issue 30 item 4): authgate stays
+/// as the command's supervisor, through the real daemon with short-lived mock tokens.
+@Suite("authgate exec as a supervisor", .serialized)
+struct ExecSupervisorTests {
+    /// Mock tokens of 3 s, refreshed a second or so before they expire.
+    private static let shortMock = #"""
+        {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+         "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+        """#
+
+    private static func signIn(_ daemon: DaemonProcess) throws {
+        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+        #expect(login.status == 0, "\(login.stderr)")
+    }
+
+    /// `authgate exec mock ARGUMENTS` in the background, its stderr collected.
+    private final class Supervised {
+        let process = Process()
+        let errors = SharedText()
+
+        init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
+            process.executableURL = BuiltProducts.cli
+            process.arguments = ["exec", "mock", "--min-valid", "0"] + arguments
+            process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+            let pipe = Pipe()
+            process.standardError = pipe
+            collect(pipe.fileHandleForReading, into: errors)
+            try process.run()
+        }
+
+        /// Its exit status once it has ended (within `timeout`).
+        func status(timeout: Duration = .seconds(15)) throws -> Int32 {
+            try eventually(timeout: timeout) { !process.isRunning }
+            return process.terminationStatus
+        }
+
+        deinit {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    private static func lines(_ path: String) -> [String] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    @Test("--restart-on-change: each refreshed token starts the command again with it in its environment; SIGINT to authgate reaches the command, whose status authgate exits with")
+    func restartsWithEachToken() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
+        try Self.signIn(daemon)
+        let scratch = daemon.scratch.path
+        let seen = scratch + "/seen", interrupted = scratch + "/interrupted"
+        // Records the token it was started with; on SIGINT records that and exits 42.
+        let script = #"echo "$AUTHGATE_TOKEN" >> "$0"; trap 'echo INT >> "$1"; exit 42' INT; while :; do sleep 0.1; done"#
+        let supervisor = try Supervised(daemon, ["--restart-on-change", "--", "/bin/sh", "-c", script, seen, interrupted])
+        try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
+        let tokens = Self.lines(seen)
+        #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "a new token each start: \(tokens)")
+        #expect(supervisor.errors.text.contains("restarting the command"))
+        // The newest start has the daemon's current token (or the one before, if a refresh is under way).
+        try eventually { Self.lines(seen).last == (try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+
+        kill(supervisor.process.processIdentifier, SIGINT)
+        #expect(try supervisor.status() == 42, "\(supervisor.errors.text)")
+        #expect(Self.lines(interrupted) == ["INT"])
+        #expect(!supervisor.errors.text.contains("mock_at_"), "no token on stderr")
+    }
+
+    @Test("--signal-on-change HUP: the command keeps running, gets SIGHUP after each new token is in --token-file and reads it there; SIGTERM passes as 128+15")
+    func signalsWithEachToken() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
+        try Self.signIn(daemon)
+        let scratch = daemon.scratch.path
+        let tokenFile = scratch + "/token", seen = scratch + "/seen", starts = scratch + "/starts"
+        let script = #"echo start >> "$2"; cat "$0" >> "$1"; trap 'cat "$0" >> "$1"' HUP; while :; do sleep 0.1; done"#
+        let supervisor = try Supervised(daemon, ["--signal-on-change", "HUP", "--token-file", tokenFile, "--",
+                                                 "/bin/sh", "-c", script, tokenFile, seen, starts])
+        try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
+        let tokens = Self.lines(seen)
+        #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "each signal saw a new token: \(tokens)")
+        #expect(Self.lines(starts) == ["start"], "started once")
+        #expect(try FileManager.default.attributesOfItem(atPath: tokenFile)[.posixPermissions] as? Int == 0o400)
+
+        kill(supervisor.process.processIdentifier, SIGTERM)
+        #expect(try supervisor.status() == 128 + SIGTERM, "\(supervisor.errors.text)")
+    }
+
+    @Test("the supervisor passes the command's own exit status on, refuses flags that do not fit, and without the flags exec stays an execvp")
+    func statusAndUsage() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try Self.signIn(daemon)
+        let exited = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "exit 7"])
+        #expect(exited.status == 7, "\(exited)")
+        let killed = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "kill -USR1 $$"])
+        #expect(killed.status == 128 + SIGUSR1, "\(killed)")
+        // Without the flags: no supervisor process in between (the command is this test's child).
+        let plain = try daemon.cli(["exec", "mock", "--", "/bin/sh", "-c", #"echo "$PPID""#])
+        #expect(plain.status == 0 && Int32(plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == getpid(), "\(plain)")
+        let supervised = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", #"cat /proc/$PPID/comm"#])
+        #expect(supervised.stdout == "authgate\n", "\(supervised)")
+
+        for (arguments, sentence) in [(["--restart-on-change", "--signal-on-change", "HUP"], "exclude each other"),
+                                      (["--signal-on-change", "NOPE", "--token-file", "/tmp/x"], "--signal-on-change NOPE is not a signal"),
+                                      (["--signal-on-change", "HUP"], "--signal-on-change needs --token-file"),
+                                      (["--token-file", "/tmp/x"], "--token-file goes with")] {
+            let refused = try daemon.cli(["exec", "mock"] + arguments + ["--", "/bin/true"])
+            #expect(refused.status == 64 && refused.stderr.contains(sentence), "\(arguments): \(refused)")
+        }
+    }
+}
