@@ -157,8 +157,12 @@ extension AuthGateClient {
     /// The sequence ends when the daemon closes the connection (a restart; watch again), and
     /// throws when the watch is refused (the daemon's reason in ``AuthGateClientError``).
     /// Cancelling the consuming task, or dropping the sequence, closes the connection.
-    public func watch(provider: String, session: String? = nil, minimumValidity: Int? = nil) -> AsyncThrowingStream<TokenWatchEvent, any Error> {
-        let params = TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity)
+    /// - Parameter waitForSignIn: A session that does not exist yet is waited for instead of
+    ///   refused with `login_required`: the first event is its sign-in's token, as it happens.
+    public func watch(provider: String, session: String? = nil, minimumValidity: Int? = nil,
+                      waitForSignIn: Bool = false) -> AsyncThrowingStream<TokenWatchEvent, any Error> {
+        let params = TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity,
+                                 waitForSignIn: waitForSignIn ? true : nil)
         let socketPath = socketPath
         let (stream, continuation) = AsyncThrowingStream<TokenWatchEvent, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let stop = WatchStop()
@@ -182,7 +186,7 @@ extension AuthGateClient {
 
     /// A watch on the calling thread: `handle` gets each event and says whether to go on.
     /// Returns when the daemon closes the connection or `handle` says stop. `authgate sink` runs
-    /// this; ``watch(provider:session:minimumValidity:)`` runs it on a Dispatch thread.
+    /// this; ``watch(provider:session:minimumValidity:waitForSignIn:)`` runs it on a Dispatch thread.
     public static func watchBlocking(on connection: RPCConnection, _ params: TokenParams,
                                      _ handle: (TokenWatchEvent) -> Bool) throws(RPCClientError) {
         let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"

@@ -65,6 +65,30 @@ struct AuthGateClientTests {
         #expect(await result(of: watching) != nil, "the cancelled watch ends")
     }
 
+    @Test("watch with waitForSignIn: started before the sign-in, it gets the sign-in's token within a second")
+    func watchWaitsForTheSignIn() async throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "debug")
+        let client = AuthGateClient(socketPath: daemon.socketPath)
+        let first = Task { () -> (TokenResult, ContinuousClock.Instant)? in
+            for try await event in client.watch(provider: "mock", minimumValidity: 0, waitForSignIn: true) {
+                if case .token(let token) = event { return (token, .now) }
+            }
+            return nil
+        }
+        // The watch waits in the daemon: its connection is open beside this metrics call's (a
+        // refused watch would have closed it and ended the task).
+        func openConnections() throws -> Double? {
+            try daemon.cli(["metrics"]).stdout.split(separator: "\n").first { $0.hasPrefix("authgate_connections_open ") }
+                .flatMap { Double($0.split(separator: " ").last ?? "") }
+        }
+        try await until { try openConnections() == 2 }
+        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let signedIn = ContinuousClock.now
+        let answered = try #require(await result(of: first, timeout: .seconds(10))?.get())
+        #expect(answered.0.accessToken == (try await client.token(provider: "mock")).accessToken)
+        #expect(answered.1 - signedIn < .seconds(1), "seen \(answered.1 - signedIn) after the sign-in")
+    }
+
     @Test("against idpyoidc: authorizationHeaders (Bearer, and DPoP with a proof the resource takes), exchange (cached; a forbidden audience is validation_failed), and HTTPAuthorizer answering a resource's use_dpop_nonce with one retry, the nonce then remembered")
     func authorizationAndExchange() async throws {
         let scratch = try ScratchDirectory()

@@ -117,7 +117,7 @@ class AsyncClient:
         return await self.call("daemon.info")
 
     async def watch(self, provider: str, session: Optional[str] = None, min_valid: Optional[int] = None, *,
-                    reconnect: bool = True, max_delay: float = 5.0) -> AsyncIterator[dict]:
+                    reconnect: bool = True, max_delay: float = 5.0, wait_for_sign_in: bool = False) -> AsyncIterator[dict]:
         """The events of `Client.watch` (``"token"`` and ``"ended"`` dicts), as an async
         generator; it does not hold a call's connection slot.
 
@@ -130,8 +130,14 @@ class AsyncClient:
         Refusals that do not pass (an unknown provider, a denied caller) raise. Without
         `reconnect` the generator ends with the connection. Close it with `aclose()` (or leave
         an `async for` early) to close the connection.
+
+        With `wait_for_sign_in`, a session that does not exist yet is waited for (the first
+        event is its sign-in's token) instead of raising `LoginRequired`. A reconnecting watch
+        whose session is gone always waits so, after its ``"ended"`` event: a new sign-in is
+        seen at once, not at the next retry.
         """
-        params = {"provider": provider, "session": session, "min_valid_seconds": min_valid}
+        params = {"provider": provider, "session": session, "min_valid_seconds": min_valid,
+                  "wait_for_sign_in": wait_for_sign_in or None}
         started = False
         last_token: Optional[str] = None
         ended = False
@@ -150,7 +156,10 @@ class AsyncClient:
                 try:
                     writer.write(encode_request(request_id, "token.watch", params))
                     await writer.drain()
-                    first = decode_answer(await asyncio.wait_for(_readline(reader), self.timeout), request_id)
+                    answer = _readline(reader)
+                    # A watch that waits for a sign-in is answered when it happens, not in time.
+                    first = decode_answer(await (answer if params["wait_for_sign_in"] else asyncio.wait_for(answer, self.timeout)),
+                                          request_id)
                 except (ConnectionError, asyncio.TimeoutError) as error:
                     if not started or not reconnect:
                         raise DaemonUnreachable(f"authgated at {self.socket_path} did not answer the watch: {error}") from None
@@ -158,9 +167,13 @@ class AsyncClient:
                 except _PASSING as error:
                     if not started or not reconnect:
                         raise
-                    if isinstance(error, LoginRequired) and not ended:
-                        ended = True
-                        yield {"event": "ended", "reason": error.reason, "message": error.message}
+                    if isinstance(error, LoginRequired):
+                        if not ended:
+                            ended = True
+                            yield {"event": "ended", "reason": error.reason, "message": error.message}
+                        # The next watch waits for the sign-in instead of asking again later.
+                        params["wait_for_sign_in"] = True
+                        continue
                     first = None
                     if isinstance(error, RateLimited) and error.retry_after_seconds:
                         delay = max(delay, float(error.retry_after_seconds))

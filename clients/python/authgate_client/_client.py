@@ -184,7 +184,8 @@ class Client:
         return Token.from_result(self.call("token.rejected", {"provider": provider, "session": session,
                                                               "access_token": access_token}))
 
-    def watch(self, provider: str, session: Optional[str] = None, min_valid: Optional[int] = None) -> Iterator[dict]:
+    def watch(self, provider: str, session: Optional[str] = None, min_valid: Optional[int] = None, *,
+              wait_for_sign_in: bool = False) -> Iterator[dict]:
         """The session's token now, then each new one as the daemon refreshes it (RPC
         `token.watch`): a generator of events, each a dict with `event` set to
 
@@ -196,11 +197,15 @@ class Client:
         It blocks between events (no timeout: the daemon keeps a watching connection open) and
         ends when the daemon closes the connection (a restart; `AsyncClient.watch` reconnects
         instead); closing the generator closes the connection. A refused watch raises the
-        error class of its reason.
+        error class of its reason. With `wait_for_sign_in`, a session that does not exist yet is
+        waited for instead of raising `LoginRequired`: the first event is its sign-in's token.
         """
         request_id, connection = self._send("token.watch", {"provider": provider, "session": session,
-                                                            "min_valid_seconds": min_valid}, self.timeout)
+                                                            "min_valid_seconds": min_valid,
+                                                            "wait_for_sign_in": wait_for_sign_in or None}, self.timeout)
         with connection:
+            if wait_for_sign_in:
+                connection.settimeout(None)
             lines = _lines(connection)
             first = decode_answer(next(lines, None), request_id)
             connection.settimeout(None)

@@ -124,3 +124,51 @@ def test_the_async_watch_without_reconnect_ends_and_refusals_raise(daemon):  # n
         assert ended["event"] == "ended" and ended["reason"] == "logged_out"
         await events.aclose()
     asyncio.run(run())
+
+
+def test_a_watch_started_before_the_sign_in_sees_it_within_a_second(daemon):  # noqa: F811
+    """wait_for_sign_in: no LoginRequired, no polling: the daemon answers with the sign-in's
+    token (issue 30: a watch started before the sign-in learns of it within 1 s)."""
+    login = {**LOGIN, "session": "later"}
+
+    async def run():
+        client = AsyncClient(daemon.socket_path)
+        events = client.watch("mock", session="later", min_valid=0, wait_for_sign_in=True)
+        waiting = asyncio.ensure_future(events.__anext__())
+        # Nothing arrives, and nothing is refused, while there is no session (a window on purpose).
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(waiting), 0.5)
+        await client.call("login", login)
+        signed_in = time.monotonic()
+        first = await asyncio.wait_for(waiting, 10)
+        seen_after = time.monotonic() - signed_in
+        assert first["event"] == "token"
+        assert fingerprint(first["access_token"]) == fingerprint((await client.token("mock", session="later")).token)
+        assert seen_after < 1.0, f"the sign-in was seen {seen_after:.3f} s late"
+        await events.aclose()
+        await client.call("logout", {"provider": "mock", "session": "later"})
+
+    asyncio.run(run())
+
+
+def test_the_blocking_watch_waits_for_the_sign_in_too(daemon):  # noqa: F811
+    login = {**LOGIN, "session": "blocking"}
+    first = {}
+
+    def watch():
+        events = daemon.watch("mock", session="blocking", min_valid=0, wait_for_sign_in=True)
+        first.update(next(events))
+        events.close()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    thread.join(0.5)
+    assert thread.is_alive() and not first, "it waits (no LoginRequired) while there is no session"
+    daemon.call("login", login)
+    signed_in = time.monotonic()
+    thread.join(10)
+    assert not thread.is_alive() and time.monotonic() - signed_in < 1.0
+    assert first["event"] == "token" and first["access_token"] == daemon.token("mock", session="blocking").token
+    daemon.call("logout", {"provider": "mock", "session": "blocking"})
+    with pytest.raises(LoginRequired):
+        next(daemon.watch("mock", session="blocking"))
