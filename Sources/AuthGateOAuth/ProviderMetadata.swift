@@ -1,4 +1,4 @@
-import AuthGateCore
+public import AuthGateCore
 public import FoundationEssentials
 
 /// The endpoints and capabilities of a provider: from OpenID Connect Discovery for `oidc`,
@@ -18,6 +18,13 @@ public struct ProviderMetadata: Sendable, Hashable {
     /// RFC 9126 §5: where authorization requests are pushed, and whether they must be.
     public var pushedAuthorizationRequestEndpoint: URL? = nil
     public var requirePushedAuthorizationRequests = false
+    /// What else the provider offers, as its discovery document says (RFC 8414 §2, RFC 9449
+    /// §5.1): read for `provider.discover`; empty when not said.
+    public var registrationEndpoint: URL? = nil
+    public var codeChallengeMethodsSupported: [String] = []
+    public var dpopSigningAlgValuesSupported: [String] = []
+    public var tokenEndpointAuthMethodsSupported: [String] = []
+    public var scopesSupported: [String] = []
 
     /// Reads an OpenID Provider Configuration document (OpenID Connect Discovery 1.0 §3).
     /// - Throws: A message naming the offending member.
@@ -44,6 +51,10 @@ public struct ProviderMetadata: Sendable, Hashable {
         if case .array(let items) = document["grant_types_supported"] {
             grants = items.compactMap(\.stringValue)
         }
+        func strings(_ key: String) -> [String] {
+            guard case .array(let items) = document[key] else { return [] }
+            return items.compactMap(\.stringValue)
+        }
         /// The file's endpoint when it names one, else the discovered one.
         func endpoint(_ override: URL?, _ key: String, required: Bool = false) throws(MetadataError) -> URL? {
             if let override { return override }
@@ -63,7 +74,12 @@ public struct ProviderMetadata: Sendable, Hashable {
             grantTypesSupported: grants,
             authorizationResponseIssParameterSupported: document["authorization_response_iss_parameter_supported"] == .bool(true),
             pushedAuthorizationRequestEndpoint: try url("pushed_authorization_request_endpoint"),
-            requirePushedAuthorizationRequests: document["require_pushed_authorization_requests"] == .bool(true))
+            requirePushedAuthorizationRequests: document["require_pushed_authorization_requests"] == .bool(true),
+            registrationEndpoint: try url("registration_endpoint"),
+            codeChallengeMethodsSupported: strings("code_challenge_methods_supported"),
+            dpopSigningAlgValuesSupported: strings("dpop_signing_alg_values_supported"),
+            tokenEndpointAuthMethodsSupported: strings("token_endpoint_auth_methods_supported"),
+            scopesSupported: strings("scopes_supported"))
     }
 
     /// The metadata of an `oauth2` provider: its file's endpoints.
@@ -91,7 +107,7 @@ struct MetadataError: Error {
 
 /// The wire name of a grant in `grant_types_supported` (RFC 8414 §2).
 extension Grant {
-    var wireName: String {
+    public var wireName: String {
         switch self {
         case .password: "password"
         case .deviceCode: "urn:ietf:params:oauth:grant-type:device_code"

@@ -19,6 +19,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case logout
     case daemonInfo = "daemon.info"
     case configReload = "config.reload"
+    /// Administrators: an issuer's discovery document, read by the daemon (`provider add --issuer`).
+    case providerDiscover = "provider.discover"
     /// Administrators: the Prometheus exposition text.
     case metrics
     /// Administrators: every sessions file sealed again under a new storage key.

@@ -69,6 +69,7 @@ struct MethodHandlerTests {
         #expect(((try await call(dispatcher, "status", as: bob))["result"] as? [Any])?.isEmpty == true)
         #expect(reason(try await call(dispatcher, "status", ["all": true], as: bob)) == "permission_denied")
         #expect(reason(try await call(dispatcher, "config.reload", as: bob)) == "permission_denied")
+        #expect(reason(try await call(dispatcher, "provider.discover", ["issuer": "https://sso.example.com"], as: bob)) == "permission_denied")
     }
 
     @Test("params are checked by the method's own type, naming the field and never its value")

@@ -22,10 +22,13 @@ struct ProviderFileCommandTests {
         #expect(proposed["issuer"] as? String == server.issuer && proposed["type"] as? String == "oidc" && proposed["storage"] as? String == "persistent")
         #expect((proposed["tls"] as? [String: Any])?["ca_file"] as? String == server.caFile)
         #expect(!FileManager.default.fileExists(atPath: file), "--dry-run writes nothing")
+        // Discovery ran in the daemon; what the provider offers goes to standard error with --dry-run.
+        #expect(dryRun.stderr.contains(server.issuer + " offers:") && dryRun.stderr.contains("PKCE methods:"), "\(dryRun.stderr)")
 
         let added = try daemon.cli(add)
         #expect(added.status == 0, "\(added.stdout) \(added.stderr)")
         #expect(added.stdout.contains("corp is ready"), "\(added.stdout)")
+        #expect(added.stdout.contains(server.issuer + " offers:") && added.stdout.contains("registration endpoint:   none"), "\(added.stdout)")
         #expect(try String(contentsOfFile: file, encoding: .utf8) == dryRun.stdout, "the file is what --dry-run showed")
         #expect(try daemon.cli(["providers", "--json"]).stdout.contains(#""status":"ready""#))
         try Data("{".utf8).write(to: URL(fileURLWithPath: directory + "/broken.json"))
@@ -63,5 +66,52 @@ struct ProviderFileCommandTests {
         #expect(!(try daemon.cli(["providers", "--json"]).stdout.contains("corp")))
         let missing = try daemon.cli(["provider", "remove", "corp", "--providers-dir", directory, "--yes"])
         #expect(missing.status == 5 && missing.stderr.contains("[provider_file.not_found]"), "\(missing.stderr)")
+    }
+
+    @Test("add --issuer: the daemon reads the discovery document and the CLI prints the grants, PKCE methods, DPoP algorithms, PAR, device and registration endpoints and client auth methods; provider.discover refuses a wrong issuer, an untrusted or unreachable server and a bad ca_file with stable reasons")
+    func discovery() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
+        let daemon = try DaemonProcess(providers: [:])
+        let directory = daemon.providersDirectory
+
+        let added = try daemon.cli(["provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-par",
+                                    "--grant", "authorization_code", "--grant", "device_code", "--scope", "openid", "--ca-file", server.caFile, "--dry-run"])
+        #expect(added.status == 0, "\(added.stderr)")
+        for line in ["PKCE methods:            S256", "DPoP algorithms:         ES256", "PAR endpoint:            \(server.issuer)/",
+                     "token endpoint auth:     client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, none",
+                     "grants:                  authorization_code, refresh_token, password, client_credentials",
+                     "device endpoint:         none", "registration endpoint:   none",
+                     "warning: the provider does not list the device_code grant"] {
+            #expect(added.stderr.contains(line), "\(line) in \(added.stderr)")
+        }
+        #expect(added.stdout.hasPrefix("{"), "standard output is the file alone: \(added.stdout)")
+
+        let offer = try call(try daemon.connect(), "provider.discover", ["issuer": server.issuer, "ca_file": server.caFile]).object
+        #expect(offer["issuer"] as? String == server.issuer && offer["require_pushed_authorization_requests"] as? Bool == false)
+        #expect(offer["grants"] as? [String] == ["password", "authorization_code", "client_credentials"], "\(offer)")
+        #expect((offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true && offer["registration_endpoint"] == nil, "\(offer)")
+        // The answer is what docs/rpc.schema.json says: its required keys, no other.
+        let schemaData = try Data(contentsOf: LoopbackServer.repository.appendingPathComponent("docs/rpc.schema.json"))
+        let schema = try #require(((try JSONSerialization.jsonObject(with: schemaData) as? [String: Any])?["$defs"] as? [String: Any])?["provider.discover.result"] as? [String: Any])
+        let properties = Set((schema["properties"] as? [String: Any] ?? [:]).keys)
+        #expect(Set(offer.keys).isSubset(of: properties) && Set(schema["required"] as? [String] ?? []).isSubset(of: Set(offer.keys)), "\(offer.keys)")
+
+        let refusals: [([String: Any], String, String)] = [
+            (["issuer": server.issuer + "/", "ca_file": server.caFile], "validation_failed", "issuer"),
+            (["issuer": "http://127.0.0.1:1", "ca_file": server.caFile], "validation_failed", "issuer"),
+            (["issuer": server.issuer, "ca_file": "relative.pem"], "validation_failed", "ca_file"),
+            (["issuer": server.issuer, "ca_file": scratch.path + "/missing.pem"], "validation_failed", "ca_file"),
+            (["issuer": server.issuer], "network_error", ""),
+            (["issuer": "https://127.0.0.1:1", "ca_file": server.caFile], "network_error", ""),
+        ]
+        for (params, reason, field) in refusals {
+            let answer = try call(try daemon.connect(), "provider.discover", params)
+            #expect(answer.errorReason == reason, "\(params): \(answer)")
+            if !field.isEmpty { #expect(String(describing: answer).contains("\"\(field)\""), "\(params): \(answer)") }
+        }
+        let unreachable = try daemon.cli(["provider", "add", "x", "--providers-dir", directory, "--issuer", "https://127.0.0.1:1", "--client-id", "a", "--grant", "password"])
+        #expect(unreachable.status != 0 && unreachable.stderr.contains("network_error"), "\(unreachable.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/x.json"), "nothing is written when discovery fails")
     }
 }

@@ -305,6 +305,34 @@ struct MethodHandlers {
         return try await services.reloader.reload()
     }
 
+    /// Administrators only: an issuer's discovery document, fetched here (the CLI links no
+    /// HTTP client), with the checks a provider's validation makes.
+    func providerDiscover(_ params: ProviderDiscoverParams) async throws(AuthGateError) -> ProviderOffer {
+        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
+            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may run discovery for a new provider.")
+        }
+        var caBundle: [UInt8]?
+        if let file = params.caFile {
+            guard file.hasPrefix("/") else { throw .validationFailed([FieldError(field: "ca_file", message: "must be an absolute path")]) }
+            switch FileTrust.read(file, as: .certificate, maximumSize: 4 << 20) {
+            case .success(let bytes): caBundle = bytes
+            case .failure(let problem): throw .validationFailed([FieldError(field: "ca_file", message: "\(problem.refused ? "refused: " : "")\(problem)")])
+            }
+        }
+        let metadata = try await ProviderDiscovery.discover(issuer: params.issuer, caBundle: caBundle)
+        return ProviderOffer(
+            issuer: params.issuer, tokenEndpoint: metadata.tokenEndpoint.absoluteString,
+            authorizationEndpoint: metadata.authorizationEndpoint?.absoluteString,
+            deviceAuthorizationEndpoint: metadata.deviceAuthorizationEndpoint?.absoluteString,
+            pushedAuthorizationRequestEndpoint: metadata.pushedAuthorizationRequestEndpoint?.absoluteString,
+            requirePushedAuthorizationRequests: metadata.requirePushedAuthorizationRequests,
+            registrationEndpoint: metadata.registrationEndpoint?.absoluteString,
+            grantTypes: metadata.grantTypesSupported,
+            grants: Grant.allCases.filter { metadata.grantTypesSupported?.contains($0.wireName) ?? true },
+            codeChallengeMethods: metadata.codeChallengeMethodsSupported, dpopSigningAlgs: metadata.dpopSigningAlgValuesSupported,
+            tokenEndpointAuthMethods: metadata.tokenEndpointAuthMethodsSupported, scopes: metadata.scopesSupported)
+    }
+
     /// Administrators only: the metrics as Prometheus's text exposition.
     func metrics() async throws(AuthGateError) -> MetricsResult {
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {

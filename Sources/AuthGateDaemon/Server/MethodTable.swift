@@ -86,6 +86,7 @@ enum MethodTable {
         case .logout: .withParams { try await $0.logout($1) }
         case .daemonInfo: .withoutParams { await $0.daemonInfo() }
         case .configReload: .withoutParams { try await $0.configReload() }
+        case .providerDiscover: .withParams { try await $0.providerDiscover($1) }
         case .metrics: .withoutParams { try await $0.metrics() }
         case .storageRekey: .withoutParams { try await $0.storageRekey() }
         }

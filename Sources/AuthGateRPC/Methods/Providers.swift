@@ -1,6 +1,6 @@
 public import AuthGateCore
 
-// The params and results of `providers.list` and `config.reload` (docs/RPC.md), with their wire
+// The params and results of `providers.list`, `config.reload` and `provider.discover` (docs/RPC.md), with their wire
 // names.
 
 /// One entry of `providers.list`.
@@ -90,5 +90,75 @@ public struct ProviderReloadReport: Sendable, Codable {
     private enum CodingKeys: String, CodingKey {
         case id, file, change, status, problems, warnings
         case statusReason = "status_reason"
+    }
+}
+
+/// The params of `provider.discover`.
+public struct ProviderDiscoverParams: Sendable, Codable {
+    public var issuer: String
+    /// An absolute path to a PEM bundle of CAs to trust instead of the system's.
+    public var caFile: String?
+
+    public init(issuer: String, caFile: String? = nil) {
+        self.issuer = issuer
+        self.caFile = caFile
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case issuer
+        case caFile = "ca_file"
+    }
+}
+
+/// The result of `provider.discover`: what an issuer's discovery document says it offers
+/// (OpenID Connect Discovery 1.0 §3, RFC 8414 §2, RFC 9126 §5, RFC 9449 §5.1, RFC 7591 §3).
+public struct ProviderOffer: Sendable, Codable, Equatable {
+    public var issuer: String
+    public var tokenEndpoint: String
+    public var authorizationEndpoint: String?
+    public var deviceAuthorizationEndpoint: String?
+    public var pushedAuthorizationRequestEndpoint: String?
+    public var requirePushedAuthorizationRequests: Bool
+    public var registrationEndpoint: String?
+    /// `grant_types_supported` as sent; `nil` when the document does not say.
+    public var grantTypes: [String]?
+    /// The grants authgate knows that the document lists (all of them when it does not say).
+    public var grants: [Grant]
+    public var codeChallengeMethods: [String]
+    public var dpopSigningAlgs: [String]
+    public var tokenEndpointAuthMethods: [String]
+    public var scopes: [String]
+
+    public init(issuer: String, tokenEndpoint: String, authorizationEndpoint: String?, deviceAuthorizationEndpoint: String?,
+                pushedAuthorizationRequestEndpoint: String?, requirePushedAuthorizationRequests: Bool, registrationEndpoint: String?,
+                grantTypes: [String]?, grants: [Grant], codeChallengeMethods: [String], dpopSigningAlgs: [String],
+                tokenEndpointAuthMethods: [String], scopes: [String]) {
+        self.issuer = issuer
+        self.tokenEndpoint = tokenEndpoint
+        self.authorizationEndpoint = authorizationEndpoint
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.pushedAuthorizationRequestEndpoint = pushedAuthorizationRequestEndpoint
+        self.requirePushedAuthorizationRequests = requirePushedAuthorizationRequests
+        self.registrationEndpoint = registrationEndpoint
+        self.grantTypes = grantTypes
+        self.grants = grants
+        self.codeChallengeMethods = codeChallengeMethods
+        self.dpopSigningAlgs = dpopSigningAlgs
+        self.tokenEndpointAuthMethods = tokenEndpointAuthMethods
+        self.scopes = scopes
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case issuer, grants, scopes
+        case tokenEndpoint = "token_endpoint"
+        case authorizationEndpoint = "authorization_endpoint"
+        case deviceAuthorizationEndpoint = "device_authorization_endpoint"
+        case pushedAuthorizationRequestEndpoint = "pushed_authorization_request_endpoint"
+        case requirePushedAuthorizationRequests = "require_pushed_authorization_requests"
+        case registrationEndpoint = "registration_endpoint"
+        case grantTypes = "grant_types_supported"
+        case codeChallengeMethods = "code_challenge_methods_supported"
+        case dpopSigningAlgs = "dpop_signing_alg_values_supported"
+        case tokenEndpointAuthMethods = "token_endpoint_auth_methods_supported"
     }
 }

@@ -48,6 +48,27 @@ struct ProviderFiles: ParsableCommand {
         print("The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "").")
     }
 
+    /// What a discovery document offers, a line each, for a person; then what it lacks of `chosen`.
+    static func describe(_ offer: ProviderOffer, chosen: [Grant]) -> String {
+        func list(_ values: [String]) -> String { values.isEmpty ? "not said" : values.map(Terminal.safe).joined(separator: ", ") }
+        func endpoint(_ url: String?) -> String { url.map(Terminal.safe) ?? "none" }
+        var lines = [
+            "\(Terminal.safe(offer.issuer)) offers:",
+            "  grants:                  \(offer.grantTypes.map(list) ?? "not said (all are tried)")",
+            "  PKCE methods:            \(list(offer.codeChallengeMethods))",
+            "  DPoP algorithms:         \(list(offer.dpopSigningAlgs))",
+            "  PAR endpoint:            \(endpoint(offer.pushedAuthorizationRequestEndpoint))\(offer.requirePushedAuthorizationRequests ? " (required)" : "")",
+            "  device endpoint:         \(endpoint(offer.deviceAuthorizationEndpoint))",
+            "  registration endpoint:   \(endpoint(offer.registrationEndpoint))",
+            "  token endpoint auth:     \(list(offer.tokenEndpointAuthMethods))",
+            "  scopes:                  \(list(offer.scopes))",
+        ]
+        for grant in chosen where !offer.grants.contains(grant) {
+            lines.append("warning: the provider does not list the \(grant.rawValue) grant; the daemon will try it anyway.")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "List the files of the providers directory: each file's path, whether it is valid, and the daemon's status for it.")
@@ -128,7 +149,7 @@ struct ProviderFiles: ParsableCommand {
         @Option(help: "The preset's authorization server (okta).")
         var authorizationServer: String?
 
-        @Option(help: ArgumentHelp("The issuer URL of an OpenID Connect provider.", valueName: "url"))
+        @Option(help: ArgumentHelp("The issuer URL of an OpenID Connect provider: the daemon reads its discovery document and what it offers is printed (on standard error with --dry-run) before the file is written.", valueName: "url"))
         var issuer: String?
 
         @Option(help: "The client id registered at the provider.")
@@ -174,6 +195,13 @@ struct ProviderFiles: ParsableCommand {
             guard report.configuration != nil else {
                 let problems = report.problems.map { "  \(Terminal.safe($0.description))" }.joined(separator: "\n")
                 throw CLIError(message: "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)", exitCode: ExitStatus.inputRefused)
+            }
+            if let issuer {
+                let offer = try global.call(.providerDiscover, ProviderDiscoverParams(issuer: issuer, caFile: caFile), as: ProviderOffer.self,
+                                            progress: "Reading \(issuer)/.well-known/openid-configuration…")
+                // --dry-run's standard output is the file alone.
+                let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
+                if !global.json || dryRun { describe(ProviderFiles.describe(offer, chosen: draft.grants)) }
             }
             if dryRun { return print(draft.json(), terminator: "") }
             do {

@@ -65,7 +65,7 @@ def raw(daemon):  # noqa: F811
 def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
                                         "token", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
-                                        "daemon.info", "config.reload", "metrics", "storage.rekey"}
+                                        "daemon.info", "config.reload", "provider.discover", "metrics", "storage.rekey"}
     results = {}
     for method, params in [
         ("providers.list", None),
@@ -107,6 +107,7 @@ def test_errors_carry_a_reason_the_schema_lists(raw):
         ("dpop.proof", {"provider": "mock", "htm": "GET", "htu": "not a url"}, "invalid_params"),
         ("token.exchange", {"provider": "mock", "audience": "a", "requested_token_type": "urn:ietf:params:oauth:token-type:refresh_token"},
          "invalid_params"),
+        ("provider.discover", {"issuer": "http://sso.example.test"}, "validation_failed"),
     ]:
         answer = raw.call(method, params)
         assert answer.get("error", {}).get("data", {}).get("reason") == reason, answer
