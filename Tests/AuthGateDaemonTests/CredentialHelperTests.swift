@@ -103,6 +103,34 @@ struct CredentialHelperTests {
         #expect(answer?["missing"] as? String == "not found")
     }
 
+    @Test("issue 28 item 3: a provider issuing 60 s tokens and a helper asking 60 s: 100 gets in a row cost at most 2 refreshes")
+    func unmeetableMinimumThroughTheHelper() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path + "/tls", mode: "ok", expiresIn: 60)
+        let provider = #"""
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(server.caFile)"}, "credential_helper": {"hosts": ["git.example.com"], "username": "oauth2"}}
+            """#
+        let daemon = try DaemonProcess(providers: ["faulty.json": provider], logLevel: "info", scratch: scratch)
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let bin = try Self.links(in: scratch.path)
+        let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
+        let before = try server.tokenRequests()
+        var answered = 0
+        for _ in 0..<100 {
+            let get = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=git.example.com\n\n",
+                              environment: environment)
+            if get.status == 0, get.stdout.contains("password=faulty-at-") { answered += 1 }
+        }
+        let refreshes = try server.tokenRequests() - before
+        print("60 s tokens, 100 helper gets asking 60 s: \(refreshes) refresh(es) at the provider")
+        #expect(answered == 100)
+        #expect(refreshes <= 2)
+        try daemon.waitForLog("a caller asks a minimum validity the provider's tokens do not have")
+        #expect(daemon.logText.components(separatedBy: "a caller asks a minimum validity").count == 2, "logged once")
+    }
+
     @Test("every helper refuses a caller the provider's access rules refuse: git and docker find nothing, kubectl and exec are refused")
     func helpersFollowAccessRules() throws {
         let locked = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"users": ["65534"]}, "credential_helper": {"hosts": ["locked.example.com"]}}"#

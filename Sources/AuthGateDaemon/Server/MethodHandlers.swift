@@ -168,7 +168,8 @@ struct MethodHandlers {
             try Self.check(exchange, against: policy, provider: configuration.id)
         }
         let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
-                                              forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
+                                              forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded,
+                                                       caller: caller)
         return TokenResult(tokens)
     }
 

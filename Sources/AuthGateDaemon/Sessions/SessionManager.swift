@@ -160,14 +160,23 @@ actor SessionManager {
     /// - Parameter variant: Narrower scopes or a resource; empty for the session's own token.
     /// - Throws: `login_required` when there is no usable session; the provider's error when a
     ///   needed refresh failed and the current token has expired.
+    ///
+    /// A minimum validity the provider's token lifetime cannot meet is met as ``MinimumValidity``
+    /// says (the session's own token only), and logged once per session and minimum.
     /// - Parameter bounded: The caller is bound by ``maximumCallerRefreshesPerUser``.
+    /// - Parameter caller: Who asks, for that log line.
     func token(for key: SessionKey, minimumValidity: TimeInterval, forceRefresh: Bool,
-               variant: TokenVariant = TokenVariant(), bounded: Bool = false) async throws(AuthGateError) -> TokenSet {
+               variant: TokenVariant = TokenVariant(), bounded: Bool = false, caller: PeerCredentials? = nil) async throws(AuthGateError) -> TokenSet {
         guard let record = sessions[key], let tokens = record.tokens else {
             throw .loginRequired(provider: key.provider.rawValue)
         }
-        let current = variant.isEmpty ? tokens : record.variants[variant]
-        let needsRefresh = forceRefresh || !(current?.isValid(for: minimumValidity, at: now()) ?? false)
+        if variant.isEmpty { noteUnmeetable(minimumValidity, of: key, caller: caller) }
+        let needsRefresh: Bool
+        if variant.isEmpty {
+            needsRefresh = forceRefresh || !tokens.serves(minimumValidity: minimumValidity, obtainedAt: record.obtainedAt, at: now())
+        } else {
+            needsRefresh = forceRefresh || !(record.variants[variant]?.isValid(for: minimumValidity, at: now()) ?? false)
+        }
         // One uid's calls must not hold every provider thread: a new refresh beyond its share
         // is refused (joining one in flight is free).
         if bounded, needsRefresh, refreshes[RefreshKey(session: key, variant: variant)] == nil,
@@ -178,9 +187,9 @@ actor SessionManager {
         if !variant.isEmpty {
             return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
         }
-        if !forceRefresh, tokens.isValid(for: minimumValidity, at: now()) {
+        if !needsRefresh {
             // Already on disk when persistent: a refresh persists before it returns.
-            sessions.observer.publish(tokens, for: key)
+            sessions.observer.publish(tokens, obtainedAt: record.obtainedAt, unmeetable: sessions[key]?.unmeetableMinimums ?? [], for: key)
             return tokens
         }
         if record.grant != .clientCredentials, tokens.refreshToken == nil {
@@ -200,6 +209,22 @@ actor SessionManager {
         case .failure(let error):
             throw error
         }
+    }
+
+    /// Logs, once per session and minimum, a caller asking a minimum validity the session's
+    /// token lifetime cannot meet (``MinimumValidity``); the published answers then serve it too.
+    private func noteUnmeetable(_ minimumValidity: TimeInterval, of key: SessionKey, caller: PeerCredentials?) {
+        guard let record = sessions[key], let tokens = record.tokens else { return }
+        let lifetime = tokens.expiresAt.timeIntervalSince(record.obtainedAt)
+        let asked = Int(minimumValidity)
+        guard MinimumValidity.isUnmeetable(asked: minimumValidity, lifetime: lifetime), !record.unmeetableMinimums.contains(asked),
+              record.unmeetableMinimums.count < SessionRecord.maximumUnmeetableNotes else { return }
+        sessions[key]?.unmeetableMinimums.insert(asked)
+        logger.notice("a caller asks a minimum validity the provider's tokens do not have: served tokens younger than half their lifetime",
+                      metadata: key.logMetadata([
+                          "token.min_valid_seconds": "\(asked)", "token.lifetime_seconds": "\(Int(lifetime.rounded()))",
+                          "peer.pid": "\(caller.map { "\($0.pid)" } ?? "-")", "peer.program": "\(caller?.programName ?? "-")",
+                      ]))
     }
 
     func variantToken(for key: SessionKey, record: SessionRecord, minimumValidity: TimeInterval, forceRefresh: Bool,
