@@ -38,6 +38,31 @@ enum CredentialHosts {
                                              socket: socket))
     }
 
+    /// The provider's token as ``token(_:minimumValidity:socket:)``; when the session needs a
+    /// sign-in, it is run on the terminal if a person may be there (``PointOfUseSignIn``),
+    /// else one sentence on stderr names `authgate login PROVIDER`.
+    /// - Parameters:
+    ///   - tool: Who asks, for the terminal's first line.
+    ///   - mayAsk: Whether the tool lets the helper ask (git: `GIT_TERMINAL_PROMPT` is not `0`);
+    ///     with the reason to give when it does not.
+    /// - Returns: `nil` when nobody could sign in: the caller gives its protocol's "no credentials".
+    static func tokenOrSignIn(_ provider: String, minimumValidity: Int, socket: String?, tool: String,
+                              mayAsk: (Bool, why: String) = (true, "")) throws -> (token: String, tokenType: String, expiresAt: Date)? {
+        do {
+            return try token(provider, minimumValidity: minimumValidity, socket: socket)
+        } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
+            guard mayAsk.0 else {
+                Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: mayAsk.why))\n")
+                return nil
+            }
+            guard try PointOfUseSignIn.run(provider: provider, session: nil, socket: socket, tool: tool) else {
+                Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: "there is no terminal to run it on"))\n")
+                return nil
+            }
+            return try token(provider, minimumValidity: minimumValidity, socket: socket)
+        }
+    }
+
     /// Tells the daemon an API refused `accessToken` (`token.rejected`): if it is the current
     /// one, the session is refreshed. Best effort: the helper's caller has failed already.
     static func rejected(_ provider: String, accessToken: String, socket: String?) {
@@ -82,7 +107,10 @@ struct GitCredential: ParsableCommand {
         switch operation {
         case "get":
             guard let mapping = try CredentialHosts.provider(for: host, socket: socket) else { return }
-            let token = try CredentialHosts.token(mapping.provider, minimumValidity: 60, socket: socket)
+            // git asks its other helpers, then the user, when this one prints nothing.
+            let mayAsk = ProcessInfo.processInfo.environment["GIT_TERMINAL_PROMPT"] != "0"
+            guard let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: socket, tool: "git",
+                                                                mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")) else { return }
             print("username=\(mapping.username)\npassword=\(token.token)\npassword_expiry_utc=\(Int(token.expiresAt.timeIntervalSince1970))")
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
@@ -121,7 +149,10 @@ struct DockerCredential: ParsableCommand {
                 print(Self.notFound)
                 throw ExitCode(1)
             }
-            let token = try CredentialHosts.token(mapping.provider, minimumValidity: 60, socket: global.socket)
+            guard let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: global.socket, tool: "docker") else {
+                print(Self.notFound)
+                throw ExitCode(1)
+            }
             print(#"{"Secret":\#(PlainCall.quoted(token.token)),"ServerURL":\#(PlainCall.quoted(serverURL)),"Username":\#(PlainCall.quoted(mapping.username))}"#)
         case "list":
             let servers = try CredentialHosts.all(socket: global.socket).sorted { $0.key < $1.key }

@@ -43,32 +43,17 @@ struct Kubectl: ParsableCommand {
             result = try PlainCall.token(PlainCall.result(.token, params: params, socket: socket))
         } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
             guard info?.interactive == true else {
-                throw CLIError(message: "sign in first: authgate login \(Terminal.safe(provider))\(session.map { " --session \($0)" } ?? "") (the session needs a sign-in).",
+                throw CLIError(message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
                                exitCode: ExitStatus.signInRequired)
             }
-            try signInOnTheTerminal(provider: provider, session: session, socket: socket)
+            guard try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "kubectl") else {
+                throw CLIError(message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "there is no terminal to run it on"),
+                               exitCode: ExitStatus.signInRequired)
+            }
             result = try PlainCall.token(PlainCall.result(.token, params: params, socket: socket))
         }
         // Written by hand, like the request: the coders' first use would be most of the cost.
         print(#"{"apiVersion":\#(PlainCall.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(result.expiresAt))","token":\#(PlainCall.quoted(result.token))}}"#)
-    }
-
-    /// The provider's own sign-in, as `authgate login PROVIDER` runs it, with everything it
-    /// prints sent to stderr: stdout belongs to the ExecCredential.
-    private static func signInOnTheTerminal(provider: String, session: String?, socket: String?) throws {
-        var arguments = [provider]
-        if let session { arguments += ["--session", session] }
-        if let socket { arguments += ["--socket", socket] }
-        let login = try Login.parse(arguments)
-        fflush(nil)
-        let saved = dup(STDOUT_FILENO)
-        dup2(STDERR_FILENO, STDOUT_FILENO)
-        defer {
-            fflush(nil)
-            dup2(saved, STDOUT_FILENO)
-            close(saved)
-        }
-        try login.run()
     }
 
     /// `2026-11-25T10:04:12Z`.
