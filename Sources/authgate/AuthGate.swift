@@ -30,6 +30,7 @@ struct AuthGate: ParsableCommand {
         let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs]
         let arguments = (helper.map { [$0] } ?? []) + CommandLine.arguments.dropFirst()
         do {
+            if helper == "docker-credential" { return try DockerCredential.serve(Array(CommandLine.arguments.dropFirst()), socket: nil) }
             if try runWithoutParser(arguments) { return }
             var command = try parseAsRoot(arguments)
             try command.run()

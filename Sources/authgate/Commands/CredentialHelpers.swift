@@ -16,20 +16,22 @@ enum CredentialHosts {
         var username: String
     }
 
-    /// Every host a provider the caller may use lists (a host belongs to one provider).
-    static func all(socket: String?) throws -> [String: Mapping] {
+    /// Every host a provider the caller may use lists for `tool` (`git`, `docker`: its
+    /// `credential_helper.tools`; a host belongs to one provider).
+    static func all(socket: String?, tool: String) throws -> [String: Mapping] {
         guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return [:] }
         var mappings: [String: Mapping] = [:]
         for provider in providers.compactMap(\.objectValue) {
             guard let id = provider["id"]?.stringValue, let helper = provider["credential_helper"]?.objectValue,
                   let username = helper["username"]?.stringValue, case .array(let hosts)? = helper["hosts"] else { continue }
+            if case .array(let tools)? = helper["tools"], !tools.contains(where: { $0.stringValue == tool }) { continue }
             for host in hosts.compactMap(\.stringValue) { mappings[host] = Mapping(provider: id, username: username) }
         }
         return mappings
     }
 
-    static func provider(for host: String, socket: String?) throws -> Mapping? {
-        try all(socket: socket)[host]
+    static func provider(for host: String, socket: String?, tool: String) throws -> Mapping? {
+        try all(socket: socket, tool: tool)[host]
     }
 
     /// The provider's token, valid at least `minimumValidity` seconds.
@@ -106,7 +108,7 @@ struct GitCredential: ParsableCommand {
               let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
         switch operation {
         case "get":
-            guard let mapping = try CredentialHosts.provider(for: host, socket: socket) else { return }
+            guard let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "git") else { return }
             // git asks its other helpers, then the user, when this one prints nothing.
             let mayAsk = ProcessInfo.processInfo.environment["GIT_TERMINAL_PROMPT"] != "0"
             guard let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: socket, tool: "git",
@@ -115,7 +117,7 @@ struct GitCredential: ParsableCommand {
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.
-            guard let password = attributes["password"], let mapping = try CredentialHosts.provider(for: host, socket: socket) else { return }
+            guard let password = attributes["password"], let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "git") else { return }
             CredentialHosts.rejected(mapping.provider, accessToken: password, socket: socket)
         default:
             return  // store: the daemon keeps the session; nothing to store
@@ -123,49 +125,87 @@ struct GitCredential: ParsableCommand {
     }
 }
 
-/// `docker-credential-authgate get|list|store|erase`: the docker-credential-helpers protocol.
-/// A server URL with a scheme other than `https://` gets the not-found answer; a bare host
-/// (how docker names registries) is taken as HTTPS.
+/// `docker-credential-authgate get|list|store|erase|version`: the docker-credential-helpers
+/// protocol, answered as docker/docker-credential-helpers' own helpers answer it: errors on
+/// stdout (docker shows what a helper printed there) with exit status 1, `-v` and `version`
+/// print the version. A server URL with a scheme other than `https://` gets the not-found
+/// answer; a bare host (how docker names registries) is taken as HTTPS.
 struct DockerCredential: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docker-credential",
         abstract: "docker's credential helper: a token for the registries a provider's credential_helper lists.",
-        discussion: #"In ~/.docker/config.json: "credHelpers": {"registry.example.com": "authgate"}."#)
+        discussion: #"""
+            In ~/.docker/config.json: "credHelpers": {"registry.example.com": "authgate"}. `get` answers the             session's token; `erase` (docker logout) signs the session out; `store` (docker login) is refused:             sign in with `authgate login PROVIDER`; `list` names the registries of providers whose             credential_helper.tools include docker.
+            """#)
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "get, list, store or erase (docker says which).")
+    @Argument(help: "get, list, store, erase or version (docker says which).")
     var operation: String
 
     /// What docker matches to tell "no credentials" from a failure.
     static let notFound = "credentials not found in native keychain"
+    static let name = "docker-credential-authgate"
+    static let usage = "Usage: \(name) <store|get|erase|list|version>"
 
     func run() throws {
-        switch operation {
-        case "get":
-            let serverURL = readLine(strippingNewline: true) ?? ""
-            guard let host = CredentialHost.fromServerURL(serverURL),
-                  let mapping = try CredentialHosts.provider(for: host, socket: global.socket) else {
-                print(Self.notFound)
+        try Self.serve([operation], socket: global.socket)
+    }
+
+    /// The helper as docker runs it (`docker-credential-authgate ACTION`), without the argument
+    /// parser: its usage errors are not docker's.
+    static func serve(_ arguments: [String], socket: String?) throws {
+        do {
+            guard arguments.count == 1 else {
+                print(usage)
                 throw ExitCode(1)
             }
-            guard let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: global.socket, tool: "docker") else {
-                print(Self.notFound)
+            try perform(arguments[0], socket: socket)
+        } catch let error as CLIError {
+            // docker reads a helper's error from its stdout.
+            print("authgate: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+
+    private static func perform(_ action: String, socket: String?) throws {
+        switch action {
+        case "-v", "--version", "version":
+            print("\(name) (authgate) \(AuthGateVersion.current)")
+        case "-h", "--help":
+            print(usage)
+        case "get":
+            let serverURL = readLine(strippingNewline: true) ?? ""
+            guard let host = CredentialHost.fromServerURL(serverURL), let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "docker"),
+                  let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: socket, tool: "docker") else {
+                print(notFound)
                 throw ExitCode(1)
             }
             print(#"{"Secret":\#(PlainCall.quoted(token.token)),"ServerURL":\#(PlainCall.quoted(serverURL)),"Username":\#(PlainCall.quoted(mapping.username))}"#)
         case "list":
-            let servers = try CredentialHosts.all(socket: global.socket).sorted { $0.key < $1.key }
+            let servers = try CredentialHosts.all(socket: socket, tool: "docker").sorted { $0.key < $1.key }
             print("{" + servers.map { "\(PlainCall.quoted($0.key)):\(PlainCall.quoted($0.value.username))" }.joined(separator: ",") + "}")
         case "erase":
-            // docker names only the server: the session's current token is the refused one.
+            // docker logout: the session ends, as signing out of the registry means.
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                  let mapping = try CredentialHosts.provider(for: host, socket: global.socket),
-                  let current = try? CredentialHosts.token(mapping.provider, minimumValidity: 0, socket: global.socket) else { return }
-            CredentialHosts.rejected(mapping.provider, accessToken: current.token, socket: global.socket)
+                  let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "docker") else {
+                print(notFound)
+                throw ExitCode(1)
+            }
+            let removed = try Daemon.call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self, socket: socket, json: false).removed
+            Terminal.writeError(removed ? "authgate: signed out of \(Terminal.safe(mapping.provider)) (docker logout \(Terminal.safe(host))).\n"
+                                        : "authgate: there was no session with \(Terminal.safe(mapping.provider)) to sign out of.\n")
+        case "store":
+            // docker login: the daemon signs in with the provider, never with a password docker holds.
+            let payload = (try? JSONValue.parse(Data((readLine(strippingNewline: true) ?? "").utf8)))?.objectValue
+            let host = payload?["ServerURL"]?.stringValue.flatMap(CredentialHost.fromServerURL)
+            let provider = try host.flatMap { try CredentialHosts.provider(for: $0, socket: socket, tool: "docker") }?.provider
+            print("authgate does not store credentials from docker login: sign in with `authgate login \(provider.map(Terminal.safe) ?? "PROVIDER")`, and docker gets the session's token. [invalid_request]")
+            throw ExitCode(1)
         default:
-            _ = readLine(strippingNewline: true)  // store: accepted and ignored
+            print("\(name): unknown action: \(Terminal.safe(action))")
+            throw ExitCode(1)
         }
     }
 }
