@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateRPC
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -131,6 +132,137 @@ struct CredentialHelperTests {
         #expect(!result.stdout.contains("a-password") && !daemon.logText.contains("a-password"))
     }
 
+    /// Runs `command` under a pseudo-terminal (its controlling terminal, as a person's shell
+    /// gives it), approves as alice the device code it shows, and returns its exit status and
+    /// everything the terminal showed.
+    private static func onTerminalApprovingDeviceCode(_ command: [String], idp: LoopbackServer,
+                                                      environment: [String: String]) throws -> (status: Int, output: String) {
+        let script = #"""
+            import json, os, pty, re, select, subprocess, sys, time
+            python, play, ca, command = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execvp(command[0], command)
+            out, approved, deadline = b"", None, time.monotonic() + 90
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.1)
+                if r:
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    out += chunk
+                if approved is None:
+                    found = re.search(rb"(https://[^\s()]*user_code=[^\s()]+)", out)
+                    if found:
+                        approved = subprocess.run([python, play, "device", "--ca-file", ca, "--verification-uri", found.group(1).decode(),
+                                                   "--username", "alice", "--password", "alice-password-1"], capture_output=True, text=True).stdout
+            else:
+                os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "approved": approved, "output": out.decode("utf-8", "replace")}))
+            """#
+        let result = try run(URL(fileURLWithPath: LoopbackServer.python),
+                             ["-c", script, LoopbackServer.python, Interactive.playUser, idp.caFile] + command, environment: environment)
+        guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let status = object["status"] as? Int, let output = object["output"] as? String else {
+            throw TestFailure("the pty driver failed: \(result.stderr)")
+        }
+        guard (object["approved"] as? String)?.contains("Authorized") == true else {
+            throw TestFailure("the device code was not approved (\(object["approved"] ?? "never shown")); the terminal showed:\n\(output)")
+        }
+        return (status, output)
+    }
+
+    @Test("issue 28 item 1: no session: with a terminal, git's helper runs the device sign-in there and git ls-remote goes on; with none (or GIT_TERMINAL_PROMPT=0) git, docker and kubectl give their 'no credentials' answer and the sentence",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend")))
+    func signInWhereGitAsks() throws {
+        let scratch = try ScratchDirectory()
+        let repos = scratch.path + "/repos"
+        try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
+        let git = URL(fileURLWithPath: "/usr/bin/git")
+        let home = ["HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "DISPLAY": "", "WAYLAND_DISPLAY": "",
+                    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"]
+        #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
+        #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
+        #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
+        let idp = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        let forge = try LoopbackServer(script: "git_http.py", workdir: scratch.path + "/tls",
+                                       arguments: ["--project-root", repos, "--userinfo", idp.endpoints["userinfo"] ?? "", "--userinfo-ca", idp.caFile])
+        let host = "127.0.0.1:\(forge.port)"
+        let provider = Interactive.provider(idp, client: "authgate-device", grants: ["device_code"],
+                                            extra: #", "credential_helper": {"hosts": ["\#(host)"], "username": "oauth2"}"#)
+        let daemon = try DaemonProcess(providers: ["corp.json": provider], logLevel: "info", scratch: scratch)
+        try daemon.waitForLog("provider ready")
+        let bin = try Self.links(in: scratch.path)
+        var environment = home
+        environment["PATH"] = bin + ":/usr/bin:/bin"
+        environment["AUTHGATE_SOCKET"] = daemon.socketPath
+        environment["GIT_SSL_CAINFO"] = forge.caFile
+        let lsRemote = ["-c", "http.sslCAInfo=\(forge.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
+                        "ls-remote", "https://\(host)/repo.git"]
+        let setsid = ["/usr/bin/setsid", "--wait"]  // no controlling terminal, whatever runs the tests
+
+        // Nobody there: git asks no one else and fails at once, with the sentence.
+        var noPrompt = environment
+        noPrompt["GIT_TERMINAL_PROMPT"] = "0"
+        let started = ContinuousClock.now
+        let refused = try run(git, lsRemote, environment: noPrompt, prefix: setsid)
+        #expect(refused.status != 0 && refused.stderr.contains("sign in first: authgate login corp"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("GIT_TERMINAL_PROMPT=0"), "\(refused.stderr)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        let noTerminal = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=\(host)\n\n",
+                                 environment: environment, prefix: setsid)
+        #expect(noTerminal.status == 0 && noTerminal.stdout.isEmpty && noTerminal.stderr.contains("authgate login corp"), "\(noTerminal)")
+        let docker = try run(URL(fileURLWithPath: bin + "/docker-credential-authgate"), ["get"], stdin: host + "\n", environment: environment,
+                             prefix: setsid)
+        #expect(docker.status == 1 && docker.stdout == "credentials not found in native keychain\n", "\(docker)")
+        #expect(docker.stderr.contains("sign in first: authgate login corp"), "\(docker.stderr)")
+        var kubectlEnvironment = environment
+        kubectlEnvironment["KUBERNETES_EXEC_INFO"] = #"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}}"#
+        let kubectl = try run(BuiltProducts.cli, ["kubectl", "corp"], environment: kubectlEnvironment, prefix: setsid)
+        #expect(kubectl.status == 3 && kubectl.stdout.isEmpty && kubectl.stderr.contains("sign in first: authgate login corp"), "\(kubectl)")
+
+        // A person at a terminal: the sign-in runs there, and the same git command succeeds.
+        let signedIn = try Self.onTerminalApprovingDeviceCode(["/usr/bin/git"] + lsRemote, idp: idp, environment: environment)
+        #expect(signedIn.status == 0 && signedIn.output.contains("refs/heads/"), "\(signedIn.output)")
+        #expect(signedIn.output.contains("git asks authgate for a token of corp") && signedIn.output.contains("Signed in to corp"), "\(signedIn.output)")
+        let after = try run(git, lsRemote, environment: noPrompt, prefix: setsid)
+        #expect(after.status == 0 && after.stdout.contains("refs/heads/"), "\(after.stderr)")
+        let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!token.isEmpty && !signedIn.output.contains(token), "the token never reaches the terminal")
+    }
+
+    @Test("issue 28 item 3: a provider issuing 60 s tokens and a helper asking 60 s: 100 gets in a row cost at most 2 refreshes")
+    func unmeetableMinimumThroughTheHelper() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path + "/tls", mode: "ok", expiresIn: 60)
+        let provider = #"""
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(server.caFile)"}, "credential_helper": {"hosts": ["git.example.com"], "username": "oauth2"}}
+            """#
+        let daemon = try DaemonProcess(providers: ["faulty.json": provider], logLevel: "info", scratch: scratch)
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let bin = try Self.links(in: scratch.path)
+        let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
+        let before = try server.tokenRequests()
+        var answered = 0
+        for _ in 0..<100 {
+            let get = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=git.example.com\n\n",
+                              environment: environment)
+            if get.status == 0, get.stdout.contains("password=faulty-at-") { answered += 1 }
+        }
+        let refreshes = try server.tokenRequests() - before
+        print("60 s tokens, 100 helper gets asking 60 s: \(refreshes) refresh(es) at the provider")
+        #expect(answered == 100)
+        #expect(refreshes <= 2)
+        try daemon.waitForLog("a caller asks a minimum validity the provider's tokens do not have")
+        #expect(daemon.logText.components(separatedBy: "a caller asks a minimum validity").count == 2, "logged once")
+    }
+
     @Test("every helper refuses a caller the provider's access rules refuse: git and docker find nothing, kubectl and exec are refused")
     func helpersFollowAccessRules() throws {
         let locked = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"users": ["65534"]}, "credential_helper": {"hosts": ["locked.example.com"]}}"#
@@ -165,6 +297,10 @@ struct CredentialHelperTests {
         let https = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com\n\n", environment: environment)
         let answered = https.stdout.contains("username=oauth2\npassword=mock_at_")
         #expect(https.status == 0 && answered, "https is answered: \(https.stderr)")
+        // The scheme's default port is the same server (issue 28 item 4).
+        let defaultPort = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com:443\n\n", environment: environment)
+        let answeredOnPort = defaultPort.stdout.contains("username=oauth2\npassword=mock_at_")
+        #expect(defaultPort.status == 0 && answeredOnPort, "git.example.com:443 is git.example.com: \(defaultPort.stderr)")
 
         for url in ["http://registry.example.com:5000", "HTTP://registry.example.com:5000/v2/", "ftp://registry.example.com:5000"] {
             let refused = try run(docker, ["get"], stdin: url + "\n", environment: environment)
@@ -184,5 +320,20 @@ struct CredentialHelperTests {
                       ("httpsx://registry.example.com", nil)] as [(String, String?)])
     func serverURLSchemes(url: String, host: String?) {
         #expect(CredentialHost.fromServerURL(url) == host)
+    }
+
+    @Test("credential.get's params written by hand are what the encoder writes", arguments: [
+        CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60), CredentialParams(host: "[::1]:8443", tool: "docker"),
+        CredentialParams(host: #"a"b\c\#u{01}"#, tool: "git", minValidSeconds: 0),
+    ])
+    func plainCredentialParams(params: CredentialParams) throws {
+        let encoded = try RPCCoding.makeEncoder().encode(params)
+        #expect(params.plainJSON == String(decoding: encoded, as: UTF8.self))
+    }
+
+    @Test("the scheme's default port names the same host", arguments: [("example.com:443", "example.com", true), ("example.com", "example.com:443", true),
+                                                                       ("example.com:8443", "example.com", false), ("a.example.com", "example.com", false)])
+    func defaultPort(one: String, other: String, same: Bool) {
+        #expect(CredentialHost.sameHost(one, other) == same)
     }
 }

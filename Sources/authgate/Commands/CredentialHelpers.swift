@@ -31,7 +31,7 @@ enum CredentialHosts {
     }
 
     static func provider(for host: String, socket: String?, tool: String) throws -> Mapping? {
-        try all(socket: socket, tool: tool)[host]
+        try all(socket: socket, tool: tool).first { CredentialHost.sameHost($0.key, host) }?.value
     }
 
     /// The provider's token, valid at least `minimumValidity` seconds.
@@ -40,29 +40,39 @@ enum CredentialHosts {
                                              socket: socket))
     }
 
-    /// The provider's token as ``token(_:minimumValidity:socket:)``; when the session needs a
-    /// sign-in, it is run on the terminal if a person may be there (``PointOfUseSignIn``),
-    /// else one sentence on stderr names `authgate login PROVIDER`.
+    /// What a helper answers for a host.
+    struct Credential {
+        var provider: String
+        var username: String
+        var token: (token: String, tokenType: String, expiresAt: Date)
+    }
+
+    /// The provider that lists `host` for `tool` and its session's token, valid at least 60 s,
+    /// in one call (`credential.get`). When the session needs a sign-in, it is run on the
+    /// terminal if a person may be there (``PointOfUseSignIn``), else one sentence on stderr
+    /// names `authgate login PROVIDER`.
     /// - Parameters:
-    ///   - tool: Who asks, for the terminal's first line.
+    ///   - tool: `git` or `docker`: who asks.
     ///   - mayAsk: Whether the tool lets the helper ask (git: `GIT_TERMINAL_PROMPT` is not `0`);
     ///     with the reason to give when it does not.
-    /// - Returns: `nil` when nobody could sign in: the caller gives its protocol's "no credentials".
-    static func tokenOrSignIn(_ provider: String, minimumValidity: Int, socket: String?, tool: String,
-                              mayAsk: (Bool, why: String) = (true, "")) throws -> (token: String, tokenType: String, expiresAt: Date)? {
-        do {
-            return try token(provider, minimumValidity: minimumValidity, socket: socket)
-        } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
-            guard mayAsk.0 else {
-                Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: mayAsk.why))\n")
-                return nil
-            }
-            guard try PointOfUseSignIn.run(provider: provider, session: nil, socket: socket, tool: tool) else {
-                Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: "there is no terminal to run it on"))\n")
-                return nil
-            }
-            return try token(provider, minimumValidity: minimumValidity, socket: socket)
+    /// - Returns: `nil` when no provider lists the host, or nobody could sign in: the caller
+    ///   gives its protocol's "no credentials".
+    static func credential(host: String, tool: String, socket: String?, mayAsk: (Bool, why: String) = (true, "")) throws -> Credential? {
+        let params = CredentialParams(host: host, tool: tool, minValidSeconds: 60)
+        guard let result = try PlainCall.result(.credentialGet, params: params.plainJSON, socket: socket).objectValue,
+              let provider = result["provider"]?.stringValue, let username = result["username"]?.stringValue else { return nil }
+        if let token = result["token"], case .object = token {
+            return Credential(provider: provider, username: username, token: try PlainCall.token(token))
         }
+        guard mayAsk.0 else {
+            Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: mayAsk.why))\n")
+            return nil
+        }
+        guard try PointOfUseSignIn.run(provider: provider, session: nil, socket: socket, tool: tool) else {
+            Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: "there is no terminal to run it on"))\n")
+            return nil
+        }
+        return Credential(provider: provider, username: username, token: try token(provider, minimumValidity: 60, socket: socket))
     }
 
     /// Tells the daemon an API refused `accessToken` (`token.rejected`): if it is the current
@@ -108,12 +118,11 @@ struct GitCredential: ParsableCommand {
               let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
         switch operation {
         case "get":
-            guard let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "git") else { return }
             // git asks its other helpers, then the user, when this one prints nothing.
             let mayAsk = ProcessInfo.processInfo.environment["GIT_TERMINAL_PROMPT"] != "0"
-            guard let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: socket, tool: "git",
-                                                                mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")) else { return }
-            print("username=\(mapping.username)\npassword=\(token.token)\npassword_expiry_utc=\(Int(token.expiresAt.timeIntervalSince1970))")
+            guard let credential = try CredentialHosts.credential(host: host, tool: "git", socket: socket,
+                                                                  mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")) else { return }
+            print("username=\(credential.username)\npassword=\(credential.token.token)\npassword_expiry_utc=\(Int(credential.token.expiresAt.timeIntervalSince1970))")
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.
@@ -176,12 +185,12 @@ struct DockerCredential: ParsableCommand {
             print(usage)
         case "get":
             let serverURL = readLine(strippingNewline: true) ?? ""
-            guard let host = CredentialHost.fromServerURL(serverURL), let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "docker"),
-                  let token = try CredentialHosts.tokenOrSignIn(mapping.provider, minimumValidity: 60, socket: socket, tool: "docker") else {
+            guard let host = CredentialHost.fromServerURL(serverURL),
+                  let credential = try CredentialHosts.credential(host: host, tool: "docker", socket: socket) else {
                 print(notFound)
                 throw ExitCode(1)
             }
-            print(#"{"Secret":\#(PlainCall.quoted(token.token)),"ServerURL":\#(PlainCall.quoted(serverURL)),"Username":\#(PlainCall.quoted(mapping.username))}"#)
+            print(#"{"Secret":\#(PlainCall.quoted(credential.token.token)),"ServerURL":\#(PlainCall.quoted(serverURL)),"Username":\#(PlainCall.quoted(credential.username))}"#)
         case "list":
             let servers = try CredentialHosts.all(socket: socket, tool: "docker").sorted { $0.key < $1.key }
             print("{" + servers.map { "\(PlainCall.quoted($0.key)):\(PlainCall.quoted($0.value.username))" }.joined(separator: ",") + "}")
