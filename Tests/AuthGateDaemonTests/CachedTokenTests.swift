@@ -229,10 +229,15 @@ struct CachedTokenTests {
         _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
                                  grant: .password, binding: binding, for: key)
         let caller = PeerCredentials(pid: getpid(), uid: 1000, gid: 1000)
+        let signedIn = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: false).accessToken.exposedValue
+        // The sign-in's token has under 60 s left: refreshed once, and the new one has no more.
         let first = try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue
+        #expect(first != signedIn)
+        #expect(fastPath(60) == nil, "refreshed, not handed out from the cache yet")
+        #expect(try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue == first,
+                "no refresh per call")
         #expect(fastPath(60) == first, "the event loop serves the noted minimum as the manager does")
-        #expect(fastPath(90) == nil, "a minimum not yet logged goes to the manager")
-        #expect(try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue == first)
+        #expect(fastPath(90) == nil, "a minimum not yet noted goes to the manager")
         #expect(log.text.components(separatedBy: "minimum validity the provider's tokens do not have").count == 2, "logged once: \(log.text)")
         #expect(log.text.contains(#""token.min_valid_seconds": 60"#) && log.text.contains(#""token.lifetime_seconds": 60"#), "\(log.text)")
 

@@ -161,8 +161,9 @@ actor SessionManager {
     /// - Throws: `login_required` when there is no usable session; the provider's error when a
     ///   needed refresh failed and the current token has expired.
     ///
-    /// A minimum validity the provider's token lifetime cannot meet is met as ``MinimumValidity``
-    /// says (the session's own token only), and logged once per session and minimum.
+    /// A minimum validity that a token fresh from the provider does not meet (its lifetime is
+    /// shorter) is from then on met as ``MinimumValidity`` says (the session's own token only),
+    /// and logged once per session and minimum.
     /// - Parameter bounded: The caller is bound by ``maximumCallerRefreshesPerUser``.
     /// - Parameter caller: Who asks, for that log line.
     func token(for key: SessionKey, minimumValidity: TimeInterval, forceRefresh: Bool,
@@ -170,10 +171,14 @@ actor SessionManager {
         guard let record = sessions[key], let tokens = record.tokens else {
             throw .loginRequired(provider: key.provider.rawValue)
         }
-        if variant.isEmpty { noteUnmeetable(minimumValidity, of: key, caller: caller) }
         let needsRefresh: Bool
         if variant.isEmpty {
-            needsRefresh = forceRefresh || !tokens.serves(minimumValidity: minimumValidity, obtainedAt: record.obtainedAt, at: now())
+            // A minimum the provider's tokens were found not to meet (after a refresh for it) is
+            // met as MinimumValidity says; any other exactly.
+            let served = record.unmeetableMinimums.contains(Int(minimumValidity))
+                ? tokens.serves(minimumValidity: minimumValidity, obtainedAt: record.obtainedAt, at: now())
+                : tokens.isValid(for: minimumValidity, at: now())
+            needsRefresh = forceRefresh || !served
         } else {
             needsRefresh = forceRefresh || !(record.variants[variant]?.isValid(for: minimumValidity, at: now()) ?? false)
         }
@@ -199,6 +204,7 @@ actor SessionManager {
         }
         switch await refresh(key, variant: variant).value {
         case .success(let refreshed):
+            noteUnmeetable(minimumValidity, of: key, caller: caller)
             return refreshed
         case .failure(let error) where error.reason != .loginRequired && !forceRefresh:
             // The provider is unwell, but the current token may still work: serve it until it
@@ -211,13 +217,15 @@ actor SessionManager {
         }
     }
 
-    /// Logs, once per session and minimum, a caller asking a minimum validity the session's
-    /// token lifetime cannot meet (``MinimumValidity``); the published answers then serve it too.
+    /// After a refresh for a caller asking `minimumValidity`: when the new token's lifetime
+    /// cannot meet it, notes it (``MinimumValidity`` serves it from then on, the published
+    /// answers too) and logs it, once per session and minimum.
     private func noteUnmeetable(_ minimumValidity: TimeInterval, of key: SessionKey, caller: PeerCredentials?) {
         guard let record = sessions[key], let tokens = record.tokens else { return }
         let lifetime = tokens.expiresAt.timeIntervalSince(record.obtainedAt)
         let asked = Int(minimumValidity)
-        guard MinimumValidity.isUnmeetable(asked: minimumValidity, lifetime: lifetime), !record.unmeetableMinimums.contains(asked),
+        guard !tokens.isValid(for: minimumValidity, at: now()), MinimumValidity.isUnmeetable(asked: minimumValidity, lifetime: lifetime),
+              !record.unmeetableMinimums.contains(asked),
               record.unmeetableMinimums.count < SessionRecord.maximumUnmeetableNotes else { return }
         sessions[key]?.unmeetableMinimums.insert(asked)
         logger.notice("a caller asks a minimum validity the provider's tokens do not have: served tokens younger than half their lifetime",
