@@ -68,6 +68,28 @@ struct CredentialHelperTests {
         let recovered = try run(git, lsRemote, environment: environment)
         #expect(recovered.status == 0, "\(recovered.stderr)")
 
+        // git-credential-cache configured globally (as git-credential-oauth suggests), and the
+        // lines docs/INTEGRATIONS.md gives for authgate's hosts: the empty helper resets the
+        // list, so the cache never holds (and never serves) authgate's token for this host. A
+        // refresh is then seen by the very next git command. -verbose says who answered.
+        let global = ["config", "--global"]
+        #expect(try run(git, global + ["credential.helper", "cache --timeout=30"], environment: home).status == 0)
+        #expect(try run(git, global + ["credential.https://\(host).helper", ""], environment: home).status == 0)
+        #expect(try run(git, global + ["--add", "credential.https://\(host).helper", "authgate -verbose"], environment: home).status == 0)
+        let plainLsRemote = ["-c", "http.sslCAInfo=\(server.caFile)", "ls-remote", "https://\(host)/repo.git"]
+        let cached = try run(git, plainLsRemote, environment: environment)
+        #expect(cached.status == 0, "\(cached.stderr)")
+        #expect(cached.stderr.contains("git-credential-authgate: get: \(host) answered by provider mock, session default"), "\(cached.stderr)")
+        let forced = try daemon.cli(["token", "mock", "--force-refresh"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try forced.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let afterRefresh = try run(git, plainLsRemote, environment: environment)
+        #expect(afterRefresh.status == 0 && afterRefresh.stdout.contains("refs/heads/"), "the refreshed token, not a cached one: \(afterRefresh.stderr)")
+        let version = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["version"], environment: environment)
+        #expect(version.stdout == "git-credential-authgate (authgate) \(AuthGateVersion.current)\n")
+        let none = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["-verbose", "get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
+                           environment: environment)
+        #expect(none.stdout.isEmpty && none.stderr.contains("no token for elsewhere.example.com"), "\(none)")
+
         // A host no provider lists: nothing, exit 0, so git asks its other helpers.
         let other = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
                             environment: environment)

@@ -97,39 +97,62 @@ struct GitCredential: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "git-credential",
         abstract: "git's credential helper: a token for the hosts a provider's credential_helper lists.",
-        discussion: "git config --global credential.https://git.example.com.helper authgate (git runs git-credential-authgate).")
+        discussion: """
+            git config --global credential.https://git.example.com.helper authgate (git runs git-credential-authgate). \
+            With -verbose (credential.helper "authgate -verbose"), the helper says on stderr which provider and session \
+            answered, or why none did; `git-credential-authgate version` prints the version.
+            """)
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "get, store or erase (git says which).")
+    @Flag(name: .customLong("verbose", withSingleDash: true), help: "Say on stderr which provider and session answered, or why none did.")
+    var verbose = false
+
+    @Argument(help: "get, store, erase or version (git says which).")
     var operation: String
 
     func run() throws {
-        try Self.perform(operation, socket: global.socket)
+        try Self.perform(operation, socket: global.socket, verbose: verbose)
     }
 
-    /// The helper itself; `git-credential-authgate OPERATION` comes here without the argument
-    /// parser (its start-up would be most of the call's cost, in someone's `git pull`).
-    static func perform(_ operation: String, socket: String?) throws {
+    static let name = "git-credential-authgate"
+
+    /// The helper itself; `git-credential-authgate [-verbose] OPERATION` comes here without the
+    /// argument parser (its start-up would be most of the call's cost, in someone's `git pull`).
+    static func perform(_ operation: String, socket: String?, verbose: Bool = false) throws {
+        func say(_ text: @autoclosure () -> String) {
+            if verbose { Terminal.writeError("\(name): \(text())\n") }
+        }
+        if operation == "version" { return print("\(name) (authgate) \(AuthGateVersion.current)") }
         let attributes = CredentialHosts.readAttributes()
         // HTTPS only: a token sent over http:// (or a protocol git did not name) is a token
         // anyone on the path may read. git asks its other helpers when this one prints nothing.
-        guard attributes["protocol"] == "https",
-              let host = attributes["host"].flatMap(CredentialHost.normalize) else { return }
+        guard attributes["protocol"] == "https" else {
+            return say("\(operation): nothing for protocol=\(Terminal.safe(attributes["protocol"] ?? "(none)")): tokens go to https only")
+        }
+        guard let host = attributes["host"].flatMap(CredentialHost.normalize) else {
+            return say("\(operation): nothing for host=\(Terminal.safe(attributes["host"] ?? "(none)")): not a host name")
+        }
         switch operation {
         case "get":
             // git asks its other helpers, then the user, when this one prints nothing.
             let mayAsk = ProcessInfo.processInfo.environment["GIT_TERMINAL_PROMPT"] != "0"
             guard let credential = try CredentialHosts.credential(host: host, tool: "git", socket: socket,
-                                                                  mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")) else { return }
+                                                                  mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")) else {
+                return say("get: no token for \(host): no provider you may use lists it for git, or its session needs a sign-in (see above)")
+            }
+            say("get: \(host) answered by provider \(Terminal.safe(credential.provider)), session default, user name \(Terminal.safe(credential.username)), token valid until \(Kubectl.rfc3339(credential.token.expiresAt))")
             print("username=\(credential.username)\npassword=\(credential.token.token)\npassword_expiry_utc=\(Int(credential.token.expiresAt.timeIntervalSince1970))")
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.
-            guard let password = attributes["password"], let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "git") else { return }
+            guard let password = attributes["password"], let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "git") else {
+                return say("erase: nothing to do for \(host)")
+            }
             CredentialHosts.rejected(mapping.provider, accessToken: password, socket: socket)
+            say("erase: told provider \(Terminal.safe(mapping.provider)) that \(host) refused its token (the session is refreshed if it was current)")
         default:
-            return  // store: the daemon keeps the session; nothing to store
+            say("\(operation): nothing to do (the daemon keeps the session)")  // store
         }
     }
 }

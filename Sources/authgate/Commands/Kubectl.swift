@@ -14,9 +14,9 @@ struct Kubectl: ParsableCommand {
         abstract: "kubectl's exec credential plugin: print an ExecCredential with the session's ID or access token.",
         discussion: """
             An API server configured with --oidc-issuer-url and --oidc-client-id authenticates ID tokens: \
-            --token-type id (the default for oidc providers, as kubelogin does) sends the session's ID token, with \
-            its own exp as the expirationTimestamp, refreshing the session first when it expires within 60 s; \
-            --token-type access (the default for oauth2 providers) sends the access token. \
+            --token-type id (the default when the session has an ID token, as an oidc provider's does; as kubelogin does) \
+            sends the session's ID token, with its own exp as the expirationTimestamp, refreshing the session first \
+            when it expires within 60 s; --token-type access (the default otherwise: oauth2 providers) sends the access token. \
             `authgate kubectl PROVIDER --setup` signs in if needed and prints the ID token's claims, the \
             `kubectl config set-credentials` command and the API server's flags. When the session needs a \
             sign-in and kubectl lets the plugin use the terminal (interactiveMode), the provider's sign-in \
@@ -29,7 +29,7 @@ struct Kubectl: ParsableCommand {
 
     @OptionGroup var selection: SessionSelection
 
-    @Option(name: .customLong("token-type"), help: ArgumentHelp("id or access (default: id for oidc providers, access for oauth2 ones).", valueName: "type"))
+    @Option(name: .customLong("token-type"), help: ArgumentHelp("id or access (default: id when the session has an ID token, as an oidc provider's does; else access).", valueName: "type"))
     var tokenType: TokenType?
 
     @Option(name: .customLong("scope"), help: ArgumentHelp("A narrower scope than the session's (repeat for several).", valueName: "scope"))
@@ -95,7 +95,12 @@ struct Kubectl: ParsableCommand {
             result = try fetch(false)
         }
         let token: String, expiresAt: Date
-        if try options.tokenType ?? defaultTokenType(result, provider: provider, socket: socket) == .id {
+        // The default, without a second call: `id` when the session has an ID token (an `oidc`
+        // provider's, signed in with openid, as kubelogin sends), else `access` (`oauth2`). A
+        // forced refresh may have lost the ID token: then the provider's type says.
+        let hasIDToken = result.objectValue?["id_token"]?.stringValue != nil
+        let tokenType = try options.tokenType ?? (hasIDToken ? .id : options.forceRefresh ? providerTokenType(provider, socket: socket) : .access)
+        if tokenType == .id {
             let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) { try fetch(true) }
             (token, expiresAt) = (id.token, id.expiresAt)
         } else {
@@ -121,9 +126,8 @@ struct Kubectl: ParsableCommand {
                                                         scopes: scopes), socket: socket)
     }
 
-    /// `id` when the session has an ID token or its provider is `oidc` (as kubelogin does), else `access`.
-    private static func defaultTokenType(_ result: JSONValue, provider: String, socket: String?) throws -> TokenType {
-        if result.objectValue?["id_token"]?.stringValue != nil { return .id }
+    /// `id` for an `oidc` provider, `access` for any other.
+    private static func providerTokenType(_ provider: String, socket: String?) throws -> TokenType {
         guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return .access }
         let type = providers.compactMap(\.objectValue).first { $0["id"]?.stringValue == provider }?["type"]?.stringValue
         return type == "oidc" ? .id : .access
