@@ -7,6 +7,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case loginCancel = "login.cancel"
     case register
     case token
+    /// git's and docker's helpers: the provider that lists a host, and its session's token, in one call.
+    case credentialGet = "credential.get"
     case tokenRejected = "token.rejected"
     /// `token`, then `token.changed` and `session.ended` notifications on the same connection.
     case tokenWatch = "token.watch"

@@ -158,11 +158,17 @@ struct AuthGateBench: ParsableCommand {
         try FileManager.default.createSymbolicLink(atPath: gitHelper, withDestinationPath: URL(fileURLWithPath: authgate).path)
         let gitRequest = work.path + "/git-request"
         try work.write("git-request", "protocol=https\nhost=git.example.com\n\n")
+        let dockerHelper = work.path + "/docker-credential-authgate"
+        try? FileManager.default.removeItem(atPath: dockerHelper)
+        try FileManager.default.createSymbolicLink(atPath: dockerHelper, withDestinationPath: URL(fileURLWithPath: authgate).path)
+        let dockerRequest = work.path + "/docker-request"
+        try work.write("docker-request", "git.example.com\n")
         var rows: [[String]] = []
         for (name, arguments, stdin) in [("`/bin/true` (the cost of a process)", ["/bin/true"], nil),
                                          ("`authgate token mock`", [authgate, "token", "mock"], nil),
                                          ("`authgate kubectl mock` (an ExecCredential)", [authgate, "kubectl", "mock"], nil),
-                                         ("`git-credential-authgate get` (providers.list, then token)", [gitHelper, "get"], gitRequest)] as [(String, [String], String?)] {
+                                         ("`git-credential-authgate get` (one credential.get)", [gitHelper, "get"], gitRequest),
+                                         ("`docker-credential-authgate get` (one credential.get)", [dockerHelper, "get"], dockerRequest)] as [(String, [String], String?)] {
             _ = try timeProcesses(arguments, environment: environment, runs: 20, stdin: stdin)  // warm the page cache
             let times = try timeProcesses(arguments, environment: environment, runs: runs, stdin: stdin)
             rows.append([name, "\(runs)", String(format: "%.2f", quantile(times, 0.5) / 1000), String(format: "%.2f", quantile(times, 0.99) / 1000)])

@@ -30,6 +30,11 @@ struct AuthGate: ParsableCommand {
         let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs]
         let arguments = (helper.map { [$0] } ?? []) + CommandLine.arguments.dropFirst()
         do {
+            if helper == "docker-credential" { return try DockerCredential.serve(Array(CommandLine.arguments.dropFirst()), socket: nil) }
+            // git runs `git-credential-authgate -verbose get` for a helper configured as "authgate -verbose".
+            if helper == "git-credential", CommandLine.arguments.count == 3, CommandLine.arguments[1] == "-verbose" {
+                return try GitCredential.perform(CommandLine.arguments[2], socket: nil, verbose: true)
+            }
             if try runWithoutParser(arguments) { return }
             var command = try parseAsRoot(arguments)
             try command.run()

@@ -34,6 +34,15 @@ enum PlainCall {
         return line
     }
 
+    /// ``result(_:params:socket:)`` with the params encoded from their RPC type (for calls
+    /// rarer than the helpers' plain ones, where the encoder's first use does not matter).
+    static func result<Params: Encodable>(_ method: RPCMethod, _ params: Params, socket: String?) throws -> JSONValue {
+        guard let encoded = try? RPCCoding.makeEncoder().encode(params) else {
+            throw CLIError(message: "cannot encode the \(method.rawValue) call", exitCode: ExitStatus.internalError)
+        }
+        return try result(method, params: String(decoding: encoded, as: UTF8.self), socket: socket)
+    }
+
     /// `2026-11-25T10:04:12Z`, as the daemon writes dates, without Foundation's date parsing
     /// (which loads the time zone database).
     static func utcDate(_ text: String) -> Date? {

@@ -205,4 +205,18 @@ struct ProviderConfigurationLoaderTests {
         #expect(checked[0].configuration != nil)
         #expect(problems(checked[1]) == ["$.credential_helper.hosts: git.example.com is claimed by \(first.file) too; a host belongs to one provider"])
     }
+
+    @Test("credential_helper.tools: git, docker or both (the default); anything else, or none, is a clear error (issue 28)")
+    func credentialHelperTools() throws {
+        let both = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"]}}"#)
+        #expect(both.configuration?.credentialHelper?.tools == ["git", "docker"])
+        let docker = load(#"{"type": "mock", "credential_helper": {"hosts": ["r.example.com"], "tools": ["docker"]}}"#)
+        #expect(docker.configuration?.credentialHelper?.tools == ["docker"])
+        let unknown = load(#"{"type": "mock", "credential_helper": {"hosts": ["r.example.com"], "tools": ["git", "kubectl"]}}"#)
+        #expect(problems(unknown) == [#"$.credential_helper.tools[1]: must be "git" or "docker", found "kubectl""#])
+        let none = load(#"{"type": "mock", "credential_helper": {"hosts": ["r.example.com"], "tools": []}}"#)
+        #expect(problems(none) == [#"$.credential_helper.tools: must name at least one of "git" and "docker" (leave it out for both)"#])
+        let wrongType = load(#"{"type": "mock", "credential_helper": {"hosts": ["r.example.com"], "tools": "git"}}"#)
+        #expect(problems(wrongType).count == 1 && problems(wrongType).first?.hasPrefix("$.credential_helper.tools") == true, "\(problems(wrongType))")
+    }
 }

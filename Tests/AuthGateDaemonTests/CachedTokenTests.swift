@@ -4,6 +4,9 @@ import Foundation
 import Logging
 import NIOCore
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 @testable import AuthGateDaemon
 
 private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -205,6 +208,53 @@ struct CachedTokenTests {
                 #expect(accessToken(answer(plainLine(minimumValidity: validity))) == current.accessToken.exposedValue, "round \(round), \(validity)")
             }
         }
+    }
+
+    @Test("issue 28 item 3: a minimum the 60 s tokens cannot meet is served a token younger than half its lifetime, by the manager and the event loop alike, and logged once")
+    func unmeetableMinimum() async throws {
+        let clock = ManualClock()
+        let log = SharedText()
+        let logger = Logger(label: "test") { _ in RecordingLogHandler(log) }
+        let broadcast = SessionBroadcast(now: { [clock] in clock.now })
+        let sessions = SessionManager(logger: logger, observer: broadcast, now: { [clock] in clock.now }, random: { [clock] in clock.random })
+        let registered = mockProvider(now: { [clock] in clock.now })  // 60 s tokens
+        let client = try #require(registered.client)
+        let answers = answers(broadcast, open: [registered])
+        func fastPath(_ minimum: Int) -> String? {
+            guard let buffer = answers.answer(to: plainLine(minimumValidity: minimum), uid: 1000, allocator: ByteBufferAllocator()) else { return nil }
+            let reply = try? JSONSerialization.jsonObject(with: Data(String(buffer: buffer).utf8)) as? [String: Any]
+            return (reply?["result"] as? [String: Any])?["access_token"] as? String
+        }
+        let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
+        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+                                 grant: .password, binding: binding, for: key)
+        let caller = PeerCredentials(pid: getpid(), uid: 1000, gid: 1000)
+        let signedIn = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: false).accessToken.exposedValue
+        // The sign-in's token has under 60 s left: refreshed once, and the new one has no more.
+        let first = try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue
+        #expect(first != signedIn)
+        #expect(fastPath(60) == nil, "refreshed, not handed out from the cache yet")
+        #expect(try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue == first,
+                "no refresh per call")
+        #expect(fastPath(60) == first, "the event loop serves the noted minimum as the manager does")
+        #expect(fastPath(90) == nil, "a minimum not yet noted goes to the manager")
+        #expect(log.text.components(separatedBy: "minimum validity the provider's tokens do not have").count == 2, "logged once: \(log.text)")
+        #expect(log.text.contains(#""token.min_valid_seconds": 60"#) && log.text.contains(#""token.lifetime_seconds": 60"#), "\(log.text)")
+
+        clock.advance(by: 29)  // 31 s left: more than half of 60
+        #expect(fastPath(60) == first)
+        #expect(try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false).accessToken.exposedValue == first)
+        clock.advance(by: 2)  // 29 s left
+        #expect(fastPath(60) == nil, "older than half its lifetime: the manager refreshes")
+        let second = try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false).accessToken.exposedValue
+        #expect(second != first)
+        #expect(fastPath(60) == nil, "refreshed, not handed out from the cache yet")
+        #expect(try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false).accessToken.exposedValue == second)
+        #expect(fastPath(60) == second)
+        // An attainable minimum is held exactly: 59 s of a 60 s token.
+        clock.advance(by: 2)
+        #expect(fastPath(59) == nil)
+        #expect(log.text.components(separatedBy: "minimum validity the provider's tokens do not have").count == 2, "still once: \(log.text)")
     }
 
     @Test("a new sign-in replacing the session withdraws the old token")

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateRPC
 import Foundation
 import Testing
 #if canImport(Glibc)
@@ -67,6 +68,28 @@ struct CredentialHelperTests {
         let recovered = try run(git, lsRemote, environment: environment)
         #expect(recovered.status == 0, "\(recovered.stderr)")
 
+        // git-credential-cache configured globally (as git-credential-oauth suggests), and the
+        // lines docs/INTEGRATIONS.md gives for authgate's hosts: the empty helper resets the
+        // list, so the cache never holds (and never serves) authgate's token for this host. A
+        // refresh is then seen by the very next git command. -verbose says who answered.
+        let global = ["config", "--global"]
+        #expect(try run(git, global + ["credential.helper", "cache --timeout=30"], environment: home).status == 0)
+        #expect(try run(git, global + ["credential.https://\(host).helper", ""], environment: home).status == 0)
+        #expect(try run(git, global + ["--add", "credential.https://\(host).helper", "authgate -verbose"], environment: home).status == 0)
+        let plainLsRemote = ["-c", "http.sslCAInfo=\(server.caFile)", "ls-remote", "https://\(host)/repo.git"]
+        let cached = try run(git, plainLsRemote, environment: environment)
+        #expect(cached.status == 0, "\(cached.stderr)")
+        #expect(cached.stderr.contains("git-credential-authgate: get: \(host) answered by provider mock, session default"), "\(cached.stderr)")
+        let forced = try daemon.cli(["token", "mock", "--force-refresh"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try forced.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let afterRefresh = try run(git, plainLsRemote, environment: environment)
+        #expect(afterRefresh.status == 0 && afterRefresh.stdout.contains("refs/heads/"), "the refreshed token, not a cached one: \(afterRefresh.stderr)")
+        let version = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["version"], environment: environment)
+        #expect(version.stdout == "git-credential-authgate (authgate) \(AuthGateVersion.current)\n")
+        let none = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["-verbose", "get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
+                           environment: environment)
+        #expect(none.stdout.isEmpty && none.stderr.contains("no token for elsewhere.example.com"), "\(none)")
+
         // A host no provider lists: nothing, exit 0, so git asks its other helpers.
         let other = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
                             environment: environment)
@@ -76,31 +99,190 @@ struct CredentialHelperTests {
         #expect(expiry.stdout.contains("username=oauth2\npassword=mock_at_") && expiry.stdout.contains("password_expiry_utc="), "\(expiry.stdout)")
     }
 
-    @Test("docker.credentials.Store runs docker-credential-authgate: get, list, and the exact not-found answer")
+    @Test("docker.credentials.Store runs docker-credential-authgate: get, an identity-token registry, list filtered by tools, not-found, version, unknown action, store refused, erase signs out (issue 28 item 5)")
     func dockerThroughTheHelper() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["registry.example.com:5000"])], logLevel: "info")
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        let gitOnly = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "tools": ["git"]}}"#
+        let identity = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["id.example.com"], "username": "<token>", "tools": ["docker"]}}"#
+        let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["registry.example.com:5000"]), "gitonly.json": gitOnly,
+                                                   "identity.json": identity], logLevel: "info")
+        for provider in ["mock", "gitonly", "identity"] {
+            #expect(try daemon.cli(["login", provider, "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        }
         let token = try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let bin = try Self.links(in: daemon.scratch.path)
         let script = """
-            import json, os, sys
-            from docker.credentials import Store, CredentialsNotFound
+            import json, os, subprocess, sys
+            from docker.credentials import Store, CredentialsNotFound, StoreError
             os.environ["PATH"] = sys.argv[1] + ":/usr/bin:/bin"  # where Store looks for docker-credential-authgate
             store = Store("authgate", environment={"AUTHGATE_SOCKET": sys.argv[2]})
-            got = store.get("https://registry.example.com:5000")
-            try:
-                store.get("other.example.com")
-                missing = "found"
-            except CredentialsNotFound:
-                missing = "not found"
-            print(json.dumps({"get": got, "list": store.list(), "missing": missing}))
+            def error(call):
+                try:
+                    call()
+                    return "no error"
+                except CredentialsNotFound:
+                    return "not found"
+                except StoreError as e:
+                    return "error: " + str(e)
+            answer = {"get": store.get("https://registry.example.com:5000"), "identity": store.get("id.example.com"), "list": store.list(),
+                      "missing": error(lambda: store.get("other.example.com")), "git_only": error(lambda: store.get("git.example.com")),
+                      "version": store._execute("version", None).decode(), "unknown": error(lambda: store._execute("bogus", None)),
+                      "store": error(lambda: store.store("registry.example.com:5000", "someone", "a-password"))}
+            dash_v = subprocess.run(["docker-credential-authgate", "-v"], capture_output=True, text=True, env=dict(os.environ, AUTHGATE_SOCKET=sys.argv[2]))
+            answer["dash_v"] = [dash_v.returncode, dash_v.stdout]
+            erased = subprocess.run(["docker-credential-authgate", "erase"], input="registry.example.com:5000", capture_output=True, text=True,
+                                    env=dict(os.environ, AUTHGATE_SOCKET=sys.argv[2]))
+            answer["erase"] = [erased.returncode, erased.stderr]
+            print(json.dumps(answer))
             """
-        let result = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, bin, daemon.socketPath])
-        let answer = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
-        let got = answer?["get"] as? [String: Any]
+        let result = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, bin, daemon.socketPath], prefix: ["/usr/bin/setsid", "--wait"])
+        let answer = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stderr)")
+        let got = answer["get"] as? [String: Any]
         #expect(got?["Username"] as? String == "oauth2" && got?["Secret"] as? String == token, "\(result.stdout)\(result.stderr)")
-        #expect((answer?["list"] as? [String: Any])?["registry.example.com:5000"] as? String == "oauth2")
-        #expect(answer?["missing"] as? String == "not found")
+        #expect((answer["identity"] as? [String: Any])?["Username"] as? String == "<token>", "an identity-token registry: \(answer)")
+        #expect(answer["list"] as? [String: String] == ["registry.example.com:5000": "oauth2", "id.example.com": "<token>"], "git-only hosts are not docker's")
+        #expect(answer["missing"] as? String == "not found")
+        #expect(answer["git_only"] as? String == "not found")
+        #expect(answer["version"] as? String == "docker-credential-authgate (authgate) \(AuthGateVersion.current)\n")
+        let dashV = answer["dash_v"] as? [Any]
+        #expect(dashV?.first as? Int == 0 && dashV?.last as? String == "docker-credential-authgate (authgate) \(AuthGateVersion.current)\n", "\(answer)")
+        #expect((answer["unknown"] as? String)?.hasSuffix(#"exited with "docker-credential-authgate: unknown action: bogus\#n"."#) == true, "\(answer)")
+        #expect((answer["store"] as? String)?.contains("sign in with `authgate login mock`") == true, "\(answer)")
+        let erase = answer["erase"] as? [Any]
+        #expect(erase?.first as? Int == 0 && (erase?.last as? String)?.contains("signed out of mock") == true, "\(answer)")
+        let status = try daemon.cli(["token", "mock"])
+        #expect(status.status == 3, "docker logout signed the session out: \(status.stderr)")
+        #expect(!result.stdout.contains("a-password") && !daemon.logText.contains("a-password"))
+    }
+
+    /// Runs `command` under a pseudo-terminal (its controlling terminal, as a person's shell
+    /// gives it), approves as alice the device code it shows, and returns its exit status and
+    /// everything the terminal showed.
+    private static func onTerminalApprovingDeviceCode(_ command: [String], idp: LoopbackServer,
+                                                      environment: [String: String]) throws -> (status: Int, output: String) {
+        let script = #"""
+            import json, os, pty, re, select, subprocess, sys, time
+            python, play, ca, command = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execvp(command[0], command)
+            out, approved, deadline = b"", None, time.monotonic() + 90
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.1)
+                if r:
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    out += chunk
+                if approved is None:
+                    found = re.search(rb"(https://[^\s()]*user_code=[^\s()]+)", out)
+                    if found:
+                        approved = subprocess.run([python, play, "device", "--ca-file", ca, "--verification-uri", found.group(1).decode(),
+                                                   "--username", "alice", "--password", "alice-password-1"], capture_output=True, text=True).stdout
+            else:
+                os.kill(pid, 9)
+            _, status = os.waitpid(pid, 0)
+            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "approved": approved, "output": out.decode("utf-8", "replace")}))
+            """#
+        let result = try run(URL(fileURLWithPath: LoopbackServer.python),
+                             ["-c", script, LoopbackServer.python, Interactive.playUser, idp.caFile] + command, environment: environment)
+        guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let status = object["status"] as? Int, let output = object["output"] as? String else {
+            throw TestFailure("the pty driver failed: \(result.stderr)")
+        }
+        guard (object["approved"] as? String)?.contains("Authorized") == true else {
+            throw TestFailure("the device code was not approved (\(object["approved"] ?? "never shown")); the terminal showed:\n\(output)")
+        }
+        return (status, output)
+    }
+
+    @Test("issue 28 item 1: no session: with a terminal, git's helper runs the device sign-in there and git ls-remote goes on; with none (or GIT_TERMINAL_PROMPT=0) git, docker and kubectl give their 'no credentials' answer and the sentence",
+          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend")))
+    func signInWhereGitAsks() throws {
+        let scratch = try ScratchDirectory()
+        let repos = scratch.path + "/repos"
+        try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
+        let git = URL(fileURLWithPath: "/usr/bin/git")
+        let home = ["HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "DISPLAY": "", "WAYLAND_DISPLAY": "",
+                    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"]
+        #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
+        #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
+        #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
+        let idp = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        let forge = try LoopbackServer(script: "git_http.py", workdir: scratch.path + "/tls",
+                                       arguments: ["--project-root", repos, "--userinfo", idp.endpoints["userinfo"] ?? "", "--userinfo-ca", idp.caFile])
+        let host = "127.0.0.1:\(forge.port)"
+        let provider = Interactive.provider(idp, client: "authgate-device", grants: ["device_code"],
+                                            extra: #", "credential_helper": {"hosts": ["\#(host)"], "username": "oauth2"}"#)
+        let daemon = try DaemonProcess(providers: ["corp.json": provider], logLevel: "info", scratch: scratch)
+        try daemon.waitForLog("provider ready")
+        let bin = try Self.links(in: scratch.path)
+        var environment = home
+        environment["PATH"] = bin + ":/usr/bin:/bin"
+        environment["AUTHGATE_SOCKET"] = daemon.socketPath
+        environment["GIT_SSL_CAINFO"] = forge.caFile
+        let lsRemote = ["-c", "http.sslCAInfo=\(forge.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
+                        "ls-remote", "https://\(host)/repo.git"]
+        let setsid = ["/usr/bin/setsid", "--wait"]  // no controlling terminal, whatever runs the tests
+
+        // Nobody there: git asks no one else and fails at once, with the sentence.
+        var noPrompt = environment
+        noPrompt["GIT_TERMINAL_PROMPT"] = "0"
+        let started = ContinuousClock.now
+        let refused = try run(git, lsRemote, environment: noPrompt, prefix: setsid)
+        #expect(refused.status != 0 && refused.stderr.contains("sign in first: authgate login corp"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("GIT_TERMINAL_PROMPT=0"), "\(refused.stderr)")
+        #expect(ContinuousClock.now - started < .seconds(10))
+        let noTerminal = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=\(host)\n\n",
+                                 environment: environment, prefix: setsid)
+        #expect(noTerminal.status == 0 && noTerminal.stdout.isEmpty && noTerminal.stderr.contains("authgate login corp"), "\(noTerminal)")
+        let docker = try run(URL(fileURLWithPath: bin + "/docker-credential-authgate"), ["get"], stdin: host + "\n", environment: environment,
+                             prefix: setsid)
+        #expect(docker.status == 1 && docker.stdout == "credentials not found in native keychain\n", "\(docker)")
+        #expect(docker.stderr.contains("sign in first: authgate login corp"), "\(docker.stderr)")
+        var kubectlEnvironment = environment
+        kubectlEnvironment["KUBERNETES_EXEC_INFO"] = #"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","spec":{"interactive":true}}"#
+        let kubectl = try run(BuiltProducts.cli, ["kubectl", "corp"], environment: kubectlEnvironment, prefix: setsid)
+        #expect(kubectl.status == 3 && kubectl.stdout.isEmpty && kubectl.stderr.contains("sign in first: authgate login corp"), "\(kubectl)")
+
+        // A person at a terminal: the sign-in runs there, and the same git command succeeds.
+        let signedIn = try Self.onTerminalApprovingDeviceCode(["/usr/bin/git"] + lsRemote, idp: idp, environment: environment)
+        #expect(signedIn.status == 0 && signedIn.output.contains("refs/heads/"), "\(signedIn.output)")
+        #expect(signedIn.output.contains("git asks authgate for a token of corp") && signedIn.output.contains("Signed in to corp"), "\(signedIn.output)")
+        let after = try run(git, lsRemote, environment: noPrompt, prefix: setsid)
+        #expect(after.status == 0 && after.stdout.contains("refs/heads/"), "\(after.stderr)")
+        let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!token.isEmpty && !signedIn.output.contains(token), "the token never reaches the terminal")
+    }
+
+    @Test("issue 28 item 3: a provider issuing 60 s tokens and a helper asking 60 s: 100 gets in a row cost at most 2 refreshes")
+    func unmeetableMinimumThroughTheHelper() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path + "/tls", mode: "ok", expiresIn: 60)
+        let provider = #"""
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(server.caFile)"}, "credential_helper": {"hosts": ["git.example.com"], "username": "oauth2"}}
+            """#
+        let daemon = try DaemonProcess(providers: ["faulty.json": provider], logLevel: "info", scratch: scratch)
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let bin = try Self.links(in: scratch.path)
+        let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
+        let before = try server.tokenRequests()
+        var answered = 0
+        for _ in 0..<100 {
+            let get = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=git.example.com\n\n",
+                              environment: environment)
+            if get.status == 0, get.stdout.contains("password=faulty-at-") { answered += 1 }
+        }
+        let refreshes = try server.tokenRequests() - before
+        print("60 s tokens, 100 helper gets asking 60 s: \(refreshes) refresh(es) at the provider")
+        #expect(answered == 100)
+        #expect(refreshes <= 2)
+        try daemon.waitForLog("a caller asks a minimum validity the provider's tokens do not have")
+        #expect(daemon.logText.components(separatedBy: "a caller asks a minimum validity").count == 2, "logged once")
     }
 
     @Test("every helper refuses a caller the provider's access rules refuse: git and docker find nothing, kubectl and exec are refused")
@@ -137,6 +319,10 @@ struct CredentialHelperTests {
         let https = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com\n\n", environment: environment)
         let answered = https.stdout.contains("username=oauth2\npassword=mock_at_")
         #expect(https.status == 0 && answered, "https is answered: \(https.stderr)")
+        // The scheme's default port is the same server (issue 28 item 4).
+        let defaultPort = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com:443\n\n", environment: environment)
+        let answeredOnPort = defaultPort.stdout.contains("username=oauth2\npassword=mock_at_")
+        #expect(defaultPort.status == 0 && answeredOnPort, "git.example.com:443 is git.example.com: \(defaultPort.stderr)")
 
         for url in ["http://registry.example.com:5000", "HTTP://registry.example.com:5000/v2/", "ftp://registry.example.com:5000"] {
             let refused = try run(docker, ["get"], stdin: url + "\n", environment: environment)
@@ -156,5 +342,20 @@ struct CredentialHelperTests {
                       ("httpsx://registry.example.com", nil)] as [(String, String?)])
     func serverURLSchemes(url: String, host: String?) {
         #expect(CredentialHost.fromServerURL(url) == host)
+    }
+
+    @Test("credential.get's params written by hand are what the encoder writes", arguments: [
+        CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60), CredentialParams(host: "[::1]:8443", tool: "docker"),
+        CredentialParams(host: #"a"b\c\#u{01}"#, tool: "git", minValidSeconds: 0),
+    ])
+    func plainCredentialParams(params: CredentialParams) throws {
+        let encoded = try RPCCoding.makeEncoder().encode(params)
+        #expect(params.plainJSON == String(decoding: encoded, as: UTF8.self))
+    }
+
+    @Test("the scheme's default port names the same host", arguments: [("example.com:443", "example.com", true), ("example.com", "example.com:443", true),
+                                                                       ("example.com:8443", "example.com", false), ("a.example.com", "example.com", false)])
+    func defaultPort(one: String, other: String, same: Bool) {
+        #expect(CredentialHost.sameHost(one, other) == same)
     }
 }

@@ -3,8 +3,9 @@
     .venv/bin/python Tests/idp/git_http.py --workdir DIR --project-root REPOS --token-file FILE
 
 Every request must carry Basic credentials whose password is what FILE holds at that moment
-(the test writes the session's current token there), or it gets 401 with
-`WWW-Authenticate: Basic`; then the request is handed to `git http-backend` (CGI) for the
+(the test writes the session's current token there) — or, with --userinfo URL --userinfo-ca FILE,
+any token the provider's userinfo endpoint accepts, as a forge that asks the identity provider
+would — or it gets 401 with `WWW-Authenticate: Basic`; then the request is handed to `git http-backend` (CGI) for the
 repositories under REPOS. Prints {"port": N, "issuer": "https://127.0.0.1:N", "ca_file": ...}
 when it listens; serves until SIGTERM or its parent dies.
 """
@@ -12,7 +13,10 @@ when it listens; serves until SIGTERM or its parent dies.
 import argparse
 import base64
 import os
+import ssl
 import subprocess
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -28,15 +32,27 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.serve()
 
+    def accepts(self, password: str) -> bool:
+        if not password:
+            return False
+        if self.server.userinfo:
+            request = urllib.request.Request(self.server.userinfo, headers={"Authorization": f"Bearer {password}"})
+            context = ssl.create_default_context(cafile=self.server.userinfo_ca)
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+                    return answer.status == 200
+            except (urllib.error.URLError, OSError):
+                return False
+        return password == Path(self.server.token_file).read_text().strip()
+
     def serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        expected = Path(self.server.token_file).read_text().strip()
         auth = self.headers.get("Authorization", "")
         password = ""
         if auth.startswith("Basic "):
             password = base64.b64decode(auth[6:]).decode(errors="replace").partition(":")[2]
-        if not expected or password != expected:
+        if not self.accepts(password):
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="git"')
             self.send_header("Content-Length", "0")
@@ -68,11 +84,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workdir", type=Path, required=True)
     p.add_argument("--project-root", required=True)
-    p.add_argument("--token-file", required=True)
+    p.add_argument("--token-file")
+    p.add_argument("--userinfo", help="accept any token this userinfo endpoint accepts instead")
+    p.add_argument("--userinfo-ca", help="the CA file of the userinfo endpoint's TLS")
     args = p.parse_args()
+    if not args.token_file and not args.userinfo:
+        p.error("give --token-file or --userinfo")
 
     def configure(server):
         server.token_file = args.token_file
+        server.userinfo, server.userinfo_ca = args.userinfo, args.userinfo_ca
         server.project_root = args.project_root
 
     loopback.serve(Handler, args.workdir, configure=configure)

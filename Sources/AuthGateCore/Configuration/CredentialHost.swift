@@ -35,6 +35,15 @@ public enum CredentialHost {
         return String(host)
     }
 
+    /// Whether two normalized hosts name the same HTTPS server: equal, or equal once the
+    /// scheme's default port (`:443`) is left out (`example.com:443` is `example.com`).
+    public static func sameHost(_ one: String, _ other: String) -> Bool {
+        func withoutDefaultPort(_ host: String) -> Substring {
+            host.hasSuffix(":443") ? host.dropLast(4) : Substring(host)
+        }
+        return withoutDefaultPort(one) == withoutDefaultPort(other)
+    }
+
     /// git's credential protocol: `key=value` lines up to a blank line; a line without `=` is
     /// skipped, and a key given twice keeps its last value.
     public static func gitAttributes(_ lines: some Sequence<String>) -> [String: String] {

@@ -30,15 +30,21 @@ public struct ProviderConfiguration: Sendable, Hashable {
     /// Which hosts the git and docker credential helpers serve with this provider's token.
     public var credentialHelper: CredentialHelper?
 
-    /// `credential_helper`: hosts (`host` or `host:port`, lowercase) and the user name the
-    /// helpers answer with.
+    /// `credential_helper`: hosts (`host` or `host:port`, lowercase), the user name the
+    /// helpers answer with, and which helpers serve them.
     public struct CredentialHelper: Sendable, Hashable {
         public var hosts: [String]
         public var username: String
+        /// `tools`: the helpers that serve these hosts (``allTools`` by default).
+        public var tools: [String]
 
-        public init(hosts: [String], username: String = "oauth2") {
+        /// The helpers a provider may name in `tools`.
+        public static let allTools = ["git", "docker"]
+
+        public init(hosts: [String], username: String = "oauth2", tools: [String] = allTools) {
             self.hosts = hosts
             self.username = username
+            self.tools = tools
         }
     }
 

@@ -162,10 +162,18 @@ private struct ProviderDocument {
                                 credentialHelper: credentialHelper)
     }
 
-    /// `credential_helper`: `{"hosts": ["git.example.com", "registry.example.com:5000"], "username": "oauth2"}`.
+    /// `credential_helper`: `{"hosts": ["git.example.com", "registry.example.com:5000"], "username": "oauth2", "tools": ["git", "docker"]}`.
     private static func readCredentialHelper(_ root: ObjectReader) -> ProviderConfiguration.CredentialHelper? {
         guard let helper = root.object("credential_helper") else { return nil }
-        helper.rejectUnknownKeys(allowed: ["hosts", "username"], context: "credential_helper")
+        helper.rejectUnknownKeys(allowed: ["hosts", "username", "tools"], context: "credential_helper")
+        var tools = ProviderConfiguration.CredentialHelper.allTools
+        if let named = helper.stringArray("tools") {
+            for (index, tool) in named.enumerated() where !tools.contains(tool) {
+                helper.add("tools[\(index)]", "must be \"git\" or \"docker\", found \"\(tool.prefix(100))\"")
+            }
+            if named.isEmpty { helper.add("tools", "must name at least one of \"git\" and \"docker\" (leave it out for both)") }
+            tools = tools.filter(named.contains)
+        }
         var hosts: [String] = []
         for (index, host) in (helper.stringArray("hosts") ?? []).enumerated() {
             if let normalized = CredentialHost.normalize(host) {
@@ -179,7 +187,7 @@ private struct ProviderDocument {
         if username.isEmpty || username.count > 256 || username.containsControlCharacters || username.contains(":") {
             helper.add("username", "must be 1–256 printable characters without a colon")
         }
-        return ProviderConfiguration.CredentialHelper(hosts: hosts, username: username)
+        return ProviderConfiguration.CredentialHelper(hosts: hosts, username: username, tools: tools)
     }
 
     private static func readRefresh(_ root: ObjectReader) -> RefreshPolicy {

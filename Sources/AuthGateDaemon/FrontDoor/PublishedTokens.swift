@@ -26,6 +26,11 @@ final class PublishedTokens: Sendable {
 
     private struct Entry: Sendable {
         var tokens: TokenSet
+        /// How long the provider made them live (from when they arrived to their expiry).
+        var lifetime: TimeInterval
+        /// The minimum validities above ``lifetime`` served here by ``MinimumValidity``'s rule:
+        /// only those the manager has logged once, so that the first caller asking one is seen.
+        var unmeetable: Set<Int>
         /// The `result` member of the answer: `TokenResult` encoded as the dispatcher would.
         var result: [UInt8]
     }
@@ -39,12 +44,15 @@ final class PublishedTokens: Sendable {
         self.now = now
     }
 
-    /// Publishes `tokens` as `key`'s current tokens (encoded once; a no-op when they already are).
-    func publish(_ tokens: TokenSet, for key: SessionKey) {
+    /// Publishes `tokens`, obtained at `obtainedAt`, as `key`'s current tokens (encoded once; a
+    /// no-op when they already are).
+    /// - Parameter unmeetable: The minimum validities to serve by ``MinimumValidity``'s rule.
+    func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int> = [], for key: SessionKey) {
         let publishedKey = Key(key)
-        if entries.withLock({ $0[publishedKey]?.tokens == tokens }) { return }
+        if entries.withLock({ $0[publishedKey].map { $0.tokens == tokens && $0.unmeetable == unmeetable } ?? false }) { return }
         guard let result = try? RPCCoding.makeEncoder().encode(TokenResult(tokens)) else { return }
-        entries.withLock { $0[publishedKey] = Entry(tokens: tokens, result: Array(result)) }
+        let entry = Entry(tokens: tokens, lifetime: tokens.expiresAt.timeIntervalSince(obtainedAt), unmeetable: unmeetable, result: Array(result))
+        entries.withLock { $0[publishedKey] = entry }
         changes.add(1, ordering: .releasing)
     }
 
@@ -62,13 +70,21 @@ final class PublishedTokens: Sendable {
     var currentTime: Date { now() }
 
     /// The encoded `token` result for `key` when its token stays valid for more than
-    /// `minimumValidity` seconds, and until when it does; `nil` when the manager must decide
-    /// (refresh, sign-in…). Each result given counts as an answer (``answerCount``).
+    /// `minimumValidity` seconds (or, for a minimum its lifetime cannot meet, as
+    /// ``MinimumValidity`` says), and until when it does; `nil` when the manager must decide
+    /// (refresh, sign-in, a minimum not yet logged…). Each result given counts as an answer
+    /// (``answerCount``).
     func result(for key: Key, minimumValidity: Int) -> (result: [UInt8], validUntil: Date)? {
         let now = now()
         let found = entries.withLock { entries -> (result: [UInt8], validUntil: Date)? in
-            guard let entry = entries[key], entry.tokens.isValid(for: TimeInterval(minimumValidity), at: now) else { return nil }
-            return (entry.result, entry.tokens.expiresAt.addingTimeInterval(-TimeInterval(minimumValidity)))
+            guard let entry = entries[key] else { return nil }
+            var required = TimeInterval(minimumValidity)
+            if MinimumValidity.isUnmeetable(asked: required, lifetime: entry.lifetime) {
+                guard entry.unmeetable.contains(minimumValidity) else { return nil }
+                required = MinimumValidity.effective(asked: required, lifetime: entry.lifetime)
+            }
+            guard entry.tokens.isValid(for: required, at: now) else { return nil }
+            return (entry.result, entry.tokens.expiresAt.addingTimeInterval(-required))
         }
         if found != nil { countAnswer() }
         return found

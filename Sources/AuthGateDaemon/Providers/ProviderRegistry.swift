@@ -35,7 +35,7 @@ struct RegisteredProvider: Sendable {
                 }
             } ?? false,
             storage: configuration?.storage.rawValue,
-            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username) })
+            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username, tools: $0.tools) })
     }
 
     /// True when `other` comes from an identical file (and the same bytes in every file it trusts), so that a

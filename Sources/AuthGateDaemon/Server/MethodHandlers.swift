@@ -158,6 +158,27 @@ struct MethodHandlers {
                         minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
     }
 
+    /// `credential.get`: the provider whose `credential_helper` lists `host` for `tool`, and its
+    /// default session's token (none when it needs a sign-in); `nil` when no provider the
+    /// caller may use lists the host.
+    func credentialGet(_ params: CredentialParams) async throws(AuthGateError) -> CredentialResult? {
+        guard let host = CredentialHost.normalize(params.host) else {
+            throw .validationFailed([FieldError(field: "host", message: "must be a host name or address with an optional :port")])
+        }
+        guard ProviderConfiguration.CredentialHelper.allTools.contains(params.tool) else {
+            throw .validationFailed([FieldError(field: "tool", message: "must be git or docker")])
+        }
+        let providers = await services.registry.visible(to: caller)
+        guard let (provider, helper) = providers.lazy.compactMap({ provider in provider.configuration?.credentialHelper.map { (provider, $0) } })
+            .first(where: { $0.1.tools.contains(params.tool) && $0.1.hosts.contains { CredentialHost.sameHost($0, host) } }) else { return nil }
+        do {
+            let token = try await token(TokenParams(provider: provider.id, minValidSeconds: params.minValidSeconds))
+            return CredentialResult(provider: provider.id, username: helper.username, token: token)
+        } catch where error.reason == .loginRequired {
+            return CredentialResult(provider: provider.id, username: helper.username, token: nil)
+        }
+    }
+
     /// `token` and `token.exchange`: the session's own token or one of its variants.
     private func token(_ provider: String, _ session: String?, _ variant: TokenVariant, minValidSeconds: Int?,
                        forceRefresh: Bool?) async throws(AuthGateError) -> TokenResult {
@@ -171,7 +192,8 @@ struct MethodHandlers {
             try Self.check(exchange, against: policy, provider: configuration.id)
         }
         let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
-                                              forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded)
+                                              forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded,
+                                                       caller: caller)
         return TokenResult(tokens)
     }
 

@@ -77,6 +77,7 @@ enum MethodTable {
         case .loginCancel: .withParams { try await $0.loginCancel($1) }
         case .register: .withParams { try await $0.register($1) }
         case .token: .withParams { try await $0.token($1) }
+        case .credentialGet: .withParams { try await $0.credentialGet($1) }
         case .tokenRejected: .withParams { try await $0.tokenRejected($1) }
         case .tokenWatch: .withParams { try await $0.tokenWatch($1) }
         case .tokenExchange: .withParams { try await $0.tokenExchange($1) }

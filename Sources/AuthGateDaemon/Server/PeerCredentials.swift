@@ -28,6 +28,18 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// provider requests), which protect users from each other.
     var isUnbounded: Bool { uid == 0 || uid == geteuid() }
 
+    /// The process's name as the kernel keeps it (`/proc/PID/comm`, at most 15 bytes), escaped
+    /// for a log line; `nil` when the process is gone.
+    var programName: String? {
+        let file = fopen("/proc/\(pid)/comm", "r")
+        guard let file else { return nil }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 32)
+        guard fgets(&buffer, Int32(buffer.count), file) != nil else { return nil }
+        let name = String(decoding: buffer.prefix { $0 != 0 && $0 != 0x0A }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined()
+    }
+
     /// The peer of a connected Unix socket, or `nil` when the kernel does not say.
     /// - Parameter pinProcess: Whether to pin the process too (``process``), which costs /proc
     ///   reads on every connection and matters only to `access.executables` rules.

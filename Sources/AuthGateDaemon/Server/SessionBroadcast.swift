@@ -16,7 +16,9 @@ struct SessionBroadcast: SessionObserver {
         watchers = TokenWatchers(access: access)
     }
 
-    func publish(_ tokens: TokenSet, for key: SessionKey) { published.publish(tokens, for: key) }
+    func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int>, for key: SessionKey) {
+        published.publish(tokens, obtainedAt: obtainedAt, unmeetable: unmeetable, for: key)
+    }
     func withdraw(_ key: SessionKey) { published.withdraw(key) }
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) { watchers.tokensChanged(key, tokens) }
 

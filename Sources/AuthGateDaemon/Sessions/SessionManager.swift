@@ -181,14 +181,28 @@ actor SessionManager {
     /// - Parameter variant: Narrower scopes or a resource; empty for the session's own token.
     /// - Throws: `login_required` when there is no usable session; the provider's error when a
     ///   needed refresh failed and the current token has expired.
+    ///
+    /// A minimum validity that a token fresh from the provider does not meet (its lifetime is
+    /// shorter) is from then on met as ``MinimumValidity`` says (the session's own token only),
+    /// and logged once per session and minimum.
     /// - Parameter bounded: The caller is bound by ``maximumCallerRefreshesPerUser``.
+    /// - Parameter caller: Who asks, for that log line.
     func token(for key: SessionKey, minimumValidity: TimeInterval, forceRefresh: Bool,
-               variant: TokenVariant = TokenVariant(), bounded: Bool = false) async throws(AuthGateError) -> TokenSet {
+               variant: TokenVariant = TokenVariant(), bounded: Bool = false, caller: PeerCredentials? = nil) async throws(AuthGateError) -> TokenSet {
         guard let record = sessions[key], let tokens = record.tokens else {
             throw .loginRequired(provider: key.provider.rawValue)
         }
-        let current = variant.isEmpty ? tokens : record.variants[variant]
-        let needsRefresh = forceRefresh || !(current?.isValid(for: minimumValidity, at: now()) ?? false)
+        let needsRefresh: Bool
+        if variant.isEmpty {
+            // A minimum the provider's tokens were found not to meet (after a refresh for it) is
+            // met as MinimumValidity says; any other exactly.
+            let served = record.unmeetableMinimums.contains(Int(minimumValidity))
+                ? tokens.serves(minimumValidity: minimumValidity, obtainedAt: record.obtainedAt, at: now())
+                : tokens.isValid(for: minimumValidity, at: now())
+            needsRefresh = forceRefresh || !served
+        } else {
+            needsRefresh = forceRefresh || !(record.variants[variant]?.isValid(for: minimumValidity, at: now()) ?? false)
+        }
         // One uid's calls must not hold every provider thread: a new refresh beyond its share
         // is refused (joining one in flight is free).
         if bounded, needsRefresh, refreshes[RefreshKey(session: key, variant: variant)] == nil,
@@ -199,9 +213,9 @@ actor SessionManager {
         if !variant.isEmpty {
             return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
         }
-        if !forceRefresh, tokens.isValid(for: minimumValidity, at: now()) {
+        if !needsRefresh {
             // Already on disk when persistent: a refresh persists before it returns.
-            sessions.observer.publish(tokens, for: key)
+            sessions.observer.publish(tokens, obtainedAt: record.obtainedAt, unmeetable: sessions[key]?.unmeetableMinimums ?? [], for: key)
             return tokens
         }
         if record.grant != .clientCredentials, tokens.refreshToken == nil {
@@ -211,6 +225,7 @@ actor SessionManager {
         }
         switch await refresh(key, variant: variant).value {
         case .success(let refreshed):
+            noteUnmeetable(minimumValidity, of: key, caller: caller)
             return refreshed
         case .failure(let error) where error.reason != .loginRequired && !forceRefresh:
             // The provider is unwell, but the current token may still work: serve it until it
@@ -221,6 +236,24 @@ actor SessionManager {
         case .failure(let error):
             throw error
         }
+    }
+
+    /// After a refresh for a caller asking `minimumValidity`: when the new token's lifetime
+    /// cannot meet it, notes it (``MinimumValidity`` serves it from then on, the published
+    /// answers too) and logs it, once per session and minimum.
+    private func noteUnmeetable(_ minimumValidity: TimeInterval, of key: SessionKey, caller: PeerCredentials?) {
+        guard let record = sessions[key], let tokens = record.tokens else { return }
+        let lifetime = tokens.expiresAt.timeIntervalSince(record.obtainedAt)
+        let asked = Int(minimumValidity)
+        guard !tokens.isValid(for: minimumValidity, at: now()), MinimumValidity.isUnmeetable(asked: minimumValidity, lifetime: lifetime),
+              !record.unmeetableMinimums.contains(asked),
+              record.unmeetableMinimums.count < SessionRecord.maximumUnmeetableNotes else { return }
+        sessions[key]?.unmeetableMinimums.insert(asked)
+        logger.notice("a caller asks a minimum validity the provider's tokens do not have: served tokens younger than half their lifetime",
+                      metadata: key.logMetadata([
+                          "token.min_valid_seconds": "\(asked)", "token.lifetime_seconds": "\(Int(lifetime.rounded()))",
+                          "peer.pid": "\(caller.map { "\($0.pid)" } ?? "-")", "peer.program": "\(caller?.programName ?? "-")",
+                      ]))
     }
 
     func variantToken(for key: SessionKey, record: SessionRecord, minimumValidity: TimeInterval, forceRefresh: Bool,

@@ -1,11 +1,13 @@
 import AuthGateCore
+import FoundationEssentials
 
 /// Who is told, in the same step as the change, when a session's tokens change or the session
 /// ends: in the daemon, the Server's published answers and watches (``SessionBroadcast``).
 /// The session layer knows nothing of the wire; this is its only way out.
 protocol SessionObserver: Sendable {
-    /// `tokens` were just handed out and are the session's current ones.
-    func publish(_ tokens: TokenSet, for key: SessionKey)
+    /// `tokens` were just handed out and are the session's current ones, obtained at
+    /// `obtainedAt`; `unmeetable` are the minimum validities served by ``MinimumValidity``'s rule.
+    func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int>, for key: SessionKey)
     /// The session's tokens are no longer current (replaced, refused, signed out).
     func withdraw(_ key: SessionKey)
     /// A new access token.
@@ -26,7 +28,7 @@ enum SessionEnding: Sendable {
 
 /// Tells nobody: a session manager on its own, in tests.
 struct NoSessionObserver: SessionObserver {
-    func publish(_ tokens: TokenSet, for key: SessionKey) {}
+    func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int>, for key: SessionKey) {}
     func withdraw(_ key: SessionKey) {}
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) {}
     func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) {}

@@ -21,5 +21,9 @@ struct SessionRecord: Sendable {
     var failures = 0
     /// Narrower tokens obtained for `token` calls with `scopes` or `resource`.
     var variants: [TokenVariant: TokenSet] = [:]
+    /// The minimum validities callers asked that the provider's token lifetime cannot meet,
+    /// each logged once (``MinimumValidity``); at most ``maximumUnmeetableNotes``.
+    var unmeetableMinimums: Set<Int> = []
+    static let maximumUnmeetableNotes = 8
 }
 

@@ -23,10 +23,13 @@ public struct ProviderInfo: Sendable, Codable {
     public struct CredentialHelperInfo: Sendable, Codable, Equatable {
         public var hosts: [String]
         public var username: String
+        /// The helpers that serve the hosts (`git`, `docker`); absent from older daemons: both.
+        public var tools: [String]?
 
-        public init(hosts: [String], username: String) {
+        public init(hosts: [String], username: String, tools: [String]? = nil) {
             self.hosts = hosts
             self.username = username
+            self.tools = tools
         }
     }
 

@@ -68,6 +68,12 @@ static inline void ag_line_buffer_stdout(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
 }
 
+/// Forgets that stdin reached its end (glibc's end of file is sticky), for when another file
+/// has just been put at descriptor 0 (Swift 6 cannot name the C global `stdin`).
+static inline void ag_clear_stdin_end(void) {
+    clearerr(stdin);
+}
+
 /// RLIMIT_CORE 0 (soft and hard). Returns 0, or -1 with errno set.
 static inline int ag_disable_core_dumps(void) {
     struct rlimit none = { 0, 0 };

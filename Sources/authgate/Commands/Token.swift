@@ -38,13 +38,33 @@ struct Token: ParsableCommand {
     @Flag(help: "Print `Authorization: Bearer TOKEN` (the token's own type), for `curl -H @-`; with a DPoP session, the `DPoP:` proof header too.")
     var header = false
 
+    @Flag(name: .customLong("id-token"), help: "Print the session's ID token instead, refreshing the session first when it expires within 60 s (as `authgate kubectl`).")
+    var idToken = false
+
     @Option(help: ArgumentHelp("The request's URL, for the DPoP proof of --header.", valueName: "url"))
     var url: String?
 
     @Option(help: ArgumentHelp("The request's method, for the DPoP proof of --header (default GET).", valueName: "method"))
     var method = "GET"
 
+    func validate() throws {
+        if idToken, header || audience != nil || requestedTokenType != nil || resource != nil || global.json {
+            throw ValidationError("--id-token prints the session's ID token: it goes without --header, --audience, --requested-token-type, --resource and --json.")
+        }
+    }
+
     func run() throws {
+        if idToken {
+            let params = { (force: Bool) in
+                TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid,
+                            forceRefresh: force ? true : nil, scopes: scopes.isEmpty ? nil : scopes)
+            }
+            let result = try PlainCall.result(.token, params(forceRefresh), socket: global.socket)
+            let id = try SessionIDToken.current(in: result, provider: selection.provider, session: selection.session, refreshed: forceRefresh) {
+                try PlainCall.result(.token, params(true), socket: global.socket)
+            }
+            return print(id.token)
+        }
         let result: TokenResult
         if audience != nil || requestedTokenType != nil {
             let params = TokenExchangeParams(provider: selection.provider, session: selection.session, audience: audience, resource: resource,

@@ -64,7 +64,7 @@ def raw(daemon):  # noqa: F811
 
 def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
-                                        "token", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
+                                        "token", "credential.get", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
                                         "daemon.info", "config.reload", "provider.discover", "metrics", "storage.rekey"}
     results = {}
     for method, params in [
@@ -76,6 +76,7 @@ def test_every_method_answers_as_the_schema_says(raw):
                       "password": "Sturdy-passphrase-7", "password_confirmation": "Sturdy-passphrase-7", "session": "new"}),
         ("token", {"provider": "mock", "min_valid_seconds": 30}),
         ("userinfo", {"provider": "mock"}),
+        ("credential.get", {"host": "nowhere.example.com:443", "tool": "git"}),
         ("status", {}),
         ("status", {"all": True}),
         ("daemon.info", None),
@@ -93,6 +94,7 @@ def test_every_method_answers_as_the_schema_says(raw):
     # Administrators' fields are there (the daemon's own user is one in user mode), and checked.
     assert "refresh" in results["daemon.info"] and "cached_token_answers" in results["daemon.info"]
     assert results["logout"] == {"removed": True}
+    assert results["credential.get"] is None
 
 
 def test_errors_carry_a_reason_the_schema_lists(raw):

@@ -1,0 +1,58 @@
+import ArgumentParser
+import AuthGateCore
+import CLinux
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The sign-in a credential helper runs where the tool asks for a token (git, docker, kubectl),
+/// when the session needs one: the provider's interactive sign-in exactly as `authgate login
+/// PROVIDER` picks it, on the user's terminal (`/dev/tty`). stdout belongs to the tool, which
+/// reads the helper's answer there, so nothing of the sign-in goes to it.
+///
+/// Two helpers starting at once share one flow: the daemon joins the second `login.begin` to
+/// the pending flow of the same user, provider and session, and both wait for it.
+enum PointOfUseSignIn {
+    /// The one sentence on stderr when no person is there to sign in.
+    /// - Parameter why: Why the helper cannot sign in here (no terminal, the tool said not to ask).
+    static func sentence(provider: String, session: String?, why: String) -> String {
+        "sign in first: authgate login \(Terminal.safe(provider))\(session.map { " --session \(Terminal.safe($0))" } ?? "") "
+            + "(the session needs a sign-in, and \(why)) [login_required]"
+    }
+
+    /// Runs the sign-in with the terminal as stdin, stdout and stderr, and puts them back.
+    /// - Parameter tool: Who asked ("git", "docker", "kubectl"), for the first line.
+    /// - Returns: `false` when no terminal can be opened (nothing was run).
+    static func run(provider: String, session: String?, socket: String?, tool: String) throws -> Bool {
+        let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard terminal >= 0 else { return false }
+        var arguments = [provider]
+        if let session { arguments += ["--session", session] }
+        if let socket { arguments += ["--socket", socket] }
+        let login = try Login.parse(arguments)
+        fflush(nil)
+        let saved = (0...2).map { dup(Int32($0)) }
+        for descriptor in 0...2 { dup2(terminal, Int32(descriptor)) }
+        ag_clear_stdin_end()  // the tool's input may have ended; the terminal's has not
+        defer {
+            fflush(nil)
+            for (descriptor, copy) in saved.enumerated() where copy >= 0 {
+                dup2(copy, Int32(descriptor))
+                close(copy)
+            }
+            close(terminal)
+        }
+        Terminal.writeError("\(tool) asks authgate for a token of \(Terminal.safe(provider)), whose session needs a sign-in.\n")
+        try login.run()
+        return true
+    }
+
+    /// Whether a terminal can be opened (a person may be there).
+    static var hasTerminal: Bool {
+        let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard terminal >= 0 else { return false }
+        close(terminal)
+        return true
+    }
+}

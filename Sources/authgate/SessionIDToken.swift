@@ -1,0 +1,60 @@
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+
+/// The session's ID token (OpenID Connect Core §2), as `authgate kubectl` in `id` mode and
+/// `authgate token --id-token` hand it out: a Kubernetes API server configured with
+/// `--oidc-issuer-url` authenticates ID tokens, by their own `exp`.
+enum SessionIDToken {
+    struct Current {
+        var token: String
+        var expiresAt: Date
+        var claims: [String: JSONValue]
+    }
+
+    /// The claims of a compact JWS (its payload, unverified: the daemon verified the ID token
+    /// when it arrived, and the API server verifies it again).
+    static func claims(of jwt: String) -> [String: JSONValue]? {
+        let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        var base64 = String(parts[1].map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let payload = Data(base64Encoded: base64) else { return nil }
+        return (try? JSONValue.parse(payload))?.objectValue
+    }
+
+    /// The ID token of a `token` result when it stays valid long enough: 60 s, or half its
+    /// lifetime when it lives less than two minutes (the rule of docs/DAEMON.md for a minimum
+    /// the provider's tokens cannot meet). Otherwise the session is refreshed (`refresh`: a
+    /// `token` call with `force_refresh`) and its new ID token taken.
+    /// - Parameter refreshed: `result` comes from a refresh the caller forced.
+    /// - Throws: A sentence with `login_required` when the session has no ID token, or the
+    ///   refresh brought no new one.
+    static func current(in result: JSONValue, provider: String, session: String?, refreshed: Bool, now: Date = Date(),
+                        refresh: () throws -> JSONValue) throws -> Current {
+        let signIn = "authgate login \(Terminal.safe(provider))\(session.map { " --session \(Terminal.safe($0))" } ?? "")"
+        let noNewToken = "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or use --token-type access. [login_required]"
+        guard let first = usable(result, now: now) else {
+            throw CLIError(message: refreshed ? noNewToken
+                                              : "The session with \(Terminal.safe(provider)) has no ID token: sign in with the openid scope (\(signIn)), or use --token-type access. [login_required]",
+                           exitCode: ExitStatus.signInRequired)
+        }
+        if first.fresh { return first.current }
+        guard let renewed = usable(try refresh(), now: now), renewed.current.token != first.current.token, renewed.fresh else {
+            throw CLIError(message: noNewToken, exitCode: ExitStatus.signInRequired)
+        }
+        return renewed.current
+    }
+
+    /// `nil` when the result has no readable ID token with an `exp`.
+    private static func usable(_ result: JSONValue, now: Date) -> (current: Current, fresh: Bool)? {
+        guard let token = result.objectValue?["id_token"]?.stringValue, let claims = claims(of: token),
+              case .number(let exp)? = claims["exp"] else { return nil }
+        let expiresAt = Date(timeIntervalSince1970: exp)
+        var required = 60.0
+        if case .number(let issuedAt)? = claims["iat"], exp > issuedAt {
+            required = MinimumValidity.effective(asked: required, lifetime: exp - issuedAt)
+        }
+        return (Current(token: token, expiresAt: expiresAt, claims: claims), expiresAt.timeIntervalSince(now) > required)
+    }
+}
