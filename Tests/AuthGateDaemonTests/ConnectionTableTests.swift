@@ -192,7 +192,8 @@ struct ConnectionTableTests {
         // A token far larger than a Unix socket's buffers, published for this uid.
         let broadcast = SessionBroadcast()
         let key = SessionKey(uid: getuid(), provider: ProviderID("mock")!, name: .default)
-        broadcast.publish(TokenSet(accessToken: Secret(String(repeating: "t", count: 2_000_000)), expiresAt: Date().addingTimeInterval(3600)), for: key)
+        broadcast.publish(TokenSet(accessToken: Secret(String(repeating: "t", count: 2_000_000)), expiresAt: Date().addingTimeInterval(3600)),
+                          obtainedAt: Date(), unmeetable: [], for: key)
         let providers = OpenProviders()
         let json = #"{"type":"mock","users":[{"username":"u","password":"p-password-1"}]}"#
         providers.update([RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(json.utf8), id: "mock", file: "mock.json"), logger: quiet)])
