@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import CLinux
 import Dispatch
 import FoundationEssentials
 import Synchronization

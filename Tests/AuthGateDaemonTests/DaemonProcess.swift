@@ -257,6 +257,12 @@ enum Providers {
     }
 
     /// A mock whose access tokens live `seconds`.
+    /// Mock tokens of 3 s, refreshed a second or so before they expire.
+    static let quicklyRefreshedMock = #"""
+        {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+         "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+        """#
+
     static func shortLivedMock(_ seconds: Int) -> String {
         #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": \#(seconds)}"#
     }
@@ -267,4 +273,12 @@ enum Providers {
     """#
 
     static let broken = #"{"type": "mock", "latency": [1, 2]}"#
+}
+
+extension DaemonProcess {
+    /// Signs the mock provider's demo user in to `mock` with the CLI.
+    func signInDemo() throws {
+        let login = try cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+        #expect(login.status == 0, "\(login.stderr)")
+    }
 }

@@ -8,17 +8,6 @@ import Glibc
 /// as the command's supervisor, through the real daemon with short-lived mock tokens.
 @Suite("authgate exec as a supervisor", .serialized)
 struct ExecSupervisorTests {
-    /// Mock tokens of 3 s, refreshed a second or so before they expire.
-    private static let shortMock = #"""
-        {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
-         "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
-        """#
-
-    private static func signIn(_ daemon: DaemonProcess) throws {
-        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
-        #expect(login.status == 0, "\(login.stderr)")
-    }
-
     /// `authgate exec mock ARGUMENTS` in the background, its stderr collected.
     private final class Supervised {
         let process = Process()
@@ -52,8 +41,8 @@ struct ExecSupervisorTests {
 
     @Test("--restart-on-change: each refreshed token starts the command again with it in its environment; SIGINT to authgate reaches the command, whose status authgate exits with")
     func restartsWithEachToken() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
-        try Self.signIn(daemon)
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let seen = scratch + "/seen", interrupted = scratch + "/interrupted"
         // Records the token it was started with; on SIGINT records that and exits 42.
@@ -74,8 +63,8 @@ struct ExecSupervisorTests {
 
     @Test("--signal-on-change HUP: the command keeps running, gets SIGHUP after each new token is in --token-file and reads it there; SIGTERM passes as 128+15")
     func signalsWithEachToken() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
-        try Self.signIn(daemon)
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let tokenFile = scratch + "/token", seen = scratch + "/seen", starts = scratch + "/starts"
         let script = #"echo start >> "$2"; cat "$0" >> "$1"; trap 'cat "$0" >> "$1"' HUP; while :; do sleep 0.1; done"#
@@ -94,7 +83,7 @@ struct ExecSupervisorTests {
     @Test("the supervisor passes the command's own exit status on, refuses flags that do not fit, and without the flags exec stays an execvp")
     func statusAndUsage() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let exited = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "exit 7"])
         #expect(exited.status == 7, "\(exited)")
         let killed = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "kill -USR1 $$"])

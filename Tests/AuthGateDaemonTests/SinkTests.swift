@@ -12,17 +12,6 @@ import Glibc
 /// directory it opened at start.
 @Suite("authgate sink's file", .serialized)
 struct SinkTests {
-    /// Mock tokens of 3 s, refreshed a second or so before they expire.
-    private static let shortMock = #"""
-        {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
-         "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
-        """#
-
-    private static func signIn(_ daemon: DaemonProcess) throws {
-        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
-        #expect(login.status == 0, "\(login.stderr)")
-    }
-
     private static func entries(_ directory: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
     }
@@ -34,7 +23,7 @@ struct SinkTests {
           .enabled(if: getuid() == 0))
     func refusesPlantedDirectories() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let victim = scratch + "/victim"  // root's, like /etc
         try FileManager.default.createDirectory(atPath: victim, withIntermediateDirectories: false)
@@ -75,7 +64,7 @@ struct SinkTests {
     @Test("item 9: --mode with a group or other write bit is a usage error and writes nothing; other-readable works with a warning")
     func modes() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let file = daemon.scratch.path + "/token"
         for (mode, who) in [("0666", "every user"), ("0602", "every user"), ("0660", "the file's group")] {
             let refused = try daemon.cli(["sink", "mock", "--file", file, "--mode", mode, "--once"])
@@ -102,8 +91,8 @@ struct SinkTests {
 
     @Test("item 9: once started, the sink writes and removes its file in the directory it opened, even after a link is swapped in for it")
     func writesThroughItsDirectory() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
-        try Self.signIn(daemon)
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let out = scratch + "/out", moved = scratch + "/moved", elsewhere = scratch + "/elsewhere"
         for directory in [out, elsewhere] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false) }
@@ -236,7 +225,7 @@ struct SinkTests {
           .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx")))
     func nginxLoadsTheInclude() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let include = scratch + "/authgate-auth.conf"
         let sink = try daemon.cli(["sink", "mock", "--file", include, "--format", "nginx", "--once"])
@@ -321,7 +310,7 @@ struct SinkTests {
     @Test("issue 30: --format env is read by env -i sh (set -a; . FILE), as systemd's EnvironmentFile= would; --env names the variable")
     func envFormat() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let file = daemon.scratch.path + "/token.env"
         let sink = try daemon.cli(["sink", "mock", "--file", file, "--format", "env", "--env", "API_TOKEN", "--once"])
         #expect(sink.status == 0, "\(sink)")
@@ -336,7 +325,7 @@ struct SinkTests {
     @Test("issue 30: --format template fills each placeholder; an unknown placeholder or a missing --template is refused at start, writing nothing")
     func templateFormat() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         try "token={{token}}\ntype={{ token_type }}\nexpires_at={{expires_at}}\nexpires_in={{expires_in}}\n"
             .write(toFile: scratch + "/template", atomically: true, encoding: .utf8)
@@ -367,7 +356,7 @@ struct SinkTests {
           .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
     func ownerGroupAndMkdir() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         chmod(scratch, 0o755)
         let nogroup = try #require(getgrnam("nogroup")).pointee.gr_gid
@@ -403,7 +392,7 @@ struct SinkTests {
     @Test("issue 30: --once exits non-zero without a word of reconnecting when the file is not written (a missing directory, a name that is a directory)")
     func onceFailures() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let missing = try daemon.cli(["sink", "mock", "--file", scratch + "/missing/token", "--once"])
         #expect(missing.status == 64 && missing.stderr.contains("cannot open the directory \(scratch)/missing"), "\(missing)")
@@ -418,8 +407,8 @@ struct SinkTests {
 
     @Test("issue 30: --on-change runs in the background: one that hangs does not hold up the next write, gets SIGTERM after --on-change-timeout, SIGKILL 5 s later, and the next run follows")
     func onChangeTimeout() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
-        try Self.signIn(daemon)
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signInDemo()
         let scratch = daemon.scratch.path
         let file = scratch + "/token", runs = scratch + "/runs"
         // It ignores SIGTERM, so that only the SIGKILL stops it.
@@ -463,7 +452,7 @@ struct SinkTests {
         let metrics = try daemon.cli(["metrics"]).stdout.split(separator: "\n").filter { $0.hasPrefix(refusedWatches) }
         #expect(metrics == ["\(refusedWatches) 1"], "\(metrics)")
         let asked = ContinuousClock.now
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         let signedIn = ContinuousClock.now
         try eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: file) }
         let latency = ContinuousClock.now - signedIn
@@ -475,7 +464,7 @@ struct SinkTests {
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
         try eventually { sink.errors.text.contains("removed \(file): the session ended (logged_out)") }
         // Signed in again, much later than any retry's first steps: still at once.
-        try Self.signIn(daemon)
+        try daemon.signInDemo()
         try eventually(timeout: .seconds(3)) { FileManager.default.fileExists(atPath: file) }
     }
 }
