@@ -69,20 +69,6 @@ enum PlainCall {
         return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3600 + minute * 60 + second))
     }
 
-    /// A JSON string literal of `text`.
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
-
     /// The access token and its expiry (seconds since 1970) from a `token` result.
     static func token(_ result: JSONValue) throws -> (token: String, tokenType: String, expiresAt: Date) {
         guard let object = result.objectValue, let token = object["access_token"]?.stringValue,

@@ -17,12 +17,16 @@ struct JSONWritingTests {
     }
 
     @Test("strings are escaped as JSON requires and read back unchanged", arguments: [
-        "plain", "quote \" backslash \\ slash /", "line\nfeed\r\ttab", "\u{0}\u{1}\u{1f}", "ünïcødé ✓ 🔑", "",
+        "plain", "quote \" backslash \\ slash /", "line\nfeed\r\ttab", "\u{0}\u{1}\u{8}\u{c}\u{1f}", "ünïcødé ✓ 🔑", "",
     ])
     func strings(_ string: String) throws {
         let written = JSONValue.object(["k": .string(string)]).jsonBytes
         #expect(!written.contains { $0 < 0x20 }, "no raw control character")
         #expect(try JSONValue.parse(Data(written)) == .object(["k": .string(string)]))
+        // The same bytes as the daemon's encoder (sorted keys, slashes unescaped) writes.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        #expect(JSONValue.quoted(string) == String(decoding: try encoder.encode(string), as: UTF8.self))
     }
 
     @Test("any value reads back as itself")

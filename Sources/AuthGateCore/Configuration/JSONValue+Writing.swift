@@ -47,8 +47,19 @@ extension JSONValue {
         }
     }
 
+    /// `text` as a JSON string literal, escaped byte for byte as the daemon's JSON encoder
+    /// escapes it: for the few lines the CLI writes around a value (a helper's answer to git,
+    /// docker or kubectl).
+    public static func quoted(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count + 2)
+        writeString(text, into: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// A JSON string literal (RFC 8259 §7): the quote, the backslash and control characters
-    /// escaped, everything else as UTF-8.
+    /// escaped (the short forms where JSON has them, as Foundation's encoder writes them),
+    /// everything else as UTF-8.
     static func writeString(_ text: String, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
@@ -58,6 +69,8 @@ extension JSONValue {
             case UInt8(ascii: "\n"): bytes += #"\n"#.utf8
             case UInt8(ascii: "\r"): bytes += #"\r"#.utf8
             case UInt8(ascii: "\t"): bytes += #"\t"#.utf8
+            case 0x08: bytes += #"\b"#.utf8
+            case 0x0C: bytes += #"\f"#.utf8
             case 0..<0x20:
                 let hex = Array("0123456789abcdef".utf8)
                 bytes += #"\u00"#.utf8

@@ -1,3 +1,5 @@
+import AuthGateCore
+
 /// `credential.get` params: what git's and docker's credential helpers ask in one call — the
 /// token for a host, with the provider that lists it for that tool.
 public struct CredentialParams: Sendable, Codable, Equatable {
@@ -23,7 +25,7 @@ public struct CredentialParams: Sendable, Codable, Equatable {
     /// helpers run before each of git's and docker's requests, and the coders' first use would
     /// be most of their cost (docs/BENCHMARKS.md). Tested equal to the encoder's output.
     public var plainJSON: String {
-        #"{"host":\#(JSONText.quoted(host))\#(minValidSeconds.map { #","min_valid_seconds":\#($0)"# } ?? ""),"tool":\#(JSONText.quoted(tool))}"#
+        #"{"host":\#(JSONValue.quoted(host))\#(minValidSeconds.map { #","min_valid_seconds":\#($0)"# } ?? ""),"tool":\#(JSONValue.quoted(tool))}"#
     }
 }
 
@@ -41,27 +43,5 @@ public struct CredentialResult: Sendable, Codable {
         self.provider = provider
         self.username = username
         self.token = token
-    }
-}
-
-/// JSON text written by hand, for the few requests the helpers build without the encoder.
-public enum JSONText {
-    /// A JSON string literal of `text`, escaped as the encoder escapes it.
-    public static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -36,7 +36,7 @@ enum CredentialHosts {
 
     /// The provider's token, valid at least `minimumValidity` seconds.
     static func token(_ provider: String, minimumValidity: Int, socket: String?) throws -> (token: String, tokenType: String, expiresAt: Date) {
-        try PlainCall.token(PlainCall.result(.token, params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(PlainCall.quoted(provider))}"#,
+        try PlainCall.token(PlainCall.result(.token, params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(JSONValue.quoted(provider))}"#,
                                              socket: socket))
     }
 
@@ -78,7 +78,7 @@ enum CredentialHosts {
     /// Tells the daemon an API refused `accessToken` (`token.rejected`): if it is the current
     /// one, the session is refreshed. Best effort: the helper's caller has failed already.
     static func rejected(_ provider: String, accessToken: String, socket: String?) {
-        _ = try? PlainCall.result(.tokenRejected, params: #"{"access_token":\#(PlainCall.quoted(accessToken)),"provider":\#(PlainCall.quoted(provider))}"#,
+        _ = try? PlainCall.result(.tokenRejected, params: #"{"access_token":\#(JSONValue.quoted(accessToken)),"provider":\#(JSONValue.quoted(provider))}"#,
                                   socket: socket)
     }
 
@@ -213,10 +213,10 @@ struct DockerCredential: ParsableCommand {
                 print(notFound)
                 throw ExitCode(1)
             }
-            print(#"{"Secret":\#(PlainCall.quoted(credential.token.token)),"ServerURL":\#(PlainCall.quoted(serverURL)),"Username":\#(PlainCall.quoted(credential.username))}"#)
+            print(#"{"Secret":\#(JSONValue.quoted(credential.token.token)),"ServerURL":\#(JSONValue.quoted(serverURL)),"Username":\#(JSONValue.quoted(credential.username))}"#)
         case "list":
             let servers = try CredentialHosts.all(socket: socket, tool: "docker").sorted { $0.key < $1.key }
-            print("{" + servers.map { "\(PlainCall.quoted($0.key)):\(PlainCall.quoted($0.value.username))" }.joined(separator: ",") + "}")
+            print("{" + servers.map { "\(JSONValue.quoted($0.key)):\(JSONValue.quoted($0.value.username))" }.joined(separator: ",") + "}")
         case "erase":
             // docker logout: the session ends, as signing out of the registry means.
             let serverURL = readLine(strippingNewline: true) ?? ""

@@ -108,13 +108,13 @@ struct Kubectl: ParsableCommand {
             (token, expiresAt) = (access.token, access.expiresAt)
         }
         // Written by hand, like the plain request: the coders' first use would be most of the cost.
-        print(#"{"apiVersion":\#(PlainCall.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(expiresAt))","token":\#(PlainCall.quoted(token))}}"#)
+        print(#"{"apiVersion":\#(JSONValue.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(expiresAt))","token":\#(JSONValue.quoted(token))}}"#)
     }
 
     /// The `token` (or, with an audience, `token.exchange`) result.
     private static func fetch(provider: String, session: String?, socket: String?, options: Options, force: Bool) throws -> JSONValue {
         if !force, options.isPlain {
-            let params = #"{"min_valid_seconds":60,"provider":\#(PlainCall.quoted(provider))\#(session.map { #","session":\#(PlainCall.quoted($0))"# } ?? "")}"#
+            let params = #"{"min_valid_seconds":60,"provider":\#(JSONValue.quoted(provider))\#(session.map { #","session":\#(JSONValue.quoted($0))"# } ?? "")}"#
             return try PlainCall.result(.token, params: params, socket: socket)
         }
         let scopes = options.scopes.isEmpty ? nil : options.scopes
