@@ -259,9 +259,12 @@ struct CachedTokenTests {
 
     @Test("a new sign-in replacing the session withdraws the old token")
     func replacedSession() async throws {
-        let broadcast = SessionBroadcast()
-        let sessions = SessionManager(logger: quiet, observer: broadcast)
-        let registered = mockProvider()
+        // One clock for all: on the wall clock, a test process whose threads other tests block
+        // ran this for 96 s, and the 60 s token expired between two lines.
+        let clock = ManualClock()
+        let broadcast = SessionBroadcast(now: { [clock] in clock.now })
+        let sessions = SessionManager(logger: quiet, observer: broadcast, now: { [clock] in clock.now })
+        let registered = mockProvider(now: { [clock] in clock.now })
         let client = try #require(registered.client)
         let answers = answers(broadcast, open: [registered])
         let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
