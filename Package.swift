@@ -33,7 +33,7 @@ let package = Package(
             name: "AuthGateCore",
             dependencies: [
                 // P-256 for the keys that DPoP binds a session's tokens to (RFC 9449).
-                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Crypto", package: "swift-crypto")
             ],
             swiftSettings: strictSettings
         ),
@@ -134,9 +134,11 @@ let package = Package(
         // The client library for Swift programs, which the CLI uses too.
         .target(
             name: "AuthGateClient",
-            dependencies: ["AuthGateCore", "AuthGateRPC",
-                           // SHA-256: HTTPRetryPolicy remembers refused tokens by their digest.
-                           .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "AuthGateCore", "AuthGateRPC",
+                // SHA-256: HTTPRetryPolicy remembers refused tokens by their digest.
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictSettings
         ),
         // Entry points into every parser of untrusted bytes, for scripts/fuzz (libFuzzer) and the
@@ -144,19 +146,23 @@ let package = Package(
         // debug builds only (#if DEBUG): a release build of the whole package builds it empty.
         .target(
             name: "AuthGateFuzzing",
-            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP",
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "AuthGateDaemonTests",
-            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing", "AuthGateClient",
-                           // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
-                           .product(name: "Crypto", package: "swift-crypto"),
-                           // Connection handlers tested in process.
-                           .product(name: "NIOEmbedded", package: "swift-nio"),
-                           // Event loops, where the tests check which thread work runs on.
-                           .product(name: "NIOPosix", package: "swift-nio")],
+            dependencies: [
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing", "AuthGateClient",
+                // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
+                .product(name: "Crypto", package: "swift-crypto"),
+                // Connection handlers tested in process.
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                // Event loops, where the tests check which thread work runs on.
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strictSettings
         ),
     ],
@@ -174,12 +180,14 @@ if Context.environment["AUTHGATE_FUZZ"] == "1" {
     for index in package.targets.indices where package.targets[index].type == .regular && package.targets[index].name.hasPrefix("AuthGate") {
         package.targets[index].swiftSettings = (package.targets[index].swiftSettings ?? []) + fuzzing
     }
-    package.targets.append(.executableTarget(
-        name: "authgate-fuzz",
-        dependencies: ["AuthGateFuzzing", "CLinux"],
-        path: "Tests/Fuzz/Driver",
-        // Library mode: the entry points are @_cdecl functions (see Driver.swift).
-        swiftSettings: strictSettings + fuzzing + [.unsafeFlags(["-parse-as-library"])],
-        linkerSettings: [.unsafeFlags(["-sanitize=fuzzer,address"])]
-    ))
+    package.targets.append(
+        .executableTarget(
+            name: "authgate-fuzz",
+            dependencies: ["AuthGateFuzzing", "CLinux"],
+            path: "Tests/Fuzz/Driver",
+            // Library mode: the entry points are @_cdecl functions (see Driver.swift).
+            swiftSettings: strictSettings + fuzzing + [.unsafeFlags(["-parse-as-library"])],
+            linkerSettings: [.unsafeFlags(["-sanitize=fuzzer,address"])]
+        )
+    )
 }

@@ -40,13 +40,28 @@ public struct AuthGateClient: Sendable {
     ///     request.setValue(value, forHTTPHeaderField: name)
     /// }
     /// ```
-    public func authorizationHeaders(provider: String, session: String? = nil, method: String, url: String,
-                                     nonce: String? = nil) async throws(AuthGateClientError) -> [(name: String, value: String)] {
+    public func authorizationHeaders(
+        provider: String,
+        session: String? = nil,
+        method: String,
+        url: String,
+        nonce: String? = nil
+    ) async throws(AuthGateClientError) -> [(name: String, value: String)] {
         let token = try await self.token(provider: provider, session: session)
         var headers = [(name: "Authorization", value: "\(token.tokenType) \(token.accessToken.exposedValue)")]
         if token.tokenType == "DPoP" {
-            let proof = try await call(.dpopProof, DPoPProofParams(provider: provider, session: session, htm: method, htu: url, nonce: nonce,
-                                                                   accessToken: token.accessToken), as: DPoPProofResult.self)
+            let proof = try await call(
+                .dpopProof,
+                DPoPProofParams(
+                    provider: provider,
+                    session: session,
+                    htm: method,
+                    htu: url,
+                    nonce: nonce,
+                    accessToken: token.accessToken
+                ),
+                as: DPoPProofResult.self
+            )
             headers.append((name: "DPoP", value: proof.proof))
         }
         return headers
@@ -54,10 +69,26 @@ public struct AuthGateClient: Sendable {
 
     /// A token exchanged for the session's (RFC 8693): for `audience`, a `resource`, or fewer
     /// `scopes`; cached by the daemon per combination and exchanged again before it expires.
-    public func exchange(provider: String, session: String? = nil, audience: String? = nil, resource: String? = nil,
-                         scopes: [String]? = nil, requestedTokenType: String? = nil) async throws(AuthGateClientError) -> TokenResult {
-        try await call(.tokenExchange, TokenExchangeParams(provider: provider, session: session, audience: audience, resource: resource,
-                                                           scopes: scopes, requestedTokenType: requestedTokenType), as: TokenResult.self)
+    public func exchange(
+        provider: String,
+        session: String? = nil,
+        audience: String? = nil,
+        resource: String? = nil,
+        scopes: [String]? = nil,
+        requestedTokenType: String? = nil
+    ) async throws(AuthGateClientError) -> TokenResult {
+        try await call(
+            .tokenExchange,
+            TokenExchangeParams(
+                provider: provider,
+                session: session,
+                audience: audience,
+                resource: resource,
+                scopes: scopes,
+                requestedTokenType: requestedTokenType
+            ),
+            as: TokenResult.self
+        )
     }
 
     /// The API refused `accessToken`: a new token when it was the current one (the session is
@@ -78,7 +109,10 @@ public struct AuthGateClient: Sendable {
 
     /// Any method, asynchronously.
     public func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
-        _ method: RPCMethod, _ params: Params, as: Result.Type = Result.self) async throws(AuthGateClientError) -> Result {
+        _ method: RPCMethod,
+        _ params: Params,
+        as: Result.Type = Result.self
+    ) async throws(AuthGateClientError) -> Result {
         let outcome: Swift.Result<Result, RPCClientError> = await withCheckedContinuation { continuation in
             DispatchQueue.global().async {
                 do throws(RPCClientError) {
@@ -96,8 +130,11 @@ public struct AuthGateClient: Sendable {
     }
 
     /// Any method, on the calling thread (the CLI's way: it has nothing else to do meanwhile).
-    public func callBlocking<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params,
-                                                                  as: Result.Type = Result.self) throws(RPCClientError) -> Result {
+    public func callBlocking<Params: Encodable, Result: Decodable>(
+        _ method: RPCMethod,
+        _ params: Params,
+        as: Result.Type = Result.self
+    ) throws(RPCClientError) -> Result {
         try RPCConnection(path: socketPath).call(method, params, as: Result.self)
     }
 }
@@ -159,10 +196,18 @@ extension AuthGateClient {
     /// Cancelling the consuming task, or dropping the sequence, closes the connection.
     /// - Parameter waitForSignIn: A session that does not exist yet is waited for instead of
     ///   refused with `login_required`: the first event is its sign-in's token, as it happens.
-    public func watch(provider: String, session: String? = nil, minimumValidity: Int? = nil,
-                      waitForSignIn: Bool = false) -> AsyncThrowingStream<TokenWatchEvent, any Error> {
-        let params = TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity,
-                                 waitForSignIn: waitForSignIn ? true : nil)
+    public func watch(
+        provider: String,
+        session: String? = nil,
+        minimumValidity: Int? = nil,
+        waitForSignIn: Bool = false
+    ) -> AsyncThrowingStream<TokenWatchEvent, any Error> {
+        let params = TokenParams(
+            provider: provider,
+            session: session,
+            minValidSeconds: minimumValidity,
+            waitForSignIn: waitForSignIn ? true : nil
+        )
         let socketPath = socketPath
         let (stream, continuation) = AsyncThrowingStream<TokenWatchEvent, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let stop = WatchStop()
@@ -187,8 +232,11 @@ extension AuthGateClient {
     /// A watch on the calling thread: `handle` gets each event and says whether to go on.
     /// Returns when the daemon closes the connection or `handle` says stop. `authgate sink` runs
     /// this; ``watch(provider:session:minimumValidity:waitForSignIn:)`` runs it on a Dispatch thread.
-    public static func watchBlocking(on connection: RPCConnection, _ params: TokenParams,
-                                     _ handle: (TokenWatchEvent) -> Bool) throws(RPCClientError) {
+    public static func watchBlocking(
+        on connection: RPCConnection,
+        _ params: TokenParams,
+        _ handle: (TokenWatchEvent) -> Bool
+    ) throws(RPCClientError) {
         let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         try connection.send(Array((#"{"id":1,"jsonrpc":"2.0","method":"token.watch","params":"# + encoded + "}\n").utf8))
         // The answer comes before any notification of this watch.
@@ -200,8 +248,15 @@ extension AuthGateClient {
             switch (try? decoder.decode(NotificationMethod.self, from: Data(line)))?.method {
             case TokenChanged.method:
                 guard let change = try? decoder.decode(RPCNotification<TokenChanged>.self, from: Data(line)).params else { continue }
-                event = .token(TokenResult(accessToken: change.accessToken, tokenType: change.tokenType, expiresAt: change.expiresAt,
-                                           scopes: change.scopes, idToken: nil))
+                event = .token(
+                    TokenResult(
+                        accessToken: change.accessToken,
+                        tokenType: change.tokenType,
+                        expiresAt: change.expiresAt,
+                        scopes: change.scopes,
+                        idToken: nil
+                    )
+                )
             case SessionEnded.method:
                 guard let ended = try? decoder.decode(RPCNotification<SessionEnded>.self, from: Data(line)).params else { continue }
                 event = .ended(ended)

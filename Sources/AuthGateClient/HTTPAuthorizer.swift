@@ -85,8 +85,13 @@ public final class HTTPAuthorizer: Sendable {
                 current = try await client.token(provider: provider, session: session, minimumValidity: minimumValidity)
             }
             guard policy.withLock({ $0.worthRetrying(current.accessToken, after: refused) }) else { return nil }
-            var again = try await authorized(method: request.method, url: request.url, origin: request.origin, token: current,
-                                             nonce: policy.withLock { $0.nonce(for: request.origin) })
+            var again = try await authorized(
+                method: request.method,
+                url: request.url,
+                origin: request.origin,
+                token: current,
+                nonce: policy.withLock { $0.nonce(for: request.origin) }
+            )
             again.nonceRetried = request.nonceRetried
             again.tokenRetried = true
             return again
@@ -98,8 +103,11 @@ public final class HTTPAuthorizer: Sendable {
     /// `send` returned for the last answer.
     /// - Parameter send: Sends the request with `authorized.headers` added and returns the
     ///   response and what the policy needs of it.
-    public func send<Response>(method: String, url: String,
-                               _ send: (AuthorizedRequest) async throws -> (Response, HTTPAnswer)) async throws -> Response {
+    public func send<Response>(
+        method: String,
+        url: String,
+        _ send: (AuthorizedRequest) async throws -> (Response, HTTPAnswer)
+    ) async throws -> Response {
         var request = try await authorize(method: method, url: url)
         while true {
             let (response, answer) = try await send(request)
@@ -138,13 +146,27 @@ public final class HTTPAuthorizer: Sendable {
         return outcome
     }
 
-    private func authorized(method: String, url: String, origin: HTTPOrigin, token: TokenResult,
-                            nonce: String?) async throws(AuthGateClientError) -> AuthorizedRequest {
+    private func authorized(
+        method: String,
+        url: String,
+        origin: HTTPOrigin,
+        token: TokenResult,
+        nonce: String?
+    ) async throws(AuthGateClientError) -> AuthorizedRequest {
         var proof: String?
         if token.isDPoP {
-            proof = try await client.call(.dpopProof, DPoPProofParams(provider: provider, session: session, htm: method.uppercased(), htu: url,
-                                                                      nonce: nonce, accessToken: token.accessToken),
-                                          as: DPoPProofResult.self).proof
+            proof = try await client.call(
+                .dpopProof,
+                DPoPProofParams(
+                    provider: provider,
+                    session: session,
+                    htm: method.uppercased(),
+                    htu: url,
+                    nonce: nonce,
+                    accessToken: token.accessToken
+                ),
+                as: DPoPProofResult.self
+            ).proof
         }
         return AuthorizedRequest(method: method, url: url, origin: origin, token: token, proof: proof)
     }
@@ -211,7 +233,8 @@ public struct HTTPOrigin: Hashable, Sendable, CustomStringConvertible {
     /// `nil` unless `url` is an absolute http or https URL with a host.
     public init?(url: String) {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              let host = parsed.host(percentEncoded: false)?.lowercased(), !host.isEmpty else { return nil }
+            let host = parsed.host(percentEncoded: false)?.lowercased(), !host.isEmpty
+        else { return nil }
         self.scheme = scheme
         self.host = host
         port = parsed.port ?? (scheme == "https" ? 443 : 80)

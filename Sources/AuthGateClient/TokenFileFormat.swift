@@ -38,8 +38,13 @@ public enum TokenFileFormat: Sendable {
             return Array("Authorization: \(token.tokenType) \(value)\n".utf8)
         case .json:
             // The same members every time: a token result without the ID token.
-            let bare = TokenResult(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: token.expiresAt,
-                                   scopes: token.scopes, idToken: nil)
+            let bare = TokenResult(
+                accessToken: token.accessToken,
+                tokenType: token.tokenType,
+                expiresAt: token.expiresAt,
+                scopes: token.scopes,
+                idToken: nil
+            )
             guard let encoded = try? RPCCoding.makeEncoder().encode(bare) else { throw Refusal(description: "the token result cannot be encoded") }
             return Array(encoded) + [UInt8(ascii: "\n")]
         case .nginx:
@@ -72,7 +77,9 @@ public enum TokenFileFormat: Sendable {
 
     private static func checkPlain(_ text: String, for format: String, what: String = "token") throws(Refusal) {
         guard isPlain(text) else {
-            throw Refusal(description: "the \(what) holds characters the \(format) format cannot write unquoted (only letters, digits, -._~+/ and a trailing =)")
+            throw Refusal(
+                description: "the \(what) holds characters the \(format) format cannot write unquoted (only letters, digits, -._~+/ and a trailing =)"
+            )
         }
     }
 }

@@ -5,6 +5,7 @@ import FoundationEssentials
 public import Logging
 import ServiceLifecycle
 import UnixSignals
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,8 +58,10 @@ public enum Daemon {
             let count = providers.filter { $0.status == status }.count
             return count == 0 ? nil : "\(count) \(status.rawValue)"
         }
-        lines.append("\(providers.count) provider\(providers.count == 1 ? "" : "s") in \(configuration.providersDirectory)"
-                     + (counts.isEmpty ? "" : ": " + counts.joined(separator: ", ")))
+        lines.append(
+            "\(providers.count) provider\(providers.count == 1 ? "" : "s") in \(configuration.providersDirectory)"
+                + (counts.isEmpty ? "" : ": " + counts.joined(separator: ", "))
+        )
         let allGood = providers.allSatisfy { $0.status == .ready }
         return (lines.joined(separator: "\n") + "\n", allGood ? .success : .providerProblems)
     }
@@ -94,20 +97,42 @@ public enum Daemon {
         let metrics = configuration.keepsMetrics ? DaemonMetrics() : nil
         let registry = ProviderRegistry(reports.map { RegisteredProvider.make($0, metrics: metrics, logger: logger) })
         let persistence = SessionPersistence(
-            keeper: StorageKeyKeeper(stateDirectory: configuration.stateDirectory, credentialsDirectory: configuration.credentialsDirectory,
-                                     choice: configuration.keyStore, mode: configuration.mode, environment: configuration.environment),
-            logger: logger)
+            keeper: StorageKeyKeeper(
+                stateDirectory: configuration.stateDirectory,
+                credentialsDirectory: configuration.credentialsDirectory,
+                choice: configuration.keyStore,
+                mode: configuration.mode,
+                environment: configuration.environment
+            ),
+            logger: logger
+        )
         let broadcast = SessionBroadcast(access: registry.access)
-        let sessions = SessionManager(logger: logger, persistence: persistence, maximumSessionsPerUser: configuration.maximumSessionsPerUser,
-                                      metrics: metrics, observer: broadcast)
+        let sessions = SessionManager(
+            logger: logger,
+            persistence: persistence,
+            maximumSessionsPerUser: configuration.maximumSessionsPerUser,
+            metrics: metrics,
+            observer: broadcast
+        )
         if await registry.hasPersistentProviders {
             await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
         }
-        let context = DaemonContext(configDirectory: configuration.providersDirectory, mode: configuration.mode,
-                                    socketPath: configuration.socketPath, adminGroup: configuration.adminGroup)
+        let context = DaemonContext(
+            configDirectory: configuration.providersDirectory,
+            mode: configuration.mode,
+            socketPath: configuration.socketPath,
+            adminGroup: configuration.adminGroup
+        )
         let validator = ProviderValidator(registry: registry, logger: logger)
-        let reloader = ProviderReloader(directory: configuration.providersDirectory, registry: registry, sessions: sessions,
-                                        validator: validator, notifier: notifier, metrics: metrics, logger: logger)
+        let reloader = ProviderReloader(
+            directory: configuration.providersDirectory,
+            registry: registry,
+            sessions: sessions,
+            validator: validator,
+            notifier: notifier,
+            metrics: metrics,
+            logger: logger
+        )
         let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, metrics: metrics, logger: logger)
         let connections = OpenConnections()
         let readiness = Readiness()
@@ -116,17 +141,39 @@ public enum Daemon {
         }
         let listensForMetrics = configuration.metricsAddress != nil || inheritedMetricsSocket != nil
         let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
-        let dispatcher = RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader,
-                                                                throttle: LoginThrottle(), context: context, logger: logger, broadcast: broadcast,
-                                                                metrics: metrics, exposition: exposition, metricsListener: metricsListenerStatus,
-                                                                persistence: persistence))
+        let dispatcher = RPCDispatcher(
+            services: DaemonServices(
+                registry: registry,
+                sessions: sessions,
+                flows: flows,
+                reloader: reloader,
+                throttle: LoginThrottle(),
+                context: context,
+                logger: logger,
+                broadcast: broadcast,
+                metrics: metrics,
+                exposition: exposition,
+                metricsListener: metricsListenerStatus,
+                persistence: persistence
+            )
+        )
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         // The fast path's read side: published tokens of providers open to everyone.
         let answers = CachedTokenAnswers(tokens: broadcast.published, providers: registry.openProviders, metrics: metrics)
-        let server = RPCServer(socketPath: configuration.socketPath, socketGroup: configuration.socketGroup,
-                               inheritedSocket: inheritedSocket, limits: configuration.limits, dispatcher: dispatcher, answers: answers,
-                               connections: connections, metrics: metrics, readiness: readiness, logger: logger,
-                               onListening: { notifier.ready() }, onStopping: { notifier.stopping() })
+        let server = RPCServer(
+            socketPath: configuration.socketPath,
+            socketGroup: configuration.socketGroup,
+            inheritedSocket: inheritedSocket,
+            limits: configuration.limits,
+            dispatcher: dispatcher,
+            answers: answers,
+            connections: connections,
+            metrics: metrics,
+            readiness: readiness,
+            logger: logger,
+            onListening: { notifier.ready() },
+            onStopping: { notifier.stopping() }
+        )
         // The group stops its services in reverse order, each after the one behind it has
         // finished: the socket first (no new requests; open ones are closed), then the
         // metrics, reloads and validation, then the pending sign-ins, then the sessions and
@@ -142,16 +189,27 @@ public enum Daemon {
             .init(service: HangupSignalService(reloader: reloader, logger: logger)),
         ]
         if let exposition, let metricsListenerStatus {
-            services.append(.init(service: MetricsListener(address: inheritedMetricsSocket == nil ? configuration.metricsAddress : nil,
-                                                           inheritedDescriptor: inheritedMetricsSocket, exposition: exposition,
-                                                           withProviders: configuration.metricsWithProviders, status: metricsListenerStatus,
-                                                           logger: logger)))
+            services.append(
+                .init(
+                    service: MetricsListener(
+                        address: inheritedMetricsSocket == nil ? configuration.metricsAddress : nil,
+                        inheritedDescriptor: inheritedMetricsSocket,
+                        exposition: exposition,
+                        withProviders: configuration.metricsWithProviders,
+                        status: metricsListenerStatus,
+                        logger: logger
+                    )
+                )
+            )
         }
         services.append(.init(service: server))
-        let group = ServiceGroup(configuration: .init(
-            services: services,
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services,
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
         var status = ExitStatus.success
         do {
             try await group.run()
@@ -166,8 +224,12 @@ public enum Daemon {
 
     /// Restores the sessions saved before the restart. An unreadable file costs its uid's
     /// sessions, with a clear log line, and never the daemon.
-    private static func restoreSessions(_ sessions: SessionManager, from persistence: SessionPersistence, registry: ProviderRegistry,
-                                        logger: Logger) async {
+    private static func restoreSessions(
+        _ sessions: SessionManager,
+        from persistence: SessionPersistence,
+        registry: ProviderRegistry,
+        logger: Logger
+    ) async {
         guard let store = persistence.store() else { return }
         let (saved, problems) = store.loadAll()
         for problem in problems {

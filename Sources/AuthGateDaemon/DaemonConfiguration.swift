@@ -1,6 +1,7 @@
 import AuthGateRPC
 public import FoundationEssentials
 import Logging
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -47,9 +48,17 @@ public struct DaemonConfiguration: Sendable {
 
     public static let defaultAdminGroup = "authgate-admin"
 
-    public init(providersDirectory: String, socketPath: String, stateDirectory: String, mode: DaemonMode,
-                strict: Bool = false, socketGroup: String? = nil, credentialsDirectory: String? = nil,
-                limits: ConnectionLimits = ConnectionLimits(), loginFlows: LoginFlowSettings = LoginFlowSettings()) {
+    public init(
+        providersDirectory: String,
+        socketPath: String,
+        stateDirectory: String,
+        mode: DaemonMode,
+        strict: Bool = false,
+        socketGroup: String? = nil,
+        credentialsDirectory: String? = nil,
+        limits: ConnectionLimits = ConnectionLimits(),
+        loginFlows: LoginFlowSettings = LoginFlowSettings()
+    ) {
         self.credentialsDirectory = credentialsDirectory
         self.limits = limits
         self.loginFlows = loginFlows
@@ -68,23 +77,38 @@ public struct DaemonConfiguration: Sendable {
     /// `$XDG_RUNTIME_DIR` (or the state directory) and state under `$XDG_STATE_HOME`. The
     /// providers directory is `./providers.d` when the working directory has one (a checkout),
     /// else `/etc/authgate/providers.d` (system) or `$XDG_CONFIG_HOME/authgate/providers.d` (user).
-    public static func resolve(providers: String?, socket: String?, stateDirectory: String?, user: Bool, system: Bool = false,
-                               strict: Bool, socketGroup: String?, limits: ConnectionLimits = ConnectionLimits(),
-                               environment: [String: String] = ProcessInfo.processInfo.environment) -> DaemonConfiguration {
+    public static func resolve(
+        providers: String?,
+        socket: String?,
+        stateDirectory: String?,
+        user: Bool,
+        system: Bool = false,
+        strict: Bool,
+        socketGroup: String?,
+        limits: ConnectionLimits = ConnectionLimits(),
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> DaemonConfiguration {
         let mode: DaemonMode = system ? .system : (user || getuid() != 0 ? .user : .system)
-        let providersDirectory = providers ?? {
-            if FileManager.default.fileExists(atPath: "providers.d") { return "providers.d" }
-            if mode == .system { return "/etc/authgate/providers.d" }
-            let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-                ?? (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config"
-            return config + "/authgate/providers.d"
-        }()
+        let providersDirectory =
+            providers
+            ?? {
+                if FileManager.default.fileExists(atPath: "providers.d") { return "providers.d" }
+                if mode == .system { return "/etc/authgate/providers.d" }
+                let config =
+                    environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+                    ?? (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config"
+                return config + "/authgate/providers.d"
+            }()
         var configuration = DaemonConfiguration(
             providersDirectory: providersDirectory,
             socketPath: socket ?? (mode == .system ? SocketLocation.systemSocket : SocketLocation.userSocket(environment: environment)),
             stateDirectory: stateDirectory ?? (mode == .system ? "/var/lib/authgate" : SocketLocation.userStateDirectory(environment: environment)),
-            mode: mode, strict: strict, socketGroup: socketGroup,
-            credentialsDirectory: environment["CREDENTIALS_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 }, limits: limits)
+            mode: mode,
+            strict: strict,
+            socketGroup: socketGroup,
+            credentialsDirectory: environment["CREDENTIALS_DIRECTORY"].flatMap { $0.isEmpty ? nil : $0 },
+            limits: limits
+        )
         configuration.environment = environment
         return configuration
     }

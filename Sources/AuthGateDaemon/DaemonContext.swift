@@ -9,8 +9,13 @@ public struct DaemonContext: Sendable {
     /// Members of this group may reload and list every user's sessions.
     public var adminGroup: String
 
-    public init(startedAt: ContinuousClock.Instant = .now, configDirectory: String, mode: DaemonMode, socketPath: String,
-                adminGroup: String = DaemonConfiguration.defaultAdminGroup) {
+    public init(
+        startedAt: ContinuousClock.Instant = .now,
+        configDirectory: String,
+        mode: DaemonMode,
+        socketPath: String,
+        adminGroup: String = DaemonConfiguration.defaultAdminGroup
+    ) {
         self.adminGroup = adminGroup
         self.startedAt = startedAt
         self.configDirectory = configDirectory

@@ -74,8 +74,9 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .helperInput:
             let text = String(decoding: bytes.dropFirst(), as: UTF8.self)
             switch bytes.first.map({ $0 % 4 }) {
-            case 0: _ = CredentialHost.gitAttributes(text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))["host"]
-                .flatMap(CredentialHost.normalize)
+            case 0:
+                _ = CredentialHost.gitAttributes(text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init))["host"]
+                    .flatMap(CredentialHost.normalize)
             case 1: _ = CredentialHost.fromServerURL(text)
             case 2: _ = KubernetesExecInfo.parse(Array(bytes.dropFirst()))
             default:
@@ -91,9 +92,11 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .dpopNonce:
             let rest = bytes.dropFirst()
             let header = rest.prefix { $0 != UInt8(ascii: "\n") }
-            let response = HTTPResponse(status: bytes.first.map { $0 % 2 == 0 ? 400 : 401 } ?? 400,
-                                        headers: ["dpop-nonce": String(decoding: header, as: UTF8.self), "www-authenticate": "DPoP error=\"use_dpop_nonce\""],
-                                        body: Array(rest.dropFirst(header.count + 1)))
+            let response = HTTPResponse(
+                status: bytes.first.map { $0 % 2 == 0 ? 400 : 401 } ?? 400,
+                headers: ["dpop-nonce": String(decoding: header, as: UTF8.self), "www-authenticate": "DPoP error=\"use_dpop_nonce\""],
+                body: Array(rest.dropFirst(header.count + 1))
+            )
             // A nonce taken from the answer goes into every later proof: it must be one.
             if let nonce = DPoPNonce.challenge(in: response), !DPoPKey.isValidNonce(nonce) {
                 fatalError("DPoPNonce.challenge returned an invalid nonce \(nonce.debugDescription)")
@@ -119,11 +122,12 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         if let plain = bytes.withUnsafeBytes({ PlainTokenRequest($0) }) {
             // Whatever the scanner accepts, the decoder must read the same way.
             guard let decoded, decoded.envelope.method == "token", decoded.envelope.jsonrpc == "2.0",
-                  let params = try? decoded.params.get() as? TokenParams,
-                  params.provider == plain.provider, params.session == plain.session,
-                  params.minValidSeconds == plain.minimumValidity, params.forceRefresh != true,
-                  params.scopes == nil, params.resource == nil,
-                  (try? RPCCoding.makeDecoder().decode(RPCID.self, from: Data(plain.id))) == decoded.envelope.id else {
+                let params = try? decoded.params.get() as? TokenParams,
+                params.provider == plain.provider, params.session == plain.session,
+                params.minValidSeconds == plain.minimumValidity, params.forceRefresh != true,
+                params.scopes == nil, params.resource == nil,
+                (try? RPCCoding.makeDecoder().decode(RPCID.self, from: Data(plain.id))) == decoded.envelope.id
+            else {
                 fatalError("the scanner and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
             }
         }
@@ -155,8 +159,13 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let token = String(decoding: bytes, as: UTF8.self)
         wait {
             let verifier = IDTokenVerifier(provider: "fuzz") { Array(Fixtures.jwks.utf8) }
-            _ = try? await verifier.verify(Secret(token), issuer: "https://fuzz.example.com", clientID: "fuzz", nonce: "n",
-                                           now: Date(timeIntervalSince1970: 1_800_000_000))
+            _ = try? await verifier.verify(
+                Secret(token),
+                issuer: "https://fuzz.example.com",
+                clientID: "fuzz",
+                nonce: "n",
+                now: Date(timeIntervalSince1970: 1_800_000_000)
+            )
         }
     }
 
@@ -186,29 +195,50 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
 private enum Fixtures {
     static let quiet = Logger(label: "fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
 
-    static let tokenEndpoint = TokenEndpoint(provider: "fuzz", client: ClientAuthenticator(clientID: "fuzz", method: .none, secret: nil, signingKey: nil),
-                                             transport: NoTransport(), policy: HTTPRequestPolicy())
+    static let tokenEndpoint = TokenEndpoint(
+        provider: "fuzz",
+        client: ClientAuthenticator(clientID: "fuzz", method: .none, secret: nil, signingKey: nil),
+        transport: NoTransport(),
+        policy: HTTPRequestPolicy()
+    )
 
     static let storageKey = StorageKey(rawBytes: Array(repeating: 7, count: StorageKey.byteCount))!
 
     /// A public RSA key (no private half exists anywhere): tokens verify up to the signature.
     static let jwks = #"""
-    {"keys": [{"kty": "RSA", "kid": "fuzz-1", "use": "sig", "alg": "RS256", "n": "nYp7Nt5NGyXXaPaXJ1ZVdyAAEBt9-qyIFldGguvWj10pypIVUXqO--IGa81UTeR0Yec9FF-O-tPlpY0dN_6SSGhR7QXUzSqLdI0l5AEm4X3XO7XqSjLd2-Jab9Mk1KYhRRbi5Pf81GIRgHB3xIUjci7Ruzxjicag2wD0dUdjz-lxuB8OMRRG2Ju004An-yhbqaH7ZYNGX5PaN47eXB8BSK9yMVu5E2qMc3FSrxtT0yvGtczrkuQ8KpYeqD0Ow2pckXe7bxbSwOMR8XCf0-w96TcLKrimXB_2tuXLz105VvXNulO5rcZGeQdhDzv6gKdOzq-sgwutvuM36t9TtwgQSw", "e": "AQAB"}]}
-    """#
+        {"keys": [{"kty": "RSA", "kid": "fuzz-1", "use": "sig", "alg": "RS256", "n": "nYp7Nt5NGyXXaPaXJ1ZVdyAAEBt9-qyIFldGguvWj10pypIVUXqO--IGa81UTeR0Yec9FF-O-tPlpY0dN_6SSGhR7QXUzSqLdI0l5AEm4X3XO7XqSjLd2-Jab9Mk1KYhRRbi5Pf81GIRgHB3xIUjci7Ruzxjicag2wD0dUdjz-lxuB8OMRRG2Ju004An-yhbqaH7ZYNGX5PaN47eXB8BSK9yMVu5E2qMc3FSrxtT0yvGtczrkuQ8KpYeqD0Ow2pckXe7bxbSwOMR8XCf0-w96TcLKrimXB_2tuXLz105VvXNulO5rcZGeQdhDzv6gKdOzq-sgwutvuM36t9TtwgQSw", "e": "AQAB"}]}
+        """#
 
     /// A dispatcher with one mock provider and nothing on disk.
     static let dispatcher: RPCDispatcher = {
-        let mock = ProviderConfigurationLoader.parse(Data(#"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}"#.utf8),
-                                                     id: "mock", file: "mock.json")
+        let mock = ProviderConfigurationLoader.parse(
+            Data(#"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}"#.utf8),
+            id: "mock",
+            file: "mock.json"
+        )
         let registry = ProviderRegistry([RegisteredProvider.make(mock, logger: quiet)])
         let broadcast = SessionBroadcast()
         let sessions = SessionManager(logger: quiet, observer: broadcast)
         let flows = LoginFlowManager(sessions: sessions, settings: LoginFlowSettings(), logger: quiet)
-        let reloader = ProviderReloader(directory: "/nonexistent/providers.d", registry: registry, sessions: sessions,
-                                        validator: ProviderValidator(registry: registry, logger: quiet), logger: quiet)
-        return RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
-                                                      context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"),
-                                                      logger: quiet, broadcast: broadcast))
+        let reloader = ProviderReloader(
+            directory: "/nonexistent/providers.d",
+            registry: registry,
+            sessions: sessions,
+            validator: ProviderValidator(registry: registry, logger: quiet),
+            logger: quiet
+        )
+        return RPCDispatcher(
+            services: DaemonServices(
+                registry: registry,
+                sessions: sessions,
+                flows: flows,
+                reloader: reloader,
+                throttle: LoginThrottle(),
+                context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"),
+                logger: quiet,
+                broadcast: broadcast
+            )
+        )
     }()
 }
 

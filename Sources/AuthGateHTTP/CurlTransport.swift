@@ -99,9 +99,11 @@ public struct CurlTransport: HTTPTransport {
             set(ag_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, request.body.count))
             // COPYPOSTFIELDS copies the bytes now; the trailing NUL only keeps the pointer
             // non-nil for an empty body (POSTFIELDSIZE says how much to send).
-            set((request.body + [0]).withUnsafeBytes { bytes in
-                ag_curl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
-            })
+            set(
+                (request.body + [0]).withUnsafeBytes { bytes in
+                    ag_curl_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: bytes.baseAddress))
+                }
+            )
         }
         guard failures.isEmpty else {
             throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: curl_easy_strerror(failures[0])))")

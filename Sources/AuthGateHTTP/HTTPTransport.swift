@@ -81,8 +81,14 @@ public struct HTTPRequestPolicy: Sendable, Hashable {
         public var description: String { "ClientCertificate(<redacted>)" }
     }
 
-    public init(caBundle: [UInt8]? = nil, connectTimeoutMilliseconds: Int = 3000, totalTimeoutMilliseconds: Int = 10_000,
-                allowInsecureLoopback: Bool = false, maximumResponseBytes: Int = 1 << 20, clientCertificate: ClientCertificate? = nil) {
+    public init(
+        caBundle: [UInt8]? = nil,
+        connectTimeoutMilliseconds: Int = 3000,
+        totalTimeoutMilliseconds: Int = 10_000,
+        allowInsecureLoopback: Bool = false,
+        maximumResponseBytes: Int = 1 << 20,
+        clientCertificate: ClientCertificate? = nil
+    ) {
         self.caBundle = caBundle
         self.clientCertificate = clientCertificate
         self.connectTimeoutMilliseconds = connectTimeoutMilliseconds

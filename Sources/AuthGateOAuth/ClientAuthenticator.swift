@@ -33,8 +33,11 @@ struct ClientAuthenticator: Sendable {
         case .clientSecretPost:
             fields += clientIDField + [("client_secret", secret?.exposedValue ?? "")]
         case .clientSecretJWT, .privateKeyJWT:
-            fields += clientIDField + [("client_assertion_type", Self.assertionType),
-                                       ("client_assertion", assertion(audience: endpoint, now: now))]
+            fields +=
+                clientIDField + [
+                    ("client_assertion_type", Self.assertionType),
+                    ("client_assertion", assertion(audience: endpoint, now: now)),
+                ]
         case .tlsClientAuth, .selfSignedTLSClientAuth, .none:
             // RFC 8705 §2: the certificate authenticates; the request names the client.
             fields += clientIDField
@@ -46,8 +49,14 @@ struct ClientAuthenticator: Sendable {
     /// against replay, and `exp` a minute ahead.
     func assertion(audience: URL, now: Date) -> String {
         let issuedAt = Int(now.timeIntervalSince1970)
-        let claims = AssertionClaims(iss: clientID, sub: clientID, aud: audience.absoluteString, jti: uniqueTokenIdentifier(),
-                                     iat: issuedAt, exp: issuedAt + Int(Self.assertionLifetime))
+        let claims = AssertionClaims(
+            iss: clientID,
+            sub: clientID,
+            aud: audience.absoluteString,
+            jti: uniqueTokenIdentifier(),
+            iat: issuedAt,
+            exp: issuedAt + Int(Self.assertionLifetime)
+        )
         switch (method, signingKey) {
         case (.privateKeyJWT, .ec(let key, let keyID)?):
             return CompactJWS.sign(header: AssertionHeader(alg: "ES256", kid: keyID), claims: claims, with: key)

@@ -17,7 +17,7 @@ final class DPoPNonce: Sendable {
     /// `DPoP-Nonce` header), or `nil` for any other answer or an unusable nonce.
     static func challenge(in response: HTTPResponse) -> String? {
         guard response.status == 400 || response.status == 401, let nonce = response.headers["dpop-nonce"], DPoPKey.isValidNonce(nonce),
-              OAuthErrorResponse(response)?.error == "use_dpop_nonce" || response.headers["www-authenticate"]?.contains("use_dpop_nonce") == true
+            OAuthErrorResponse(response)?.error == "use_dpop_nonce" || response.headers["www-authenticate"]?.contains("use_dpop_nonce") == true
         else { return nil }
         return nonce
     }

@@ -68,7 +68,9 @@ actor IDTokenVerifier {
                 try await collection.add(jwk: jwk)
                 found.insert(kid)
             } catch {
-                skipped.append("JWKS key #\(index)\(kid.map { " (kid \($0))" } ?? "") was skipped: \(kid == nil ? "it has no kid" : "unsupported or malformed")")
+                skipped.append(
+                    "JWKS key #\(index)\(kid.map { " (kid \($0))" } ?? "") was skipped: \(kid == nil ? "it has no kid" : "unsupported or malformed")"
+                )
             }
         }
         guard !found.isEmpty else {
@@ -88,7 +90,14 @@ actor IDTokenVerifier {
     ///   - clientID: Must be in `aud` (and be `azp` when there are several audiences).
     ///   - nonce: The nonce sent with the authorization request, if any.
     /// - Throws: `server_error` naming what failed.
-    func verify(_ token: Secret, issuer: String, issuerTemplate: String? = nil, clientID: String, nonce: String?, now: Date) async throws(AuthGateError) -> IDTokenClaims {
+    func verify(
+        _ token: Secret,
+        issuer: String,
+        issuerTemplate: String? = nil,
+        clientID: String,
+        nonce: String?,
+        now: Date
+    ) async throws(AuthGateError) -> IDTokenClaims {
         let header = try Self.header(of: token.exposedValue, provider: provider)
         guard let algorithm = header.alg, Self.allowedAlgorithms.contains(algorithm) else {
             throw failure("it uses the algorithm \"\(header.alg ?? "none")\", which authgate does not accept")

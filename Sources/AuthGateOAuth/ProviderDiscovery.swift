@@ -11,9 +11,14 @@ public enum ProviderDiscovery {
     /// - Parameter caBundle: PEM CAs to trust instead of the system's (a file's `tls.ca_file`).
     /// - Throws: `validation_failed` for an issuer that is not an https URL or a document for
     ///   another issuer; `network_error`, `service_unavailable`, `server_error` as for any provider.
-    public static func discover(issuer: String, caBundle: [UInt8]?, transport: any HTTPTransport = CurlTransport()) async throws(AuthGateError) -> ProviderMetadata {
+    public static func discover(
+        issuer: String,
+        caBundle: [UInt8]?,
+        transport: any HTTPTransport = CurlTransport()
+    ) async throws(AuthGateError) -> ProviderMetadata {
         guard let url = URL(string: issuer), url.scheme?.lowercased() == "https", url.host?.isEmpty == false,
-              url.query == nil, url.fragment == nil else {
+            url.query == nil, url.fragment == nil
+        else {
             throw refused("must be an https URL without query or fragment")
         }
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
@@ -24,8 +29,10 @@ public enum ProviderDiscovery {
         let name = url.host ?? issuer
         let response: HTTPResponse
         do {
-            response = try await transport.send(HTTPRequest(method: .get, url: documentURL, endpoint: .discovery, headers: [("Accept", "application/json")]),
-                                                policy: policy)
+            response = try await transport.send(
+                HTTPRequest(method: .get, url: documentURL, endpoint: .discovery, headers: [("Accept", "application/json")]),
+                policy: policy
+            )
         } catch {
             throw ProviderFailure.transport(error, provider: name)
         }

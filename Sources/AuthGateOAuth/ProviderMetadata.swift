@@ -30,8 +30,11 @@ public struct ProviderMetadata: Sendable, Hashable {
     /// - Throws: A message naming the offending member.
     /// - Parameter mutualTLS: The client authenticates with a certificate: the endpoints of
     ///   `mtls_endpoint_aliases` (RFC 8705 §5) replace the plain ones.
-    static func discovered(_ document: [String: JSONValue], overrides: RemoteProviderSettings.Endpoints,
-                           mutualTLS: Bool = false) throws(MetadataError) -> ProviderMetadata {
+    static func discovered(
+        _ document: [String: JSONValue],
+        overrides: RemoteProviderSettings.Endpoints,
+        mutualTLS: Bool = false
+    ) throws(MetadataError) -> ProviderMetadata {
         var aliases: [String: JSONValue] = [:]
         if mutualTLS, let value = document["mtls_endpoint_aliases"] {
             guard let object = value.objectValue else { throw MetadataError("mtls_endpoint_aliases is not an object") }
@@ -65,7 +68,8 @@ public struct ProviderMetadata: Sendable, Hashable {
             throw MetadataError("token_endpoint is missing")
         }
         return ProviderMetadata(
-            issuer: issuer, tokenEndpoint: tokenEndpoint,
+            issuer: issuer,
+            tokenEndpoint: tokenEndpoint,
             authorizationEndpoint: try endpoint(overrides.authorization, "authorization_endpoint"),
             deviceAuthorizationEndpoint: try endpoint(overrides.deviceAuthorization, "device_authorization_endpoint"),
             revocationEndpoint: try endpoint(overrides.revocation, "revocation_endpoint"),
@@ -79,23 +83,32 @@ public struct ProviderMetadata: Sendable, Hashable {
             codeChallengeMethodsSupported: strings("code_challenge_methods_supported"),
             dpopSigningAlgValuesSupported: strings("dpop_signing_alg_values_supported"),
             tokenEndpointAuthMethodsSupported: strings("token_endpoint_auth_methods_supported"),
-            scopesSupported: strings("scopes_supported"))
+            scopesSupported: strings("scopes_supported")
+        )
     }
 
     /// The metadata of an `oauth2` provider: its file's endpoints.
     static func configured(_ settings: RemoteProviderSettings) -> ProviderMetadata? {
         guard let token = settings.endpoints.token else { return nil }
         return ProviderMetadata(
-            issuer: settings.issuer?.absoluteString, tokenEndpoint: token, authorizationEndpoint: settings.endpoints.authorization,
-            deviceAuthorizationEndpoint: settings.endpoints.deviceAuthorization, revocationEndpoint: settings.endpoints.revocation,
-            userinfoEndpoint: settings.endpoints.userinfo, jwksURI: settings.endpoints.jwks, grantTypesSupported: nil,
-            authorizationResponseIssParameterSupported: false)
+            issuer: settings.issuer?.absoluteString,
+            tokenEndpoint: token,
+            authorizationEndpoint: settings.endpoints.authorization,
+            deviceAuthorizationEndpoint: settings.endpoints.deviceAuthorization,
+            revocationEndpoint: settings.endpoints.revocation,
+            userinfoEndpoint: settings.endpoints.userinfo,
+            jwksURI: settings.endpoints.jwks,
+            grantTypesSupported: nil,
+            authorizationResponseIssParameterSupported: false
+        )
     }
 
     /// Every endpoint, for checking that none is plain http.
     var allEndpoints: [URL] {
-        [tokenEndpoint, authorizationEndpoint, deviceAuthorizationEndpoint, revocationEndpoint, userinfoEndpoint, jwksURI,
-         pushedAuthorizationRequestEndpoint].compactMap { $0 }
+        [
+            tokenEndpoint, authorizationEndpoint, deviceAuthorizationEndpoint, revocationEndpoint, userinfoEndpoint, jwksURI,
+            pushedAuthorizationRequestEndpoint,
+        ].compactMap { $0 }
     }
 }
 

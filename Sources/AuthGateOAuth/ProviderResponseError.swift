@@ -25,8 +25,11 @@ enum ProviderFailure {
     /// An HTTP response that is not the success we needed and not an OAuth error either.
     static func unexpected(_ response: HTTPResponse, provider: String, what: String) -> AuthGateError {
         if response.status >= 500 || response.status == 429 {
-            return AuthGateError(.serviceUnavailable, "\(provider) is unavailable: it answered HTTP \(response.status) to the \(what).",
-                                 retryAfterSeconds: response.retryAfterSeconds)
+            return AuthGateError(
+                .serviceUnavailable,
+                "\(provider) is unavailable: it answered HTTP \(response.status) to the \(what).",
+                retryAfterSeconds: response.retryAfterSeconds
+            )
         }
         return AuthGateError(.serverError, "\(provider) answered the \(what) with HTTP \(response.status)\(describe(response)).")
     }
@@ -63,9 +66,10 @@ struct OAuthErrorResponse: Sendable {
     ///   (`token_errors_with_http_200`).
     init?(_ response: HTTPResponse, acceptingHTTP200: Bool = false) {
         guard (400..<500).contains(response.status) || acceptingHTTP200 && response.status == 200,
-              let object = (try? JSONValue.parse(Data(response.body)))?.objectValue,
-              let error = object["error"]?.stringValue, !error.isEmpty,
-              response.status != 200 || object["access_token"] == nil else { return nil }
+            let object = (try? JSONValue.parse(Data(response.body)))?.objectValue,
+            let error = object["error"]?.stringValue, !error.isEmpty,
+            response.status != 200 || object["access_token"] == nil
+        else { return nil }
         self.error = error
         description = ProviderFailure.sanitize(object["error_description"]?.stringValue)
     }

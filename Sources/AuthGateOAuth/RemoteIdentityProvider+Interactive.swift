@@ -52,7 +52,7 @@ extension RemoteIdentityProvider {
                 case .slowDown: interval += 5  // §3.5
                 case .signedIn(let signIn): return .success(signIn)
                 }
-            } catch where error.reason == .networkError || error.reason == .serviceUnavailable {
+            } catch  where error.reason == .networkError || error.reason == .serviceUnavailable {
                 // §3.5: on a connection problem, back off and keep polling.
                 interval = max(interval, min(interval * 2, 60))
             } catch {
@@ -66,8 +66,11 @@ extension RemoteIdentityProvider {
     ///   and the usual reasons for anything else.
     func pollDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async throws(AuthGateError) -> DevicePoll {
         let metadata = try await resolvedMetadata()
-        let response = try await tokenEndpoint.post(metadata.tokenEndpoint, DeviceAuthorizationGrant.tokenFields(authorization.deviceCode),
-                                                     proofKey: authorization.proofKey)
+        let response = try await tokenEndpoint.post(
+            metadata.tokenEndpoint,
+            DeviceAuthorizationGrant.tokenFields(authorization.deviceCode),
+            proofKey: authorization.proofKey
+        )
         if response.status == 200, tokenEndpoint.oauthError(response) == nil {
             var tokens = try tokenEndpoint.parse(response, requestedScopes: interactiveScopes(scopes), now: now())
             tokens.proofKey = authorization.proofKey
@@ -100,13 +103,23 @@ extension RemoteIdentityProvider {
             throw AuthGateError(.unsupportedGrant, "\(name) has no authorization endpoint; its file can name one in endpoints.authorization.")
         }
         var (request, parameters) = AuthorizationCodeGrant.request(
-            endpoint: endpoint, clientID: settings.clientID, redirectURI: redirectURI, scopes: interactiveScopes(scopes),
-            prompt: prompt, audience: settings.audience, extra: settings.quirks.authorizationParameters,
+            endpoint: endpoint,
+            clientID: settings.clientID,
+            redirectURI: redirectURI,
+            scopes: interactiveScopes(scopes),
+            prompt: prompt,
+            audience: settings.audience,
+            extra: settings.quirks.authorizationParameters,
             issuer: metadata.issuer ?? settings.issuer?.absoluteString,
-            requiresIssuer: metadata.authorizationResponseIssParameterSupported, proofKey: newProofKey())
+            requiresIssuer: metadata.authorizationResponseIssParameterSupported,
+            proofKey: newProofKey()
+        )
         switch (settings.pushedAuthorization, metadata.pushedAuthorizationRequestEndpoint) {
         case (.off, _) where metadata.requirePushedAuthorizationRequests:
-            throw AuthGateError(.unsupportedGrant, "\(name) requires pushed authorization requests (require_pushed_authorization_requests), but its file sets par to \"off\".")
+            throw AuthGateError(
+                .unsupportedGrant,
+                "\(name) requires pushed authorization requests (require_pushed_authorization_requests), but its file sets par to \"off\"."
+            )
         case (.required, nil):
             throw AuthGateError(.unsupportedGrant, "\(name)'s file sets par to \"required\", but the provider names no pushed_authorization_request_endpoint.")
         case (.off, _), (.auto, nil):
@@ -149,7 +162,10 @@ extension RemoteIdentityProvider {
     private func redeem(_ parameters: [String: String], request: AuthorizationRequest) async throws(AuthGateError) -> SignInResult {
         if let iss = parameters["iss"] {
             guard iss == request.issuer else {
-                throw AuthGateError(.serverError, "The authorization response names the issuer \"\(iss.prefix(128))\", not \(name)'s; it was refused (RFC 9207 mix-up defence).")
+                throw AuthGateError(
+                    .serverError,
+                    "The authorization response names the issuer \"\(iss.prefix(128))\", not \(name)'s; it was refused (RFC 9207 mix-up defence)."
+                )
             }
         } else if request.requiresIssuer, parameters["error"] == nil {
             // Error responses without iss are taken: they end the sign-in and hand nothing out.
@@ -163,8 +179,13 @@ extension RemoteIdentityProvider {
         }
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
-            at: metadata.tokenEndpoint, AuthorizationCodeGrant.tokenFields(code: Secret(code), request: request),
-            purpose: .interactiveSignIn, requestedScopes: request.scopes, proofKey: request.proofKey, now: now())
+            at: metadata.tokenEndpoint,
+            AuthorizationCodeGrant.tokenFields(code: Secret(code), request: request),
+            purpose: .interactiveSignIn,
+            requestedScopes: request.scopes,
+            proofKey: request.proofKey,
+            now: now()
+        )
         guard let idToken = tokens.idToken else {
             if isOIDC, request.scopes.contains("openid") {
                 throw AuthGateError(.serverError, "\(name) issued no ID token although openid was asked for.")
@@ -189,8 +210,11 @@ extension RemoteIdentityProvider {
         case "temporarily_unavailable", "server_error":
             return AuthGateError(.serviceUnavailable, "\(provider) could not complete the sign-in (\(code))\(detail).")
         case "invalid_scope":
-            return AuthGateError(.validationFailed, "\(provider) refused the requested scopes\(detail).",
-                                 fields: [FieldError(field: "scopes", message: "refused by the provider")])
+            return AuthGateError(
+                .validationFailed,
+                "\(provider) refused the requested scopes\(detail).",
+                fields: [FieldError(field: "scopes", message: "refused by the provider")]
+            )
         default:
             return AuthGateError(.serverError, "\(provider) refused the sign-in with \"\(code)\"\(detail).")
         }

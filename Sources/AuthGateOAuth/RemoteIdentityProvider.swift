@@ -48,12 +48,20 @@ public actor RemoteIdentityProvider: IdentityProvider {
 
     /// - Throws: `provider_unavailable` when the client secret file cannot be read, or it or the
     ///   CA file could be changed by others (``FileTrust``).
-    public init(configuration: ProviderConfiguration, transport: any HTTPTransport = CurlTransport(),
-                now: @escaping @Sendable () -> Date = { Date() }, logger: Logger) throws(AuthGateError) {
+    public init(
+        configuration: ProviderConfiguration,
+        transport: any HTTPTransport = CurlTransport(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger
+    ) throws(AuthGateError) {
         let settings: RemoteProviderSettings
         switch configuration.settings {
-        case .oidc(let remote): settings = remote; isOIDC = true
-        case .oauth2(let remote): settings = remote; isOIDC = false
+        case .oidc(let remote):
+            settings = remote
+            isOIDC = true
+        case .oauth2(let remote):
+            settings = remote
+            isOIDC = false
         case .mock: preconditionFailure("a mock provider is not remote")
         }
         /// Reads a file the provider needs, with the trust rules of its kind.
@@ -82,14 +90,19 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let caBundle = try settings.caFile.map { file throws(AuthGateError) in try read(file, as: .certificate, field: "tls.ca_file", maximumSize: 4 << 20) }
         var clientCertificate: HTTPRequestPolicy.ClientCertificate?
         if let certificate = settings.tlsClientCertificateFile, let key = settings.tlsClientKeyFile {
-            clientCertificate = .init(certificate: try read(certificate, as: .certificate, field: "tls.client_cert_file", maximumSize: 1 << 20),
-                                      key: try read(key, as: .secret, field: "tls.client_key_file", maximumSize: 1 << 20))
+            clientCertificate = .init(
+                certificate: try read(certificate, as: .certificate, field: "tls.client_cert_file", maximumSize: 1 << 20),
+                key: try read(key, as: .secret, field: "tls.client_key_file", maximumSize: 1 << 20)
+            )
         }
         var signingKey: ClientSigningKey?
         if let file = settings.clientKeyFile {
             let pem = String(decoding: try read(file, as: .secret, field: "client_key_file", maximumSize: 1 << 20), as: UTF8.self)
             guard let key = ClientSigningKey(pem: pem, keyID: settings.clientKeyID) else {
-                throw AuthGateError(.providerUnavailable, "\(configuration.file): $.client_key_file: \(file) holds no PEM EC P-256 or RSA (2048 bits or more) private key")
+                throw AuthGateError(
+                    .providerUnavailable,
+                    "\(configuration.file): $.client_key_file: \(file) holds no PEM EC P-256 or RSA (2048 bits or more) private key"
+                )
             }
             signingKey = key
         }
@@ -98,9 +111,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
         self.transport = transport
         self.now = now
         self.logger = logger
-        policy = HTTPRequestPolicy(caBundle: caBundle, connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
-                                   totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
-                                   allowInsecureLoopback: settings.allowInsecureHTTPLoopback, clientCertificate: clientCertificate)
+        policy = HTTPRequestPolicy(
+            caBundle: caBundle,
+            connectTimeoutMilliseconds: settings.connectTimeoutMilliseconds,
+            totalTimeoutMilliseconds: settings.totalTimeoutMilliseconds,
+            allowInsecureLoopback: settings.allowInsecureHTTPLoopback,
+            clientCertificate: clientCertificate
+        )
         trustedFilesDigest = Array(digest.finalize())
         let client = ClientAuthenticator(clientID: settings.clientID, method: settings.clientAuthentication, secret: secret, signingKey: signingKey)
         var tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, client: client, transport: transport, policy: policy)
@@ -253,8 +270,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let scopes = credentials.scopes.isEmpty ? configuration.scopes : credentials.scopes
         let metadata = try await resolvedMetadata()
         let tokens = try await tokenEndpoint.requestTokens(
-            at: metadata.tokenEndpoint, PasswordGrant.fields(credentials, scopes: scopes, audience: settings.audience),
-            purpose: .passwordSignIn, requestedScopes: scopes, proofKey: newProofKey(), now: now())
+            at: metadata.tokenEndpoint,
+            PasswordGrant.fields(credentials, scopes: scopes, audience: settings.audience),
+            purpose: .passwordSignIn,
+            requestedScopes: scopes,
+            proofKey: newProofKey(),
+            now: now()
+        )
         return try await signedIn(tokens)
     }
 
@@ -275,7 +297,11 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint,
             ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource),
-            purpose: .clientSignIn, requestedScopes: scopes, proofKey: proofKey ?? newProofKey(), now: now())
+            purpose: .clientSignIn,
+            requestedScopes: scopes,
+            proofKey: proofKey ?? newProofKey(),
+            now: now()
+        )
         return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
     }
 
@@ -287,8 +313,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
     public func refresh(_ refreshToken: Secret, variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
         var tokens = try await tokenEndpoint.requestTokens(
-            at: metadata.tokenEndpoint, RefreshGrant.fields(refreshToken, variant: variant), purpose: .refresh,
-            requestedScopes: variant.scopes, proofKey: proofKey, now: now())
+            at: metadata.tokenEndpoint,
+            RefreshGrant.fields(refreshToken, variant: variant),
+            purpose: .refresh,
+            requestedScopes: variant.scopes,
+            proofKey: proofKey,
+            now: now()
+        )
         if let idToken = tokens.idToken {
             // Some servers issue an ID token on refresh only; it is verified like any other
             // (its `iss` is this provider's), and the session checks its `sub` is the session's.
@@ -302,8 +333,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
     public func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         let metadata = try await resolvedMetadata()
         var issued = try await tokenEndpoint.requestTokens(
-            at: metadata.tokenEndpoint, TokenExchangeGrant.fields(subject: tokens.accessToken, variant: variant), purpose: .exchange,
-            requestedScopes: variant.scopes, proofKey: tokens.proofKey, now: now())
+            at: metadata.tokenEndpoint,
+            TokenExchangeGrant.fields(subject: tokens.accessToken, variant: variant),
+            purpose: .exchange,
+            requestedScopes: variant.scopes,
+            proofKey: tokens.proofKey,
+            now: now()
+        )
         issued.issuedTokenType = try TokenExchangeGrant.issuedTokenType(issued, provider: name)
         issued.refreshToken = nil  // renewed by exchanging again, never by refreshing it
         return issued
@@ -344,8 +380,15 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
         // No ID token (common on the password grant): ask the userinfo endpoint, best effort.
         if isOIDC, tokens.scopes.contains("openid"), let claims = try? await userinfo(tokens) {
-            return SignInResult(tokens: tokens, subject: claims["sub"]?.stringValue, displayName: SignInResult.displayName(
-                preferredUsername: claims["preferred_username"]?.stringValue, email: claims["email"]?.stringValue, name: claims["name"]?.stringValue))
+            return SignInResult(
+                tokens: tokens,
+                subject: claims["sub"]?.stringValue,
+                displayName: SignInResult.displayName(
+                    preferredUsername: claims["preferred_username"]?.stringValue,
+                    email: claims["email"]?.stringValue,
+                    name: claims["name"]?.stringValue
+                )
+            )
         }
         return SignInResult(tokens: tokens, subject: nil)
     }
@@ -353,8 +396,14 @@ public actor RemoteIdentityProvider: IdentityProvider {
     func verify(_ idToken: Secret, nonce: String?) async throws(AuthGateError) -> IDTokenClaims {
         let metadata = try await resolvedMetadata()
         let issuer = metadata.issuer ?? settings.issuer?.absoluteString ?? ""
-        return try await verifier.verify(idToken, issuer: issuer, issuerTemplate: settings.quirks.issuerTemplate,
-                                         clientID: settings.clientID, nonce: nonce, now: now())
+        return try await verifier.verify(
+            idToken,
+            issuer: issuer,
+            issuerTemplate: settings.quirks.issuerTemplate,
+            clientID: settings.clientID,
+            nonce: nonce,
+            now: now()
+        )
     }
 }
 

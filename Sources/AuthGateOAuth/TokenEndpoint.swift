@@ -31,22 +31,33 @@ struct TokenEndpoint: Sendable {
     /// A form POST with this client's authentication and, for a session bound to `proofKey`,
     /// a DPoP proof. A server that asks for a nonce (`use_dpop_nonce`, RFC 9449 §8) gets the
     /// request once more with it; a second demand is the server's answer.
-    func post(_ url: URL, to endpoint: HTTPRequest.Endpoint = .token, _ fields: [(String, String)],
-              proofKey: DPoPKey? = nil) async throws(AuthGateError) -> HTTPResponse {
+    func post(
+        _ url: URL,
+        to endpoint: HTTPRequest.Endpoint = .token,
+        _ fields: [(String, String)],
+        proofKey: DPoPKey? = nil
+    ) async throws(AuthGateError) -> HTTPResponse {
         var response = try await send(url, to: endpoint, fields, proofKey: proofKey)
         if let proofKey, let fresh = DPoPNonce.challenge(in: response) {
             nonce.remember(fresh)
             response = try await send(url, to: endpoint, fields, proofKey: proofKey)
             if DPoPNonce.challenge(in: response) != nil {
-                throw AuthGateError(.dpopRejected, "\(provider) asked for a new DPoP nonce again right after authgate sent the one it asked for (use_dpop_nonce twice); the proof of key \(proofKey.thumbprint) was not accepted.")
+                throw AuthGateError(
+                    .dpopRejected,
+                    "\(provider) asked for a new DPoP nonce again right after authgate sent the one it asked for (use_dpop_nonce twice); the proof of key \(proofKey.thumbprint) was not accepted."
+                )
             }
         }
         if proofKey != nil, let next = response.headers["dpop-nonce"], DPoPKey.isValidNonce(next) { nonce.remember(next) }
         return response
     }
 
-    private func send(_ url: URL, to endpoint: HTTPRequest.Endpoint, _ fields: [(String, String)],
-                      proofKey: DPoPKey?) async throws(AuthGateError) -> HTTPResponse {
+    private func send(
+        _ url: URL,
+        to endpoint: HTTPRequest.Endpoint,
+        _ fields: [(String, String)],
+        proofKey: DPoPKey?
+    ) async throws(AuthGateError) -> HTTPResponse {
         var fields = fields
         var headers: [(name: String, value: String)] = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
         let now = Date()
@@ -67,15 +78,24 @@ struct TokenEndpoint: Sendable {
     ///   - fields: The grant's form fields, `grant_type` included.
     ///   - requestedScopes: Granted when the response names no `scope` (RFC 6749 §5.1).
     ///   - proofKey: The key to bind the tokens to (DPoP); the answer must then be a DPoP token.
-    func requestTokens(at url: URL, _ fields: [(String, String)], purpose: TokenPurpose, requestedScopes: [String],
-                       proofKey: DPoPKey? = nil, now: Date) async throws(AuthGateError) -> TokenSet {
+    func requestTokens(
+        at url: URL,
+        _ fields: [(String, String)],
+        purpose: TokenPurpose,
+        requestedScopes: [String],
+        proofKey: DPoPKey? = nil,
+        now: Date
+    ) async throws(AuthGateError) -> TokenSet {
         let response = try await post(url, fields, proofKey: proofKey)
         guard response.status == 200, oauthError(response) == nil else { throw refusal(response, purpose: purpose, scopes: requestedScopes) }
         var tokens = try parse(response, requestedScopes: requestedScopes, now: now)
         if let proofKey {
             // RFC 9449 §5: a server that ignored the proof answers `Bearer`; the file requires binding.
             guard tokens.tokenType.lowercased() == "dpop" || purpose == .exchange && tokens.tokenType == "N_A" else {
-                throw AuthGateError(.dpopRejected, "\(provider) answered with a \(tokens.tokenType.prefix(64)) token instead of a DPoP-bound one, but its file sets dpop to \"required\".")
+                throw AuthGateError(
+                    .dpopRejected,
+                    "\(provider) answered with a \(tokens.tokenType.prefix(64)) token instead of a DPoP-bound one, but its file sets dpop to \"required\"."
+                )
             }
             if tokens.tokenType.lowercased() == "dpop" { tokens.tokenType = "DPoP" }
             tokens.proofKey = proofKey
@@ -94,26 +114,41 @@ struct TokenEndpoint: Sendable {
                 return AuthGateError(.loginRequired, "\(provider) no longer accepts this session\(oauth.detail); sign in again.")
             case ("invalid_grant", .interactiveSignIn):
                 // RFC 6749 §5.2: a code used twice, expired, issued for another redirect or verifier.
-                return AuthGateError(.loginRequired, "\(provider) refused the authorization code (invalid_grant)\(oauth.detail): it was already used, has expired, or belongs to another sign-in; sign in again.")
+                return AuthGateError(
+                    .loginRequired,
+                    "\(provider) refused the authorization code (invalid_grant)\(oauth.detail): it was already used, has expired, or belongs to another sign-in; sign in again."
+                )
             case ("invalid_dpop_proof", _):
                 return AuthGateError(.dpopRejected, "\(provider) refused authgate's DPoP proof (invalid_dpop_proof)\(oauth.detail).")
             case ("use_dpop_nonce", _):
                 return AuthGateError(.dpopRejected, "\(provider) demands a DPoP nonce (use_dpop_nonce) but sent none that authgate could use\(oauth.detail).")
             case ("invalid_target", .exchange), ("invalid_request", .exchange):
-                return AuthGateError(.validationFailed, "\(provider) refused to exchange the token for that audience or resource (\(oauth.error))\(oauth.detail).",
-                                     fields: [FieldError(field: "audience", message: "refused by the provider")])
+                return AuthGateError(
+                    .validationFailed,
+                    "\(provider) refused to exchange the token for that audience or resource (\(oauth.error))\(oauth.detail).",
+                    fields: [FieldError(field: "audience", message: "refused by the provider")]
+                )
             case ("invalid_client", _):
-                return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (invalid_client)\(oauth.detail): the provider's file has a wrong client_id, client secret or client_auth.")
+                return AuthGateError(
+                    .providerUnavailable,
+                    "\(provider) does not accept authgate's client (invalid_client)\(oauth.detail): the provider's file has a wrong client_id, client secret or client_auth."
+                )
             case ("unauthorized_client", _), ("unsupported_grant_type", _):
                 return AuthGateError(.unsupportedGrant, "\(provider) does not let this client use that grant (\(oauth.error))\(oauth.detail).")
             case ("invalid_scope", _):
                 let asked = scopes.isEmpty ? "the requested scopes" : "the scopes \"\(scopes.joined(separator: " ").prefix(512))\""
-                return AuthGateError(.validationFailed, "\(provider) refused \(asked)\(oauth.detail).",
-                                     fields: [FieldError(field: "scopes", message: "refused by the provider")])
+                return AuthGateError(
+                    .validationFailed,
+                    "\(provider) refused \(asked)\(oauth.detail).",
+                    fields: [FieldError(field: "scopes", message: "refused by the provider")]
+                )
             case ("invalid_target", _):
                 // RFC 8707 §2: the resource is unknown to the server or not allowed for this client.
-                return AuthGateError(.validationFailed, "\(provider) refused the requested resource\(oauth.detail).",
-                                     fields: [FieldError(field: "resource", message: "refused by the provider")])
+                return AuthGateError(
+                    .validationFailed,
+                    "\(provider) refused the requested resource\(oauth.detail).",
+                    fields: [FieldError(field: "resource", message: "refused by the provider")]
+                )
             case ("access_denied", _):
                 return AuthGateError(.permissionDenied, "\(provider) denied access\(oauth.detail).")
             default:
@@ -126,7 +161,10 @@ struct TokenEndpoint: Sendable {
             case .passwordSignIn: return AuthGateError(.invalidCredentials, "The username or password is incorrect.")
             case .refresh: return AuthGateError(.loginRequired, "\(provider) no longer accepts this session; sign in again.")
             case .clientSignIn, .interactiveSignIn, .exchange:
-                return AuthGateError(.providerUnavailable, "\(provider) does not accept authgate's client (HTTP \(response.status)): check client_id and client_secret_file.")
+                return AuthGateError(
+                    .providerUnavailable,
+                    "\(provider) does not accept authgate's client (HTTP \(response.status)): check client_id and client_secret_file."
+                )
             }
         }
         return ProviderFailure.unexpected(response, provider: provider, what: what)
@@ -142,7 +180,11 @@ struct TokenEndpoint: Sendable {
     func parse(_ response: HTTPResponse, requestedScopes: [String], now: Date) throws(AuthGateError) -> TokenSet {
         let what = "token response"
         guard let object = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
-            throw ProviderFailure.malformed(provider, what: what, "it is not a JSON object\(ProviderFailure.describe(response).replacing(" and ", with: "; it came with "))")
+            throw ProviderFailure.malformed(
+                provider,
+                what: what,
+                "it is not a JSON object\(ProviderFailure.describe(response).replacing(" and ", with: "; it came with "))"
+            )
         }
         guard case .string(let accessToken) = object["access_token"], !accessToken.isEmpty else {
             throw ProviderFailure.malformed(provider, what: what, "access_token is missing or not a string")
@@ -187,9 +229,13 @@ struct TokenEndpoint: Sendable {
             throw ProviderFailure.malformed(provider, what: what, "id_token is not a compact JWS (base64url parts joined by dots)")
         }
         var tokens = TokenSet(
-            accessToken: Secret(accessToken), tokenType: tokenType.lowercased() == "bearer" ? "Bearer" : tokenType,
-            expiresAt: lifetime.map(now.addingTimeInterval) ?? .distantFuture, refreshToken: refreshToken.map(Secret.init),
-            idToken: idToken.map(Secret.init), scopes: scopes)
+            accessToken: Secret(accessToken),
+            tokenType: tokenType.lowercased() == "bearer" ? "Bearer" : tokenType,
+            expiresAt: lifetime.map(now.addingTimeInterval) ?? .distantFuture,
+            refreshToken: refreshToken.map(Secret.init),
+            idToken: idToken.map(Secret.init),
+            scopes: scopes
+        )
         tokens.issuedTokenType = try optionalString("issued_token_type")  // RFC 8693 §2.2.1
         return tokens
     }

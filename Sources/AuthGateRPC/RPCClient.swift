@@ -51,12 +51,13 @@ public final class RPCConnection {
         guard result == 0 else {
             let code = errno
             close(fd)
-            let detail = switch code {
-            case ENOENT: "no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)"
-            case ECONNREFUSED: "connection refused (authgated is not running; a stale socket is left)"
-            case EACCES: "permission denied (you are not allowed to use this socket)"
-            default: String(cString: strerror(code))
-            }
+            let detail =
+                switch code {
+                case ENOENT: "no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)"
+                case ECONNREFUSED: "connection refused (authgated is not running; a stale socket is left)"
+                case EACCES: "permission denied (you are not allowed to use this socket)"
+                default: String(cString: strerror(code))
+                }
             throw .daemonUnreachable(path: path, detail: detail)
         }
         descriptor = fd
@@ -68,7 +69,11 @@ public final class RPCConnection {
 
     /// Calls `method` and decodes its result.
     /// - Throws: ``RPCClientError/remote(_:)`` with the daemon's error, or a transport error.
-    public func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self) throws(RPCClientError) -> Result {
+    public func call<Params: Encodable, Result: Decodable>(
+        _ method: RPCMethod,
+        _ params: Params,
+        as: Result.Type = Result.self
+    ) throws(RPCClientError) -> Result {
         let id = RPCID.number(nextID)
         nextID += 1
         var line: Data

@@ -82,8 +82,12 @@ public struct RPCErrorObject: Sendable, Codable, Error, CustomStringConvertible 
     public init(_ error: AuthGateError) {
         code = error.reason.rpcCode
         message = error.message
-        data = ErrorData(reason: error.reason.rawValue, message: error.message,
-                         fields: error.fields.isEmpty ? nil : error.fields, retryAfterSeconds: error.retryAfterSeconds)
+        data = ErrorData(
+            reason: error.reason.rawValue,
+            message: error.message,
+            fields: error.fields.isEmpty ? nil : error.fields,
+            retryAfterSeconds: error.retryAfterSeconds
+        )
     }
 
     /// The reason, from `data.reason` or else from the code.

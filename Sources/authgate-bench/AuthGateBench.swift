@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateRPC
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,8 @@ import Glibc
 struct AuthGateBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authgate-bench",
-        abstract: "Measures authgated and authgate (use a release build) and prints Markdown tables.")
+        abstract: "Measures authgated and authgate (use a release build) and prints Markdown tables."
+    )
 
     @Option(help: ArgumentHelp("Directory with the built authgated and authgate.", valueName: "dir"))
     var binDirectory: String
@@ -72,8 +74,11 @@ struct AuthGateBench: ParsableCommand {
     ]
 
     func hotPath(_ work: WorkDirectory) throws -> String {
-        let floorServer = try FloorServer(program: floor, socketPath: work.path + "/floor.sock",
-                                          answer: #"{"jsonrpc":"2.0","id":1,"result":{"access_token":"x"}}"#)
+        let floorServer = try FloorServer(
+            program: floor,
+            socketPath: work.path + "/floor.sock",
+            answer: #"{"jsonrpc":"2.0","id":1,"result":{"access_token":"x"}}"#
+        )
         defer { floorServer.stop() }
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "hot", providers: ["mock.json": Self.mockProvider])
         defer { daemon.stop() }
@@ -91,23 +96,33 @@ struct AuthGateBench: ParsableCommand {
                 let result = try LoadGenerator(program: load, socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
                     .run(clients: clients, mode: mode, duration: seconds)
                 guard result.errors == 0, floorResult.errors == 0 else { throw BenchError("errors under load") }
-                let rate = result.requestsPerSecond / floorResult.requestsPerSecond, p99 = result.p99 / floorResult.p99
-                let target = Self.targets["\(mode.rawValue)|\(clients)"].map { target -> String in
-                    let met = rate >= target.rate && target.p99.map { p99 <= $0 } != false
-                    return (met ? "**met**" : "not met") + String(format: " (≥ %.2f", target.rate) + (target.p99.map { String(format: ", p99 ≤ %.1f×", $0) } ?? "") + ")"
-                } ?? "–"
-                rows.append([mode.rawValue, "\(clients)",
-                             String(format: "%.0f", floorResult.requestsPerSecond), String(format: "%.0f", floorResult.p99),
-                             String(format: "%.0f", result.requestsPerSecond), String(format: "%.2f", rate),
-                             String(format: "%.0f", result.p50), String(format: "%.0f", result.p99), String(format: "%.2f", p99),
-                             String(format: "%.1f / %.1f", floorResult.generatorCPUPerRequest, result.generatorCPUPerRequest), target])
+                let rate = result.requestsPerSecond / floorResult.requestsPerSecond
+                let p99 = result.p99 / floorResult.p99
+                let target =
+                    Self.targets["\(mode.rawValue)|\(clients)"].map { target -> String in
+                        let met = rate >= target.rate && target.p99.map { p99 <= $0 } != false
+                        return (met ? "**met**" : "not met") + String(format: " (≥ %.2f", target.rate)
+                            + (target.p99.map { String(format: ", p99 ≤ %.1f×", $0) } ?? "") + ")"
+                    } ?? "–"
+                rows.append([
+                    mode.rawValue, "\(clients)",
+                    String(format: "%.0f", floorResult.requestsPerSecond), String(format: "%.0f", floorResult.p99),
+                    String(format: "%.0f", result.requestsPerSecond), String(format: "%.2f", rate),
+                    String(format: "%.0f", result.p50), String(format: "%.0f", result.p99), String(format: "%.2f", p99),
+                    String(format: "%.1f / %.1f", floorResult.generatorCPUPerRequest, result.generatorCPUPerRequest), target,
+                ])
             }
         }
         return "### `token` on a cached token, beside the floor (\(seconds) s per row)\n\n"
             + "The floor is `bench/floor.c`, a single-threaded epoll server that answers every line with a fixed line; "
             + "the load generator is `bench/load.c`, all clients on one thread. Fractions are authgated's figure over the floor's.\n\n"
-            + table(["connections", "clients", "floor req/s", "floor p99 µs", "authgated req/s", "of floor", "authgated p50 µs",
-                     "authgated p99 µs", "p99 of floor's", "generator CPU µs/request (floor / authgated)", "target"], rows)
+            + table(
+                [
+                    "connections", "clients", "floor req/s", "floor p99 µs", "authgated req/s", "of floor", "authgated p50 µs",
+                    "authgated p99 µs", "p99 of floor's", "generator CPU µs/request (floor / authgated)", "target",
+                ],
+                rows
+            )
     }
 
     /// The metrics' cost on the cached `token` path: the same load against a daemon that keeps
@@ -119,8 +134,13 @@ struct AuthGateBench: ParsableCommand {
         var p99s: [String: [Double]] = [:]
         for round in 0..<3 {
             for metrics in [true, false] {
-                let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "metrics-\(round)-\(metrics)",
-                                             providers: ["mock.json": Self.mockProvider], arguments: metrics ? [] : ["--no-metrics"])
+                let daemon = try BenchDaemon(
+                    binary: binDirectory + "/authgated",
+                    work: work,
+                    name: "metrics-\(round)-\(metrics)",
+                    providers: ["mock.json": Self.mockProvider],
+                    arguments: metrics ? [] : ["--no-metrics"]
+                )
                 _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
                 for (mode, clients) in loads {
                     let result = try LoadGenerator(program: load, socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
@@ -135,10 +155,13 @@ struct AuthGateBench: ParsableCommand {
         }
         func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
         let rows = loads.map { mode, clients -> [String] in
-            let on = median(rates["\(mode.rawValue)|\(clients)|true"] ?? [0]), off = median(rates["\(mode.rawValue)|\(clients)|false"] ?? [1])
-            return [mode.rawValue, "\(clients)", String(format: "%.0f", on), String(format: "%.0f", off), String(format: "%+.1f %%", (on / off - 1) * 100),
-                    String(format: "%.0f", median(p99s["\(mode.rawValue)|\(clients)|true"] ?? [0])),
-                    String(format: "%.0f", median(p99s["\(mode.rawValue)|\(clients)|false"] ?? [0]))]
+            let on = median(rates["\(mode.rawValue)|\(clients)|true"] ?? [0])
+            let off = median(rates["\(mode.rawValue)|\(clients)|false"] ?? [1])
+            return [
+                mode.rawValue, "\(clients)", String(format: "%.0f", on), String(format: "%.0f", off), String(format: "%+.1f %%", (on / off - 1) * 100),
+                String(format: "%.0f", median(p99s["\(mode.rawValue)|\(clients)|true"] ?? [0])),
+                String(format: "%.0f", median(p99s["\(mode.rawValue)|\(clients)|false"] ?? [0])),
+            ]
         }
         return "### The metrics' cost on the cached `token` path (median of 3 alternated runs, \(seconds) s each)\n\n"
             + table(["connections", "clients", "requests/s with metrics", "without (--no-metrics)", "difference", "p99 µs with", "p99 µs without"], rows)
@@ -147,7 +170,8 @@ struct AuthGateBench: ParsableCommand {
     // MARK: 2. `authgate token` as a whole process
 
     func cliProcess(_ work: WorkDirectory) throws -> String {
-        let provider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400, "credential_helper": {"hosts": ["git.example.com"]}}"#
+        let provider =
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400, "credential_helper": {"hosts": ["git.example.com"]}}"#
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "cli", providers: ["mock.json": provider])
         _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
@@ -164,11 +188,13 @@ struct AuthGateBench: ParsableCommand {
         let dockerRequest = work.path + "/docker-request"
         try work.write("docker-request", "git.example.com\n")
         var rows: [[String]] = []
-        for (name, arguments, stdin) in [("`/bin/true` (the cost of a process)", ["/bin/true"], nil),
-                                         ("`authgate token mock`", [authgate, "token", "mock"], nil),
-                                         ("`authgate kubectl mock` (an ExecCredential)", [authgate, "kubectl", "mock"], nil),
-                                         ("`git-credential-authgate get` (one credential.get)", [gitHelper, "get"], gitRequest),
-                                         ("`docker-credential-authgate get` (one credential.get)", [dockerHelper, "get"], dockerRequest)] as [(String, [String], String?)] {
+        for (name, arguments, stdin) in [
+            ("`/bin/true` (the cost of a process)", ["/bin/true"], nil),
+            ("`authgate token mock`", [authgate, "token", "mock"], nil),
+            ("`authgate kubectl mock` (an ExecCredential)", [authgate, "kubectl", "mock"], nil),
+            ("`git-credential-authgate get` (one credential.get)", [gitHelper, "get"], gitRequest),
+            ("`docker-credential-authgate get` (one credential.get)", [dockerHelper, "get"], dockerRequest),
+        ] as [(String, [String], String?)] {
             _ = try timeProcesses(arguments, environment: environment, runs: 20, stdin: stdin)  // warm the page cache
             let times = try timeProcesses(arguments, environment: environment, runs: runs, stdin: stdin)
             rows.append([name, "\(runs)", String(format: "%.2f", quantile(times, 0.5) / 1000), String(format: "%.2f", quantile(times, 0.99) / 1000)])
@@ -194,8 +220,10 @@ struct AuthGateBench: ParsableCommand {
             signedIn = target
             usleep(500_000)
             let rss = daemon.residentKiB
-            rows.append(["signed in", "\(target)", mebibytes(rss.total), mebibytes(rss.anonymous),
-                         String(format: "%.0f", Double((rss.total - idle.total) * 1024) / Double(target))])
+            rows.append([
+                "signed in", "\(target)", mebibytes(rss.total), mebibytes(rss.anonymous),
+                String(format: "%.0f", Double((rss.total - idle.total) * 1024) / Double(target)),
+            ])
         }
         daemon.stop()
         return "### Daemon memory\n\n"
@@ -216,7 +244,8 @@ struct AuthGateBench: ParsableCommand {
                     return
                 }
                 for index in stride(from: from + worker, to: to, by: workers) {
-                    let line = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
+                    let line =
+                        #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
                     if (try? connection.call(line))?.contains(#""result""#) != true { failures.withLock { $0 += 1 } }
                 }
             }.start()
@@ -242,8 +271,14 @@ struct AuthGateBench: ParsableCommand {
         }
         let notify = try NotifySocket(path: work.path + "/notify")
         let began = DispatchTime.now().uptimeNanoseconds
-        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "startup", providers: providers,
-                                     environment: ["NOTIFY_SOCKET": notify.path], waitUntilServing: false)
+        let daemon = try BenchDaemon(
+            binary: binDirectory + "/authgated",
+            work: work,
+            name: "startup",
+            providers: providers,
+            environment: ["NOTIFY_SOCKET": notify.path],
+            waitUntilServing: false
+        )
         notify.wait(for: "READY=1")
         let ready = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
         var validated = 0.0
@@ -257,8 +292,13 @@ struct AuthGateBench: ParsableCommand {
         }
         daemon.stop()
         return "### Start-up with 50 `oidc` providers, one answering discovery after 2 s\n\n"
-            + table(["milestone", "seconds after exec"], [["`READY=1` (socket serving)", String(format: "%.3f", ready)],
-                                                           ["all 50 validated (discovery + JWKS over TLS)", String(format: "%.3f", validated)]])
+            + table(
+                ["milestone", "seconds after exec"],
+                [
+                    ["`READY=1` (socket serving)", String(format: "%.3f", ready)],
+                    ["all 50 validated (discovery + JWKS over TLS)", String(format: "%.3f", validated)],
+                ]
+            )
     }
 
     // MARK: Output

@@ -1,6 +1,7 @@
 import AuthGateRPC
 import CLinux
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,8 +34,16 @@ final class BenchDaemon {
     /// until its socket answers.
     /// - Parameter logFile: Where its log goes, at `notice`; without one it logs warnings to nowhere.
     /// - Parameter arguments: More of the daemon's options.
-    init(binary: String, work: WorkDirectory, name: String, providers: [String: String], environment: [String: String] = [:],
-         arguments: [String] = [], waitUntilServing: Bool = true, logFile: String? = nil) throws {
+    init(
+        binary: String,
+        work: WorkDirectory,
+        name: String,
+        providers: [String: String],
+        environment: [String: String] = [:],
+        arguments: [String] = [],
+        waitUntilServing: Bool = true,
+        logFile: String? = nil
+    ) throws {
         let directory = work.path + "/\(name).d"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         for (file, json) in providers {
@@ -42,8 +51,11 @@ final class BenchDaemon {
         }
         socketPath = work.path + "/\(name).sock"
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["--user", "--providers", directory, "--socket", socketPath, "--state-dir", work.path + "/\(name)-state",
-                             "--log-level", logFile == nil ? "warning" : "notice"] + arguments
+        process.arguments =
+            [
+                "--user", "--providers", directory, "--socket", socketPath, "--state-dir", work.path + "/\(name)-state",
+                "--log-level", logFile == nil ? "warning" : "notice",
+            ] + arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         if let logFile {
             _ = FileManager.default.createFile(atPath: logFile, contents: nil)
@@ -107,8 +119,8 @@ func timeProcesses(_ arguments: [String], environment: [String: String], runs: I
     let argv = arguments.map { strdup($0) } + [nil]
     let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
     defer {
-        argv.forEach { free($0) }
-        envp.forEach { free($0) }
+        for item in argv { free(item) }
+        for item in envp { free(item) }
     }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -138,7 +150,8 @@ final class FaultyProvider {
 
     init(python: String, repository: String, work: WorkDirectory, name: String, mode: String, delay: Double? = nil) throws {
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [repository + "/Tests/idp/faulty.py", "--workdir", work.path + "/" + name, "--mode", mode]
+        process.arguments =
+            [repository + "/Tests/idp/faulty.py", "--workdir", work.path + "/" + name, "--mode", mode]
             + (delay.map { ["--delay", "\($0)"] } ?? [])
         let output = Pipe()
         process.standardOutput = output
@@ -151,7 +164,8 @@ final class FaultyProvider {
             line.append(byte)
         }
         guard let info = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
-              let issuer = info["issuer"] as? String, let caFile = info["ca_file"] as? String else {
+            let issuer = info["issuer"] as? String, let caFile = info["ca_file"] as? String
+        else {
             throw BenchError("faulty.py did not start (is the venv there? scripts/bench creates it)")
         }
         self.issuer = issuer

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -43,8 +44,13 @@ struct LoadGenerator {
     let requestLine: String
 
     func run(clients: Int, mode: Mode, duration: Double) throws -> LoadResult {
-        let output = try runProgram(program, ["--socket", socketPath, "--request", requestLine, "--clients", "\(clients)",
-                                              "--mode", mode.argument, "--seconds", "\(duration)"])
+        let output = try runProgram(
+            program,
+            [
+                "--socket", socketPath, "--request", requestLine, "--clients", "\(clients)",
+                "--mode", mode.argument, "--seconds", "\(duration)",
+            ]
+        )
         do {
             return try JSONDecoder().decode(LoadResult.self, from: Data(output.utf8))
         } catch {

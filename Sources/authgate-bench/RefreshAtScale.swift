@@ -1,6 +1,7 @@
 import AuthGateCore
 import AuthGateRPC
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -22,29 +23,48 @@ extension AuthGateBench {
     func refreshAtScale(_ work: WorkDirectory) throws -> String {
         let scale = refreshScale
         let loads = [
-            RefreshLoad(name: "2,000 sessions, 10 s tokens", providers: [("mock", Self.refreshMock(lifetime: 10), 2_000)],
-                        seconds: Int(120 * scale)),
-            RefreshLoad(name: "10,000 sessions, 60 s tokens", providers: [("mock", Self.refreshMock(lifetime: 60), 10_000)],
-                        seconds: Int(300 * scale)),
-            RefreshLoad(name: "1,000 sessions of 10 s tokens at a 500 ms provider, 200 at another",
-                        providers: [("slow", Self.refreshMock(lifetime: 10, latencyMilliseconds: 500), 1_000),
-                                    ("fast", Self.refreshMock(lifetime: 10), 200)],
-                        seconds: Int(60 * scale)),
+            RefreshLoad(
+                name: "2,000 sessions, 10 s tokens",
+                providers: [("mock", Self.refreshMock(lifetime: 10), 2_000)],
+                seconds: Int(120 * scale)
+            ),
+            RefreshLoad(
+                name: "10,000 sessions, 60 s tokens",
+                providers: [("mock", Self.refreshMock(lifetime: 60), 10_000)],
+                seconds: Int(300 * scale)
+            ),
+            RefreshLoad(
+                name: "1,000 sessions of 10 s tokens at a 500 ms provider, 200 at another",
+                providers: [
+                    ("slow", Self.refreshMock(lifetime: 10, latencyMilliseconds: 500), 1_000),
+                    ("fast", Self.refreshMock(lifetime: 10), 200),
+                ],
+                seconds: Int(60 * scale)
+            ),
         ]
         var rows: [[String]] = []
         for (index, load) in loads.enumerated() {
             rows += try measure(load, work: work, name: "refresh\(index)")
         }
         return "### Background refresh in real time (nobody calls; `status` sampled once a second)\n\n"
-            + table(["load", "provider", "samples expired", "refreshes/s mean", "max/mean", "lateness p50 / p99 / max s",
-                     "RSS first → last MiB", "backlog warnings"], rows)
+            + table(
+                [
+                    "load", "provider", "samples expired", "refreshes/s mean", "max/mean", "lateness p50 / p99 / max s",
+                    "RSS first → last MiB", "backlog warnings",
+                ],
+                rows
+            )
     }
 
     private func measure(_ load: RefreshLoad, work: WorkDirectory, name: String) throws -> [[String]] {
         let log = work.path + "/\(name).log"
-        let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: name,
-                                     providers: Dictionary(uniqueKeysWithValues: load.providers.map { ($0.id + ".json", $0.json) }),
-                                     logFile: log)
+        let daemon = try BenchDaemon(
+            binary: binDirectory + "/authgated",
+            work: work,
+            name: name,
+            providers: Dictionary(uniqueKeysWithValues: load.providers.map { ($0.id + ".json", $0.json) }),
+            logFile: log
+        )
         defer { daemon.stop() }
         for provider in load.providers {
             try signIn(daemon, provider: provider.id, from: 0, to: provider.sessions, workers: 64)
@@ -59,14 +79,26 @@ extension AuthGateBench {
         for second in 0...load.seconds {
             let wake = began.addingTimeInterval(Double(second))
             if wake > Date() { usleep(useconds_t(wake.timeIntervalSinceNow * 1_000_000)) }
-            let status = try RPCCoding.makeDecoder().decode(Response<[SessionStatus]>.self, from: Data(connection.call(
-                #"{"jsonrpc":"2.0","id":1,"method":"status"}"#).utf8)).result
+            let status = try RPCCoding.makeDecoder().decode(
+                Response<[SessionStatus]>.self,
+                from: Data(
+                    connection.call(
+                        #"{"jsonrpc":"2.0","id":1,"method":"status"}"#
+                    ).utf8
+                )
+            ).result
             for session in status {
                 samples[session.provider, default: 0] += 1
                 if session.state == .expired || session.state == .loginRequired { expired[session.provider, default: 0] += 1 }
             }
-            let info = try RPCCoding.makeDecoder().decode(Response<DaemonInfo>.self, from: Data(connection.call(
-                #"{"jsonrpc":"2.0","id":1,"method":"daemon.info"}"#).utf8)).result
+            let info = try RPCCoding.makeDecoder().decode(
+                Response<DaemonInfo>.self,
+                from: Data(
+                    connection.call(
+                        #"{"jsonrpc":"2.0","id":1,"method":"daemon.info"}"#
+                    ).utf8
+                )
+            ).result
             last = info.refresh
             started.append(info.refresh?.started ?? 0)
             if second % 10 == 0 { rss.append(daemon.residentKiB.total) }
@@ -79,10 +111,12 @@ extension AuthGateBench {
         let lateness = [last?.latenessP50Seconds, last?.latenessP99Seconds, last?.latenessMaxSeconds]
             .map { $0.map { String(format: "%.3f", $0) } ?? "–" }.joined(separator: " / ")
         return load.providers.map { provider in
-            [load.name + " (\(load.seconds) s)", provider.id,
-             "\(expired[provider.id, default: 0]) of \(samples[provider.id, default: 0])",
-             String(format: "%.0f", mean), String(format: "%.2f", mean > 0 ? maximum / mean : 0), lateness,
-             String(format: "%.1f → %.1f", Double(rss.first ?? 0) / 1024, Double(rss.last ?? 0) / 1024), "\(warnings)"]
+            [
+                load.name + " (\(load.seconds) s)", provider.id,
+                "\(expired[provider.id, default: 0]) of \(samples[provider.id, default: 0])",
+                String(format: "%.0f", mean), String(format: "%.2f", mean > 0 ? maximum / mean : 0), lateness,
+                String(format: "%.1f → %.1f", Double(rss.first ?? 0) / 1024, Double(rss.last ?? 0) / 1024), "\(warnings)",
+            ]
         }
     }
 }

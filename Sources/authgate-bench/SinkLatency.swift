@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,7 +12,8 @@ import Glibc
 /// the file is polled every 200 µs for the token it announced.
 extension AuthGateBench {
     func sinkLatency(_ work: WorkDirectory) throws -> String {
-        let provider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 4, "refresh": {"before_expiry_seconds": 1}}"#
+        let provider =
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 4, "refresh": {"before_expiry_seconds": 1}}"#
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "sink", providers: ["mock.json": provider])
         defer { daemon.stop() }
         _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
@@ -32,7 +34,8 @@ extension AuthGateBench {
         let socketPath = daemon.socketPath
         let reader = Thread {
             guard let watch = try? RPCConnection(path: socketPath),
-                  (try? watch.call(#"{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock"}}"#)) != nil else {
+                (try? watch.call(#"{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock"}}"#)) != nil
+            else {
                 watching.signal()
                 return
             }
@@ -64,6 +67,9 @@ extension AuthGateBench {
             String(format: "%.2f", latencies[min(latencies.count - 1, Int((Double(latencies.count) * fraction).rounded(.up)) - 1)])
         }
         return "### `authgate sink`: refresh → file\n\n"
-            + table(["refreshes", "p50 ms", "p99 ms", "max ms"], [["\(latencies.count)", quantile(0.5), quantile(0.99), String(format: "%.2f", latencies.last ?? 0)]])
+            + table(
+                ["refreshes", "p50 ms", "p99 ms", "max ms"],
+                [["\(latencies.count)", quantile(0.5), quantile(0.99), String(format: "%.2f", latencies.last ?? 0)]]
+            )
     }
 }

@@ -17,7 +17,11 @@ struct AuthGate: ParsableCommand {
             7 provider unreachable or failing, 8 not allowed or rate limited, 64 usage error.
             """,
         version: AuthGateVersion.current,
-        subcommands: [Providers.self, ProviderFiles.self, Login.self, Register.self, Token.self, DPoPProof.self, Exec.self, Kubectl.self, GitCredential.self, DockerCredential.self, Sink.self, Userinfo.self, Status.self, Logout.self, Reload.self, Rekey.self, Info.self, Metrics.self])
+        subcommands: [
+            Providers.self, ProviderFiles.self, Login.self, Register.self, Token.self, DPoPProof.self, Exec.self, Kubectl.self, GitCredential.self,
+            DockerCredential.self, Sink.self, Userinfo.self, Status.self, Logout.self, Reload.self, Rekey.self, Info.self, Metrics.self,
+        ]
+    )
 
     /// Like ArgumentParser's, but a failed call prints one sentence and exits with its class's status.
     static func main() {
@@ -81,8 +85,12 @@ struct GlobalOptions: ParsableArguments {
     var json = false
 
     /// Connects to the daemon, calls `method`, and turns any failure into a clear message and exit status.
-    func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self,
-                                                    progress: String? = nil) throws -> Result {
+    func call<Params: Encodable, Result: Decodable>(
+        _ method: RPCMethod,
+        _ params: Params,
+        as: Result.Type = Result.self,
+        progress: String? = nil
+    ) throws -> Result {
         try Daemon.call(method, params, as: Result.self, socket: socket, json: json, progress: progress)
     }
 
@@ -96,8 +104,14 @@ struct GlobalOptions: ParsableArguments {
 enum Daemon {
     /// Connects to the daemon (at `socket`, else where it is usually found), calls `method`,
     /// and turns any failure into a clear message and exit status.
-    static func call<Params: Encodable, Result: Decodable>(_ method: RPCMethod, _ params: Params, as: Result.Type = Result.self,
-                                                           socket: String?, json: Bool, progress: String? = nil) throws -> Result {
+    static func call<Params: Encodable, Result: Decodable>(
+        _ method: RPCMethod,
+        _ params: Params,
+        as: Result.Type = Result.self,
+        socket: String?,
+        json: Bool,
+        progress: String? = nil
+    ) throws -> Result {
         let path = socket ?? SocketLocation.forClient()
         let spinner = progress.flatMap { json ? nil : Spinner(message: $0) }
         defer { spinner?.stop() }

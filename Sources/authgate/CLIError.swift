@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -60,7 +61,8 @@ enum ExitStatus {
         case .loginRequired, .flowExpired, .loginPending, .loginCancelled: signInRequired
         case .invalidCredentials: wrongCredentials
         case .parseError, .invalidRequest, .methodNotFound, .invalidParams, .requestTooLarge, .validationFailed,
-             .userExists, .weakPassword: inputRefused
+            .userExists, .weakPassword:
+            inputRefused
         case .unknownProvider, .providerUnavailable, .unsupportedGrant: providerUnusable
         case .networkError, .serviceUnavailable, .serverError, .dpopRejected: providerFailing
         case .permissionDenied, .rateLimited: notAllowed

@@ -5,6 +5,7 @@ import CLinux
 import Dispatch
 import FoundationEssentials
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -92,7 +93,7 @@ struct InteractiveLogin {
             posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
         }
         let arguments: [UnsafeMutablePointer<CChar>?] = ["xdg-open", url].map { (argument: String) in strdup(argument) } + [nil]
-        defer { arguments.forEach { free($0) } }
+        defer { for item in arguments { free(item) } }
         var pid: pid_t = 0
         _ = posix_spawnp(&pid, "xdg-open", &actions, nil, arguments, environ)
     }
@@ -104,8 +105,10 @@ struct InteractiveLogin {
         source.setEventHandler {
             guard !interrupted.exchange(true, ordering: .acquiringAndReleasing) else { return }
             let cancelled = (try? RPCConnection(path: socket).call(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?.cancelled
-            let message = cancelled == true ? "\r\u{1B}[K\nSign-in to \(provider) cancelled.\n"
-                                            : "\r\u{1B}[K\nInterrupted; the sign-in to \(provider) may have ended already.\n"
+            let message =
+                cancelled == true
+                ? "\r\u{1B}[K\nSign-in to \(provider) cancelled.\n"
+                : "\r\u{1B}[K\nInterrupted; the sign-in to \(provider) may have ended already.\n"
             Terminal.writeError(message)
             exit(130)
         }

@@ -1,6 +1,7 @@
 import CLinux
 import Dispatch
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -73,7 +74,7 @@ final class OnChangeRunner: Sendable {
     private func runOnce() {
         let name = Terminal.safe(command[0])
         let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { arguments.forEach { free($0) } }
+        defer { for item in arguments { free(item) } }
         var pid: pid_t = 0
         // A group of its own: a timeout stops the command and whatever it started.
         let spawned = ag_spawn_child(&pid, command[0], arguments, environ, 1)
@@ -107,7 +108,8 @@ final class OnChangeRunner: Sendable {
         exited.value.withLock { $0 = true }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        let signal = status & 0x7F, code = (status >> 8) & 0xFF
+        let signal = status & 0x7F
+        let code = (status >> 8) & 0xFF
         if signal != 0 {
             Terminal.writeError("\(label): --on-change \(name) was killed by signal \(signal).\n")
         } else if code != 0 {

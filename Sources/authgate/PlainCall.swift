@@ -28,8 +28,10 @@ enum PlainCall {
 
     /// The request line (newline included) that calls `method` with `params`, as id 1.
     static func requestLine(_ method: RPCMethod, params: [String: JSONValue]) -> [UInt8] {
-        var line = JSONValue.object(["id": .number(1), "jsonrpc": .string("2.0"), "method": .string(method.rawValue),
-                                     "params": .object(params)]).jsonBytes
+        var line = JSONValue.object([
+            "id": .number(1), "jsonrpc": .string("2.0"), "method": .string(method.rawValue),
+            "params": .object(params),
+        ]).jsonBytes
         line.append(0x0A)
         return line
     }
@@ -48,7 +50,8 @@ enum PlainCall {
     static func utcDate(_ text: String) -> Date? {
         let bytes = Array(text.utf8)
         guard bytes.count == 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
-              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "Z") else { return nil }
+            bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "Z")
+        else { return nil }
         func number(_ range: Range<Int>) -> Int? {
             var value = 0
             for byte in bytes[range] {
@@ -58,7 +61,8 @@ enum PlainCall {
             return value
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-              let minute = number(14..<16), let second = number(17..<19), (1...12).contains(month), (1...31).contains(day) else { return nil }
+            let minute = number(14..<16), let second = number(17..<19), (1...12).contains(month), (1...31).contains(day)
+        else { return nil }
         // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
@@ -72,8 +76,9 @@ enum PlainCall {
     /// The access token and its expiry (seconds since 1970) from a `token` result.
     static func token(_ result: JSONValue) throws -> (token: String, tokenType: String, expiresAt: Date) {
         guard let object = result.objectValue, let token = object["access_token"]?.stringValue,
-              let type = object["token_type"]?.stringValue, let expires = object["expires_at"]?.stringValue,
-              let date = utcDate(expires) else {
+            let type = object["token_type"]?.stringValue, let expires = object["expires_at"]?.stringValue,
+            let date = utcDate(expires)
+        else {
             throw CLIError(message: "unexpected answer from authgated: a token result without its fields", exitCode: ExitStatus.internalError)
         }
         return (token, type, date)

@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateCore
 import CLinux
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -26,7 +26,10 @@ struct QRCode {
         for version in 1...10 {
             let capacity = Self.blocks[version - 1].groups.reduce(0) { $0 + $1.count * $1.data }
             let countBits = version < 10 ? 8 : 16
-            if 4 + countBits + bytes.count * 8 <= capacity * 8 { chosen = version; break }
+            if 4 + countBits + bytes.count * 8 <= capacity * 8 {
+                chosen = version
+                break
+            }
         }
         guard let version = chosen else { return nil }
         self.version = version
@@ -42,7 +45,10 @@ struct QRCode {
             applyMask(mask)
             drawFormatBits(mask)
             let penalty = self.penalty()
-            if penalty < bestPenalty { best = mask; bestPenalty = penalty }
+            if penalty < bestPenalty {
+                best = mask
+                bestPenalty = penalty
+            }
             applyMask(mask)  // XOR again: undone
         }
         applyMask(best)
@@ -121,7 +127,8 @@ struct QRCode {
     private mutating func drawFinder(_ cx: Int, _ cy: Int) {
         for dy in -4...4 {
             for dx in -4...4 {
-                let x = cx + dx, y = cy + dy
+                let x = cx + dx
+                let y = cy + dy
                 guard (0..<size).contains(x), (0..<size).contains(y) else { continue }
                 let distance = max(abs(dx), abs(dy))
                 set(x, y, distance != 2 && distance != 4)
@@ -160,7 +167,8 @@ struct QRCode {
         let bits = version << 12 | remainder
         for i in 0..<18 {
             let dark = (bits >> i) & 1 == 1
-            let a = size - 11 + i % 3, b = i / 3
+            let a = size - 11 + i % 3
+            let b = i / 3
             set(a, b, dark)
             set(b, a, dark)
         }
@@ -192,16 +200,17 @@ struct QRCode {
     private mutating func applyMask(_ mask: Int) {
         for y in 0..<size {
             for x in 0..<size where !isFunction[y][x] {
-                let invert = switch mask {
-                case 0: (x + y) % 2 == 0
-                case 1: y % 2 == 0
-                case 2: x % 3 == 0
-                case 3: (x + y) % 3 == 0
-                case 4: (x / 3 + y / 2) % 2 == 0
-                case 5: x * y % 2 + x * y % 3 == 0
-                case 6: (x * y % 2 + x * y % 3) % 2 == 0
-                default: ((x + y) % 2 + x * y % 3) % 2 == 0
-                }
+                let invert =
+                    switch mask {
+                    case 0: (x + y) % 2 == 0
+                    case 1: y % 2 == 0
+                    case 2: x % 3 == 0
+                    case 3: (x + y) % 3 == 0
+                    case 4: (x / 3 + y / 2) % 2 == 0
+                    case 5: x * y % 2 + x * y % 3 == 0
+                    case 6: (x * y % 2 + x * y % 3) % 2 == 0
+                    default: ((x + y) % 2 + x * y % 3) % 2 == 0
+                    }
                 if invert { modules[y][x].toggle() }
             }
         }
@@ -251,7 +260,8 @@ struct QRCode {
     func terminalRendering(quietZone: Int = 2) -> String {
         let total = size + 2 * quietZone
         func dark(_ x: Int, _ y: Int) -> Bool {
-            let mx = x - quietZone, my = y - quietZone
+            let mx = x - quietZone
+            let my = y - quietZone
             guard (0..<size).contains(mx), (0..<size).contains(my) else { return false }
             return modules[my][mx]
         }

@@ -30,14 +30,24 @@ enum SessionIDToken {
     /// - Parameter refreshed: `result` comes from a refresh the caller forced.
     /// - Throws: A sentence with `login_required` when the session has no ID token, or the
     ///   refresh brought no new one.
-    static func current(in result: JSONValue, provider: String, session: String?, refreshed: Bool, now: Date = Date(),
-                        refresh: () throws -> JSONValue) throws -> Current {
+    static func current(
+        in result: JSONValue,
+        provider: String,
+        session: String?,
+        refreshed: Bool,
+        now: Date = Date(),
+        refresh: () throws -> JSONValue
+    ) throws -> Current {
         let signIn = "authgate login \(Terminal.safe(provider))\(session.map { " --session \(Terminal.safe($0))" } ?? "")"
-        let noNewToken = "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or use --token-type access. [login_required]"
+        let noNewToken =
+            "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or use --token-type access. [login_required]"
         guard let first = usable(result, now: now) else {
-            throw CLIError(message: refreshed ? noNewToken
-                                              : "The session with \(Terminal.safe(provider)) has no ID token: sign in with the openid scope (\(signIn)), or use --token-type access. [login_required]",
-                           exitCode: ExitStatus.signInRequired)
+            throw CLIError(
+                message: refreshed
+                    ? noNewToken
+                    : "The session with \(Terminal.safe(provider)) has no ID token: sign in with the openid scope (\(signIn)), or use --token-type access. [login_required]",
+                exitCode: ExitStatus.signInRequired
+            )
         }
         if first.fresh { return first.current }
         guard let renewed = usable(try refresh(), now: now), renewed.current.token != first.current.token, renewed.fresh else {
@@ -49,7 +59,8 @@ enum SessionIDToken {
     /// `nil` when the result has no readable ID token with an `exp`.
     private static func usable(_ result: JSONValue, now: Date) -> (current: Current, fresh: Bool)? {
         guard let token = result.objectValue?["id_token"]?.stringValue, let claims = claims(of: token),
-              case .number(let exp)? = claims["exp"] else { return nil }
+            case .number(let exp)? = claims["exp"]
+        else { return nil }
         let expiresAt = Date(timeIntervalSince1970: exp)
         var required = 60.0
         if case .number(let issuedAt)? = claims["iat"], exp > issuedAt {

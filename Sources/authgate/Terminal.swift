@@ -2,6 +2,7 @@ import AuthGateCore
 import Dispatch
 import FoundationEssentials
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -84,12 +85,13 @@ enum Terminal {
         guard let date else { return "-" }
         let seconds = Int(date.timeIntervalSince(now).rounded())
         let magnitude = abs(seconds)
-        let relative = switch magnitude {
-        case ..<60: "\(magnitude) s"
-        case ..<3600: "\((magnitude + 30) / 60) min"
-        case ..<86_400: "\((magnitude + 1800) / 3600) h"
-        default: "\((magnitude + 43_200) / 86_400) d"
-        }
+        let relative =
+            switch magnitude {
+            case ..<60: "\(magnitude) s"
+            case ..<3600: "\((magnitude + 30) / 60) min"
+            case ..<86_400: "\((magnitude + 1800) / 3600) h"
+            default: "\((magnitude + 43_200) / 86_400) d"
+            }
         return "\(localTime(date)) (\(seconds >= 0 ? "in \(relative)" : "\(relative) ago"))"
     }
 

@@ -1,6 +1,7 @@
 import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -56,10 +57,11 @@ struct TokenFollower {
                     delay = 1
                     waitForSignIn = false
                     lastCause = nil
-                    let goOn = switch event {
-                    case .token(let token): handle(.token(token))
-                    case .ended(let ended): handle(.ended(ended))
-                    }
+                    let goOn =
+                        switch event {
+                        case .token(let token): handle(.token(token))
+                        case .ended(let ended): handle(.ended(ended))
+                        }
                     stopped = !goOn
                     return goOn
                 }

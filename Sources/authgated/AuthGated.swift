@@ -10,7 +10,8 @@ struct AuthGated: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authgated",
         abstract: "Signs local users and services in to identity providers and hands out their tokens over a Unix socket.",
-        version: AuthGateVersion.current)
+        version: AuthGateVersion.current
+    )
 
     @Option(help: ArgumentHelp("Directory of provider files (*.json).", valueName: "dir"))
     var providers: String?
@@ -51,26 +52,41 @@ struct AuthGated: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
-    @Option(name: .customLong("login-timeout"),
-            help: ArgumentHelp("How long an interactive sign-in (device code or browser) may take before it ends with flow_expired.", valueName: "seconds"))
+    @Option(
+        name: .customLong("login-timeout"),
+        help: ArgumentHelp("How long an interactive sign-in (device code or browser) may take before it ends with flow_expired.", valueName: "seconds")
+    )
     var loginTimeout = 600
 
-    @Option(name: .customLong("max-sessions-per-user"),
-            help: ArgumentHelp("Sessions one user may hold at once (root and the daemon's own user are not bound).", valueName: "n"))
+    @Option(
+        name: .customLong("max-sessions-per-user"),
+        help: ArgumentHelp("Sessions one user may hold at once (root and the daemon's own user are not bound).", valueName: "n")
+    )
     var maximumSessionsPerUser = 1000
 
-    @Option(name: .customLong("metrics-listen"),
-            help: ArgumentHelp("Serve GET /metrics (Prometheus), /healthz and /readyz over HTTP on this address: PORT (loopback), HOST:PORT or [IPv6]:PORT. Off unless given.",
-                               valueName: "address:port"))
+    @Option(
+        name: .customLong("metrics-listen"),
+        help: ArgumentHelp(
+            "Serve GET /metrics (Prometheus), /healthz and /readyz over HTTP on this address: PORT (loopback), HOST:PORT or [IPv6]:PORT. Off unless given.",
+            valueName: "address:port"
+        )
+    )
     var metricsListen: String?
 
-    @Flag(name: .customLong("metrics-with-providers"),
-          help: "Show the families labelled by provider (ids, per-provider counts) on --metrics-listen too; by default only the admin-only `authgate metrics` shows them, since anyone who reaches the port reads it.")
+    @Flag(
+        name: .customLong("metrics-with-providers"),
+        help:
+            "Show the families labelled by provider (ids, per-provider counts) on --metrics-listen too; by default only the admin-only `authgate metrics` shows them, since anyone who reaches the port reads it."
+    )
     var metricsWithProviders = false
 
-    @Option(name: .customLong("key-store"),
-            help: ArgumentHelp("Where the storage key of persistent sessions is kept: auto (a per-user daemon uses the Secret Service when its session has one, else the state directory's file), file or secret-service. A systemd credential authgate.key always comes first.",
-                               valueName: "auto|file|secret-service"))
+    @Option(
+        name: .customLong("key-store"),
+        help: ArgumentHelp(
+            "Where the storage key of persistent sessions is kept: auto (a per-user daemon uses the Secret Service when its session has one, else the state directory's file), file or secret-service. A systemd credential authgate.key always comes first.",
+            valueName: "auto|file|secret-service"
+        )
+    )
     var keyStore = "auto"
 
     @Flag(name: .customLong("no-metrics"), help: "Keep no metrics at all (their cost on the cached token path is measured in docs/BENCHMARKS.md).")
@@ -97,10 +113,19 @@ struct AuthGated: AsyncParsableCommand {
 
     func run() async throws {
         var configuration = DaemonConfiguration.resolve(
-            providers: providers, socket: socket, stateDirectory: stateDirectory, user: user, system: system, strict: strict,
+            providers: providers,
+            socket: socket,
+            stateDirectory: stateDirectory,
+            user: user,
+            system: system,
+            strict: strict,
             socketGroup: socketGroup,
-            limits: ConnectionLimits(maximumConnections: maximumConnections, requestTimeout: .milliseconds(Int(requestTimeout * 1000)),
-                                     idleTimeout: .milliseconds(Int(idleTimeout * 1000))))
+            limits: ConnectionLimits(
+                maximumConnections: maximumConnections,
+                requestTimeout: .milliseconds(Int(requestTimeout * 1000)),
+                idleTimeout: .milliseconds(Int(idleTimeout * 1000))
+            )
+        )
         configuration.adminGroup = adminGroup
         configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         configuration.maximumSessionsPerUser = maximumSessionsPerUser
@@ -112,7 +137,8 @@ struct AuthGated: AsyncParsableCommand {
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler = EscapingLogHandler(
-                wrapping: journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label))
+                wrapping: journal ? JournalLogHandler(label: label) : StreamLogHandler.standardError(label: label)
+            )
             handler.logLevel = check ? .critical : level
             return handler
         }
@@ -122,10 +148,13 @@ struct AuthGated: AsyncParsableCommand {
             print(report, terminator: "")
             throw ExitCode(status.rawValue)
         }
-        logger.notice("starting", metadata: [
-            "version": "\(AuthGateVersion.current)", "mode": "\(configuration.mode.rawValue)",
-            "providers.directory": "\(configuration.providersDirectory)", "socket.path": "\(configuration.socketPath)",
-        ])
+        logger.notice(
+            "starting",
+            metadata: [
+                "version": "\(AuthGateVersion.current)", "mode": "\(configuration.mode.rawValue)",
+                "providers.directory": "\(configuration.providersDirectory)", "socket.path": "\(configuration.socketPath)",
+            ]
+        )
         let status = await Daemon.run(configuration, logger: logger)
         if status != .success { throw ExitCode(status.rawValue) }
     }

@@ -10,15 +10,20 @@ struct JSONWritingTests {
 
     @Test("compact, members sorted, integers without a fraction")
     func compact() {
-        let value: JSONValue = .object(["provider": .string("corp"), "min_valid_seconds": .number(60), "force_refresh": .bool(true),
-                                        "scopes": .array([.string("a"), .string("b")]), "resource": .null, "ratio": .number(0.5)])
+        let value: JSONValue = .object([
+            "provider": .string("corp"), "min_valid_seconds": .number(60), "force_refresh": .bool(true),
+            "scopes": .array([.string("a"), .string("b")]), "resource": .null, "ratio": .number(0.5),
+        ])
         #expect(text(value) == #"{"force_refresh":true,"min_valid_seconds":60,"provider":"corp","ratio":0.5,"resource":null,"scopes":["a","b"]}"#)
         #expect(text(.number(-3)) == "-3" && text(.number(.infinity)) == "null")
     }
 
-    @Test("strings are escaped as JSON requires and read back unchanged", arguments: [
-        "plain", "quote \" backslash \\ slash /", "line\nfeed\r\ttab", "\u{0}\u{1}\u{8}\u{c}\u{1f}", "ünïcødé ✓ 🔑", "",
-    ])
+    @Test(
+        "strings are escaped as JSON requires and read back unchanged",
+        arguments: [
+            "plain", "quote \" backslash \\ slash /", "line\nfeed\r\ttab", "\u{0}\u{1}\u{8}\u{c}\u{1f}", "ünïcødé ✓ 🔑", "",
+        ]
+    )
     func strings(_ string: String) throws {
         let written = JSONValue.object(["k": .string(string)]).jsonBytes
         #expect(!written.contains { $0 < 0x20 }, "no raw control character")

@@ -10,12 +10,20 @@ final class TestClock: Sendable {
     func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
 }
 
-private func makeProvider(clock: TestClock = TestClock(), policy: PasswordPolicy = PasswordPolicy(),
-                          allowRegistration: Bool = true, latency: ClosedRange<Int> = 0...0) -> MockIdentityProvider {
+private func makeProvider(
+    clock: TestClock = TestClock(),
+    policy: PasswordPolicy = PasswordPolicy(),
+    allowRegistration: Bool = true,
+    latency: ClosedRange<Int> = 0...0
+) -> MockIdentityProvider {
     let settings = MockProviderSettings(
         users: [.init(username: "demo", password: Secret("demo-password-1"), email: "demo@example.com")],
-        latencyMilliseconds: latency, accessTokenLifetimeSeconds: 60, refreshTokenLifetimeSeconds: 600,
-        allowRegistration: allowRegistration, passwordPolicy: policy)
+        latencyMilliseconds: latency,
+        accessTokenLifetimeSeconds: 60,
+        refreshTokenLifetimeSeconds: 600,
+        allowRegistration: allowRegistration,
+        passwordPolicy: policy
+    )
     return MockIdentityProvider(settings: settings, defaultScopes: ["profile"], now: { clock.now })
 }
 
@@ -50,7 +58,9 @@ struct MockIdentityProviderTests {
     func wrongCredentials() async {
         let provider = makeProvider()
         let wrong = await error { () async throws(AuthGateError) in try await provider.signIn(PasswordCredentials(username: "demo", password: Secret("nope"))) }
-        let unknown = await error { () async throws(AuthGateError) in try await provider.signIn(PasswordCredentials(username: "ghost", password: Secret("demo-password-1"))) }
+        let unknown = await error { () async throws(AuthGateError) in
+            try await provider.signIn(PasswordCredentials(username: "ghost", password: Secret("demo-password-1")))
+        }
         #expect(wrong?.reason == .invalidCredentials)
         #expect(unknown?.reason == .invalidCredentials)
         #expect(wrong?.message == unknown?.message)
@@ -99,8 +109,14 @@ struct MockIdentityProviderTests {
     @Test("registration signs the new user in, and the user can sign in again")
     func register() async throws {
         let provider = makeProvider()
-        let result = try await provider.register(Registration(username: "bob", email: "bob@example.com",
-                                                              password: Secret("correct-horse-9"), passwordConfirmation: Secret("correct-horse-9")))
+        let result = try await provider.register(
+            Registration(
+                username: "bob",
+                email: "bob@example.com",
+                password: Secret("correct-horse-9"),
+                passwordConfirmation: Secret("correct-horse-9")
+            )
+        )
         #expect(result.subject == "mock:bob")
         let again = try await provider.signIn(PasswordCredentials(username: "bob", password: Secret("correct-horse-9")))
         #expect(again.subject == "mock:bob")
@@ -122,8 +138,14 @@ struct MockIdentityProviderTests {
     func badRegistration(_ case: (username: String, email: String, password: String, confirmation: String, reason: ErrorReason, fields: [String])) async {
         let provider = makeProvider()
         let failure = await error { () async throws(AuthGateError) in
-            try await provider.register(Registration(username: `case`.username, email: `case`.email,
-                                                     password: Secret(`case`.password), passwordConfirmation: Secret(`case`.confirmation)))
+            try await provider.register(
+                Registration(
+                    username: `case`.username,
+                    email: `case`.email,
+                    password: Secret(`case`.password),
+                    passwordConfirmation: Secret(`case`.confirmation)
+                )
+            )
         }
         #expect(failure?.reason == `case`.reason)
         #expect(failure?.fields.map(\.field) == `case`.fields)
@@ -134,7 +156,9 @@ struct MockIdentityProviderTests {
     func registrationDisabled() async {
         let provider = makeProvider(allowRegistration: false)
         let failure = await error { () async throws(AuthGateError) in
-            try await provider.register(Registration(username: "bob", email: "bob@example.com", password: Secret("correct-horse-9"), passwordConfirmation: Secret("correct-horse-9")))
+            try await provider.register(
+                Registration(username: "bob", email: "bob@example.com", password: Secret("correct-horse-9"), passwordConfirmation: Secret("correct-horse-9"))
+            )
         }
         #expect(failure?.reason == .unsupportedGrant)
     }
@@ -169,12 +193,23 @@ struct DomainTypeTests {
         #expect(Base64URL.encode([0xFB, 0xFF]) == "-_8")
     }
 
-    @Test("provider ids", arguments: [("corp", true), ("corp-2_x", true), ("9lives", true), ("Corp", false), ("_x", false), ("a.b", false), (String(repeating: "a", count: 65), false)])
+    @Test(
+        "provider ids",
+        arguments: [
+            ("corp", true), ("corp-2_x", true), ("9lives", true), ("Corp", false), ("_x", false), ("a.b", false), (String(repeating: "a", count: 65), false),
+        ]
+    )
     func providerID(_ value: String, _ valid: Bool) {
         #expect((ProviderID(value) != nil) == valid)
     }
 
-    @Test("email plausibility", arguments: [("a@b.co", true), ("first.last+tag@sub.example.org", true), ("a@b", false), ("@b.co", false), ("a b@c.de", false), ("a@@b.co", false), ("a@-b.co", false)])
+    @Test(
+        "email plausibility",
+        arguments: [
+            ("a@b.co", true), ("first.last+tag@sub.example.org", true), ("a@b", false), ("@b.co", false), ("a b@c.de", false), ("a@@b.co", false),
+            ("a@-b.co", false),
+        ]
+    )
     func email(_ value: String, _ valid: Bool) {
         #expect(EmailAddress.isPlausible(value) == valid)
     }

@@ -31,7 +31,10 @@ struct ProviderConfigurationLoaderTests {
         #expect(configuration.access == AccessRules(users: ["alice"], groups: ["developers"], executables: ["/usr/bin/git"]))
         #expect(configuration.scopes == ["openid", "profile", "offline_access"])
         #expect(configuration.grants == [.deviceCode, .authorizationCode, .clientCredentials])
-        guard case .oidc(let remote) = configuration.settings else { Issue.record("not oidc"); return }
+        guard case .oidc(let remote) = configuration.settings else {
+            Issue.record("not oidc")
+            return
+        }
         #expect(remote.issuer?.absoluteString == "https://sso.example.com/realms/corp")
         #expect(remote.endpoints.userinfo?.absoluteString == "https://sso.example.com/userinfo")
         #expect(remote.endpoints.token == nil)
@@ -52,19 +55,27 @@ struct ProviderConfigurationLoaderTests {
         #expect(configuration.storage == .memory)
         #expect(configuration.refresh == RefreshPolicy())
         #expect(configuration.access.admitsEveryone)
-        guard case .oauth2(let remote) = configuration.settings else { Issue.record("not oauth2"); return }
+        guard case .oauth2(let remote) = configuration.settings else {
+            Issue.record("not oauth2")
+            return
+        }
         #expect(remote.clientAuthentication == .none)
         #expect(remote.connectTimeoutMilliseconds == 3000 && remote.totalTimeoutMilliseconds == 10_000)
-        #expect(report.warnings.map(\.description) == [
-            "providers.d/api.json: $.grants: the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4); prefer device_code or authorization_code",
-        ])
+        #expect(
+            report.warnings.map(\.description) == [
+                "providers.d/api.json: $.grants: the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4); prefer device_code or authorization_code"
+            ]
+        )
     }
 
     @Test("a full mock file")
     func fullMock() throws {
         let report = ProviderConfigurationLoader.parse(try fixture("mock-full"), id: "mock", file: "providers.d/mock.json")
         let configuration = try #require(report.configuration, "\(report.problems)")
-        guard case .mock(let mock) = configuration.settings else { Issue.record("not mock"); return }
+        guard case .mock(let mock) = configuration.settings else {
+            Issue.record("not mock")
+            return
+        }
         #expect(mock.users.map(\.username) == ["demo"])
         #expect(mock.users.first?.email == "demo@example.com")
         #expect(mock.latencyMilliseconds == 5...20)
@@ -77,68 +88,132 @@ struct ProviderConfigurationLoaderTests {
 
     /// Each bad document and the exact problems it must produce.
     static let badDocuments: [(String, [String])] = [
-        (#"{"type": "oidc", "issuer": "http://sso.example.com", "client_id": "a", "grants": ["device_code"], "scopes": ["openid"]}"#,
-         [#"$.issuer: must be an https URL, found "http://sso.example.com""#]),
-        (#"{"type": "oidc", "issuer": "https://sso.example.com", "client_id": "a", "grants": ["device_code"], "scopes": ["openid"], "clientid": "x"}"#,
-         [#"$.clientid: unknown key for a provider of type "oidc" (did you mean "client_id"?)"#]),
-        (#"{"type": "oidc", "client_id": 5, "grants": ["device_code"], "scopes": ["openid"]}"#,
-         ["$.client_id: expected a string, found a number", "$.issuer: required: the issuer URL (discovery starts from it)"]),
-        (#"{"type": "saml"}"#,
-         [#"$.type: expected one of "oidc", "oauth2", "mock", found "saml""#]),
-        (#"{}"#,
-         [#"$.type: required: one of "oidc", "oauth2", "mock""#]),
-        (#"[1, 2]"#,
-         ["$: expected an object, found an array"]),
-        (#"{"type": "oauth2", "client_id": "a", "grants": ["password"]}"#,
-         ["$.endpoints: required: an object with at least the token endpoint (an oauth2 provider has no discovery)"]),
-        (#"{"type": "oauth2", "endpoints": {"authorization": "https://a.example/auth"}, "client_id": "a", "grants": ["device_code"]}"#,
-         ["$.endpoints.token: required: the token endpoint's https URL", "$.endpoints.device_authorization: required for the device_code grant"]),
-        (#"{"type": "oauth2", "endpoints": {"token": "http://10.0.0.1/token"}, "client_id": "a", "grants": ["password"], "allow_insecure_http_loopback": true}"#,
-         [#"$.endpoints.token: plain http is allowed only to 127.0.0.1 or ::1, found host "10.0.0.1""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": []}"#,
-         ["$.grants: must list at least one grant"]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["implicit", 3]}"#,
-         [#"$.grants[0]: expected one of "password", "device_code", "authorization_code", "client_credentials", found "implicit""#,
-          #"$.grants[1]: expected one of "password", "device_code", "authorization_code", "client_credentials", found a number"#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"]}"#,
-         ["$.grants: client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file"]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"], "client_auth": "private_key_jwt"}"#,
-         [#"$.client_key_file: required when client_auth is "private_key_jwt": the client's private key (PEM, EC P-256 or RSA)"#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"], "client_auth": "tls_client_auth"}"#,
-         [#"$.tls: client_cert_file and client_key_file are required when client_auth is "tls_client_auth" (RFC 8705)"#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "tls": {"client_cert_file": "/c.pem"}}"#,
-         [#"$.tls.client_key_file: required with tls.client_cert_file: mutual TLS needs both"#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "dpop": "on", "par": "always"}"#,
-         [#"$.dpop: expected one of "off", "required", found "on""#, #"$.par: expected one of "auto", "required", "off", found "always""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_auth": "client_secret_jwt"}"#,
-         [#"$.client_secret_file: required when client_auth is "client_secret_jwt""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_auth": "client_secret_basic"}"#,
-         [#"$.client_secret_file: required when client_auth is "client_secret_basic""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_secret_file": "secrets/x"}"#,
-         [#"$.client_secret_file: must be an absolute path, found "secrets/x""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "redirect_uri": "http://localhost/cb"}"#,
-         [#"$.redirect_uri: must be a loopback URL such as http://127.0.0.1/callback (RFC 8252 §7.3), found "http://localhost/cb""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "timeouts": {"connect_ms": 0, "total_ms": 1.5}}"#,
-         ["$.timeouts.connect_ms: must be between 1 and 120000", "$.timeouts.total_ms: expected an integer, found a number"]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "storage": "disk", "refresh": {"before_expiry_seconds": -1}}"#,
-         [#"$.storage: expected one of "memory", "persistent", found "disk""#, "$.refresh.before_expiry_seconds: must be between 0 and 86400"]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "access": {"executables": ["git"], "hosts": []}}"#,
-         [#"$.access.hosts: unknown key for access"#, #"$.access.executables[0]: must be an absolute path, found "git""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "scopes": ["open id"]}"#,
-         [#"$.scopes[0]: a scope is one token of printable ASCII without spaces, quotes or backslashes, found "open id""#]),
-        (#"{"type": "oauth2", "endpoints": {"token": "https://a.example/t#x"}, "client_id": "a", "grants": ["password"]}"#,
-         ["$.endpoints.token: must not contain a fragment (#…)"]),
-        (#"{"type": "mock", "users": [{"username": "a", "password": "p"}, {"username": "A", "password": "q"}, {"password": "r", "email": "nope"}]}"#,
-         [#"$.users[1].username: duplicate user "A""#, "$.users[2].email: must be an email address like name@example.com",
-          "$.users[2].username: required: the user's login name"]),
-        (#"{"type": "mock", "latency_ms": [500, 100]}"#,
-         ["$.latency_ms: expected [min, max] in milliseconds with min <= max"]),
-        (#"{"type": "mock", "latency_ms": 100}"#,
-         ["$.latency_ms: expected an array, found a number"]),
-        (#"{"type": "mock", "password_policy": {"min_length": 50, "max_length": 20}, "client_id": "x"}"#,
-         [#"$.client_id: unknown key for a provider of type "mock""#, "$.password_policy.min_length: must not exceed max_length (20)"]),
-        (#"{"type": "mock", "allow_registration": "yes"}"#,
-         ["$.allow_registration: expected true or false, found a string"]),
+        (
+            #"{"type": "oidc", "issuer": "http://sso.example.com", "client_id": "a", "grants": ["device_code"], "scopes": ["openid"]}"#,
+            [#"$.issuer: must be an https URL, found "http://sso.example.com""#]
+        ),
+        (
+            #"{"type": "oidc", "issuer": "https://sso.example.com", "client_id": "a", "grants": ["device_code"], "scopes": ["openid"], "clientid": "x"}"#,
+            [#"$.clientid: unknown key for a provider of type "oidc" (did you mean "client_id"?)"#]
+        ),
+        (
+            #"{"type": "oidc", "client_id": 5, "grants": ["device_code"], "scopes": ["openid"]}"#,
+            ["$.client_id: expected a string, found a number", "$.issuer: required: the issuer URL (discovery starts from it)"]
+        ),
+        (
+            #"{"type": "saml"}"#,
+            [#"$.type: expected one of "oidc", "oauth2", "mock", found "saml""#]
+        ),
+        (
+            #"{}"#,
+            [#"$.type: required: one of "oidc", "oauth2", "mock""#]
+        ),
+        (
+            #"[1, 2]"#,
+            ["$: expected an object, found an array"]
+        ),
+        (
+            #"{"type": "oauth2", "client_id": "a", "grants": ["password"]}"#,
+            ["$.endpoints: required: an object with at least the token endpoint (an oauth2 provider has no discovery)"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"authorization": "https://a.example/auth"}, "client_id": "a", "grants": ["device_code"]}"#,
+            ["$.endpoints.token: required: the token endpoint's https URL", "$.endpoints.device_authorization: required for the device_code grant"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "http://10.0.0.1/token"}, "client_id": "a", "grants": ["password"], "allow_insecure_http_loopback": true}"#,
+            [#"$.endpoints.token: plain http is allowed only to 127.0.0.1 or ::1, found host "10.0.0.1""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": []}"#,
+            ["$.grants: must list at least one grant"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["implicit", 3]}"#,
+            [
+                #"$.grants[0]: expected one of "password", "device_code", "authorization_code", "client_credentials", found "implicit""#,
+                #"$.grants[1]: expected one of "password", "device_code", "authorization_code", "client_credentials", found a number"#,
+            ]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"]}"#,
+            ["$.grants: client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"], "client_auth": "private_key_jwt"}"#,
+            [#"$.client_key_file: required when client_auth is "private_key_jwt": the client's private key (PEM, EC P-256 or RSA)"#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"], "client_auth": "tls_client_auth"}"#,
+            [#"$.tls: client_cert_file and client_key_file are required when client_auth is "tls_client_auth" (RFC 8705)"#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "tls": {"client_cert_file": "/c.pem"}}"#,
+            [#"$.tls.client_key_file: required with tls.client_cert_file: mutual TLS needs both"#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "dpop": "on", "par": "always"}"#,
+            [#"$.dpop: expected one of "off", "required", found "on""#, #"$.par: expected one of "auto", "required", "off", found "always""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_auth": "client_secret_jwt"}"#,
+            [#"$.client_secret_file: required when client_auth is "client_secret_jwt""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_auth": "client_secret_basic"}"#,
+            [#"$.client_secret_file: required when client_auth is "client_secret_basic""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "client_secret_file": "secrets/x"}"#,
+            [#"$.client_secret_file: must be an absolute path, found "secrets/x""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "redirect_uri": "http://localhost/cb"}"#,
+            [#"$.redirect_uri: must be a loopback URL such as http://127.0.0.1/callback (RFC 8252 §7.3), found "http://localhost/cb""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "timeouts": {"connect_ms": 0, "total_ms": 1.5}}"#,
+            ["$.timeouts.connect_ms: must be between 1 and 120000", "$.timeouts.total_ms: expected an integer, found a number"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "storage": "disk", "refresh": {"before_expiry_seconds": -1}}"#,
+            [#"$.storage: expected one of "memory", "persistent", found "disk""#, "$.refresh.before_expiry_seconds: must be between 0 and 86400"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "access": {"executables": ["git"], "hosts": []}}"#,
+            [#"$.access.hosts: unknown key for access"#, #"$.access.executables[0]: must be an absolute path, found "git""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "scopes": ["open id"]}"#,
+            [#"$.scopes[0]: a scope is one token of printable ASCII without spaces, quotes or backslashes, found "open id""#]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t#x"}, "client_id": "a", "grants": ["password"]}"#,
+            ["$.endpoints.token: must not contain a fragment (#…)"]
+        ),
+        (
+            #"{"type": "mock", "users": [{"username": "a", "password": "p"}, {"username": "A", "password": "q"}, {"password": "r", "email": "nope"}]}"#,
+            [
+                #"$.users[1].username: duplicate user "A""#, "$.users[2].email: must be an email address like name@example.com",
+                "$.users[2].username: required: the user's login name",
+            ]
+        ),
+        (
+            #"{"type": "mock", "latency_ms": [500, 100]}"#,
+            ["$.latency_ms: expected [min, max] in milliseconds with min <= max"]
+        ),
+        (
+            #"{"type": "mock", "latency_ms": 100}"#,
+            ["$.latency_ms: expected an array, found a number"]
+        ),
+        (
+            #"{"type": "mock", "password_policy": {"min_length": 50, "max_length": 20}, "client_id": "x"}"#,
+            [#"$.client_id: unknown key for a provider of type "mock""#, "$.password_policy.min_length: must not exceed max_length (20)"]
+        ),
+        (
+            #"{"type": "mock", "allow_registration": "yes"}"#,
+            ["$.allow_registration: expected true or false, found a string"]
+        ),
     ]
 
     @Test("each problem names its JSON path and what was expected", arguments: badDocuments)
@@ -181,7 +256,11 @@ struct ProviderConfigurationLoaderTests {
         #expect(reports.map(\.id) == ["bad", "good", "huge"])
         #expect(reports[1].configuration != nil)
         #expect(problems(reports[0]) == [#"$.extra: unknown key for a provider of type "mock""#])
-        #expect(problems(reports[2]) == ["$: the provider file \(directory.path)/huge.json is \(ProviderConfigurationLoader.maximumFileSize + 1) bytes; the limit is \(ProviderConfigurationLoader.maximumFileSize)"])
+        #expect(
+            problems(reports[2]) == [
+                "$: the provider file \(directory.path)/huge.json is \(ProviderConfigurationLoader.maximumFileSize + 1) bytes; the limit is \(ProviderConfigurationLoader.maximumFileSize)"
+            ]
+        )
     }
 
     @Test("a missing directory is an error of its own")

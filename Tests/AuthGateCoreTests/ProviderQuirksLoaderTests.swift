@@ -6,7 +6,8 @@ import Testing
 /// quirks"): read into ``ProviderQuirks``, each mistake reported with its file and field.
 @Suite("Provider quirk keys")
 struct ProviderQuirksLoaderTests {
-    private static let base = #""type": "oidc", "issuer": "https://login.example.com/organizations/v2.0", "client_id": "a", "grants": ["authorization_code"], "scopes": ["openid"]"#
+    private static let base =
+        #""type": "oidc", "issuer": "https://login.example.com/organizations/v2.0", "client_id": "a", "grants": ["authorization_code"], "scopes": ["openid"]"#
 
     private static func load(_ keys: String, base: String = base) -> ProviderFileReport {
         ProviderConfigurationLoader.parse(Data("{\(base), \(keys)}".utf8), id: "corp", file: "providers.d/corp.json")
@@ -14,7 +15,9 @@ struct ProviderQuirksLoaderTests {
 
     @Test("every quirk key is read; absent, the RFC behaviour (an hour without expires_in)")
     func read() throws {
-        let report = Self.load(#""expires_in_default": "never", "token_errors_with_http_200": true, "$schema": "https://authgate.example/provider.schema.json", "issuer_template": "https://login.example.com/{tenantid}/v2.0", "authorization_parameters": {"prompt": "consent", "access_type": "offline"}"#)
+        let report = Self.load(
+            #""expires_in_default": "never", "token_errors_with_http_200": true, "$schema": "https://authgate.example/provider.schema.json", "issuer_template": "https://login.example.com/{tenantid}/v2.0", "authorization_parameters": {"prompt": "consent", "access_type": "offline"}"#
+        )
         let quirks = try #require(report.configuration?.settings.remote?.quirks, "\(report.problems)")
         #expect(quirks.missingLifetime == .never)
         #expect(quirks.tokenErrorsWithHTTP200)
@@ -30,12 +33,22 @@ struct ProviderQuirksLoaderTests {
         (#""expires_in_default": 0"#, ["$.expires_in_default: must be between 1 and 31536000"]),
         (#""expires_in_default": true"#, [#"$.expires_in_default: expected a number of seconds or "never", found a boolean"#]),
         (#""token_errors_with_http_200": "yes""#, ["$.token_errors_with_http_200: expected true or false, found a string"]),
-        (#""issuer_template": "https://login.example.com/common/v2.0""#, [#"$.issuer_template: must contain {tenantid}, found "https://login.example.com/common/v2.0""#]),
-        (#""issuer_template": "http://login.example.com/{tenantid}/v2.0""#, [#"$.issuer_template: must be an https URL with {tenantid} in its path, found "http://login.example.com/{tenantid}/v2.0""#]),
-        (#""authorization_parameters": {"state": "x", "audience": "api", "access_type": 1}"#,
-         ["$.authorization_parameters.state: is set by authgate itself and cannot be overridden",
-          #"$.authorization_parameters.audience: use the provider's "audience" key instead"#,
-          "$.authorization_parameters.access_type: expected a string, found a number"]),
+        (
+            #""issuer_template": "https://login.example.com/common/v2.0""#,
+            [#"$.issuer_template: must contain {tenantid}, found "https://login.example.com/common/v2.0""#]
+        ),
+        (
+            #""issuer_template": "http://login.example.com/{tenantid}/v2.0""#,
+            [#"$.issuer_template: must be an https URL with {tenantid} in its path, found "http://login.example.com/{tenantid}/v2.0""#]
+        ),
+        (
+            #""authorization_parameters": {"state": "x", "audience": "api", "access_type": 1}"#,
+            [
+                "$.authorization_parameters.state: is set by authgate itself and cannot be overridden",
+                #"$.authorization_parameters.audience: use the provider's "audience" key instead"#,
+                "$.authorization_parameters.access_type: expected a string, found a number",
+            ]
+        ),
         (#""authorization_parameters": ["access_type=offline"]"#, ["$.authorization_parameters: expected an object, found an array"]),
         (#""$schema": 3"#, ["$.$schema: expected a string, found a number"]),
     ]
@@ -50,16 +63,25 @@ struct ProviderQuirksLoaderTests {
 
     @Test("issuer_template belongs to oidc providers")
     func templateNeedsOIDC() {
-        let report = Self.load(#""issuer_template": "https://login.example.com/{tenantid}/v2.0""#,
-                               base: #""type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"]"#)
-        #expect(report.problems.map { "\($0.path): \($0.message)" } == [#"$.issuer_template: applies only to a provider of type "oidc" (it checks discovery and ID tokens)"#])
+        let report = Self.load(
+            #""issuer_template": "https://login.example.com/{tenantid}/v2.0""#,
+            base: #""type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"]"#
+        )
+        #expect(
+            report.problems.map { "\($0.path): \($0.message)" } == [
+                #"$.issuer_template: applies only to a provider of type "oidc" (it checks discovery and ID tokens)"#
+            ]
+        )
     }
 
-    @Test("the tenant filling an issuer template must look like a tenant id", arguments: [
-        ("9188040d-6c67-4c5b-b112-36a304b66dad", "https://l.example/9188040d-6c67-4c5b-b112-36a304b66dad/v2.0"),
-        ("contoso.onmicrosoft.com", "https://l.example/contoso.onmicrosoft.com/v2.0"),
-        ("../evil", nil), ("", nil), ("a/b", nil),
-    ])
+    @Test(
+        "the tenant filling an issuer template must look like a tenant id",
+        arguments: [
+            ("9188040d-6c67-4c5b-b112-36a304b66dad", "https://l.example/9188040d-6c67-4c5b-b112-36a304b66dad/v2.0"),
+            ("contoso.onmicrosoft.com", "https://l.example/contoso.onmicrosoft.com/v2.0"),
+            ("../evil", nil), ("", nil), ("a/b", nil),
+        ]
+    )
     func tenant(_ tenant: String, _ issuer: String?) {
         #expect(ProviderQuirks.issuer("https://l.example/{tenantid}/v2.0", tenant: tenant) == issuer)
     }

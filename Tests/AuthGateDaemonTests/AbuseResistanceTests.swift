@@ -2,6 +2,7 @@ import AuthGateRPC
 import Foundation
 import Synchronization
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -135,7 +136,8 @@ struct AbuseResistanceTests {
         let before = Self.residentKiB(daemon.pid)
         // The sender thread only sends and this one only receives: the socket allows both at once.
         nonisolated(unsafe) let flooder = try daemon.connect()
-        let batches = 50, perBatch = 1000  // 72 KB a batch; 11.5 MB of answers if the daemon buffered them all
+        let batches = 50
+        let perBatch = 1000  // 72 KB a batch; 11.5 MB of answers if the daemon buffered them all
         let batch = Array(repeating: Array((Self.token + "\n").utf8), count: perBatch).flatMap { $0 }
         let sent = Atomic<Int>(0)
         let sender = Thread {
@@ -175,7 +177,9 @@ struct AbuseResistanceTests {
         #expect(sent.load(ordering: .relaxed) == batches)
     }
 
-    @Test("a line left unfinished behind a request slower than --request-timeout is still read and answered, also as the unfinished last line of a half-closed connection")
+    @Test(
+        "a line left unfinished behind a request slower than --request-timeout is still read and answered, also as the unfinished last line of a half-closed connection"
+    )
     func slowRequestAhead() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(1500)], arguments: ["--request-timeout", "1"], logLevel: "info")
         let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#

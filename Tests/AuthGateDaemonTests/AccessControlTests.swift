@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,8 +9,10 @@ import Glibc
 /// by user, group and executable, and the admin group — with real uids.
 @Suite("Access control", .serialized)
 struct AccessControlTests {
-    static let isRootWithTools = getuid() == 0 && ["/usr/bin/setpriv", "/usr/sbin/useradd", "/usr/sbin/groupadd"]
-        .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+    static let isRootWithTools =
+        getuid() == 0
+        && ["/usr/bin/setpriv", "/usr/sbin/useradd", "/usr/sbin/groupadd"]
+            .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
 
     @Test("a world-writable provider file is refused with a sentence naming it; the others are served")
     func worldWritableProviderFile() throws {
@@ -21,7 +24,12 @@ struct AccessControlTests {
         chmod(directory + "/open.json", 0o666)
         let check = try run(BuiltProducts.daemon, ["--check", "--providers", directory])
         #expect(check.status == 1)
-        #expect(check.stdout.contains("\(directory)/open.json: $: refused: the provider file \(directory)/open.json is writable by everyone (mode 0666); run chmod go-w on it"), "\(check.stdout)")
+        #expect(
+            check.stdout.contains(
+                "\(directory)/open.json: $: refused: the provider file \(directory)/open.json is writable by everyone (mode 0666); run chmod go-w on it"
+            ),
+            "\(check.stdout)"
+        )
         #expect(check.stdout.contains("1 ready, 1 invalid"))
 
         chmod(directory + "/open.json", 0o664)
@@ -36,8 +44,13 @@ struct AccessControlTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
         try Data(Providers.mock.utf8).write(to: URL(fileURLWithPath: directory + "/mock.json"))
         chmod(directory, 0o777)
-        let result = try run(BuiltProducts.daemon, ["--user", "--providers", directory, "--socket", scratch.path + "/s.sock",
-                                                    "--state-dir", scratch.path + "/state"])
+        let result = try run(
+            BuiltProducts.daemon,
+            [
+                "--user", "--providers", directory, "--socket", scratch.path + "/s.sock",
+                "--state-dir", scratch.path + "/state",
+            ]
+        )
         #expect(result.status != 0)
         #expect(result.stderr.contains("\(directory): refused: the providers directory \(directory) is writable by everyone (mode 0777)"), "\(result.stderr)")
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/s.sock"))
@@ -50,14 +63,17 @@ struct AccessControlTests {
         try scratch.write("corp.secret", "s3cr3t-client-secret-value\n")
         chmod(secret, 0o644)
         let provider = #"""
-        {"type": "oauth2", "endpoints": {"token": "https://127.0.0.1:1/token"}, "client_id": "svc",
-         "client_secret_file": "\#(secret)", "grants": ["client_credentials"]}
-        """#
+            {"type": "oauth2", "endpoints": {"token": "https://127.0.0.1:1/token"}, "client_id": "svc",
+             "client_secret_file": "\#(secret)", "grants": ["client_credentials"]}
+            """#
         try FileManager.default.createDirectory(atPath: scratch.path + "/providers.d", withIntermediateDirectories: false)
         try scratch.write("providers.d/corp.json", provider)
         let check = try run(BuiltProducts.daemon, ["--check", "--providers", scratch.path + "/providers.d"])
         #expect(check.status == 1)
-        #expect(check.stdout.contains("$.client_secret_file: refused: the secret file \(secret) is readable by everyone (mode 0644); run chmod o-r on it"), "\(check.stdout)")
+        #expect(
+            check.stdout.contains("$.client_secret_file: refused: the secret file \(secret) is readable by everyone (mode 0644); run chmod o-r on it"),
+            "\(check.stdout)"
+        )
         #expect(!check.stdout.contains("s3cr3t"))
 
         chmod(secret, 0o640)
@@ -73,13 +89,19 @@ struct AccessControlTests {
         try Data(Providers.mock.utf8).write(to: URL(fileURLWithPath: directory + "/theirs.json"))
         chown(directory + "/theirs.json", 65534, 65534)
         let check = try run(BuiltProducts.daemon, ["--check", "--providers", directory])
-        #expect(check.stdout.contains("the provider file \(directory)/theirs.json is owned by uid 65534; it must belong to root or to the daemon's user (uid 0)"), "\(check.stdout)")
+        #expect(
+            check.stdout.contains("the provider file \(directory)/theirs.json is owned by uid 65534; it must belong to root or to the daemon's user (uid 0)"),
+            "\(check.stdout)"
+        )
     }
 
-    @Test("two real users: access by user and by supplementary group; the admin group lists every session and reloads, but reads nobody's token",
-          .enabled(if: isRootWithTools, "needs root, setpriv, useradd and groupadd to create a second user"))
+    @Test(
+        "two real users: access by user and by supplementary group; the admin group lists every session and reloads, but reads nobody's token",
+        .enabled(if: isRootWithTools, "needs root, setpriv, useradd and groupadd to create a second user")
+    )
     func twoUsers() throws {
-        let user = "authgate-test-b", group = "authgate-test-g"
+        let user = "authgate-test-b"
+        let group = "authgate-test-g"
         _ = try run(URL(fileURLWithPath: "/usr/sbin/groupadd"), ["-f", group])
         if try run(URL(fileURLWithPath: "/usr/bin/id"), [user]).status != 0 {
             let added = try run(URL(fileURLWithPath: "/usr/sbin/useradd"), ["-M", "-N", "-g", "nogroup", "-G", group, "-s", "/usr/sbin/nologin", user])
@@ -89,11 +111,14 @@ struct AccessControlTests {
             _ = try? run(URL(fileURLWithPath: "/usr/sbin/userdel"), [user])
             _ = try? run(URL(fileURLWithPath: "/usr/sbin/groupdel"), [group])
         }
-        let daemon = try DaemonProcess(providers: [
-            "mock.json": Providers.mock,
-            "team.json": #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"groups": ["\#(group)"]}}"#,
-            "bobs.json": #"{"type": "mock", "access": {"users": ["\#(user)"]}}"#,
-        ], arguments: ["--socket-group", "nogroup", "--admin-group", group])
+        let daemon = try DaemonProcess(
+            providers: [
+                "mock.json": Providers.mock,
+                "team.json": #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"groups": ["\#(group)"]}}"#,
+                "bobs.json": #"{"type": "mock", "access": {"users": ["\#(user)"]}}"#,
+            ],
+            arguments: ["--socket-group", "nogroup", "--admin-group", group]
+        )
         chmod(daemon.scratch.path, 0o755)
         let asB = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=nogroup", "--init-groups", "--"]
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]

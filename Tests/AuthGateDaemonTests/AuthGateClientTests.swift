@@ -89,7 +89,9 @@ struct AuthGateClientTests {
         #expect(answered.1 - signedIn < .seconds(1), "seen \(answered.1 - signedIn) after the sign-in")
     }
 
-    @Test("against idpyoidc: authorizationHeaders (Bearer, and DPoP with a proof the resource takes), exchange (cached; a forbidden audience is validation_failed), and HTTPAuthorizer answering a resource's use_dpop_nonce with one retry, the nonce then remembered")
+    @Test(
+        "against idpyoidc: authorizationHeaders (Bearer, and DPoP with a proof the resource takes), exchange (cached; a forbidden audience is validation_failed), and HTTPAuthorizer answering a resource's use_dpop_nonce with one retry, the nonce then remembered"
+    )
     func authorizationAndExchange() async throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
@@ -97,8 +99,13 @@ struct AuthGateClientTests {
             #"{"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "\#(client)", "grants": ["password"], "scopes": ["openid", "read"], "tls": {"ca_file": "\#(server.caFile)"}\#(extra)}"#
         }
         let secretFile = server.client("authgate-exchange")["secret_file"] as? String ?? ""
-        let daemon = try DaemonProcess(providers: ["corp.json": provider("authgate-exchange", #", "client_secret_file": "\#(secretFile)""#),
-                                                   "bound.json": provider("authgate-dpop", #", "dpop": "required""#)], scratch: scratch)
+        let daemon = try DaemonProcess(
+            providers: [
+                "corp.json": provider("authgate-exchange", #", "client_secret_file": "\#(secretFile)""#),
+                "bound.json": provider("authgate-dpop", #", "dpop": "required""#),
+            ],
+            scratch: scratch
+        )
         try daemon.waitForLog("provider ready")
         for name in ["corp", "bound"] {
             let login = try daemon.cli(["login", name, "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
@@ -164,8 +171,11 @@ struct AuthGateClientTests {
     /// status and header fields.
     static func curl(_ request: AuthorizedRequest, caFile: String) throws -> HTTPAnswer {
         let headers = request.headers.map { "\($0.name): \($0.value)\n" }.joined()
-        let result = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", caFile, "-o", "/dev/null", "-D", "-", "-H", "@-", request.url],
-                             stdin: headers)
+        let result = try run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-sS", "--cacert", caFile, "-o", "/dev/null", "-D", "-", "-H", "@-", request.url],
+            stdin: headers
+        )
         let lines = result.stdout.components(separatedBy: "\r\n")
         guard let status = lines.first?.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else {
             throw TestFailure("curl: \(result.stderr)")

@@ -1,6 +1,7 @@
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -26,8 +27,11 @@ private func session(_ daemon: DaemonProcess) throws -> [String: Any] {
 }
 
 /// Polls `status` until `condition` holds, for at most `timeout`.
-private func waitForSession(_ daemon: DaemonProcess, timeout: Duration = .seconds(20),
-                            _ condition: ([String: Any]) -> Bool) throws -> [String: Any] {
+private func waitForSession(
+    _ daemon: DaemonProcess,
+    timeout: Duration = .seconds(20),
+    _ condition: ([String: Any]) -> Bool
+) throws -> [String: Any] {
     let deadline = ContinuousClock.now + timeout
     while true {
         let current = try session(daemon)
@@ -44,10 +48,12 @@ struct BackgroundRefreshTests {
     func refreshedWithoutCaller() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp", accessTokenLifetime: 3)
-        let daemon = try DaemonProcess(providers: ["corp.json": #"""
+        let daemon = try DaemonProcess(providers: [
+            "corp.json": #"""
             {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate-password", "grants": ["password"],
              "scopes": ["openid"], "tls": {"ca_file": "\#(server.caFile)"}}
-            """#])
+            """#
+        ])
         try signIn(daemon, "corp")
         let first = try daemon.cli(["token", "corp", "--min-valid", "0"]).stdout
         // A refresh is planned. `status` shows no plan while a refresh runs, which a loaded
@@ -131,14 +137,22 @@ struct BackgroundRefreshTests {
     /// need about 190, so most samples were `expired`.
     @Test("300 sessions of 3 s tokens, untouched for 8 s: no status sample is ever expired, and refreshes start on time")
     func manySessionsKeepUp() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": #"""
-            {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
-             "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
-            """#], logLevel: "notice")
+        let daemon = try DaemonProcess(
+            providers: [
+                "mock.json": #"""
+                {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+                 "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+                """#
+            ],
+            logLevel: "notice"
+        )
         let connection = try daemon.connect()
         let count = 300
         for index in 0..<count {
-            let login = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#)
+            let login = try exchange(
+                connection,
+                #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
+            )
             #expect(login.result != nil, "\(login)")
         }
         let until = ContinuousClock.now + .seconds(8)
@@ -156,8 +170,16 @@ struct BackgroundRefreshTests {
         let refresh = try #require((info.result as? [String: Any])?["refresh"] as? [String: Any])
         let started = refresh["started"] as? Int ?? 0
         let p99 = refresh["lateness_p99_seconds"] as? Double ?? .infinity
-        print(String(format: "refresh at scale: %d sessions of 3 s tokens, 8 s: %d of %d samples expired, %d refreshes, lateness p99 %.3f s",
-                     count, expired, samples, started, p99))
+        print(
+            String(
+                format: "refresh at scale: %d sessions of 3 s tokens, 8 s: %d of %d samples expired, %d refreshes, lateness p99 %.3f s",
+                count,
+                expired,
+                samples,
+                started,
+                p99
+            )
+        )
         #expect(expired == 0)
         #expect(started >= count * 3, "every session refreshed several times")
         #expect(p99 <= 1)
@@ -166,16 +188,19 @@ struct BackgroundRefreshTests {
 
     @Test("a provider slower than its sessions need: the backlog is warned about and shown, and another provider's sessions stay fresh")
     func slowProviderBacklog() throws {
-        let daemon = try DaemonProcess(providers: [
-            "slow.json": #"""
-            {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "latency_ms": [300, 300],
-             "access_token_lifetime_seconds": 4, "refresh": {"before_expiry_seconds": 1}}
-            """#,
-            "fast.json": #"""
-            {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
-             "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
-            """#,
-        ], logLevel: "notice")
+        let daemon = try DaemonProcess(
+            providers: [
+                "slow.json": #"""
+                {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "latency_ms": [300, 300],
+                 "access_token_lifetime_seconds": 4, "refresh": {"before_expiry_seconds": 1}}
+                """#,
+                "fast.json": #"""
+                {"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}],
+                 "access_token_lifetime_seconds": 3, "refresh": {"before_expiry_seconds": 1}}
+                """#,
+            ],
+            logLevel: "notice"
+        )
         // 8 slots for a 300 ms provider: about 27 refreshes a second, where 100 sessions of 4 s
         // tokens need about 40.
         // Every sign-in on its own connection, all written before any answer is read: the
@@ -183,7 +208,12 @@ struct BackgroundRefreshTests {
         let logins = (0..<100).map { ("slow", "s\($0)") } + (0..<50).map { ("fast", "f\($0)") }
         let pending = try logins.map { provider, session in
             let connection = try daemon.connect()
-            try connection.send(Array((#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"\#(session)"}}"# + "\n").utf8))
+            try connection.send(
+                Array(
+                    (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"\#(session)"}}"#
+                        + "\n").utf8
+                )
+            )
             return connection
         }
         for connection in pending {
@@ -203,7 +233,9 @@ struct BackgroundRefreshTests {
             let status = try exchange(connections[1], #"{"jsonrpc":"2.0","id":2,"method":"status"}"#)
             let sessions = try #require(status.result as? [[String: Any]])
             sawOverdue = sawOverdue || sessions.contains { $0["provider"] as? String == "slow" && $0["refresh_overdue_seconds"] != nil }
-            fastExpired += sessions.count { $0["provider"] as? String == "fast" && $0["state"] as? String != "authenticated" && $0["state"] as? String != "refreshing" }
+            fastExpired += sessions.count {
+                $0["provider"] as? String == "fast" && $0["state"] as? String != "authenticated" && $0["state"] as? String != "refreshing"
+            }
             shownOverdue = try shownOverdue || daemon.cli(["status", "slow"]).stdout.contains("overdue by")
             usleep(100_000)
         }

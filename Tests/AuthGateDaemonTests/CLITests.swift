@@ -1,6 +1,7 @@
 import AuthGateCore
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -50,8 +51,10 @@ struct CLITests {
     @Test("register signs the new user in")
     func register() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
-        let result = try daemon.cli(["register", "mock", "--username", "carol", "--email", "carol@example.com", "--password-stdin"],
-                                    stdin: "sunny-meadow-77\nsunny-meadow-77\n")
+        let result = try daemon.cli(
+            ["register", "mock", "--username", "carol", "--email", "carol@example.com", "--password-stdin"],
+            stdin: "sunny-meadow-77\nsunny-meadow-77\n"
+        )
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.hasPrefix("Registered and signed in to mock as mock:carol."))
         #expect(try daemon.cli(["token", "mock"]).status == 0)
@@ -64,12 +67,18 @@ struct CLITests {
         (["login", "mock", "--username", "demo", "--password-stdin"], "nope\n", 4, "The username or password is incorrect. [invalid_credentials]"),
         (["login", "mock", "--username", "demo", "--password-stdin"], "\n", 5, "password: must not be empty"),
         (["login", "nope", "--username", "demo", "--password-stdin"], "x\n", 6, "There is no provider named 'nope'"),
-        (["login", "corp", "--username", "demo", "--password-stdin"], "x\n", 7, "Cannot reach corp: cannot connect to 127.0.0.1:1 (nothing answers, or the network is down). [network_error]"),
+        (
+            ["login", "corp", "--username", "demo", "--password-stdin"], "x\n", 7,
+            "Cannot reach corp: cannot connect to 127.0.0.1:1 (nothing answers, or the network is down). [network_error]"
+        ),
         (["login", "broken", "--username", "demo", "--password-stdin"], "x\n", 6, "[provider_unavailable]"),
         (["token", "mock"], nil, 3, "[login_required]"),
         (["register", "mock", "--username", "demo", "--email", "d@example.com", "--password-stdin"], "good-password-1\n", 5, "[user_exists]"),
         (["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "short\n", 5, "[weak_password]"),
-        (["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "good-password-1\nother-password-1\n", 5, "password_confirmation: does not match the password"),
+        (
+            ["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "good-password-1\nother-password-1\n", 5,
+            "password_confirmation: does not match the password"
+        ),
         (["login", "mock", "--username", "demo"], "", 64, "--password-stdin"),
     ]
 
@@ -87,10 +96,16 @@ struct CLITests {
         let scratch = try ScratchDirectory()
         let result = try run(BuiltProducts.cli, ["token", "mock"], environment: ["AUTHGATE_SOCKET": scratch.path + "/none.sock"])
         #expect(result.status == 2)
-        #expect(result.stderr == "authgate: cannot reach authgated at \(scratch.path)/none.sock: no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)\n")
+        #expect(
+            result.stderr
+                == "authgate: cannot reach authgated at \(scratch.path)/none.sock: no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)\n"
+        )
     }
 
-    @Test("the password prompt does not echo on a terminal", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1) for a pseudo-terminal"))
+    @Test(
+        "the password prompt does not echo on a terminal",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1) for a pseudo-terminal")
+    )
     func passwordPromptWithoutEcho() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
         // script(1) runs the CLI on a pseudo-terminal and relays our pipe to it, like a person typing.

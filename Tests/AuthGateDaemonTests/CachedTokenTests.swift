@@ -4,10 +4,12 @@ import Foundation
 import Logging
 import NIOCore
 import Testing
+
+@testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import AuthGateDaemon
 
 private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -22,14 +24,17 @@ struct CachedTokenTests {
         Array(line.utf8).withUnsafeBytes { PlainTokenRequest($0) }
     }
 
-    @Test("plain token lines are read exactly as the JSON decoder reads them", arguments: [
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"id":42,"jsonrpc":"2.0","method":"token","params":{"provider":"corp","session":"work"}}"#,
-        #" { "params" : { "min_valid_seconds" : 300 , "provider" : "corp" } , "method" : "token" , "jsonrpc" : "2.0" , "id" : "a-1" } "#,
-        #"{"jsonrpc":"2.0","id":-7,"method":"token","params":{"provider":"mock","force_refresh":false,"min_valid_seconds":0}}"#,
-        "{\"jsonrpc\":\"2.0\",\t\"id\":123456789012345678,\r\"method\":\"token\",\"params\":{\"provider\":\"mock\",\"min_valid_seconds\":86400}}",
-        #"{"jsonrpc":"2.0","id":"x/y z","method":"token","params":{"provider":"m","session":"Default.2"}}"#,
-    ])
+    @Test(
+        "plain token lines are read exactly as the JSON decoder reads them",
+        arguments: [
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"id":42,"jsonrpc":"2.0","method":"token","params":{"provider":"corp","session":"work"}}"#,
+            #" { "params" : { "min_valid_seconds" : 300 , "provider" : "corp" } , "method" : "token" , "jsonrpc" : "2.0" , "id" : "a-1" } "#,
+            #"{"jsonrpc":"2.0","id":-7,"method":"token","params":{"provider":"mock","force_refresh":false,"min_valid_seconds":0}}"#,
+            "{\"jsonrpc\":\"2.0\",\t\"id\":123456789012345678,\r\"method\":\"token\",\"params\":{\"provider\":\"mock\",\"min_valid_seconds\":86400}}",
+            #"{"jsonrpc":"2.0","id":"x/y z","method":"token","params":{"provider":"m","session":"Default.2"}}"#,
+        ]
+    )
     func acceptedLines(_ line: String) throws {
         let request = try #require(scan(line), "the scanner should accept \(line)")
         let decoded = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(line.utf8))
@@ -44,36 +49,39 @@ struct CachedTokenTests {
         #expect(echoed == decoded.envelope.id)
     }
 
-    @Test("anything else goes to the full decoder", arguments: [
-        "",
-        "[]",
-        #"{"jsonrpc":"2.0","id":1,"method":"status","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"1.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","method":"token","params":{"provider":"mock"}}"#,                      // a notification
-        #"{"jsonrpc":"2.0","id":null,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token"}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"\u006dock"}}"#,          // an escape
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"möck"}}"#,               // not ASCII
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","scopes":[]}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":true}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":86401}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":1.5}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":"5"}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","provider":"corp"}}"#,
-        #"{"jsonrpc":"2.0","id":1,"id":2,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":1.0,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":1e3,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":01,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":-0,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":1234567890123456789,"method":"token","params":{"provider":"mock"}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"},"extra":1}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}} x"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock",}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":falsey}}"#,
-        #"{"jsonrpc":"2.0","id":1,"method":"token","params":["mock"]}"#,
-    ])
+    @Test(
+        "anything else goes to the full decoder",
+        arguments: [
+            "",
+            "[]",
+            #"{"jsonrpc":"2.0","id":1,"method":"status","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"1.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","method":"token","params":{"provider":"mock"}}"#,  // a notification
+            #"{"jsonrpc":"2.0","id":null,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token"}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"\u006dock"}}"#,  // an escape
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"möck"}}"#,  // not ASCII
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","scopes":[]}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":true}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":86401}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":1.5}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":"5"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","provider":"corp"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"id":2,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":1.0,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":1e3,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":01,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":-0,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":1234567890123456789,"method":"token","params":{"provider":"mock"}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"},"extra":1}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}} x"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock",}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":falsey}}"#,
+            #"{"jsonrpc":"2.0","id":1,"method":"token","params":["mock"]}"#,
+        ]
+    )
     func refusedLines(_ line: String) {
         #expect(scan(line) == nil)
     }
@@ -167,8 +175,12 @@ struct CachedTokenTests {
             return (reply?["result"] as? [String: Any])?["access_token"] as? String
         }
         let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
-        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
-                                 grant: .password, binding: binding, for: key)
+        _ = await sessions.store(
+            try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+            grant: .password,
+            binding: binding,
+            for: key
+        )
         let handedOut = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
 
         let first = try #require(answer(plainLine()))
@@ -200,8 +212,12 @@ struct CachedTokenTests {
         #expect(answer(plainLine()) == nil, "signed out")
 
         // More lines in use than it remembers: each is still answered right.
-        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
-                                 grant: .password, binding: binding, for: key)
+        _ = await sessions.store(
+            try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+            grant: .password,
+            binding: binding,
+            for: key
+        )
         let current = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
         for round in 0..<2 {
             for validity in 0..<(RecentTokenAnswers.capacity + 4) {
@@ -210,7 +226,9 @@ struct CachedTokenTests {
         }
     }
 
-    @Test("issue 28 item 3: a minimum the 60 s tokens cannot meet is served a token younger than half its lifetime, by the manager and the event loop alike, and logged once")
+    @Test(
+        "issue 28 item 3: a minimum the 60 s tokens cannot meet is served a token younger than half its lifetime, by the manager and the event loop alike, and logged once"
+    )
     func unmeetableMinimum() async throws {
         let clock = ManualClock()
         let log = SharedText()
@@ -226,16 +244,22 @@ struct CachedTokenTests {
             return (reply?["result"] as? [String: Any])?["access_token"] as? String
         }
         let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
-        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
-                                 grant: .password, binding: binding, for: key)
+        _ = await sessions.store(
+            try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+            grant: .password,
+            binding: binding,
+            for: key
+        )
         let caller = PeerCredentials(pid: getpid(), uid: 1000, gid: 1000)
         let signedIn = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: false).accessToken.exposedValue
         // The sign-in's token has under 60 s left: refreshed once, and the new one has no more.
         let first = try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue
         #expect(first != signedIn)
         #expect(fastPath(60) == nil, "refreshed, not handed out from the cache yet")
-        #expect(try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue == first,
-                "no refresh per call")
+        #expect(
+            try await sessions.token(for: key, minimumValidity: 60, forceRefresh: false, caller: caller).accessToken.exposedValue == first,
+            "no refresh per call"
+        )
         #expect(fastPath(60) == first, "the event loop serves the noted minimum as the manager does")
         #expect(fastPath(90) == nil, "a minimum not yet noted goes to the manager")
         #expect(log.text.components(separatedBy: "minimum validity the provider's tokens do not have").count == 2, "logged once: \(log.text)")
@@ -268,12 +292,20 @@ struct CachedTokenTests {
         let client = try #require(registered.client)
         let answers = answers(broadcast, open: [registered])
         let binding = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
-        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
-                                 grant: .password, binding: binding, for: key)
+        _ = await sessions.store(
+            try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+            grant: .password,
+            binding: binding,
+            for: key
+        )
         _ = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
         #expect(answers.answer(to: plainLine(), uid: 1000, allocator: ByteBufferAllocator()) != nil)
-        _ = await sessions.store(try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
-                                 grant: .password, binding: binding, for: key)
+        _ = await sessions.store(
+            try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+            grant: .password,
+            binding: binding,
+            for: key
+        )
         #expect(answers.answer(to: plainLine(), uid: 1000, allocator: ByteBufferAllocator()) == nil)
     }
 
@@ -282,8 +314,10 @@ struct CachedTokenTests {
         let open = OpenProviders()
         let ruled = mockProvider(id: "ruled", access: #","access":{"users":["root"]}"#)
         #expect(ruled.configuration != nil, "the access rule itself is valid")
-        let broken = RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(#"{"type":"mock","latency":1}"#.utf8), id: "broken", file: "broken.json"),
-                                             logger: quiet)
+        let broken = RegisteredProvider.make(
+            ProviderConfigurationLoader.parse(Data(#"{"type":"mock","latency":1}"#.utf8), id: "broken", file: "broken.json"),
+            logger: quiet
+        )
         #expect(broken.status == .invalid)
         open.update([mockProvider(), ruled, broken])
         #expect(open.contains("mock"))
@@ -344,7 +378,10 @@ struct CachedTokenTests {
 
         // Signed out on another connection: the cached token is gone for this one too.
         let other = try daemon.connect()
-        #expect((try exchange(other, #"{"jsonrpc":"2.0","id":20,"method":"logout","params":{"provider":"mock"}}"#).result as? [String: Any])?["removed"] as? Bool == true)
+        #expect(
+            (try exchange(other, #"{"jsonrpc":"2.0","id":20,"method":"logout","params":{"provider":"mock"}}"#).result as? [String: Any])?["removed"] as? Bool
+                == true
+        )
         #expect(try exchange(connection, plain).errorReason == "login_required")
 
         // A token that will not last long enough is refreshed, not served from the cache.
@@ -358,7 +395,9 @@ struct CachedTokenTests {
         #expect(!daemon.logText.contains(before) && !daemon.logText.contains(longer))
     }
 
-    @Test("through the socket: a reload that adds access rules or breaks the provider ends the cached answers at once (and the sessions of those it no longer admits)")
+    @Test(
+        "through the socket: a reload that adds access rules or breaks the provider ends the cached answers at once (and the sessions of those it no longer admits)"
+    )
     func reloadEndsCachedAnswers() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
         let connection = try daemon.connect()

@@ -1,8 +1,9 @@
-@testable import AuthGateDaemon
 import NIOCore
 import NIOEmbedded
 import Synchronization
 import Testing
+
+@testable import AuthGateDaemon
 
 /// The connection's NIO handlers in process, on an `EmbeddedChannel` with its own clock: line
 /// framing and the deadlines, without a socket or a sleep.

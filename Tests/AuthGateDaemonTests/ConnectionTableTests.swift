@@ -5,10 +5,12 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import AuthGateDaemon
 
 private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 
@@ -34,10 +36,19 @@ struct ConnectionTableTests {
     func oneLine() {
         var table = ConnectionTable(limits: limits)
         table.serve(connection(7), now: 0)
-        guard case .answer(let line, let uid) = read(&table, "{\"id\":1}\n", on: 7, at: 1) else { Issue.record("not answered"); return }
+        guard case .answer(let line, let uid) = read(&table, "{\"id\":1}\n", on: 7, at: 1) else {
+            Issue.record("not answered")
+            return
+        }
         #expect(line == 0..<8 && uid == 1000)
-        guard case .wait = table.answered(7, .all) else { Issue.record("the connection should stay"); return }
-        guard case .answer(let crlf, _) = read(&table, "{\"id\":2}\r\n", on: 7, at: 2) else { Issue.record("not answered"); return }
+        guard case .wait = table.answered(7, .all) else {
+            Issue.record("the connection should stay")
+            return
+        }
+        guard case .answer(let crlf, _) = read(&table, "{\"id\":2}\r\n", on: 7, at: 2) else {
+            Issue.record("not answered")
+            return
+        }
         #expect(crlf == 0..<8)
         #expect(table.count == 1)
     }
@@ -63,11 +74,17 @@ struct ConnectionTableTests {
         table.serve(connection(4), now: 0)
         let line = Array("{\"id\":1}\n".utf8)
         _ = line.withUnsafeBytes { table.read($0, on: 3, capacity: 1024, now: 1) }
-        guard case .handOn(let unanswered) = line.withUnsafeBytes({ table.unanswered($0, on: 3) }) else { Issue.record("not handed on"); return }
+        guard case .handOn(let unanswered) = line.withUnsafeBytes({ table.unanswered($0, on: 3) }) else {
+            Issue.record("not handed on")
+            return
+        }
         #expect(unanswered.unread == line && unanswered.unwritten.isEmpty)
 
         _ = line.withUnsafeBytes { table.read($0, on: 4, capacity: 1024, now: 1) }
-        guard case .handOn(let partial) = table.answered(4, .part([7, 8, 9])) else { Issue.record("not handed on"); return }
+        guard case .handOn(let partial) = table.answered(4, .part([7, 8, 9])) else {
+            Issue.record("not handed on")
+            return
+        }
         #expect(partial.unwritten == [7, 8, 9] && partial.unread.isEmpty && partial.bytesArrived)
         #expect(table.count == 0)
     }
@@ -77,12 +94,21 @@ struct ConnectionTableTests {
         var table = ConnectionTable(limits: limits)
         table.serve(connection(5), now: 0)
         table.serve(connection(6), now: 0)
-        guard case .close(let gone) = read(&table, "", on: 5, at: 1) else { Issue.record("not closed"); return }
+        guard case .close(let gone) = read(&table, "", on: 5, at: 1) else {
+            Issue.record("not closed")
+            return
+        }
         #expect(gone.descriptor == 5)
         _ = read(&table, "{}\n", on: 6, at: 1)
-        guard case .close(let failed) = table.answered(6, .failed) else { Issue.record("not closed"); return }
+        guard case .close(let failed) = table.answered(6, .failed) else {
+            Issue.record("not closed")
+            return
+        }
         #expect(failed.descriptor == 6 && table.count == 0)
-        guard case .wait = read(&table, "{}\n", on: 6, at: 2) else { Issue.record("a descriptor no longer here is ignored"); return }
+        guard case .wait = read(&table, "{}\n", on: 6, at: 2) else {
+            Issue.record("a descriptor no longer here is ignored")
+            return
+        }
     }
 
     @Test("no byte within the first-byte timeout, or nothing within the idle timeout of the last answer: closed, with which")
@@ -145,7 +171,12 @@ struct ConnectionTableTests {
         #expect(connections.count == 2, "given back once")
 
         let (theirs, other) = socketPair()
-        let adopted = ClientConnection(descriptor: theirs, caller: PeerCredentials(pid: 1, uid: 1000, gid: 1000), admission: .admitted, connections: connections)
+        let adopted = ClientConnection(
+            descriptor: theirs,
+            caller: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
+            admission: .admitted,
+            connections: connections
+        )
         #expect(adopted.adopt())
         adopted.close()
         #expect(isOpen(theirs) && connections.count == 2, "the channel owns the descriptor: close does nothing")
@@ -154,7 +185,12 @@ struct ConnectionTableTests {
         #expect(connections.count == 1 && adopted.isClosed)
         #expect(connections.reserve(uid: 1000, limit: 8, share: share) == .admitted, "the share is free again")
 
-        let refused = ClientConnection(descriptor: other, caller: PeerCredentials(pid: 1, uid: 1002, gid: 1002), admission: .tooManyInAll, connections: connections)
+        let refused = ClientConnection(
+            descriptor: other,
+            caller: PeerCredentials(pid: 1, uid: 1002, gid: 1002),
+            admission: .tooManyInAll,
+            connections: connections
+        )
         refused.close()
         #expect(connections.count == 2, "a connection over the limits held no place")
         for descriptor in [peer, theirs] { close(descriptor) }
@@ -168,8 +204,15 @@ struct ConnectionTableTests {
             let (mine, peer) = socketPair()
             peers.append(peer)
             _ = connections.reserve(uid: 1000, limit: 8, share: nil)
-            table.serve(ClientConnection(descriptor: mine, caller: PeerCredentials(pid: 1, uid: 1000, gid: 1000), admission: .admitted,
-                                         connections: connections), now: 0)
+            table.serve(
+                ClientConnection(
+                    descriptor: mine,
+                    caller: PeerCredentials(pid: 1, uid: 1000, gid: 1000),
+                    admission: .admitted,
+                    connections: connections
+                ),
+                now: 0
+            )
         }
         #expect(connections.count == 3 && table.count == 3)
         let removed = table.removeAll()
@@ -192,8 +235,12 @@ struct ConnectionTableTests {
         // A token far larger than a Unix socket's buffers, published for this uid.
         let broadcast = SessionBroadcast()
         let key = SessionKey(uid: getuid(), provider: ProviderID("mock")!, name: .default)
-        broadcast.publish(TokenSet(accessToken: Secret(String(repeating: "t", count: 2_000_000)), expiresAt: Date().addingTimeInterval(3600)),
-                          obtainedAt: Date(), unmeetable: [], for: key)
+        broadcast.publish(
+            TokenSet(accessToken: Secret(String(repeating: "t", count: 2_000_000)), expiresAt: Date().addingTimeInterval(3600)),
+            obtainedAt: Date(),
+            unmeetable: [],
+            for: key
+        )
         let providers = OpenProviders()
         let json = #"{"type":"mock","users":[{"username":"u","password":"p-password-1"}]}"#
         providers.update([RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(json.utf8), id: "mock", file: "mock.json"), logger: quiet)])
@@ -202,8 +249,14 @@ struct ConnectionTableTests {
         let expected = Array(buffer: try #require(answers.answer(to: ByteBuffer(string: line), uid: getuid(), allocator: ByteBufferAllocator())))
 
         let handedOn = Mutex<FrontDoor.HandOff?>(nil)
-        let door = try FrontDoor(listener: listener, limits: limits, connections: connections, answers: answers, logger: quiet,
-                                 timeouts: .timeouts(logger: quiet)) { handOff in handedOn.withLock { $0 = handOff } }
+        let door = try FrontDoor(
+            listener: listener,
+            limits: limits,
+            connections: connections,
+            answers: answers,
+            logger: quiet,
+            timeouts: .timeouts(logger: quiet)
+        ) { handOff in handedOn.withLock { $0 = handOff } }
         let serving = Task { await door.run() }
         let client = Array(path.utf8).withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { ag_connect_unix($0.baseAddress, $0.count) }

@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,22 +26,29 @@ struct CredentialHelperTests {
         #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": [\#(hosts.map { "\"\($0)\"" }.joined(separator: ", "))], "username": "oauth2"}}"#
     }
 
-    @Test("git ls-remote over HTTPS with git-credential-authgate; another host gets nothing; a refused token is erased and the next get recovers",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend")))
+    @Test(
+        "git ls-remote over HTTPS with git-credential-authgate; another host gets nothing; a refused token is erased and the next get recovers",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend"))
+    )
     func gitThroughTheHelper() throws {
         let scratch = try ScratchDirectory()
         let repos = scratch.path + "/repos"
         try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
         let git = URL(fileURLWithPath: "/usr/bin/git")
-        let home = ["HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-                    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"]
+        let home = [
+            "HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
+            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+        ]
         #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
         #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
         #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
         let tokenFile = scratch.path + "/expected-token"
         try "none".write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let server = try LoopbackServer(script: "git_http.py", workdir: scratch.path + "/tls",
-                                        arguments: ["--project-root", repos, "--token-file", tokenFile])
+        let server = try LoopbackServer(
+            script: "git_http.py",
+            workdir: scratch.path + "/tls",
+            arguments: ["--project-root", repos, "--token-file", tokenFile]
+        )
         let host = "127.0.0.1:\(server.port)"
         let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: [host])], logLevel: "info", scratch: scratch)
         #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
@@ -49,8 +57,10 @@ struct CredentialHelperTests {
         environment["PATH"] = bin + ":/usr/bin:/bin"
         environment["AUTHGATE_SOCKET"] = daemon.socketPath
         environment["GIT_SSL_CAINFO"] = server.caFile
-        let lsRemote = ["-c", "http.sslCAInfo=\(server.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
-                        "ls-remote", "https://\(host)/repo.git"]
+        let lsRemote = [
+            "-c", "http.sslCAInfo=\(server.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
+            "ls-remote", "https://\(host)/repo.git",
+        ]
 
         let first = try daemon.cli(["token", "mock", "--min-valid", "60"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         try first.write(toFile: tokenFile, atomically: true, encoding: .utf8)
@@ -86,25 +96,46 @@ struct CredentialHelperTests {
         #expect(afterRefresh.status == 0 && afterRefresh.stdout.contains("refs/heads/"), "the refreshed token, not a cached one: \(afterRefresh.stderr)")
         let version = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["version"], environment: environment)
         #expect(version.stdout == "git-credential-authgate (authgate) \(AuthGateVersion.current)\n")
-        let none = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["-verbose", "get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
-                           environment: environment)
+        let none = try run(
+            URL(fileURLWithPath: bin + "/git-credential-authgate"),
+            ["-verbose", "get"],
+            stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
+            environment: environment
+        )
         #expect(none.stdout.isEmpty && none.stderr.contains("no token for elsewhere.example.com"), "\(none)")
 
         // A host no provider lists: nothing, exit 0, so git asks its other helpers.
-        let other = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
-                            environment: environment)
+        let other = try run(
+            URL(fileURLWithPath: bin + "/git-credential-authgate"),
+            ["get"],
+            stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
+            environment: environment
+        )
         #expect(other.status == 0 && other.stdout.isEmpty, "\(other)")
-        let expiry = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=\(host)\n\n",
-                             environment: environment)
+        let expiry = try run(
+            URL(fileURLWithPath: bin + "/git-credential-authgate"),
+            ["get"],
+            stdin: "protocol=https\nhost=\(host)\n\n",
+            environment: environment
+        )
         #expect(expiry.stdout.contains("username=oauth2\npassword=mock_at_") && expiry.stdout.contains("password_expiry_utc="), "\(expiry.stdout)")
     }
 
-    @Test("docker.credentials.Store runs docker-credential-authgate: get, an identity-token registry, list filtered by tools, not-found, version, unknown action, store refused, erase signs out (issue 28 item 5)")
+    @Test(
+        "docker.credentials.Store runs docker-credential-authgate: get, an identity-token registry, list filtered by tools, not-found, version, unknown action, store refused, erase signs out (issue 28 item 5)"
+    )
     func dockerThroughTheHelper() throws {
-        let gitOnly = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "tools": ["git"]}}"#
-        let identity = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["id.example.com"], "username": "<token>", "tools": ["docker"]}}"#
-        let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["registry.example.com:5000"]), "gitonly.json": gitOnly,
-                                                   "identity.json": identity], logLevel: "info")
+        let gitOnly =
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "tools": ["git"]}}"#
+        let identity =
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["id.example.com"], "username": "<token>", "tools": ["docker"]}}"#
+        let daemon = try DaemonProcess(
+            providers: [
+                "mock.json": Self.mock(hosts: ["registry.example.com:5000"]), "gitonly.json": gitOnly,
+                "identity.json": identity,
+            ],
+            logLevel: "info"
+        )
         for provider in ["mock", "gitonly", "identity"] {
             #expect(try daemon.cli(["login", provider, "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
         }
@@ -157,8 +188,11 @@ struct CredentialHelperTests {
     /// Runs `command` under a pseudo-terminal (its controlling terminal, as a person's shell
     /// gives it), approves as alice the device code it shows, and returns its exit status and
     /// everything the terminal showed.
-    private static func onTerminalApprovingDeviceCode(_ command: [String], idp: LoopbackServer,
-                                                      environment: [String: String]) throws -> (status: Int, output: String) {
+    private static func onTerminalApprovingDeviceCode(
+        _ command: [String],
+        idp: LoopbackServer,
+        environment: [String: String]
+    ) throws -> (status: Int, output: String) {
         let script = #"""
             import json, os, pty, re, select, subprocess, sys, time
             python, play, ca, command = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -186,10 +220,14 @@ struct CredentialHelperTests {
             _, status = os.waitpid(pid, 0)
             print(json.dumps({"status": os.waitstatus_to_exitcode(status), "approved": approved, "output": out.decode("utf-8", "replace")}))
             """#
-        let result = try run(URL(fileURLWithPath: LoopbackServer.python),
-                             ["-c", script, LoopbackServer.python, Interactive.playUser, idp.caFile] + command, environment: environment)
+        let result = try run(
+            URL(fileURLWithPath: LoopbackServer.python),
+            ["-c", script, LoopbackServer.python, Interactive.playUser, idp.caFile] + command,
+            environment: environment
+        )
         guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-              let status = object["status"] as? Int, let output = object["output"] as? String else {
+            let status = object["status"] as? Int, let output = object["output"] as? String
+        else {
             throw TestFailure("the pty driver failed: \(result.stderr)")
         }
         guard (object["approved"] as? String)?.contains("Authorized") == true else {
@@ -198,24 +236,35 @@ struct CredentialHelperTests {
         return (status, output)
     }
 
-    @Test("issue 28 item 1: no session: with a terminal, git's helper runs the device sign-in there and git ls-remote goes on; with none (or GIT_TERMINAL_PROMPT=0) git, docker and kubectl give their 'no credentials' answer and the sentence",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend")))
+    @Test(
+        "issue 28 item 1: no session: with a terminal, git's helper runs the device sign-in there and git ls-remote goes on; with none (or GIT_TERMINAL_PROMPT=0) git, docker and kubectl give their 'no credentials' answer and the sentence",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend"))
+    )
     func signInWhereGitAsks() throws {
         let scratch = try ScratchDirectory()
         let repos = scratch.path + "/repos"
         try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
         let git = URL(fileURLWithPath: "/usr/bin/git")
-        let home = ["HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "DISPLAY": "", "WAYLAND_DISPLAY": "",
-                    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"]
+        let home = [
+            "HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "DISPLAY": "", "WAYLAND_DISPLAY": "",
+            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+        ]
         #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
         #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
         #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
         let idp = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
-        let forge = try LoopbackServer(script: "git_http.py", workdir: scratch.path + "/tls",
-                                       arguments: ["--project-root", repos, "--userinfo", idp.endpoints["userinfo"] ?? "", "--userinfo-ca", idp.caFile])
+        let forge = try LoopbackServer(
+            script: "git_http.py",
+            workdir: scratch.path + "/tls",
+            arguments: ["--project-root", repos, "--userinfo", idp.endpoints["userinfo"] ?? "", "--userinfo-ca", idp.caFile]
+        )
         let host = "127.0.0.1:\(forge.port)"
-        let provider = Interactive.provider(idp, client: "authgate-device", grants: ["device_code"],
-                                            extra: #", "credential_helper": {"hosts": ["\#(host)"], "username": "oauth2"}"#)
+        let provider = Interactive.provider(
+            idp,
+            client: "authgate-device",
+            grants: ["device_code"],
+            extra: #", "credential_helper": {"hosts": ["\#(host)"], "username": "oauth2"}"#
+        )
         let daemon = try DaemonProcess(providers: ["corp.json": provider], logLevel: "info", scratch: scratch)
         try daemon.waitForLog("provider ready")
         let bin = try Self.links(in: scratch.path)
@@ -223,8 +272,10 @@ struct CredentialHelperTests {
         environment["PATH"] = bin + ":/usr/bin:/bin"
         environment["AUTHGATE_SOCKET"] = daemon.socketPath
         environment["GIT_SSL_CAINFO"] = forge.caFile
-        let lsRemote = ["-c", "http.sslCAInfo=\(forge.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
-                        "ls-remote", "https://\(host)/repo.git"]
+        let lsRemote = [
+            "-c", "http.sslCAInfo=\(forge.caFile)", "-c", "credential.helper=", "-c", "credential.helper=authgate",
+            "ls-remote", "https://\(host)/repo.git",
+        ]
         let setsid = ["/usr/bin/setsid", "--wait"]  // no controlling terminal, whatever runs the tests
 
         // Nobody there: git asks no one else and fails at once, with the sentence.
@@ -235,11 +286,21 @@ struct CredentialHelperTests {
         #expect(refused.status != 0 && refused.stderr.contains("sign in first: authgate login corp"), "\(refused.stderr)")
         #expect(refused.stderr.contains("GIT_TERMINAL_PROMPT=0"), "\(refused.stderr)")
         #expect(ContinuousClock.now - started < .seconds(10))
-        let noTerminal = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=\(host)\n\n",
-                                 environment: environment, prefix: setsid)
+        let noTerminal = try run(
+            URL(fileURLWithPath: bin + "/git-credential-authgate"),
+            ["get"],
+            stdin: "protocol=https\nhost=\(host)\n\n",
+            environment: environment,
+            prefix: setsid
+        )
         #expect(noTerminal.status == 0 && noTerminal.stdout.isEmpty && noTerminal.stderr.contains("authgate login corp"), "\(noTerminal)")
-        let docker = try run(URL(fileURLWithPath: bin + "/docker-credential-authgate"), ["get"], stdin: host + "\n", environment: environment,
-                             prefix: setsid)
+        let docker = try run(
+            URL(fileURLWithPath: bin + "/docker-credential-authgate"),
+            ["get"],
+            stdin: host + "\n",
+            environment: environment,
+            prefix: setsid
+        )
         #expect(docker.status == 1 && docker.stdout == "credentials not found in native keychain\n", "\(docker)")
         #expect(docker.stderr.contains("sign in first: authgate login corp"), "\(docker.stderr)")
         var kubectlEnvironment = environment
@@ -273,8 +334,12 @@ struct CredentialHelperTests {
         let before = try server.tokenRequests()
         var answered = 0
         for _ in 0..<100 {
-            let get = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=git.example.com\n\n",
-                              environment: environment)
+            let get = try run(
+                URL(fileURLWithPath: bin + "/git-credential-authgate"),
+                ["get"],
+                stdin: "protocol=https\nhost=git.example.com\n\n",
+                environment: environment
+            )
             if get.status == 0, get.stdout.contains("password=faulty-at-") { answered += 1 }
         }
         let refreshes = try server.tokenRequests() - before
@@ -287,12 +352,17 @@ struct CredentialHelperTests {
 
     @Test("every helper refuses a caller the provider's access rules refuse: git and docker find nothing, kubectl and exec are refused")
     func helpersFollowAccessRules() throws {
-        let locked = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"users": ["65534"]}, "credential_helper": {"hosts": ["locked.example.com"]}}"#
+        let locked =
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"users": ["65534"]}, "credential_helper": {"hosts": ["locked.example.com"]}}"#
         let daemon = try DaemonProcess(providers: ["locked.json": locked], logLevel: "info")
         let bin = try Self.links(in: daemon.scratch.path)
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
-        let git = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["get"], stdin: "protocol=https\nhost=locked.example.com\n\n",
-                          environment: environment)
+        let git = try run(
+            URL(fileURLWithPath: bin + "/git-credential-authgate"),
+            ["get"],
+            stdin: "protocol=https\nhost=locked.example.com\n\n",
+            environment: environment
+        )
         #expect(git.status == 0 && git.stdout.isEmpty, "\(git)")
         let docker = try run(URL(fileURLWithPath: bin + "/docker-credential-authgate"), ["get"], stdin: "locked.example.com\n", environment: environment)
         #expect(docker.status == 1 && docker.stdout == "credentials not found in native keychain\n", "\(docker)")
@@ -302,13 +372,16 @@ struct CredentialHelperTests {
         #expect(exec.status == 8 && exec.stderr.contains("[permission_denied]"), "\(exec)")
     }
 
-    @Test("issue 26 item 11: git's helper answers protocol=https only (none named or http gets nothing); docker's answers a bare host or https://, and not-found for http://")
+    @Test(
+        "issue 26 item 11: git's helper answers protocol=https only (none named or http gets nothing); docker's answers a bare host or https://, and not-found for http://"
+    )
     func httpsOnly() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["git.example.com", "registry.example.com:5000"])], logLevel: "info")
         #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
         let bin = try Self.links(in: daemon.scratch.path)
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": bin + ":/usr/bin:/bin"]
-        let git = URL(fileURLWithPath: bin + "/git-credential-authgate"), docker = URL(fileURLWithPath: bin + "/docker-credential-authgate")
+        let git = URL(fileURLWithPath: bin + "/git-credential-authgate")
+        let docker = URL(fileURLWithPath: bin + "/docker-credential-authgate")
 
         for request in ["host=git.example.com\n\n", "protocol=http\nhost=git.example.com\n\n", "protocol=ftp\nhost=git.example.com\n\n"] {
             // Outputs are summed up, never printed: a wrong answer would hold a token.
@@ -336,25 +409,37 @@ struct CredentialHelperTests {
         }
     }
 
-    @Test("issue 26 item 11: CredentialHost.fromServerURL takes a bare host or https:// only",
-          arguments: [("registry.example.com", "registry.example.com"), ("https://Registry.example.com:5000/v2/", "registry.example.com:5000"),
-                      ("http://registry.example.com", nil), ("ftp://registry.example.com", nil), ("://registry.example.com", nil),
-                      ("httpsx://registry.example.com", nil)] as [(String, String?)])
+    @Test(
+        "issue 26 item 11: CredentialHost.fromServerURL takes a bare host or https:// only",
+        arguments: [
+            ("registry.example.com", "registry.example.com"), ("https://Registry.example.com:5000/v2/", "registry.example.com:5000"),
+            ("http://registry.example.com", nil), ("ftp://registry.example.com", nil), ("://registry.example.com", nil),
+            ("httpsx://registry.example.com", nil),
+        ] as [(String, String?)]
+    )
     func serverURLSchemes(url: String, host: String?) {
         #expect(CredentialHost.fromServerURL(url) == host)
     }
 
-    @Test("credential.get's params written by hand are what the encoder writes", arguments: [
-        CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60), CredentialParams(host: "[::1]:8443", tool: "docker"),
-        CredentialParams(host: #"a"b\c\#u{01}"#, tool: "git", minValidSeconds: 0),
-    ])
+    @Test(
+        "credential.get's params written by hand are what the encoder writes",
+        arguments: [
+            CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60), CredentialParams(host: "[::1]:8443", tool: "docker"),
+            CredentialParams(host: #"a"b\c\#u{01}"#, tool: "git", minValidSeconds: 0),
+        ]
+    )
     func plainCredentialParams(params: CredentialParams) throws {
         let encoded = try RPCCoding.makeEncoder().encode(params)
         #expect(params.plainJSON == String(decoding: encoded, as: UTF8.self))
     }
 
-    @Test("the scheme's default port names the same host", arguments: [("example.com:443", "example.com", true), ("example.com", "example.com:443", true),
-                                                                       ("example.com:8443", "example.com", false), ("a.example.com", "example.com", false)])
+    @Test(
+        "the scheme's default port names the same host",
+        arguments: [
+            ("example.com:443", "example.com", true), ("example.com", "example.com:443", true),
+            ("example.com:8443", "example.com", false), ("a.example.com", "example.com", false),
+        ]
+    )
     func defaultPort(one: String, other: String, same: Bool) {
         #expect(CredentialHost.sameHost(one, other) == same)
     }

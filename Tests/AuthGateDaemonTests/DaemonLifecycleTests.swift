@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -35,7 +36,9 @@ struct DaemonLifecycleTests {
         let directory = try providersDirectory(["mock.json": Providers.mock, "broken.json": Providers.broken])
         let result = try run(BuiltProducts.daemon, ["--check", "--providers", directory.path])
         #expect(result.status == 1)
-        #expect(result.stdout.contains(#"error: \#(directory.path)/broken.json: $.latency: unknown key for a provider of type "mock" (did you mean "latency_ms"?)"#))
+        #expect(
+            result.stdout.contains(#"error: \#(directory.path)/broken.json: $.latency: unknown key for a provider of type "mock" (did you mean "latency_ms"?)"#)
+        )
         #expect(result.stdout.contains("1 ready, 1 invalid"))
     }
 
@@ -49,8 +52,11 @@ struct DaemonLifecycleTests {
     @Test("--strict refuses to start with an invalid provider; without it the others are served")
     func strict() throws {
         let scratch = try ScratchDirectory()
-        let strict = try DaemonProcess(providers: ["mock.json": Providers.mock, "broken.json": Providers.broken],
-                                       arguments: ["--strict"], waitUntilListening: false)
+        let strict = try DaemonProcess(
+            providers: ["mock.json": Providers.mock, "broken.json": Providers.broken],
+            arguments: ["--strict"],
+            waitUntilListening: false
+        )
         #expect(try strict.waitForExit() == 1)
         #expect(strict.logText.contains("refusing to start"))
         #expect(!FileManager.default.fileExists(atPath: strict.socketPath))

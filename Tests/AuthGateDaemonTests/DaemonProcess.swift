@@ -2,6 +2,7 @@ import AuthGateRPC
 import Foundation
 import Synchronization
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -48,8 +49,13 @@ struct ProcessOutput: Sendable {
 }
 
 /// Runs an executable to completion, feeding `stdin`.
-func run(_ executable: URL, _ arguments: [String], stdin: String? = nil, environment: [String: String] = [:],
-         prefix: [String] = []) throws -> ProcessOutput {
+func run(
+    _ executable: URL,
+    _ arguments: [String],
+    stdin: String? = nil,
+    environment: [String: String] = [:],
+    prefix: [String] = []
+) throws -> ProcessOutput {
     let process = Process()
     if prefix.isEmpty {
         process.executableURL = executable
@@ -59,7 +65,9 @@ func run(_ executable: URL, _ arguments: [String], stdin: String? = nil, environ
         process.arguments = Array(prefix.dropFirst()) + [executable.path] + arguments
     }
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-    let output = Pipe(), error = Pipe(), input = Pipe()
+    let output = Pipe()
+    let error = Pipe()
+    let input = Pipe()
     process.standardOutput = output
     process.standardError = error
     process.standardInput = input
@@ -77,8 +85,11 @@ func run(_ executable: URL, _ arguments: [String], stdin: String? = nil, environ
     let stdoutData = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     readerDone.wait()
-    return ProcessOutput(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                         stderr: String(decoding: collected.withLock { $0 }, as: UTF8.self))
+    return ProcessOutput(
+        status: process.terminationStatus,
+        stdout: String(decoding: stdoutData, as: UTF8.self),
+        stderr: String(decoding: collected.withLock { $0 }, as: UTF8.self)
+    )
 }
 
 /// A real `authgated` on a temporary socket with a temporary providers directory.
@@ -98,8 +109,15 @@ final class DaemonProcess: Sendable {
     ///   - environment: Added to the daemon's environment.
     ///   - launcher: A command that execs the daemon (its path and arguments follow), such as
     ///     `setpriv …` or a socket-activation launcher; the pid stays the daemon's.
-    init(providers: [String: String], arguments: [String] = [], logLevel: String = "trace", waitUntilListening: Bool = true,
-         scratch: ScratchDirectory? = nil, environment: [String: String] = [:], launcher: [String] = []) throws {
+    init(
+        providers: [String: String],
+        arguments: [String] = [],
+        logLevel: String = "trace",
+        waitUntilListening: Bool = true,
+        scratch: ScratchDirectory? = nil,
+        environment: [String: String] = [:],
+        launcher: [String] = []
+    ) throws {
         self.scratch = try scratch ?? ScratchDirectory()
         let scratch = self.scratch
         socketPath = scratch.path + "/s.sock"
@@ -111,8 +129,11 @@ final class DaemonProcess: Sendable {
         process = Process()
         // The tester's own keyring never holds a test's key: the file unless a test names a key store.
         let keyStore = arguments.contains("--key-store") ? [] : ["--key-store", "file"]
-        let daemonArguments = ["--user", "--providers", providersDirectory, "--socket", socketPath,
-                               "--state-dir", scratch.path + "/state", "--log-level", logLevel] + keyStore + arguments
+        let daemonArguments =
+            [
+                "--user", "--providers", providersDirectory, "--socket", socketPath,
+                "--state-dir", scratch.path + "/state", "--log-level", logLevel,
+            ] + keyStore + arguments
         if let program = launcher.first {
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = Array(launcher.dropFirst()) + [BuiltProducts.daemon.path] + daemonArguments
@@ -241,15 +262,15 @@ extension Dictionary where Key == String, Value == Any {
 /// Provider files used across the tests.
 enum Providers {
     static let mock = #"""
-    {
-      "type": "mock",
-      "users": [
-        { "username": "demo", "password": "demo-password-1" },
-        { "username": "alice", "password": "wonderland-42" }
-      ],
-      "access_token_lifetime_seconds": 3600
-    }
-    """#
+        {
+          "type": "mock",
+          "users": [
+            { "username": "demo", "password": "demo-password-1" },
+            { "username": "alice", "password": "wonderland-42" }
+          ],
+          "access_token_lifetime_seconds": 3600
+        }
+        """#
 
     /// A mock whose every request takes `milliseconds`.
     static func slowMock(_ milliseconds: Int) -> String {
@@ -269,8 +290,8 @@ enum Providers {
 
     /// An OpenID provider nobody answers for: port 1 on loopback refuses connections.
     static let oidc = #"""
-    {"type": "oidc", "issuer": "https://127.0.0.1:1/sso", "client_id": "authgate", "grants": ["password", "device_code"], "scopes": ["openid"]}
-    """#
+        {"type": "oidc", "issuer": "https://127.0.0.1:1/sso", "client_id": "authgate", "grants": ["password", "device_code"], "scopes": ["openid"]}
+        """#
 
     static let broken = #"{"type": "mock", "latency": [1, 2]}"#
 }

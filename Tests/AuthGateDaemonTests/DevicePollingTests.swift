@@ -1,6 +1,7 @@
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,9 +14,9 @@ struct DevicePollingTests {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
         let provider = #"""
-        {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["device_code"], "scopes": ["openid"],
-         "tls": {"ca_file": "\#(server.caFile)"}, "endpoints": {"device_authorization": "\#(server.issuer)/device"}}
-        """#
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["device_code"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(server.caFile)"}, "endpoints": {"device_authorization": "\#(server.issuer)/device"}}
+            """#
         let daemon = try DaemonProcess(providers: ["faulty.json": provider])
         try daemon.waitForLog("provider ready")
         return (scratch, server, daemon)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -39,12 +40,15 @@ struct ExecSupervisorTests {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
-    @Test("--restart-on-change: each refreshed token starts the command again with it in its environment; SIGINT to authgate reaches the command, whose status authgate exits with")
+    @Test(
+        "--restart-on-change: each refreshed token starts the command again with it in its environment; SIGINT to authgate reaches the command, whose status authgate exits with"
+    )
     func restartsWithEachToken() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
         try daemon.signInDemo()
         let scratch = daemon.scratch.path
-        let seen = scratch + "/seen", interrupted = scratch + "/interrupted"
+        let seen = scratch + "/seen"
+        let interrupted = scratch + "/interrupted"
         // Records the token it was started with; on SIGINT records that and exits 42.
         let script = #"echo "$AUTHGATE_TOKEN" >> "$0"; trap 'echo INT >> "$1"; exit 42' INT; while :; do sleep 0.1; done"#
         let supervisor = try Supervised(daemon, ["--restart-on-change", "--", "/bin/sh", "-c", script, seen, interrupted])
@@ -53,7 +57,9 @@ struct ExecSupervisorTests {
         #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "a new token each start: \(tokens)")
         #expect(supervisor.errors.text.contains("restarting the command"))
         // The newest start has the daemon's current token (or the one before, if a refresh is under way).
-        try eventually { Self.lines(seen).last == (try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try eventually {
+            Self.lines(seen).last == (try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
 
         kill(supervisor.process.processIdentifier, SIGINT)
         #expect(try supervisor.status() == 42, "\(supervisor.errors.text)")
@@ -66,10 +72,17 @@ struct ExecSupervisorTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
         try daemon.signInDemo()
         let scratch = daemon.scratch.path
-        let tokenFile = scratch + "/token", seen = scratch + "/seen", starts = scratch + "/starts"
+        let tokenFile = scratch + "/token"
+        let seen = scratch + "/seen"
+        let starts = scratch + "/starts"
         let script = #"echo start >> "$2"; cat "$0" >> "$1"; trap 'cat "$0" >> "$1"' HUP; while :; do sleep 0.1; done"#
-        let supervisor = try Supervised(daemon, ["--signal-on-change", "HUP", "--token-file", tokenFile, "--",
-                                                 "/bin/sh", "-c", script, tokenFile, seen, starts])
+        let supervisor = try Supervised(
+            daemon,
+            [
+                "--signal-on-change", "HUP", "--token-file", tokenFile, "--",
+                "/bin/sh", "-c", script, tokenFile, seen, starts,
+            ]
+        )
         try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
         let tokens = Self.lines(seen)
         #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "each signal saw a new token: \(tokens)")
@@ -94,10 +107,12 @@ struct ExecSupervisorTests {
         let supervised = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", #"cat /proc/$PPID/comm"#])
         #expect(supervised.stdout == "authgate\n", "\(supervised)")
 
-        for (arguments, sentence) in [(["--restart-on-change", "--signal-on-change", "HUP"], "exclude each other"),
-                                      (["--signal-on-change", "NOPE", "--token-file", "/tmp/x"], "--signal-on-change NOPE is not a signal"),
-                                      (["--signal-on-change", "HUP"], "--signal-on-change needs --token-file"),
-                                      (["--token-file", "/tmp/x"], "--token-file goes with")] {
+        for (arguments, sentence) in [
+            (["--restart-on-change", "--signal-on-change", "HUP"], "exclude each other"),
+            (["--signal-on-change", "NOPE", "--token-file", "/tmp/x"], "--signal-on-change NOPE is not a signal"),
+            (["--signal-on-change", "HUP"], "--signal-on-change needs --token-file"),
+            (["--token-file", "/tmp/x"], "--token-file goes with"),
+        ] {
             let refused = try daemon.cli(["exec", "mock"] + arguments + ["--", "/bin/true"])
             #expect(refused.status == 64 && refused.stderr.contains(sentence), "\(arguments): \(refused)")
         }

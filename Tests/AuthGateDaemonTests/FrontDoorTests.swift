@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOEmbedded
 import Testing
+
 @testable import AuthGateDaemon
 
 /// The front door (FrontDoor): it answers plain cached `token` calls itself and hands every
@@ -42,8 +43,10 @@ struct FrontDoorTests {
         try split.send(Array(bytes[20...]))
         #expect(try readReply(split)["id"] as? Int == 2)
         let pipelined = try daemon.connect()
-        let lines = [Self.token.replacingOccurrences(of: #""id":2"#, with: #""id":7"#), #"{"jsonrpc":"2.0","id":8,"method":"providers.list"}"#,
-                     Self.token.replacingOccurrences(of: #""id":2"#, with: #""id":9"#)]
+        let lines = [
+            Self.token.replacingOccurrences(of: #""id":2"#, with: #""id":7"#), #"{"jsonrpc":"2.0","id":8,"method":"providers.list"}"#,
+            Self.token.replacingOccurrences(of: #""id":2"#, with: #""id":9"#),
+        ]
         try pipelined.send(Array((lines.joined(separator: "\n") + "\n").utf8))
         let replies = try (0..<3).map { _ in try readReply(pipelined) }
         #expect(replies.map { $0["id"] as? Int } == [7, 8, 9])

@@ -31,12 +31,16 @@ struct FuzzReplayTests {
         }
     }
 
-    @Test("scripts/fuzz names an unknown target and lists the valid ones (usage error, no crash folder made); --help and --list answer; its list is FuzzTarget's")
+    @Test(
+        "scripts/fuzz names an unknown target and lists the valid ones (usage error, no crash folder made); --help and --list answer; its list is FuzzTarget's"
+    )
     func scriptRefusesUnknownTargets() throws {
         let script = LoopbackServer.repository.appendingPathComponent("scripts/fuzz").path
         let unknown = try run(URL(fileURLWithPath: "/bin/bash"), [script, "no-such-target", "1"])
-        #expect(unknown.status == 64 && unknown.stderr.contains("no fuzz target \"no-such-target\"") && unknown.stderr.contains("rpc-line"),
-                "\(unknown.stderr)")
+        #expect(
+            unknown.status == 64 && unknown.stderr.contains("no fuzz target \"no-such-target\"") && unknown.stderr.contains("rpc-line"),
+            "\(unknown.stderr)"
+        )
         #expect(!unknown.stderr.contains("found a crash"))
         #expect(!FileManager.default.fileExists(atPath: Self.root.appendingPathComponent("no-such-target").path))
         #expect(try run(URL(fileURLWithPath: "/bin/bash"), [script, "rpc-line", "soon"]).status == 64)

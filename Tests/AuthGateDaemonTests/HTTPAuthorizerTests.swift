@@ -2,10 +2,11 @@ import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import Foundation
+import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Testing
 
 /// The Swift client's HTTPAuthorizer: its retry rule in process (HTTPRetryPolicy, no
 /// network), then with URLSession against the real daemon and a loopback API.
@@ -13,48 +14,60 @@ import Testing
 struct HTTPAuthorizerTests {
     // MARK: The rule, in process
 
-    @Test("origins: scheme and host in lower case, the default port filled in; no origin for what is not absolute http(s)",
-          arguments: [
-              ("https://API.example.com/a?b", "https://api.example.com:443/c", true),
-              ("HTTP://127.0.0.1/x", "http://127.0.0.1:80", true),
-              ("http://[::1]:8080/", "http://[::1]:8080/other", true),
-              ("https://api.example.com/", "http://api.example.com/", false),
-              ("https://api.example.com/", "https://api.example.com:8443/", false),
-              ("http://localhost:9000/", "http://127.0.0.1:9000/", false),
-              ("https://api.example.com/", "https://api.example.com.evil.test/", false),
-          ])
+    @Test(
+        "origins: scheme and host in lower case, the default port filled in; no origin for what is not absolute http(s)",
+        arguments: [
+            ("https://API.example.com/a?b", "https://api.example.com:443/c", true),
+            ("HTTP://127.0.0.1/x", "http://127.0.0.1:80", true),
+            ("http://[::1]:8080/", "http://[::1]:8080/other", true),
+            ("https://api.example.com/", "http://api.example.com/", false),
+            ("https://api.example.com/", "https://api.example.com:8443/", false),
+            ("http://localhost:9000/", "http://127.0.0.1:9000/", false),
+            ("https://api.example.com/", "https://api.example.com.evil.test/", false),
+        ]
+    )
     func origins(first: String, second: String, same: Bool) throws {
-        let a = try #require(HTTPOrigin(url: first)), b = try #require(HTTPOrigin(url: second))
+        let a = try #require(HTTPOrigin(url: first))
+        let b = try #require(HTTPOrigin(url: second))
         #expect((a == b) == same, "\(a) \(b)")
     }
 
-    @Test("no origin for a URL that names none (authorize refuses it: urlSession below)",
-          arguments: ["/relative/path", "ftp://files.example.com/", "https://", "mailto:someone@example.com", "not a url"])
+    @Test(
+        "no origin for a URL that names none (authorize refuses it: urlSession below)",
+        arguments: ["/relative/path", "ftp://files.example.com/", "https://", "mailto:someone@example.com", "not a url"]
+    )
     func noOrigin(url: String) {
         #expect(HTTPOrigin(url: url) == nil)
     }
 
-    @Test("use_dpop_nonce is recognized in its spellings, and only with the DPoP scheme",
-          arguments: [
-              (#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof""#, true),
-              (#"DPoP algs="ES256", error="use_dpop_nonce""#, true),
-              (#"dpop error=use_dpop_nonce"#, true),
-              (#"DPoP error = "USE_DPOP_NONCE""#, true),
-              (#"Bearer error="invalid_token", DPoP error="use_dpop_nonce""#, true),
-              (#"DPoP error="invalid_token""#, false),
-              (#"Bearer error="use_dpop_nonce""#, false),
-              (#"DPoP error_description="use_dpop_nonce""#, false),
-              (#"DPoP error="use_dpop_nonce_not""#, false),
-              ("", false),
-          ])
+    @Test(
+        "use_dpop_nonce is recognized in its spellings, and only with the DPoP scheme",
+        arguments: [
+            (#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof""#, true),
+            (#"DPoP algs="ES256", error="use_dpop_nonce""#, true),
+            (#"dpop error=use_dpop_nonce"#, true),
+            (#"DPoP error = "USE_DPOP_NONCE""#, true),
+            (#"Bearer error="invalid_token", DPoP error="use_dpop_nonce""#, true),
+            (#"DPoP error="invalid_token""#, false),
+            (#"Bearer error="use_dpop_nonce""#, false),
+            (#"DPoP error_description="use_dpop_nonce""#, false),
+            (#"DPoP error="use_dpop_nonce_not""#, false),
+            ("", false),
+        ]
+    )
     func nonceChallenge(challenge: String, asks: Bool) {
         #expect(HTTPRetryPolicy.asksForNonce(challenge) == asks)
     }
 
     static func request(_ token: String, type: String = "Bearer", url: String = "https://api.example.com/data") throws -> AuthorizedRequest {
         let result = TokenResult(accessToken: Secret(token), tokenType: type, expiresAt: Date().addingTimeInterval(3600), scopes: [], idToken: nil)
-        return AuthorizedRequest(method: "GET", url: url, origin: try #require(HTTPOrigin(url: url)), token: result,
-                                 proof: type == "DPoP" ? "proof" : nil)
+        return AuthorizedRequest(
+            method: "GET",
+            url: url,
+            origin: try #require(HTTPOrigin(url: url)),
+            token: result,
+            proof: type == "DPoP" ? "proof" : nil
+        )
     }
 
     static let nonceChallenge = HTTPAnswer(status: 401, headers: ["www-authenticate": #"DPoP error="use_dpop_nonce""#, "DPoP-Nonce": "n-1"])
@@ -140,7 +153,9 @@ struct HTTPAuthorizerTests {
 
     // MARK: URLSession, the real daemon, a loopback API
 
-    @Test("URLSession through HTTPAuthorizer: a stale token is reported once and the request retried once; an API that refuses everything costs one token.rejected per token; a redirect to another origin is not retried; ten 401s at once make one report; a bad URL is validation_failed")
+    @Test(
+        "URLSession through HTTPAuthorizer: a stale token is reported once and the request retried once; an API that refuses everything costs one token.rejected per token; a redirect to another origin is not retried; ten 401s at once make one report; a bad URL is validation_failed"
+    )
     func urlSession() async throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
@@ -237,8 +252,14 @@ extension HTTPAuthorizerTests {
             for (name, value) in authorized.headers { request.setValue(value, forHTTPHeaderField: name) }
             let (_, response) = try await session.data(for: request)
             let http = try #require(response as? HTTPURLResponse)
-            return (http.statusCode, HTTPAnswer(status: http.statusCode, url: http.url?.absoluteString,
-                                                headers: http.allHeaderFields as? [String: String] ?? [:]))
+            return (
+                http.statusCode,
+                HTTPAnswer(
+                    status: http.statusCode,
+                    url: http.url?.absoluteString,
+                    headers: http.allHeaderFields as? [String: String] ?? [:]
+                )
+            )
         }
     }
 }
@@ -246,8 +267,13 @@ extension HTTPAuthorizerTests {
 /// Follows a redirect only within the origin the request went to: what a URLSession that
 /// sends tokens needs (docs/INTEGRATIONS.md).
 final class SameOriginRedirects: NSObject, URLSessionTaskDelegate, Sendable {
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
         let from = response.url.flatMap { HTTPOrigin(url: $0.absoluteString) }
         let to = request.url.flatMap { HTTPOrigin(url: $0.absoluteString) }
         completionHandler(from != nil && from == to ? request : nil)

@@ -10,17 +10,24 @@ struct InstallTests {
     @Test("binaries, units, man pages naming every subcommand and option, shell completions; --uninstall removes them")
     func stagedInstall() throws {
         // scripts/test builds swift-argument-parser's generate-manual next to the programs.
-        try #require(FileManager.default.isExecutableFile(atPath: BuiltProducts.directory.appendingPathComponent("generate-manual").path),
-                     "run scripts/test, which builds generate-manual")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: BuiltProducts.directory.appendingPathComponent("generate-manual").path),
+            "run scripts/test, which builds generate-manual"
+        )
         let stage = try ScratchDirectory()
         let environment = ["DESTDIR": stage.path, "PREFIX": "/usr/local"]
-        let installed = try run(URL(fileURLWithPath: "/bin/bash"), [Self.install.path, "--bin-dir", BuiltProducts.directory.path],
-                                environment: environment)
+        let installed = try run(
+            URL(fileURLWithPath: "/bin/bash"),
+            [Self.install.path, "--bin-dir", BuiltProducts.directory.path],
+            environment: environment
+        )
         #expect(installed.status == 0, "\(installed.stdout)\(installed.stderr)")
         let share = stage.path + "/usr/local/share"
-        for file in ["/usr/local/bin/authgated", "/usr/local/bin/authgate", "/usr/local/bin/git-credential-authgate",
-                     "/usr/local/lib/systemd/system/authgated.service", "/usr/local/share/man/man1/authgate.1",
-                     "/usr/local/share/man/man8/authgated.8"] {
+        for file in [
+            "/usr/local/bin/authgated", "/usr/local/bin/authgate", "/usr/local/bin/git-credential-authgate",
+            "/usr/local/lib/systemd/system/authgated.service", "/usr/local/share/man/man1/authgate.1",
+            "/usr/local/share/man/man8/authgated.8",
+        ] {
             #expect(FileManager.default.fileExists(atPath: stage.path + file), "\(file) is installed")
         }
 
@@ -41,16 +48,20 @@ struct InstallTests {
         }
         // authgated(8) has every option of authgated --help.
         let daemonManual = try String(contentsOfFile: share + "/man/man8/authgated.8", encoding: .utf8)
-        let options = Set(try run(BuiltProducts.daemon, ["--help"]).stdout.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," })
-            .filter { $0.hasPrefix("--") && $0.count > 3 }.map { String($0) })
+        let options = Set(
+            try run(BuiltProducts.daemon, ["--help"]).stdout.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," })
+                .filter { $0.hasPrefix("--") && $0.count > 3 }.map { String($0) }
+        )
         #expect(options.contains("--metrics-listen") && options.contains("--providers"), "\(options)")
         for option in options {
             #expect(daemonManual.contains("Fl -\(option.dropFirst(2))"), "authgated(8) describes \(option)")
         }
 
         // Completions: bash's parses, and each names the subcommands.
-        for (file, shell) in [("/bash-completion/completions/authgate", "bash"), ("/zsh/site-functions/_authgate", "zsh"),
-                              ("/fish/vendor_completions.d/authgate.fish", "fish")] {
+        for (file, shell) in [
+            ("/bash-completion/completions/authgate", "bash"), ("/zsh/site-functions/_authgate", "zsh"),
+            ("/fish/vendor_completions.d/authgate.fish", "fish"),
+        ] {
             let script = try String(contentsOfFile: share + file, encoding: .utf8)
             #expect(["kubectl", "sink", "exec", "login"].allSatisfy(script.contains), "\(shell) completes the subcommands")
         }

@@ -1,6 +1,7 @@
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,14 +13,20 @@ import Glibc
 struct InteractiveLoginTests {
     /// The server, and a daemon with `corp` (device code, client authgate-device) and `web`
     /// (browser, client `browserClient`).
-    private func setUp(browserClient: String = "authgate-browser", iss: Bool = false,
-                       daemonArguments: [String] = []) throws -> Fixture {
+    private func setUp(
+        browserClient: String = "authgate-browser",
+        iss: Bool = false,
+        daemonArguments: [String] = []
+    ) throws -> Fixture {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp", authorizationResponseIss: iss)
-        let daemon = try DaemonProcess(providers: [
-            "corp.json": Interactive.provider(server, client: "authgate-device", grants: ["device_code"]),
-            "web.json": Interactive.provider(server, client: browserClient, grants: ["authorization_code"]),
-        ], arguments: daemonArguments)
+        let daemon = try DaemonProcess(
+            providers: [
+                "corp.json": Interactive.provider(server, client: "authgate-device", grants: ["device_code"]),
+                "web.json": Interactive.provider(server, client: browserClient, grants: ["authorization_code"]),
+            ],
+            arguments: daemonArguments
+        )
         try daemon.waitForLog("provider ready")
         return Fixture(scratch: scratch, server: server, daemon: daemon)
     }
@@ -34,11 +41,14 @@ struct InteractiveLoginTests {
 
     // MARK: Device authorization grant
 
-    @Test("device code from the CLI (the default without a display for a device-code provider): URL and code printed, approved by the user, signed in; no secret in logs or output")
+    @Test(
+        "device code from the CLI (the default without a display for a device-code provider): URL and code printed, approved by the user, signed in; no secret in logs or output"
+    )
     func deviceSuccess() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let cli = try daemon.backgroundCLI(["login", "corp"])
         try cli.waitForOutput("which has the code filled in")
         let complete = try #require(cli.stderr.components(separatedBy: "(or open ").last?.components(separatedBy: ",").first)
@@ -55,8 +65,13 @@ struct InteractiveLoginTests {
 
         let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .newlines)
         #expect(!token.isEmpty)
-        let userinfo = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-H", "Authorization: Bearer \(token)",
-                                                                         server.endpoints["userinfo"] ?? ""])
+        let userinfo = try run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            [
+                "-sS", "--cacert", server.caFile, "-H", "Authorization: Bearer \(token)",
+                server.endpoints["userinfo"] ?? "",
+            ]
+        )
         #expect(userinfo.stdout.contains(#""sub": "1""#) || userinfo.stdout.contains(#""sub":"1""#), "the server accepts the token")
         #expect(try daemon.cli(["status", "--json"]).stdout.contains(#""state":"authenticated""#))
         try daemon.waitForLog("signed in", timeout: .seconds(10))
@@ -68,7 +83,8 @@ struct InteractiveLoginTests {
     func deviceDenied() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let connection = try daemon.connect()
         let flow = try begin(connection, "corp", "device_code")
         let complete = try #require(flow["verification_uri_complete"] as? String)
@@ -125,7 +141,8 @@ struct InteractiveLoginTests {
             results.set(index, try? self.begin(try daemon.connect(), "corp", "device_code"))
         }
         let connections = [try daemon.connect(), try daemon.connect()]
-        let first = try #require(results.get(0)), second = try #require(results.get(1))
+        let first = try #require(results.get(0))
+        let second = try #require(results.get(1))
         #expect(first["flow_id"] as? String != nil)
         #expect(first["flow_id"] as? String == second["flow_id"] as? String)
         #expect(first["user_code"] as? String == second["user_code"] as? String, "one code, not two")
@@ -146,9 +163,14 @@ struct InteractiveLoginTests {
         #expect(afterCancel.errorReason == "login_cancelled" && afterCancel.errorMessage?.contains("cancelled") == true, "\(afterCancel)")
     }
 
-    @Test("another uid can neither complete nor cancel someone's flow: to it the flow does not exist",
-          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
-                       && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs root, setpriv and python3 to call as another uid"))
+    @Test(
+        "another uid can neither complete nor cancel someone's flow: to it the flow does not exist",
+        .enabled(
+            if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+                && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"),
+            "needs root, setpriv and python3 to call as another uid"
+        )
+    )
     func otherUsersFlow() throws {
         let fixture = try setUp(daemonArguments: ["--socket-group", "nogroup"])
         defer { withExtendedLifetime(fixture) {} }
@@ -159,26 +181,34 @@ struct InteractiveLoginTests {
         // One raw request as nobody (uid 65534); prints the answer line.
         func asNobody(_ method: String, _ params: String) throws -> String {
             let line = #"{"jsonrpc":"2.0","id":1,"method":"\#(method)","params":\#(params)}"#
-            let script = "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode()+b'\\n'); print(s.makefile().readline())"
-            let result = try run(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                                 ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", script, daemon.socketPath, line])
+            let script =
+                "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(sys.argv[2].encode()+b'\\n'); print(s.makefile().readline())"
+            let result = try run(
+                URL(fileURLWithPath: "/usr/bin/setpriv"),
+                ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", script, daemon.socketPath, line]
+            )
             return result.stdout + result.stderr
         }
         let complete = try asNobody("login.complete", #"{"flow_id":"\#(flowID)","timeout_seconds":1}"#)
         #expect(complete.contains(#""reason":"flow_expired""#), "\(complete)")
         let cancel = try asNobody("login.cancel", #"{"flow_id":"\#(flowID)"}"#)
         #expect(cancel.contains(#""reason":"flow_expired""#), "\(cancel)")
-        #expect((try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool) == true,
-                "the owner's flow was still pending")
+        #expect(
+            (try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool) == true,
+            "the owner's flow was still pending"
+        )
     }
 
     // MARK: Authorization code with PKCE
 
-    @Test("browser from the CLI: authorization URL with PKCE S256, state and nonce; signed in; the listener closes; no code, verifier or token in logs or output")
+    @Test(
+        "browser from the CLI: authorization URL with PKCE S256, state and nonce; signed in; the listener closes; no code, verifier or token in logs or output"
+    )
     func browserSuccess() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let cli = try daemon.backgroundCLI(["login", "web", "--browser", "--no-browser"])
         try cli.waitForOutput("Ctrl-C cancels it")
         let url = try #require(cli.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
@@ -212,7 +242,8 @@ struct InteractiveLoginTests {
     func browserDenied() throws {
         let fixture = try setUp(browserClient: "authgate-browser-consent")
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let connection = try daemon.connect()
         let flow = try begin(connection, "web", "authorization_code")
         let played = try Interactive.browser(server, authorizationURL: flow["authorization_url"] as? String ?? "", deny: true)
@@ -227,11 +258,14 @@ struct InteractiveLoginTests {
     func wrongState() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let connection = try daemon.connect()
         let flow = try begin(connection, "web", "authorization_code")
         let flowID = flow["flow_id"] as? String ?? ""
-        let redirect = try #require(Interactive.browser(server, authorizationURL: flow["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String)
+        let redirect = try #require(
+            Interactive.browser(server, authorizationURL: flow["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String
+        )
         let forged = try Interactive.get(Interactive.replacing("state", with: "forged-state-value", in: redirect))
         #expect(forged.status == 400)
         #expect(forged.body.contains("state does not match"))
@@ -245,20 +279,26 @@ struct InteractiveLoginTests {
         // Any local user can connect: 32 idle connections are held, a 33rd is closed at once,
         // and the held ones are closed 2 s after connecting (the header deadline).
         let port = try #require(URLComponents(string: redirect)?.port)
-        let crowd = try run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
-            import socket, sys, time
-            began = time.time()
-            held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(32)]
-            time.sleep(0.3)
-            extra = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-            extra.settimeout(1.5)
-            try:
-                print("closed" if extra.recv(1) == b"" else "answered")
-            except socket.timeout:
-                print("open")
-            held[0].settimeout(10)
-            print("dropped" if held[0].recv(1) == b"" else "answered", round(time.time() - began))
-            """, "\(port)"])
+        let crowd = try run(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            [
+                "-c",
+                """
+                import socket, sys, time
+                began = time.time()
+                held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(32)]
+                time.sleep(0.3)
+                extra = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+                extra.settimeout(1.5)
+                try:
+                    print("closed" if extra.recv(1) == b"" else "answered")
+                except socket.timeout:
+                    print("open")
+                held[0].settimeout(10)
+                print("dropped" if held[0].recv(1) == b"" else "answered", round(time.time() - began))
+                """, "\(port)",
+            ]
+        )
         let lines = crowd.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "closed", "\(crowd.stdout)\(crowd.stderr)")
         #expect(lines.last == "dropped 2", "the header deadline: \(crowd.stdout)")
@@ -280,11 +320,14 @@ struct InteractiveLoginTests {
     func wrongIssuer() throws {
         let fixture = try setUp(iss: true)
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let connection = try daemon.connect()
         for forgery in ["https://evil.example/o", nil] {
             let flow = try begin(connection, "web", "authorization_code")
-            let redirect = try #require(Interactive.browser(server, authorizationURL: flow["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String)
+            let redirect = try #require(
+                Interactive.browser(server, authorizationURL: flow["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String
+            )
             #expect(Interactive.query("iss", of: redirect) == server.issuer, "the server sends iss")
             let refused = try Interactive.get(Interactive.replacing("iss", with: forgery, in: redirect))
             #expect(refused.status == 400)
@@ -303,16 +346,21 @@ struct InteractiveLoginTests {
     func replayedCode() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
+        let server = fixture.server
+        let daemon = fixture.daemon
         let connection = try daemon.connect()
         let first = try begin(connection, "web", "authorization_code")
-        let firstRedirect = try #require(Interactive.browser(server, authorizationURL: first["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String)
+        let firstRedirect = try #require(
+            Interactive.browser(server, authorizationURL: first["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String
+        )
         #expect(try Interactive.get(firstRedirect).status == 200)
         #expect(try call(connection, "login.complete", ["flow_id": first["flow_id"] as? String ?? ""]).result != nil)
         #expect(try Interactive.get(firstRedirect).exit == 7, "the first flow's listener is gone")
 
         let second = try begin(connection, "web", "authorization_code")
-        let secondRedirect = try #require(Interactive.browser(server, authorizationURL: second["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String)
+        let secondRedirect = try #require(
+            Interactive.browser(server, authorizationURL: second["authorization_url"] as? String ?? "", follow: false)["redirect"] as? String
+        )
         let oldCode = try #require(Interactive.query("code", of: firstRedirect))
         let replay = try Interactive.get(Interactive.replacing("code", with: oldCode, in: secondRedirect))
         #expect(replay.status == 400)
@@ -356,28 +404,28 @@ struct InteractiveLoginTests {
         // Reads the half-block drawing back into modules and finds the mask under which
         // python-qrcode's encoding of the same text (byte mode, level L) is identical.
         let script = #"""
-        import json, sys, qrcode
-        text, output = sys.argv[1], sys.argv[2]
-        lines = [l.split("\x1b[30;47m", 1)[1].split("\x1b[0m", 1)[0] for l in output.splitlines() if "\x1b[30;47m" in l]
-        top = {"█": (1, 1), "▀": (1, 0), "▄": (0, 1), " ": (0, 0)}
-        rows = []
-        for line in lines:
-            pairs = [top[c] for c in line]
-            rows.append([p[0] for p in pairs])
-            rows.append([p[1] for p in pairs])
-        quiet = 2
-        size = len(lines[0]) - 2 * quiet
-        drawn = [row[quiet:quiet + size] for row in rows[quiet:quiet + size]]
-        version = (size - 17) // 4
-        found = None
-        for mask in range(8):
-            qr = qrcode.QRCode(version=version, error_correction=qrcode.constants.ERROR_CORRECT_L, mask_pattern=mask, border=0)
-            qr.add_data(qrcode.util.QRData(text.encode(), mode=qrcode.util.MODE_8BIT_BYTE))
-            qr.make(fit=False)
-            if [[1 if m else 0 for m in row] for row in qr.modules] == drawn:
-                found = mask
-        print(json.dumps({"size": size, "mask": found}))
-        """#
+            import json, sys, qrcode
+            text, output = sys.argv[1], sys.argv[2]
+            lines = [l.split("\x1b[30;47m", 1)[1].split("\x1b[0m", 1)[0] for l in output.splitlines() if "\x1b[30;47m" in l]
+            top = {"█": (1, 1), "▀": (1, 0), "▄": (0, 1), " ": (0, 0)}
+            rows = []
+            for line in lines:
+                pairs = [top[c] for c in line]
+                rows.append([p[0] for p in pairs])
+                rows.append([p[1] for p in pairs])
+            quiet = 2
+            size = len(lines[0]) - 2 * quiet
+            drawn = [row[quiet:quiet + size] for row in rows[quiet:quiet + size]]
+            version = (size - 17) // 4
+            found = None
+            for mask in range(8):
+                qr = qrcode.QRCode(version=version, error_correction=qrcode.constants.ERROR_CORRECT_L, mask_pattern=mask, border=0)
+                qr.add_data(qrcode.util.QRData(text.encode(), mode=qrcode.util.MODE_8BIT_BYTE))
+                qr.make(fit=False)
+                if [[1 if m else 0 for m in row] for row in qr.modules] == drawn:
+                    found = mask
+            print(json.dumps({"size": size, "mask": found}))
+            """#
         let compared = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, complete, output])
         let result = try #require(try JSONSerialization.jsonObject(with: Data(compared.stdout.utf8)) as? [String: Any], "\(compared.stderr)")
         #expect((result["size"] as? Int ?? 0) >= 21)
@@ -388,9 +436,12 @@ struct InteractiveLoginTests {
     func registerThroughProvider() throws {
         let fixture = try setUp()
         defer { withExtendedLifetime(fixture) {} }
-        let server = fixture.server, daemon = fixture.daemon
-        #expect(try daemon.cli(["providers", "--json"]).stdout.contains(#""id":"web","registration":true"#)
-                || (try daemon.cli(["providers"]).stdout.contains("authorization_code,register")))
+        let server = fixture.server
+        let daemon = fixture.daemon
+        #expect(
+            try daemon.cli(["providers", "--json"]).stdout.contains(#""id":"web","registration":true"#)
+                || (try daemon.cli(["providers"]).stdout.contains("authorization_code,register"))
+        )
         let cli = try daemon.backgroundCLI(["register", "web", "--no-browser"])
         try cli.waitForOutput("Ctrl-C cancels it")
         let url = try #require(cli.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
@@ -405,7 +456,11 @@ struct InteractiveLoginTests {
         #expect(cli.stderr.contains("cancelled"))
         // The mock keeps its direct registration; the RPC register on an OIDC provider says where to go.
         let connection = try daemon.connect()
-        let direct = try call(connection, "register", ["provider": "web", "username": "x", "email": "x@example.com", "password": "p", "password_confirmation": "p"])
+        let direct = try call(
+            connection,
+            "register",
+            ["provider": "web", "username": "x", "email": "x@example.com", "password": "p", "password_confirmation": "p"]
+        )
         #expect(direct.errorReason == "unsupported_grant")
         #expect(direct.errorMessage?.contains("prompt") == true)
     }
@@ -434,8 +489,11 @@ struct InteractiveLoginTests {
         }
         let ninth = try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s8"])
         #expect(ninth.errorReason == "rate_limited", "\(ninth)")
-        #expect(try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s0"]).object["flow_id"] as? String
-                == flowIDs[0], "joining is still allowed")
+        #expect(
+            try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s0"]).object["flow_id"] as? String
+                == flowIDs[0],
+            "joining is still allowed"
+        )
         #expect((try call(connection, "login.cancel", ["flow_id": flowIDs[0]]).object["cancelled"] as? Bool) == true)
         #expect(try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s8"]).object["flow_id"] != nil)
     }

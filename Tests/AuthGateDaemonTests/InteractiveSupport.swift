@@ -2,6 +2,7 @@ import AuthGateRPC
 import Crypto
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,7 +16,8 @@ enum Interactive {
     static func play(_ arguments: [String]) throws -> [String: Any] {
         let result = try run(URL(fileURLWithPath: LoopbackServer.python), [playUser] + arguments)
         guard result.status == 0,
-              let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
+            let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        else {
             throw TestFailure("play_user.py \(arguments.first ?? "") failed (\(result.status)): \(result.stderr)")
         }
         return object
@@ -23,14 +25,22 @@ enum Interactive {
 
     /// Approves (or denies) a device code as alice.
     static func device(_ server: LoopbackServer, verificationURIComplete: String, deny: Bool = false) throws -> [String: Any] {
-        try play(["device", "--ca-file", server.caFile, "--verification-uri", verificationURIComplete,
-                  "--username", "alice", "--password", "alice-password-1"] + (deny ? ["--deny"] : []))
+        try play(
+            [
+                "device", "--ca-file", server.caFile, "--verification-uri", verificationURIComplete,
+                "--username", "alice", "--password", "alice-password-1",
+            ] + (deny ? ["--deny"] : [])
+        )
     }
 
     /// Signs in as alice on the authorization page; follows the redirect unless `follow` is false.
     static func browser(_ server: LoopbackServer, authorizationURL: String, deny: Bool = false, follow: Bool = true) throws -> [String: Any] {
-        try play(["browser", "--ca-file", server.caFile, "--authorization-url", authorizationURL,
-                  "--username", "alice", "--password", "alice-password-1"] + (deny ? ["--deny"] : []) + (follow ? [] : ["--no-follow"]))
+        try play(
+            [
+                "browser", "--ca-file", server.caFile, "--authorization-url", authorizationURL,
+                "--username", "alice", "--password", "alice-password-1",
+            ] + (deny ? ["--deny"] : []) + (follow ? [] : ["--no-follow"])
+        )
     }
 
     /// GET on a plain http loopback URL: (curl's exit status, HTTP status, body).
@@ -71,7 +81,10 @@ enum Interactive {
         var words: [String] = []
         var current = ""
         for character in text + " " {
-            if alphabet.contains(character) { current.append(character); continue }
+            if alphabet.contains(character) {
+                current.append(character)
+                continue
+            }
             if current.count >= 43 {
                 // Any 43-character window of a longer word, too.
                 let characters = Array(current)
@@ -99,7 +112,8 @@ final class BackgroundProcess: Sendable {
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
             .filter { $0.key != "DISPLAY" && $0.key != "WAYLAND_DISPLAY" }
-        let output = Pipe(), errors = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         process.standardInput = FileHandle.nullDevice
@@ -152,35 +166,39 @@ extension DaemonProcess {
     /// exit status.
     func cliInterruptedOnTerminal(_ arguments: [String], after text: String) throws -> (status: Int32, output: String) {
         let script = #"""
-        import os, pty, select, sys, time, json
-        wanted = sys.argv[1].encode()
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.execv(sys.argv[2], sys.argv[2:])
-        out = b""
-        sent = False
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            r, _, _ = select.select([fd], [], [], 0.1)
-            if r:
-                try:
-                    chunk = os.read(fd, 65536)
-                except OSError:
-                    break
-                if not chunk:
-                    break
-                out += chunk
-            if not sent and wanted in out:
-                time.sleep(0.3)
-                os.write(fd, b"\x03")
-                sent = True
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"sent": sent, "status": os.waitstatus_to_exitcode(status), "output": out.decode("utf-8", "replace")}))
-        """#
-        let result = try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", script, text, BuiltProducts.cli.path] + arguments,
-                             environment: ["AUTHGATE_SOCKET": socketPath, "DISPLAY": "", "WAYLAND_DISPLAY": ""])
+            import os, pty, select, sys, time, json
+            wanted = sys.argv[1].encode()
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[2], sys.argv[2:])
+            out = b""
+            sent = False
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([fd], [], [], 0.1)
+                if r:
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except OSError:
+                        break
+                    if not chunk:
+                        break
+                    out += chunk
+                if not sent and wanted in out:
+                    time.sleep(0.3)
+                    os.write(fd, b"\x03")
+                    sent = True
+            _, status = os.waitpid(pid, 0)
+            print(json.dumps({"sent": sent, "status": os.waitstatus_to_exitcode(status), "output": out.decode("utf-8", "replace")}))
+            """#
+        let result = try run(
+            URL(fileURLWithPath: LoopbackServer.python),
+            ["-c", script, text, BuiltProducts.cli.path] + arguments,
+            environment: ["AUTHGATE_SOCKET": socketPath, "DISPLAY": "", "WAYLAND_DISPLAY": ""]
+        )
         guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-              let status = object["status"] as? Int, let output = object["output"] as? String else {
+            let status = object["status"] as? Int, let output = object["output"] as? String
+        else {
             throw TestFailure("the pty driver failed: \(result.stderr)")
         }
         guard object["sent"] as? Bool == true else { throw TestFailure("\"\(text)\" never appeared; output:\n\(output)") }

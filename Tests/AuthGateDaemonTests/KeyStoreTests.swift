@@ -2,10 +2,12 @@ import AuthGateCore
 import Foundation
 import Logging
 import Testing
+
+@testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import AuthGateDaemon
 
 /// Where the storage key is found, and how a key change survives a crash: in process, on real
 /// files, with no keyring (the keyring itself: `KeyringTests`).
@@ -21,11 +23,22 @@ struct KeyStoreTests {
     }
 
     private func session(_ token: String) -> PersistedSession {
-        PersistedSession(provider: "mock", session: "default", grant: .password, subject: "mock:demo", issuer: nil, clientID: nil,
-                         tokens: TokenSet(accessToken: Secret("access-\(token)"), tokenType: "Bearer",
-                                          expiresAt: Date(timeIntervalSince1970: 1_800_000_000), refreshToken: Secret("refresh-\(token)"),
-                                          scopes: ["profile"]),
-                         savedAt: Date(timeIntervalSince1970: 1_799_999_000))
+        PersistedSession(
+            provider: "mock",
+            session: "default",
+            grant: .password,
+            subject: "mock:demo",
+            issuer: nil,
+            clientID: nil,
+            tokens: TokenSet(
+                accessToken: Secret("access-\(token)"),
+                tokenType: "Bearer",
+                expiresAt: Date(timeIntervalSince1970: 1_800_000_000),
+                refreshToken: Secret("refresh-\(token)"),
+                scopes: ["profile"]
+            ),
+            savedAt: Date(timeIntervalSince1970: 1_799_999_000)
+        )
     }
 
     private func keyFile(_ name: String = StorageKey.fileName) throws -> StorageKey? {
@@ -52,9 +65,14 @@ struct KeyStoreTests {
         let tool = scratch.path + "/hanging-secret-tool"
         try Data("#!/bin/sh\nexec sleep 30\n".utf8).write(to: URL(fileURLWithPath: tool))
         chmod(tool, 0o755)
-        let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .auto, mode: .user,
-                                      environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "AUTHGATE_SECRET_TOOL": tool],
-                                      keyringTimeout: .milliseconds(300))
+        let keeper = StorageKeyKeeper(
+            stateDirectory: state,
+            credentialsDirectory: nil,
+            choice: .auto,
+            mode: .user,
+            environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent", "AUTHGATE_SECRET_TOOL": tool],
+            keyringTimeout: .milliseconds(300)
+        )
         let start = ContinuousClock.now
         let opened = try keeper.open()
         #expect(ContinuousClock.now - start < .seconds(3))
@@ -72,8 +90,13 @@ struct KeyStoreTests {
         let user = try StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .auto, mode: .user, environment: noBus).open()
         #expect(user.location == .file(path: state + "/authgate.key"))
         #expect(user.notices.contains { $0.contains("there is no session bus") })
-        let system = try StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .auto, mode: .system,
-                                          environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]).open()
+        let system = try StorageKeyKeeper(
+            stateDirectory: state,
+            credentialsDirectory: nil,
+            choice: .auto,
+            mode: .system,
+            environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"]
+        ).open()
         #expect(system.sealing == user.sealing)
         #expect(system.notices == ["the storage key is kept in \(state)/authgate.key"])
     }
@@ -98,7 +121,14 @@ struct KeyStoreTests {
         let persistence = persistence(keeper)
         let store = try #require(persistence.store())
         try store.save([session("a")], uid: 1000)
-        try store.save([session("b"), session("c")].enumerated().map { var s = $1; s.session = "s\($0)"; return s }, uid: 1001)
+        try store.save(
+            [session("b"), session("c")].enumerated().map {
+                var s = $1
+                s.session = "s\($0)"
+                return s
+            },
+            uid: 1001
+        )
         let old = try #require(try keyFile())
 
         let outcome = try persistence.rekey()
@@ -121,7 +151,8 @@ struct KeyStoreTests {
 
     @Test("a rekey interrupted after some files were sealed again is finished at the next start", arguments: [0, 1, 2])
     func interruptedRekey(resealed: Int) throws {
-        let old = StorageKey.generate(), new = StorageKey.generate()
+        let old = StorageKey.generate()
+        let new = StorageKey.generate()
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         try StorageKey.write(old, to: state + "/authgate.key", in: state)
         for uid: UInt32 in [1000, 1001] {
@@ -150,7 +181,8 @@ struct KeyStoreTests {
     func credential() throws {
         let credentials = scratch.path + "/credentials"
         try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
-        let old = StorageKey.generate(), new = StorageKey.generate()
+        let old = StorageKey.generate()
+        let new = StorageKey.generate()
         try StorageKey.write(old, to: credentials + "/authgate.key", in: credentials)
         let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: credentials, choice: .auto, mode: .system)
         let persistence = persistence(keeper)
@@ -174,11 +206,17 @@ struct KeyStoreTests {
     @Test("the helper runner: input on stdin, output back, a deadline that kills, a missing program")
     func childProcess() throws {
         let echo = ChildProcess(path: "/bin/cat", arguments: [], environment: []).run(input: Array("secret".utf8), timeout: .seconds(5))
-        guard case .exited(0, let output, "") = echo else { Issue.record("cat: \(echo)"); return }
+        guard case .exited(0, let output, "") = echo else {
+            Issue.record("cat: \(echo)")
+            return
+        }
         #expect(output == Array("secret".utf8))
         let start = ContinuousClock.now
         let hung = ChildProcess(path: "/bin/sh", arguments: ["-c", "sleep 30 & sleep 30"], environment: []).run(input: [], timeout: .milliseconds(200))
-        guard case .timedOut = hung else { Issue.record("sleep: \(hung)"); return }
+        guard case .timedOut = hung else {
+            Issue.record("sleep: \(hung)")
+            return
+        }
         #expect(ContinuousClock.now - start < .seconds(3))
         guard case .notStarted = ChildProcess(path: "/nonexistent", arguments: [], environment: []).run(input: [], timeout: .seconds(1)) else {
             Issue.record("a missing program starts")

@@ -1,9 +1,11 @@
 import Foundation
 import Testing
+
+@testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import AuthGateDaemon
 
 /// A session bus of its own with an unlocked gnome-keyring-daemon on it (a fresh HOME, so a
 /// new login keyring), stopped with the test. scripts/test installs dbus, gnome-keyring and
@@ -60,9 +62,14 @@ final class KeyringSession: Sendable {
         do {
             try eventually(timeout: .seconds(20)) {
                 guard keyring.isRunning else { return false }
-                return try run(URL(fileURLWithPath: "/usr/bin/dbus-send"),
-                               ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/", "org.freedesktop.DBus.NameHasOwner",
-                                "string:org.freedesktop.secrets"], environment: ["DBUS_SESSION_BUS_ADDRESS": busAddress]).stdout.contains("boolean true")
+                return try run(
+                    URL(fileURLWithPath: "/usr/bin/dbus-send"),
+                    [
+                        "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/", "org.freedesktop.DBus.NameHasOwner",
+                        "string:org.freedesktop.secrets",
+                    ],
+                    environment: ["DBUS_SESSION_BUS_ADDRESS": busAddress]
+                ).stdout.contains("boolean true")
             }
         } catch {
             throw TestFailure("gnome-keyring-daemon did not come up")
@@ -99,8 +106,8 @@ let withoutSessionBus = ["DBUS_SESSION_BUS_ADDRESS": "", "XDG_RUNTIME_DIR": ""]
 
 /// The mock provider, with sessions kept on disk.
 private let persistentMock = #"""
-{"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 3600}
-"""#
+    {"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 3600}
+    """#
 
 private func signIn(_ daemon: DaemonProcess) throws -> String {
     let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
@@ -133,8 +140,12 @@ private func fileKeyExists(_ daemon: DaemonProcess) -> Bool {
 extension StorageKeyKeeper {
     /// Stores `key` in the test session's keyring as the daemon would.
     static func storeInKeyring(_ key: StorageKey, kind: String = "storage-key", keyring session: KeyringSession) throws {
-        guard case .success(let keyring) = SecretServiceKeyring.find(environment: ProcessInfo.processInfo.environment.merging(session.environment) { _, new in new }),
-              case .success = keyring.storeAndVerify(key, as: SecretServiceKeyring.Item(rawValue: kind) ?? .current) else {
+        guard
+            case .success(let keyring) = SecretServiceKeyring.find(
+                environment: ProcessInfo.processInfo.environment.merging(session.environment) { _, new in new }
+            ),
+            case .success = keyring.storeAndVerify(key, as: SecretServiceKeyring.Item(rawValue: kind) ?? .current)
+        else {
             throw TestFailure("cannot store a key in the test keyring")
         }
     }
@@ -148,11 +159,16 @@ private func fileKey(_ daemon: DaemonProcess) -> StorageKey? {
 /// the fallback to the state directory without one, and `authgate rekey` in both.
 @Suite("Storage key in the Secret Service", .serialized)
 struct KeyringTests {
-    static let needsKeyring = Testing.ConditionTrait.enabled(if: KeyringSession.isAvailable,
-                                                             "needs dbus-daemon, gnome-keyring-daemon and secret-tool (scripts/test installs them)")
+    static let needsKeyring = Testing.ConditionTrait.enabled(
+        if: KeyringSession.isAvailable,
+        "needs dbus-daemon, gnome-keyring-daemon and secret-tool (scripts/test installs them)"
+    )
     let auto = ["--key-store", "auto"]
 
-    @Test("the key lives in the keyring, not beside the sessions; a restart restores them; a copy of the state directory opens nothing", KeyringTests.needsKeyring)
+    @Test(
+        "the key lives in the keyring, not beside the sessions; a restart restores them; a copy of the state directory opens nothing",
+        KeyringTests.needsKeyring
+    )
     func keyInKeyring() throws {
         let keyring = try KeyringSession()
         var daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, environment: keyring.environment)
@@ -195,8 +211,10 @@ struct KeyringTests {
         #expect(try daemon.cli(["token", "mock"]).stdout == token)
     }
 
-    @Test("sessions sealed with a file key while the keyring was away are sealed again with the keyring's, and the file goes",
-          KeyringTests.needsKeyring)
+    @Test(
+        "sessions sealed with a file key while the keyring was away are sealed again with the keyring's, and the file goes",
+        KeyringTests.needsKeyring
+    )
     func keyringAndFile() throws {
         let keyring = try KeyringSession()
         var daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, environment: withoutSessionBus)
@@ -213,8 +231,10 @@ struct KeyringTests {
         #expect(try daemon.cli(["token", "mock"]).stdout == token)
     }
 
-    @Test("a rekey in the keyring interrupted after its new key was stored and one file sealed is finished at the next start",
-          KeyringTests.needsKeyring)
+    @Test(
+        "a rekey in the keyring interrupted after its new key was stored and one file sealed is finished at the next start",
+        KeyringTests.needsKeyring
+    )
     func interruptedKeyringRekey() throws {
         let keyring = try KeyringSession()
         var daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, environment: keyring.environment)
@@ -283,11 +303,19 @@ struct KeyringTests {
         #expect(!daemon.logText.contains("saved sessions lost"))
     }
 
-    @Test("only admins may rekey", .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
-                                            "needs root and setpriv to run a client as another uid"))
+    @Test(
+        "only admins may rekey",
+        .enabled(
+            if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+            "needs root and setpriv to run a client as another uid"
+        )
+    )
     func adminOnly() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: ["--socket-group", "nogroup"] + auto,
-                                       environment: withoutSessionBus)
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": persistentMock],
+            arguments: ["--socket-group", "nogroup"] + auto,
+            environment: withoutSessionBus
+        )
         _ = try signIn(daemon)
         let old = try #require(fileKey(daemon))
         chmod(daemon.scratch.path, 0o755)

@@ -33,8 +33,10 @@ struct KubectlTests {
         """
     }
 
-    @Test("kubectl get --raw /api succeeds through the plugin; a signed-out session fails with the sentence naming authgate login",
-          .enabled(if: hasKubectl, "needs kubectl"))
+    @Test(
+        "kubectl get --raw /api succeeds through the plugin; a signed-out session fails with the sentence naming authgate login",
+        .enabled(if: hasKubectl, "needs kubectl")
+    )
     func kubectlThroughThePlugin() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
@@ -48,7 +50,13 @@ struct KubectlTests {
         #expect(ok.status == 0 && ok.stdout.contains("APIVersions"), "\(ok.stdout)\(ok.stderr)")
 
         // What kubectl sent the plugin, and what it printed.
-        let credential = try daemon.cli(["kubectl", "mock"], prefix: ["/usr/bin/env", #"KUBERNETES_EXEC_INFO={"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false}}"#])
+        let credential = try daemon.cli(
+            ["kubectl", "mock"],
+            prefix: [
+                "/usr/bin/env",
+                #"KUBERNETES_EXEC_INFO={"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","spec":{"interactive":false}}"#,
+            ]
+        )
         let object = try JSONSerialization.jsonObject(with: Data(credential.stdout.utf8)) as? [String: Any]
         #expect(object?["apiVersion"] as? String == "client.authentication.k8s.io/v1beta1")
         let status = object?["status"] as? [String: Any]
@@ -61,8 +69,10 @@ struct KubectlTests {
         #expect(snippet.stdout.contains("command: authgate") && snippet.stdout.contains(#"args: ["kubectl", "mock"]"#), "\(snippet.stdout)")
     }
 
-    @Test("issue 28 item 2: against an API server that authenticates ID tokens as kube-apiserver's OIDC authenticator does: the ID token (the default for oidc) is accepted and the access token refused; an expired ID token is renewed; --setup's command works in a fresh kubeconfig",
-          .enabled(if: hasKubectl, "needs kubectl"))
+    @Test(
+        "issue 28 item 2: against an API server that authenticates ID tokens as kube-apiserver's OIDC authenticator does: the ID token (the default for oidc) is accepted and the access token refused; an expired ID token is renewed; --setup's command works in a fresh kubeconfig",
+        .enabled(if: hasKubectl, "needs kubectl")
+    )
     func idTokens() throws {
         let scratch = try ScratchDirectory()
         // 8 s tokens: the plugin wants half the ID token's lifetime left (4 s), and the test waits one out.
@@ -75,36 +85,41 @@ struct KubectlTests {
         let daemon = try DaemonProcess(providers: ["corp.json": provider], logLevel: "info", scratch: scratch)
         try daemon.waitForLog("provider ready")
         #expect(try daemon.cli(["login", "corp", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
-        let api = try LoopbackServer(script: "kube_api.py", workdir: scratch.path + "/kube",
-                                     arguments: ["--oidc-issuer-url", idp.issuer, "--oidc-client-id", "authgate-exchange", "--oidc-ca-file", idp.caFile])
+        let api = try LoopbackServer(
+            script: "kube_api.py",
+            workdir: scratch.path + "/kube",
+            arguments: ["--oidc-issuer-url", idp.issuer, "--oidc-client-id", "authgate-exchange", "--oidc-ca-file", idp.caFile]
+        )
         let bin = scratch.path + "/bin"
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(atPath: bin + "/authgate", withDestinationPath: BuiltProducts.cli.path)
-        let environment = ["HOME": scratch.path, "KUBECACHEDIR": scratch.path + "/kube-cache", "PATH": bin + ":/usr/bin:/bin",
-                           "AUTHGATE_SOCKET": daemon.socketPath]
+        let environment = [
+            "HOME": scratch.path, "KUBECACHEDIR": scratch.path + "/kube-cache", "PATH": bin + ":/usr/bin:/bin",
+            "AUTHGATE_SOCKET": daemon.socketPath,
+        ]
         let kubectl = URL(fileURLWithPath: "/usr/bin/kubectl")
         func kubeconfig(_ name: String, args: [String]) throws -> String {
             let path = scratch.path + "/" + name
             try """
-                apiVersion: v1
-                kind: Config
-                clusters:
-                - name: test
-                  cluster: {server: "\(api.issuer)", certificate-authority: "\(api.caFile)"}
-                contexts:
-                - name: test
-                  context: {cluster: test, user: corp}
-                current-context: test
-                users:
-                - name: corp
-                  user:
-                    exec:
-                      apiVersion: client.authentication.k8s.io/v1
-                      command: authgate
-                      args: [\(args.map { "\"\($0)\"" }.joined(separator: ", "))]
-                      interactiveMode: Never
-                      provideClusterInfo: false
-                """.write(toFile: path, atomically: true, encoding: .utf8)
+            apiVersion: v1
+            kind: Config
+            clusters:
+            - name: test
+              cluster: {server: "\(api.issuer)", certificate-authority: "\(api.caFile)"}
+            contexts:
+            - name: test
+              context: {cluster: test, user: corp}
+            current-context: test
+            users:
+            - name: corp
+              user:
+                exec:
+                  apiVersion: client.authentication.k8s.io/v1
+                  command: authgate
+                  args: [\(args.map { "\"\($0)\"" }.joined(separator: ", "))]
+                  interactiveMode: Never
+                  provideClusterInfo: false
+            """.write(toFile: path, atomically: true, encoding: .utf8)
             return path
         }
 
@@ -123,7 +138,8 @@ struct KubectlTests {
         // already print a newer one: the same kind of token is all that can be compared.)
         #expect(try daemon.cli(["token", "corp", "--id-token"]).stdout.split(separator: ".").count == 3)
         let payload = try #require(first.split(separator: ".").dropFirst().first.map(String.init))
-        let padded = payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        let padded =
+            payload.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
             + String(repeating: "=", count: (4 - payload.count % 4) % 4)
         let decoded = try #require(Data(base64Encoded: padded))
         let claims = try #require(try JSONSerialization.jsonObject(with: decoded) as? [String: Any])
@@ -140,15 +156,25 @@ struct KubectlTests {
         // kubelogin's setup: the printed command, pasted into a fresh kubeconfig, works.
         let setup = try run(BuiltProducts.cli, ["kubectl", "corp", "--setup"], environment: environment)
         #expect(setup.status == 0, "\(setup.stderr)")
-        #expect(setup.stdout.contains("--oidc-issuer-url=\(idp.issuer)") && setup.stdout.contains("--oidc-client-id=authgate-exchange")
-                && setup.stdout.contains("--oidc-username-claim=sub") && setup.stdout.contains("  sub: "), "\(setup.stdout)")
+        #expect(
+            setup.stdout.contains("--oidc-issuer-url=\(idp.issuer)") && setup.stdout.contains("--oidc-client-id=authgate-exchange")
+                && setup.stdout.contains("--oidc-username-claim=sub") && setup.stdout.contains("  sub: "),
+            "\(setup.stdout)"
+        )
         let command = try #require(setup.stdout.split(separator: "\n").first { $0.contains("kubectl config set-credentials") })
         let fresh = ["KUBECONFIG": scratch.path + "/fresh.yaml"].merging(environment) { first, _ in first }
-        let pasted = try run(URL(fileURLWithPath: "/bin/sh"), ["-c", String(command) + """
-             && kubectl config set-cluster test --server=\(api.issuer) --certificate-authority=\(api.caFile) \
-             && kubectl config set-context test --cluster=test --user=oidc-corp && kubectl config use-context test \
-             && kubectl get --raw /api
-            """], environment: fresh)
+        let pasted = try run(
+            URL(fileURLWithPath: "/bin/sh"),
+            [
+                "-c",
+                String(command) + """
+                     && kubectl config set-cluster test --server=\(api.issuer) --certificate-authority=\(api.caFile) \
+                     && kubectl config set-context test --cluster=test --user=oidc-corp && kubectl config use-context test \
+                     && kubectl get --raw /api
+                    """,
+            ],
+            environment: fresh
+        )
         #expect(pasted.status == 0 && pasted.stdout.contains("APIVersions"), "\(pasted.stdout)\(pasted.stderr)")
         #expect(!setup.stdout.contains(now), "the claims, never the token")
     }
@@ -169,8 +195,10 @@ struct KubectlTests {
         for arguments in [["kubectl", "faulty", "--force-refresh"], ["token", "faulty", "--id-token", "--force-refresh"]] {
             let refused = try daemon.cli(arguments)
             #expect(refused.status == 3 && refused.stdout.isEmpty, "\(arguments): \(refused)")
-            #expect(refused.stderr.contains("returned no new ID token when the session was refreshed") && refused.stderr.contains("authgate login faulty"),
-                    "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("returned no new ID token when the session was refreshed") && refused.stderr.contains("authgate login faulty"),
+                "\(refused.stderr)"
+            )
         }
         let kubectlAccess = try daemon.cli(["kubectl", "faulty", "--token-type", "access"])
         #expect(kubectlAccess.status == 0 && kubectlAccess.stdout.contains("faulty-at-"), "the access token still works: \(kubectlAccess.stderr)")

@@ -1,8 +1,9 @@
-@testable import AuthGateCore
-@testable import AuthGateDaemon
 import Foundation
 import Logging
 import Testing
+
+@testable import AuthGateCore
+@testable import AuthGateDaemon
 
 /// A provider whose device sign-in the test approves, denies or leaves pending.
 private actor DeviceProvider: IdentityProvider {
@@ -15,9 +16,14 @@ private actor DeviceProvider: IdentityProvider {
 
     func beginDeviceAuthorization(scopes: [String]) async throws(AuthGateError) -> DeviceAuthorization {
         begun += 1
-        return DeviceAuthorization(deviceCode: Secret("device-code-\(begun)"), userCode: "ABCD-EFGH",
-                                   verificationURI: URL(string: "https://idp.example/device")!, verificationURIComplete: nil,
-                                   expiresAt: Date().addingTimeInterval(600), interval: 5)
+        return DeviceAuthorization(
+            deviceCode: Secret("device-code-\(begun)"),
+            userCode: "ABCD-EFGH",
+            verificationURI: URL(string: "https://idp.example/device")!,
+            verificationURIComplete: nil,
+            expiresAt: Date().addingTimeInterval(600),
+            interval: 5
+        )
     }
 
     /// Waits for the test's decision; `nil` once cancelled, as the protocol asks.
@@ -25,9 +31,16 @@ private actor DeviceProvider: IdentityProvider {
         while true {
             switch decision {
             case .approve?:
-                return .success(SignInResult(tokens: TokenSet(accessToken: Secret("at-\(authorization.deviceCode.exposedValue)"),
-                                                              expiresAt: Date().addingTimeInterval(3600), refreshToken: Secret("rt")),
-                                             subject: "alice"))
+                return .success(
+                    SignInResult(
+                        tokens: TokenSet(
+                            accessToken: Secret("at-\(authorization.deviceCode.exposedValue)"),
+                            expiresAt: Date().addingTimeInterval(3600),
+                            refreshToken: Secret("rt")
+                        ),
+                        subject: "alice"
+                    )
+                )
             case .deny?:
                 return .failure(AuthGateError(.permissionDenied, "denied"))
             case nil:
@@ -52,7 +65,9 @@ struct LoginFlowManagerTests {
     private let key = SessionKey(uid: 1000, provider: ProviderID("corp")!, name: .default)
     private let configuration: ProviderConfiguration = ProviderConfigurationLoader.parse(
         Data(#"{"type": "oidc", "issuer": "https://idp.example", "client_id": "c", "grants": ["device_code"]}"#.utf8),
-        id: "corp", file: "corp.json").configuration!
+        id: "corp",
+        file: "corp.json"
+    ).configuration!
 
     private func begin(_ flows: LoginFlowManager, _ provider: DeviceProvider, key: SessionKey? = nil) async throws -> PendingSignIn {
         try await flows.begin(key: key ?? self.key, grant: .deviceCode, scopes: [], prompt: nil, configuration: configuration, client: provider)

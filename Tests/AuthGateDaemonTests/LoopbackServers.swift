@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -28,7 +29,8 @@ final class LoopbackServer: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.python)
         process.arguments = [Self.repository.appendingPathComponent("Tests/idp/\(script)").path, "--workdir", workdir] + arguments
-        let output = Pipe(), errors = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
         process.standardOutput = output
         process.standardError = errors
         collect(errors.fileHandleForReading, into: log)
@@ -85,8 +87,12 @@ extension LoopbackServer {
     /// `stop()` with the same users, clients, keys and certificate.
     /// - Parameter authorizationResponseIss: Adds `iss` to authorization responses and
     ///   advertises it (RFC 9207).
-    static func identityProvider(workdir: String, port: Int? = nil, accessTokenLifetime: Int = 3600,
-                                 authorizationResponseIss: Bool = false) throws -> LoopbackServer {
+    static func identityProvider(
+        workdir: String,
+        port: Int? = nil,
+        accessTokenLifetime: Int = 3600,
+        authorizationResponseIss: Bool = false
+    ) throws -> LoopbackServer {
         var arguments = ["--access-token-lifetime", "\(accessTokenLifetime)"]
         if let port { arguments += ["--port", "\(port)"] }
         if authorizationResponseIss { arguments.append("--authorization-response-iss") }

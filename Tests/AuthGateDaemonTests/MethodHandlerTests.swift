@@ -1,8 +1,9 @@
-@testable import AuthGateCore
-@testable import AuthGateDaemon
 import Foundation
 import Logging
 import Testing
+
+@testable import AuthGateCore
+@testable import AuthGateDaemon
 
 /// The dispatcher and the method handlers in process: a mock provider and the session manager
 /// on one injected clock, the caller's credentials made up, the answers read as JSON. The
@@ -21,12 +22,30 @@ struct MethodHandlerTests {
         let broadcast = SessionBroadcast(now: { [clock] in clock.now })
         let sessions = SessionManager(logger: quiet, observer: broadcast, now: { [clock] in clock.now }, random: { 0 })
         let flows = LoginFlowManager(sessions: sessions, logger: quiet)
-        let reloader = ProviderReloader(directory: "/nonexistent/providers.d", registry: registry, sessions: sessions,
-                                        validator: ProviderValidator(registry: registry, logger: quiet), logger: quiet)
-        return RPCDispatcher(services: DaemonServices(registry: registry, sessions: sessions, flows: flows, reloader: reloader, throttle: LoginThrottle(),
-                                                      context: DaemonContext(configDirectory: "/nonexistent", mode: .system, socketPath: "/nonexistent/s.sock",
-                                                                             adminGroup: "no-such-group-here"),
-                                                      logger: quiet, broadcast: broadcast))
+        let reloader = ProviderReloader(
+            directory: "/nonexistent/providers.d",
+            registry: registry,
+            sessions: sessions,
+            validator: ProviderValidator(registry: registry, logger: quiet),
+            logger: quiet
+        )
+        return RPCDispatcher(
+            services: DaemonServices(
+                registry: registry,
+                sessions: sessions,
+                flows: flows,
+                reloader: reloader,
+                throttle: LoginThrottle(),
+                context: DaemonContext(
+                    configDirectory: "/nonexistent",
+                    mode: .system,
+                    socketPath: "/nonexistent/s.sock",
+                    adminGroup: "no-such-group-here"
+                ),
+                logger: quiet,
+                broadcast: broadcast
+            )
+        )
     }
 
     /// Sends one request and returns the answer as a JSON object.

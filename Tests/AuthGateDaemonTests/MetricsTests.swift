@@ -1,6 +1,7 @@
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -51,18 +52,22 @@ struct MetricsTests {
         text.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last ?? "") }
     }
 
-    @Test("after a small scenario every family is there, promtool accepts the text, values count what happened, nothing secret shows; a Prometheus server scrapes the same values",
-          .enabled(if: hasPrometheus, "needs Debian's prometheus package (promtool, prometheus): scripts/test installs it"))
+    @Test(
+        "after a small scenario every family is there, promtool accepts the text, values count what happened, nothing secret shows; a Prometheus server scrapes the same values",
+        .enabled(if: hasPrometheus, "needs Debian's prometheus package (promtool, prometheus): scripts/test installs it")
+    )
     func scenario() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
         let faulty = #"""
-        {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
-         "tls": {"ca_file": "\#(server.caFile)"}}
-        """#
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(server.caFile)"}}
+            """#
         let port = try Self.freePort()
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.shortLivedMock(2), "faulty.json": faulty],
-                                       arguments: ["--metrics-listen", "127.0.0.1:\(port)", "--max-connections", "4"])
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.shortLivedMock(2), "faulty.json": faulty],
+            arguments: ["--metrics-listen", "127.0.0.1:\(port)", "--max-connections", "4"]
+        )
         try daemon.waitForLog("provider ready")
 
         // Sign-ins: one good, one wrong password, one at a real provider.
@@ -132,16 +137,22 @@ struct MetricsTests {
 
         // A real Prometheus server scrapes it; its HTTP API answers with the token calls counted above.
         let prometheusPort = try Self.freePort()
-        try scratch.write("prometheus.yml", """
-        global: {scrape_interval: 1s}
-        scrape_configs:
-          - job_name: authgate
-            static_configs: [{targets: ["127.0.0.1:\(port)"]}]
-        """)
-        let prometheus = try BackgroundProcess(URL(fileURLWithPath: Self.prometheus), [
-            "--config.file=\(scratch.path)/prometheus.yml", "--storage.tsdb.path=\(scratch.path)/tsdb",
-            "--web.listen-address=127.0.0.1:\(prometheusPort)", "--log.level=warn",
-        ])
+        try scratch.write(
+            "prometheus.yml",
+            """
+            global: {scrape_interval: 1s}
+            scrape_configs:
+              - job_name: authgate
+                static_configs: [{targets: ["127.0.0.1:\(port)"]}]
+            """
+        )
+        let prometheus = try BackgroundProcess(
+            URL(fileURLWithPath: Self.prometheus),
+            [
+                "--config.file=\(scratch.path)/prometheus.yml", "--storage.tsdb.path=\(scratch.path)/tsdb",
+                "--web.listen-address=127.0.0.1:\(prometheusPort)", "--log.level=warn",
+            ]
+        )
         defer { withExtendedLifetime(prometheus) {} }
         let query = "http://127.0.0.1:\(prometheusPort)/api/v1/query?query=authgate_rpc_requests_total%7Bmethod%3D%22token%22%2Coutcome%3D%22ok%22%7D"
         var answered = ""
@@ -159,9 +170,9 @@ struct MetricsTests {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "slow_discovery", delay: 3)
         let slow = #"""
-        {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
-         "tls": {"ca_file": "\#(server.caFile)"}, "timeouts": {"connect_ms": 1000, "total_ms": 10000}}
-        """#
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
+             "tls": {"ca_file": "\#(server.caFile)"}, "timeouts": {"connect_ms": 1000, "total_ms": 10000}}
+            """#
         let port = try Self.freePort()
         let daemon = try DaemonProcess(providers: ["slow.json": slow], arguments: ["--metrics-listen", "\(port)"])
         // The metrics listener binds a moment after the socket: /healthz answers once it does,
@@ -185,8 +196,10 @@ struct MetricsTests {
         #expect(!asNobody.stdout.contains("authgate_"))
     }
 
-    @Test("promtool accepts the alert rules shipped in docs/prometheus",
-          .enabled(if: hasPrometheus, "needs Debian's prometheus package (promtool): scripts/test installs it"))
+    @Test(
+        "promtool accepts the alert rules shipped in docs/prometheus",
+        .enabled(if: hasPrometheus, "needs Debian's prometheus package (promtool): scripts/test installs it")
+    )
     func rules() throws {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("docs/prometheus/authgate-rules.yml")

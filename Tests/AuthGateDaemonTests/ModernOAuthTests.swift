@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,8 +9,11 @@ extension LoopbackServer {
     /// The idpyoidc authorization server (Tests/idp/idpy_server.py): DPoP, private_key_jwt,
     /// client_secret_jwt, mutual TLS (with `mtls`), PAR and token exchange.
     static func idpy(workdir: String, mtls: Bool = false, accessTokenLifetime: Int = 3600) throws -> LoopbackServer {
-        try LoopbackServer(script: "idpy_server.py", workdir: workdir,
-                           arguments: ["--access-token-lifetime", "\(accessTokenLifetime)"] + (mtls ? ["--mtls"] : []))
+        try LoopbackServer(
+            script: "idpy_server.py",
+            workdir: workdir,
+            arguments: ["--access-token-lifetime", "\(accessTokenLifetime)"] + (mtls ? ["--mtls"] : [])
+        )
     }
 
     /// What the idpyoidc server knows of `client`: its files and key id.
@@ -31,8 +35,10 @@ extension LoopbackServer {
 
     /// GET of the server's protected resource with `headers`: the HTTP status and body.
     func resource(_ headers: [String], url: String? = nil) throws -> (status: String, body: String) {
-        let result = try run(URL(fileURLWithPath: "/usr/bin/curl"),
-                             ["-sS", "--cacert", caFile, "-w", "\n%{http_code}"] + headers.flatMap { ["-H", $0] } + [url ?? endpoints["resource"] ?? ""])
+        let result = try run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-sS", "--cacert", caFile, "-w", "\n%{http_code}"] + headers.flatMap { ["-H", $0] } + [url ?? endpoints["resource"] ?? ""]
+        )
         var lines = result.stdout.components(separatedBy: "\n")
         let status = lines.popLast() ?? ""
         return (status, lines.joined(separator: "\n"))
@@ -51,7 +57,9 @@ private func idpyProvider(_ server: LoopbackServer, client: String, grants: [Str
 /// daemon as a process, against idpyoidc 5.0.0 on loopback over TLS (Tests/idp/idpy_server.py).
 @Suite("Sender-constrained and secretless: against idpyoidc", .serialized)
 struct ModernOAuthTests {
-    @Test("DPoP: the session's tokens are bound to a key only the daemon holds; the resource takes its proofs and refuses the token without one or with a proof for another URL; refresh and restart keep the key")
+    @Test(
+        "DPoP: the session's tokens are bound to a key only the daemon holds; the resource takes its proofs and refuses the token without one or with a proof for another URL; refresh and restart keep the key"
+    )
     func dpop() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
@@ -110,7 +118,9 @@ struct ModernOAuthTests {
     func dpopNonces() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
-        let daemon = try DaemonProcess(providers: ["corp.json": idpyProvider(server, client: "authgate-dpop", grants: ["password"], extra: #", "dpop": "required""#)])
+        let daemon = try DaemonProcess(providers: [
+            "corp.json": idpyProvider(server, client: "authgate-dpop", grants: ["password"], extra: #", "dpop": "required""#)
+        ])
         try daemon.waitForLog("provider ready")
         func login(_ session: String) throws -> ProcessOutput {
             try daemon.cli(["login", "corp", "--session", session, "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
@@ -127,27 +137,39 @@ struct ModernOAuthTests {
         #expect(refused.status == 7 && refused.stderr.contains("invalid_dpop_proof") && refused.stderr.contains("[dpop_rejected]"), "\(refused.stderr)")
     }
 
-    @Test("private_key_jwt (EC P-256 and RSA) and client_secret_jwt: the client signs in with assertions the server verified; a key it does not know is provider_unavailable")
+    @Test(
+        "private_key_jwt (EC P-256 and RSA) and client_secret_jwt: the client signs in with assertions the server verified; a key it does not know is provider_unavailable"
+    )
     func clientAssertions() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
         func keyed(_ client: String, keyFile: String? = nil) -> String {
             let file = keyFile ?? (server.client(client)["key_file"] as? String ?? "")
             let kid = (server.client(client)["key_id"] as? String).map { #", "client_key_id": "\#($0)""# } ?? ""
-            return idpyProvider(server, client: client, grants: ["client_credentials"],
-                                extra: #", "client_auth": "private_key_jwt", "client_key_file": "\#(file)""# + kid)
+            return idpyProvider(
+                server,
+                client: client,
+                grants: ["client_credentials"],
+                extra: #", "client_auth": "private_key_jwt", "client_key_file": "\#(file)""# + kid
+            )
         }
         let secretFile = server.client("authgate-secretjwt")["secret_file"] as? String ?? ""
         let daemon = try DaemonProcess(providers: [
             "ec.json": keyed("authgate-pkjwt-ec"),
             "rsa.json": keyed("authgate-pkjwt-rsa"),
-            "hs.json": idpyProvider(server, client: "authgate-secretjwt", grants: ["client_credentials"],
-                                    extra: #", "client_auth": "client_secret_jwt", "client_secret_file": "\#(secretFile)""#),
+            "hs.json": idpyProvider(
+                server,
+                client: "authgate-secretjwt",
+                grants: ["client_credentials"],
+                extra: #", "client_auth": "client_secret_jwt", "client_secret_file": "\#(secretFile)""#
+            ),
             "wrong.json": keyed("authgate-pkjwt-ec", keyFile: server.client("authgate-pkjwt-rsa")["key_file"] as? String),
         ])
         try daemon.waitForLog("provider ready")
-        for (provider, client, method) in [("ec", "authgate-pkjwt-ec", "private_key_jwt"), ("rsa", "authgate-pkjwt-rsa", "private_key_jwt"),
-                                           ("hs", "authgate-secretjwt", "client_secret_jwt")] {
+        for (provider, client, method) in [
+            ("ec", "authgate-pkjwt-ec", "private_key_jwt"), ("rsa", "authgate-pkjwt-rsa", "private_key_jwt"),
+            ("hs", "authgate-secretjwt", "client_secret_jwt"),
+        ] {
             let login = try daemon.cli(["login", provider, "--client-credentials"])
             #expect(login.status == 0, "\(provider): \(login.stderr)")
             #expect(((try server.idpyStats()["client_auth"] as? [String: Any])?[client] as? String) == method, "\(provider)")
@@ -159,14 +181,21 @@ struct ModernOAuthTests {
         #expect(!secret.isEmpty && !daemon.logText.contains(secret))
     }
 
-    @Test("mutual TLS: tls_client_auth and self_signed_tls_client_auth sign in with the certificate at the mtls_endpoint_aliases; another certificate is refused")
+    @Test(
+        "mutual TLS: tls_client_auth and self_signed_tls_client_auth sign in with the certificate at the mtls_endpoint_aliases; another certificate is refused"
+    )
     func mutualTLS() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp", mtls: true)
         func mtls(_ client: String, method: String, certificate: String, key: String) -> String {
-            idpyProvider(server, client: client, grants: ["client_credentials"], extra: #"""
-                , "client_auth": "\#(method)", "tls": {"ca_file": "\#(server.caFile)", "client_cert_file": "\#(certificate)", "client_key_file": "\#(key)"}
-                """#).replacing(#""tls": {"ca_file": "\#(server.caFile)"},"#, with: "")
+            idpyProvider(
+                server,
+                client: client,
+                grants: ["client_credentials"],
+                extra: #"""
+                    , "client_auth": "\#(method)", "tls": {"ca_file": "\#(server.caFile)", "client_cert_file": "\#(certificate)", "client_key_file": "\#(key)"}
+                    """#
+            ).replacing(#""tls": {"ca_file": "\#(server.caFile)"},"#, with: "")
         }
         let caSigned = (server.info["client_cert_file"] as? String ?? "", server.info["client_key_file"] as? String ?? "")
         let selfSigned = (server.client("authgate-mtls-self")["cert_file"] as? String ?? "", server.client("authgate-mtls-self")["key_file"] as? String ?? "")
@@ -208,7 +237,10 @@ struct ModernOAuthTests {
 
         try server.setIdpyMode("par-fail")
         let failing = try daemon.cli(["login", "web", "--session", "two", "--browser", "--no-browser"])
-        #expect(failing.status == 7 && failing.stderr.contains("[service_unavailable]") && failing.stderr.contains("pushed authorization request"), "\(failing.stderr)")
+        #expect(
+            failing.status == 7 && failing.stderr.contains("[service_unavailable]") && failing.stderr.contains("pushed authorization request"),
+            "\(failing.stderr)"
+        )
     }
 
     @Test("token exchange: a token for another audience, cached with its issued_token_type; a forbidden audience is validation_failed")
@@ -216,8 +248,14 @@ struct ModernOAuthTests {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
         let secretFile = server.client("authgate-exchange")["secret_file"] as? String ?? ""
-        let daemon = try DaemonProcess(providers: ["corp.json": idpyProvider(server, client: "authgate-exchange", grants: ["password"],
-                                                                             extra: #", "client_secret_file": "\#(secretFile)""#)])
+        let daemon = try DaemonProcess(providers: [
+            "corp.json": idpyProvider(
+                server,
+                client: "authgate-exchange",
+                grants: ["password"],
+                extra: #", "client_secret_file": "\#(secretFile)""#
+            )
+        ])
         try daemon.waitForLog("provider ready")
         #expect(try daemon.cli(["login", "corp", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
         let own = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .newlines)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -143,8 +144,10 @@ struct PersistenceTests {
         let providers = ["corp.json": persistentProvider(server)]
         var daemon = try DaemonProcess(providers: providers)
         for index in 0..<6 {
-            let login = try daemon.cli(["login", "corp", "--session", "s\(index)", "--username", "alice", "--password-stdin"],
-                                       stdin: "alice-password-1\n")
+            let login = try daemon.cli(
+                ["login", "corp", "--session", "s\(index)", "--username", "alice", "--password-stdin"],
+                stdin: "alice-password-1\n"
+            )
             #expect(login.status == 0, "\(login.stderr)")
         }
         var refreshes = 0

@@ -1,9 +1,10 @@
 import AuthGateCore
 import AuthGateHTTP
-@testable import AuthGateOAuth
 import Crypto
 import Foundation
 import Testing
+
+@testable import AuthGateOAuth
 
 /// The parts of a compact JWS, decoded.
 private struct DecodedJWS {
@@ -50,8 +51,11 @@ private func nonceChallenge(_ nonce: String) -> HTTPResponse {
     HTTPResponse(status: 400, headers: ["dpop-nonce": nonce, "content-type": "application/json"], body: Array(#"{"error":"use_dpop_nonce"}"#.utf8))
 }
 
-private let dpopTokens = HTTPResponse(status: 200, headers: ["content-type": "application/json"],
-                                      body: Array(#"{"access_token":"at-1","token_type":"DPoP","expires_in":300}"#.utf8))
+private let dpopTokens = HTTPResponse(
+    status: 200,
+    headers: ["content-type": "application/json"],
+    body: Array(#"{"access_token":"at-1","token_type":"DPoP","expires_in":300}"#.utf8)
+)
 
 @Suite("DPoP proofs and client assertions, in process")
 struct ProofTests {
@@ -59,8 +63,15 @@ struct ProofTests {
     func proofShape() throws {
         let key = DPoPKey()
         let token = Secret("access-token-1")
-        let proof = try DecodedJWS(key.proof(method: "GET", url: URL(string: "https://api.example.test/v1/items?page=2#top")!, nonce: "n-1",
-                                             accessToken: token, at: Date(timeIntervalSince1970: 1_800_000_000)))
+        let proof = try DecodedJWS(
+            key.proof(
+                method: "GET",
+                url: URL(string: "https://api.example.test/v1/items?page=2#top")!,
+                nonce: "n-1",
+                accessToken: token,
+                at: Date(timeIntervalSince1970: 1_800_000_000)
+            )
+        )
         #expect(proof.header["typ"] as? String == "dpop+jwt" && proof.header["alg"] as? String == "ES256")
         let jwk = try #require(proof.header["jwk"] as? [String: String])
         #expect(jwk.keys.sorted() == ["crv", "kty", "x", "y"], "the public key only: no d")
@@ -74,7 +85,8 @@ struct ProofTests {
         #expect(other.claims["ath"] == nil && other.claims["nonce"] == nil)
 
         // The signature verifies with the key in the header, as a server does it.
-        let x = try #require(Base64URL.decode(jwk["x"]!)), y = try #require(Base64URL.decode(jwk["y"]!))
+        let x = try #require(Base64URL.decode(jwk["x"]!))
+        let y = try #require(Base64URL.decode(jwk["y"]!))
         let publicKey = try P256.Signing.PublicKey(rawRepresentation: x + y)
         #expect(publicKey.isValidSignature(try P256.Signing.ECDSASignature(rawRepresentation: proof.signature), for: proof.signingInput))
 
@@ -95,21 +107,43 @@ struct ProofTests {
     @Test("use_dpop_nonce is answered once with the nonce, which is kept for the next request; a second demand is dpop_rejected")
     func nonceRetry() async throws {
         let transport = ScriptedTransport([nonceChallenge("n-1"), dpopTokens, dpopTokens, nonceChallenge("n-2"), nonceChallenge("n-3")])
-        let endpoint = TokenEndpoint(provider: "corp", client: ClientAuthenticator(clientID: "c", method: .none, secret: nil, signingKey: nil),
-                                     transport: transport, policy: HTTPRequestPolicy())
+        let endpoint = TokenEndpoint(
+            provider: "corp",
+            client: ClientAuthenticator(clientID: "c", method: .none, secret: nil, signingKey: nil),
+            transport: transport,
+            policy: HTTPRequestPolicy()
+        )
         let key = DPoPKey()
         let url = URL(string: "https://idp.example.test/token")!
-        let tokens = try await endpoint.requestTokens(at: url, [("grant_type", "client_credentials")], purpose: .clientSignIn, requestedScopes: [],
-                                                      proofKey: key, now: Date())
+        let tokens = try await endpoint.requestTokens(
+            at: url,
+            [("grant_type", "client_credentials")],
+            purpose: .clientSignIn,
+            requestedScopes: [],
+            proofKey: key,
+            now: Date()
+        )
         #expect(tokens.tokenType == "DPoP" && tokens.proofKey == key)
         #expect(try DecodedJWS(try #require(transport.header("DPoP", of: 0))).claims["nonce"] == nil)
         #expect(try DecodedJWS(try #require(transport.header("DPoP", of: 1))).claims["nonce"] as? String == "n-1")
-        _ = try await endpoint.requestTokens(at: url, [("grant_type", "client_credentials")], purpose: .clientSignIn, requestedScopes: [],
-                                             proofKey: key, now: Date())
+        _ = try await endpoint.requestTokens(
+            at: url,
+            [("grant_type", "client_credentials")],
+            purpose: .clientSignIn,
+            requestedScopes: [],
+            proofKey: key,
+            now: Date()
+        )
         #expect(try DecodedJWS(try #require(transport.header("DPoP", of: 2))).claims["nonce"] as? String == "n-1", "remembered for the provider")
         let error = await #expect(throws: AuthGateError.self) {
-            try await endpoint.requestTokens(at: url, [("grant_type", "client_credentials")], purpose: .clientSignIn, requestedScopes: [],
-                                             proofKey: key, now: Date())
+            try await endpoint.requestTokens(
+                at: url,
+                [("grant_type", "client_credentials")],
+                purpose: .clientSignIn,
+                requestedScopes: [],
+                proofKey: key,
+                now: Date()
+            )
         }
         #expect(error?.reason == .dpopRejected && error?.message.contains("twice") == true, "\(String(describing: error))")
         #expect(transport.sent.count == 5, "one retry, not a loop")
@@ -118,22 +152,38 @@ struct ProofTests {
     @Test("a Bearer answer to a DPoP request is refused: the file requires bound tokens")
     func bearerRefused() async throws {
         let bearer = HTTPResponse(status: 200, body: Array(#"{"access_token":"at-1","token_type":"Bearer","expires_in":300}"#.utf8))
-        let endpoint = TokenEndpoint(provider: "corp", client: ClientAuthenticator(clientID: "c", method: .none, secret: nil, signingKey: nil),
-                                     transport: ScriptedTransport([bearer]), policy: HTTPRequestPolicy())
+        let endpoint = TokenEndpoint(
+            provider: "corp",
+            client: ClientAuthenticator(clientID: "c", method: .none, secret: nil, signingKey: nil),
+            transport: ScriptedTransport([bearer]),
+            policy: HTTPRequestPolicy()
+        )
         let error = await #expect(throws: AuthGateError.self) {
-            try await endpoint.requestTokens(at: URL(string: "https://idp.example.test/token")!, [], purpose: .clientSignIn, requestedScopes: [],
-                                             proofKey: DPoPKey(), now: Date())
+            try await endpoint.requestTokens(
+                at: URL(string: "https://idp.example.test/token")!,
+                [],
+                purpose: .clientSignIn,
+                requestedScopes: [],
+                proofKey: DPoPKey(),
+                now: Date()
+            )
         }
         #expect(error?.reason == .dpopRejected)
     }
 
-    @Test("client assertions: iss = sub = client, aud the endpoint, unique jti, exp a minute ahead; ES256 and HS256 signatures verify (RS256: against idpyoidc)")
+    @Test(
+        "client assertions: iss = sub = client, aud the endpoint, unique jti, exp a minute ahead; ES256 and HS256 signatures verify (RS256: against idpyoidc)"
+    )
     func assertions() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let audience = URL(string: "https://idp.example.test/token")!
         let ec = P256.Signing.PrivateKey()
-        let ecClient = ClientAuthenticator(clientID: "svc", method: .privateKeyJWT, secret: nil,
-                                           signingKey: ClientSigningKey(pem: ec.pemRepresentation, keyID: "k1"))
+        let ecClient = ClientAuthenticator(
+            clientID: "svc",
+            method: .privateKeyJWT,
+            secret: nil,
+            signingKey: ClientSigningKey(pem: ec.pemRepresentation, keyID: "k1")
+        )
         let first = try DecodedJWS(ecClient.assertion(audience: audience, now: now))
         #expect(first.header["alg"] as? String == "ES256" && first.header["kid"] as? String == "k1")
         #expect(first.claims["iss"] as? String == "svc" && first.claims["sub"] as? String == "svc")

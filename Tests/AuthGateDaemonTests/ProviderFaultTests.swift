@@ -89,7 +89,10 @@ struct ProviderFaultTests {
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
         let daemon = try DaemonProcess(providers: ["faulty.json": faultyProvider(server)])
         try daemon.waitForLog("provider ready")
-        let reply = try exchange(try daemon.connect(), #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"faulty","username":"alice","password":""}}"#)
+        let reply = try exchange(
+            try daemon.connect(),
+            #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"faulty","username":"alice","password":""}}"#
+        )
         #expect(reply.errorReason == "validation_failed")
         #expect(try server.requestCount("POST /token") == 0)
     }

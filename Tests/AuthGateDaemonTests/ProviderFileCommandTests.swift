@@ -5,7 +5,9 @@ import Testing
 /// the daemon reads, checked by the daemon's rules first, and loaded without a restart.
 @Suite("authgate provider list/add/remove", .serialized)
 struct ProviderFileCommandTests {
-    @Test("add: --dry-run prints the file; the file is written, loaded and ready without a restart; list shows it with its path and status; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads")
+    @Test(
+        "add: --dry-run prints the file; the file is written, loaded and ready without a restart; list shows it with its path and status; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads"
+    )
     func addAndRemove() throws {
         let scratch = try ScratchDirectory()
         // django-oauth-toolkit (Tests/idp/launch.py) with its public password client.
@@ -13,8 +15,10 @@ struct ProviderFileCommandTests {
         let daemon = try DaemonProcess(providers: [:])
         let directory = daemon.providersDirectory
         let file = directory + "/corp.json"
-        let add = ["provider", "add", "corp", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-password",
-                   "--grant", "password", "--scope", "openid", "--ca-file", server.caFile, "--storage", "persistent"]
+        let add = [
+            "provider", "add", "corp", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-password",
+            "--grant", "password", "--scope", "openid", "--ca-file", server.caFile, "--storage", "persistent",
+        ]
 
         let dryRun = try daemon.cli(add + ["--dry-run"])
         #expect(dryRun.status == 0, "\(dryRun.stderr)")
@@ -50,11 +54,15 @@ struct ProviderFileCommandTests {
         #expect(forced.status == 0, "\(forced.stderr)")
         #expect(try String(contentsOfFile: file, encoding: .utf8).contains(#""storage" : "memory""#))
 
-        let invalid = try daemon.cli(["provider", "add", "bad", "--providers-dir", directory, "--issuer", "http://sso.example.com", "--client-id", "a", "--grant", "password"])
+        let invalid = try daemon.cli([
+            "provider", "add", "bad", "--providers-dir", directory, "--issuer", "http://sso.example.com", "--client-id", "a", "--grant", "password",
+        ])
         #expect(invalid.status == 5)
         #expect(invalid.stderr.contains("[provider_file.invalid]") && invalid.stderr.contains("$.issuer: must be an https URL"), "\(invalid.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/bad.json"))
-        let preset = try daemon.cli(["provider", "add", "kc", "--providers-dir", directory, "--preset", "keycloak", "--host", "sso.example.com", "--client-id", "x", "--dry-run"])
+        let preset = try daemon.cli([
+            "provider", "add", "kc", "--providers-dir", directory, "--preset", "keycloak", "--host", "sso.example.com", "--client-id", "x", "--dry-run",
+        ])
         #expect(preset.status == 5 && preset.stderr.contains(#"$.preset_options.realm: required by the "keycloak" preset"#), "\(preset.stderr)")
 
         let unconfirmed = try daemon.cli(["provider", "remove", "corp", "--providers-dir", directory])
@@ -68,21 +76,27 @@ struct ProviderFileCommandTests {
         #expect(missing.status == 5 && missing.stderr.contains("[provider_file.not_found]"), "\(missing.stderr)")
     }
 
-    @Test("add --issuer: the daemon reads the discovery document and the CLI prints the grants, PKCE methods, DPoP algorithms, PAR, device and registration endpoints and client auth methods; provider.discover refuses a wrong issuer, an untrusted or unreachable server and a bad ca_file with stable reasons")
+    @Test(
+        "add --issuer: the daemon reads the discovery document and the CLI prints the grants, PKCE methods, DPoP algorithms, PAR, device and registration endpoints and client auth methods; provider.discover refuses a wrong issuer, an untrusted or unreachable server and a bad ca_file with stable reasons"
+    )
     func discovery() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
         let daemon = try DaemonProcess(providers: [:])
         let directory = daemon.providersDirectory
 
-        let added = try daemon.cli(["provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-par",
-                                    "--grant", "authorization_code", "--grant", "device_code", "--scope", "openid", "--ca-file", server.caFile, "--dry-run"])
+        let added = try daemon.cli([
+            "provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-par",
+            "--grant", "authorization_code", "--grant", "device_code", "--scope", "openid", "--ca-file", server.caFile, "--dry-run",
+        ])
         #expect(added.status == 0, "\(added.stderr)")
-        for line in ["PKCE methods:            S256", "DPoP algorithms:         ES256", "PAR endpoint:            \(server.issuer)/",
-                     "token endpoint auth:     client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, none",
-                     "grants:                  authorization_code, refresh_token, password, client_credentials",
-                     "device endpoint:         none", "registration endpoint:   none",
-                     "warning: the provider does not list the device_code grant"] {
+        for line in [
+            "PKCE methods:            S256", "DPoP algorithms:         ES256", "PAR endpoint:            \(server.issuer)/",
+            "token endpoint auth:     client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, none",
+            "grants:                  authorization_code, refresh_token, password, client_credentials",
+            "device endpoint:         none", "registration endpoint:   none",
+            "warning: the provider does not list the device_code grant",
+        ] {
             #expect(added.stderr.contains(line), "\(line) in \(added.stderr)")
         }
         #expect(added.stdout.hasPrefix("{"), "standard output is the file alone: \(added.stdout)")
@@ -90,10 +104,15 @@ struct ProviderFileCommandTests {
         let offer = try call(try daemon.connect(), "provider.discover", ["issuer": server.issuer, "ca_file": server.caFile]).object
         #expect(offer["issuer"] as? String == server.issuer && offer["require_pushed_authorization_requests"] as? Bool == false)
         #expect(offer["grants"] as? [String] == ["password", "authorization_code", "client_credentials"], "\(offer)")
-        #expect((offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true && offer["registration_endpoint"] == nil, "\(offer)")
+        #expect(
+            (offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true && offer["registration_endpoint"] == nil,
+            "\(offer)"
+        )
         // The answer is what docs/rpc.schema.json says: its required keys, no other.
         let schemaData = try Data(contentsOf: LoopbackServer.repository.appendingPathComponent("docs/rpc.schema.json"))
-        let schema = try #require(((try JSONSerialization.jsonObject(with: schemaData) as? [String: Any])?["$defs"] as? [String: Any])?["provider.discover.result"] as? [String: Any])
+        let schema = try #require(
+            ((try JSONSerialization.jsonObject(with: schemaData) as? [String: Any])?["$defs"] as? [String: Any])?["provider.discover.result"] as? [String: Any]
+        )
         let properties = Set((schema["properties"] as? [String: Any] ?? [:]).keys)
         #expect(Set(offer.keys).isSubset(of: properties) && Set(schema["required"] as? [String] ?? []).isSubset(of: Set(offer.keys)), "\(offer.keys)")
 
@@ -110,7 +129,9 @@ struct ProviderFileCommandTests {
             #expect(answer.errorReason == reason, "\(params): \(answer)")
             if !field.isEmpty { #expect(String(describing: answer).contains("\"\(field)\""), "\(params): \(answer)") }
         }
-        let unreachable = try daemon.cli(["provider", "add", "x", "--providers-dir", directory, "--issuer", "https://127.0.0.1:1", "--client-id", "a", "--grant", "password"])
+        let unreachable = try daemon.cli([
+            "provider", "add", "x", "--providers-dir", directory, "--issuer", "https://127.0.0.1:1", "--client-id", "a", "--grant", "password",
+        ])
         #expect(unreachable.status != 0 && unreachable.stderr.contains("network_error"), "\(unreachable.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/x.json"), "nothing is written when discovery fails")
     }

@@ -90,8 +90,13 @@ struct ProviderQuirkTests {
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "entra")
         let organizations = server.issuer + "/organizations/v2.0"
         let daemon = try DaemonProcess(providers: [
-            "entra.json": Self.remote(server, issuer: organizations, grants: ["password"], scopes: ["openid"],
-                                      extra: #", "issuer_template": "\#(server.issuer)/{tenantid}/v2.0""#),
+            "entra.json": Self.remote(
+                server,
+                issuer: organizations,
+                grants: ["password"],
+                scopes: ["openid"],
+                extra: #", "issuer_template": "\#(server.issuer)/{tenantid}/v2.0""#
+            ),
             "plain.json": Self.remote(server, issuer: organizations, grants: ["password"], scopes: ["openid"]),
         ])
         try eventually(timeout: .seconds(30)) {

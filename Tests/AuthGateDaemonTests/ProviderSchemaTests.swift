@@ -94,7 +94,8 @@ struct ProviderSchemaTests {
         let script = LoopbackServer.repository.appendingPathComponent("Tests/idp/schema_errors.py").path
         let result = try run(URL(fileURLWithPath: LoopbackServer.python), [script, schemaPath], stdin: input)
         guard result.status == 0, let errors = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String]],
-              errors.count == documents.count else {
+            errors.count == documents.count
+        else {
             throw TestFailure("schema_errors.py failed (\(result.status)): \(result.stderr)")
         }
         return errors
@@ -147,7 +148,8 @@ struct ProviderSchemaTests {
     @Test("every value the loader refuses for its type, at every key, the schema refuses at that key")
     func typeErrorsAgree() throws {
         let wrongValues: [Any] = ["x", 5, 1.5, true, [String: Any](), [Any](), NSNull()]
-        var documents: [Any] = [], cases: [String] = []
+        var documents: [Any] = []
+        var cases: [String] = []
         for type in Self.types {
             let base = try Self.validBase(type)
             for (path, names) in try Self.exploredKeys(type: type) {

@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,20 +34,27 @@ struct RPCServerTests {
     func sessionLifecycle() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
         let connection = try daemon.connect()
-        let login = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        let login = try exchange(
+            connection,
+            #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
+        )
         let loginResult = try #require(login.result as? [String: Any], "\(login)")
         #expect(loginResult["state"] as? String == "authenticated")
         #expect(loginResult["subject"] as? String == "mock:demo")
         #expect(loginResult["session"] as? String == "default")
 
         let first = try #require(try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#).result as? [String: Any])
-        let second = try #require(try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"token","params":{"provider":"mock","min_valid_seconds":60}}"#).result as? [String: Any])
+        let second = try #require(
+            try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"token","params":{"provider":"mock","min_valid_seconds":60}}"#).result as? [String: Any]
+        )
         let token = try #require(first["access_token"] as? String)
         #expect(token.hasPrefix("mock_at_"))
         #expect(second["access_token"] as? String == token, "a valid token is reused")
         #expect(first["token_type"] as? String == "Bearer")
 
-        let forced = try #require(try exchange(connection, #"{"jsonrpc":"2.0","id":4,"method":"token","params":{"provider":"mock","force_refresh":true}}"#).result as? [String: Any])
+        let forced = try #require(
+            try exchange(connection, #"{"jsonrpc":"2.0","id":4,"method":"token","params":{"provider":"mock","force_refresh":true}}"#).result as? [String: Any]
+        )
         let refreshed = try #require(forced["access_token"] as? String)
         #expect(refreshed != token)
 
@@ -76,7 +84,9 @@ struct RPCServerTests {
         _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
         let first = try #require(try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#).result as? [String: Any])
         // The token lives 30 s: asking for 60 s of validity forces a refresh with the refresh token.
-        let second = try #require(try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"token","params":{"provider":"mock","min_valid_seconds":60}}"#).result as? [String: Any])
+        let second = try #require(
+            try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"token","params":{"provider":"mock","min_valid_seconds":60}}"#).result as? [String: Any]
+        )
         #expect(first["access_token"] as? String != second["access_token"] as? String)
         // The log line may follow the answer by a moment.
         try daemon.waitForLog("session refreshed", timeout: .seconds(5))
@@ -116,15 +126,27 @@ struct RPCServerTests {
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":-5}}"#, "invalid_params", -32602),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":"10"}}"#, "invalid_params", -32602),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"","password":""}}"#, "validation_failed", -32001),
-        (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"x","session":"a b"}}"#, "validation_failed", -32001),
+        (
+            #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"x","session":"a b"}}"#, "validation_failed",
+            -32001
+        ),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"nope"}}"#, "unknown_provider", -32002),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"broken","username":"a","password":"b"}}"#, "provider_unavailable", -32003),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"corp","username":"a","password":"b"}}"#, "network_error", -32009),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","grant":"device_code"}}"#, "unsupported_grant", -32004),
         (#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"wrong"}}"#, "invalid_credentials", -32005),
-        (#"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"demo","email":"d@example.com","password":"correct-horse-9","password_confirmation":"correct-horse-9"}}"#, "user_exists", -32006),
-        (#"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"bob","email":"b@example.com","password":"weak","password_confirmation":"weak"}}"#, "weak_password", -32007),
-        (#"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"bob","email":"b@example.com","password":"correct-horse-9","password_confirmation":"other-horse-9"}}"#, "validation_failed", -32001),
+        (
+            #"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"demo","email":"d@example.com","password":"correct-horse-9","password_confirmation":"correct-horse-9"}}"#,
+            "user_exists", -32006
+        ),
+        (
+            #"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"bob","email":"b@example.com","password":"weak","password_confirmation":"weak"}}"#,
+            "weak_password", -32007
+        ),
+        (
+            #"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"bob","email":"b@example.com","password":"correct-horse-9","password_confirmation":"other-horse-9"}}"#,
+            "validation_failed", -32001
+        ),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#, "login_required", -32008),
         (#"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"private"}}"#, "permission_denied", -32012),
         (#"{"jsonrpc":"2.0","id":1,"method":"login.begin","params":{"provider":"mock","grant":"device_code"}}"#, "unsupported_grant", -32004),
@@ -156,7 +178,10 @@ struct RPCServerTests {
     @Test("validation errors list the refused fields")
     func validationFields() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
-        let reply = try exchange(try daemon.connect(), #"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"","email":"nope","password":"x","password_confirmation":"y"}}"#)
+        let reply = try exchange(
+            try daemon.connect(),
+            #"{"jsonrpc":"2.0","id":1,"method":"register","params":{"provider":"mock","username":"","email":"nope","password":"x","password_confirmation":"y"}}"#
+        )
         let data = try #require((reply["error"] as? [String: Any])?["data"] as? [String: Any])
         let fields = try #require(data["fields"] as? [[String: String]])
         #expect(fields.map { $0["field"] } == ["username", "email", "password_confirmation"])
@@ -240,7 +265,9 @@ struct RPCServerTests {
     func concurrentClients() async throws {
         let daemon = try DaemonProcess(providers: ["slow.json": Providers.slowMock(1500), "mock.json": Providers.mock])
         let slowConnection = try daemon.connect()
-        try slowConnection.send(Array(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"slow","username":"demo","password":"demo-password-1"}}"#.utf8) + [0x0A])
+        try slowConnection.send(
+            Array(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"slow","username":"demo","password":"demo-password-1"}}"#.utf8) + [0x0A]
+        )
         let start = ContinuousClock.now
         let fast = try exchange(try daemon.connect(), #"{"jsonrpc":"2.0","id":2,"method":"providers.list"}"#)
         let fastElapsed = ContinuousClock.now - start
@@ -302,7 +329,10 @@ struct RPCServerTests {
         _ = daemon
     }
 
-    @Test("each uid sees only its own sessions", .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv to run a client as another uid"))
+    @Test(
+        "each uid sees only its own sessions",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv to run a client as another uid")
+    )
     func uidIsolation() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--socket-group", "nogroup"])
         #expect(try FileManager.default.attributesOfItem(atPath: daemon.socketPath)[.posixPermissions] as? Int == 0o660)

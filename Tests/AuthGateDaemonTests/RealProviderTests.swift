@@ -1,12 +1,17 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A provider file for the real authorization server, with its CA.
-private func oidcProvider(_ server: LoopbackServer, client: String = "authgate-password", grants: [String] = ["password"],
-                          extra: String = "") -> String {
+private func oidcProvider(
+    _ server: LoopbackServer,
+    client: String = "authgate-password",
+    grants: [String] = ["password"],
+    extra: String = ""
+) -> String {
     #"""
     {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "\#(client)", "grants": \#(grants),
      "scopes": ["openid", "profile", "email"], "tls": {"ca_file": "\#(server.caFile)"},
@@ -16,8 +21,13 @@ private func oidcProvider(_ server: LoopbackServer, client: String = "authgate-p
 
 /// The server's userinfo endpoint called directly with `token`: the HTTP status.
 private func userinfoStatus(_ server: LoopbackServer, token: String) throws -> String {
-    try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", server.caFile,
-                                                     "-H", "Authorization: Bearer \(token)", server.endpoints["userinfo"] ?? ""]).stdout
+    try run(
+        URL(fileURLWithPath: "/usr/bin/curl"),
+        [
+            "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", server.caFile,
+            "-H", "Authorization: Bearer \(token)", server.endpoints["userinfo"] ?? "",
+        ]
+    ).stdout
 }
 
 /// authgated against a real OAuth 2.0 / OpenID Connect server (django-oauth-toolkit on
@@ -89,9 +99,9 @@ struct RealProviderTests {
         let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
         let secretFile = server.secretFile(client: "authgate-service")
         let service = #"""
-        {"type": "oauth2", "endpoints": {"token": "\#(server.endpoints["token"] ?? "")"}, "client_id": "authgate-service",
-         "client_secret_file": "\#(secretFile)", "client_auth": "\#(clientAuth)", "grants": ["client_credentials"], "scopes": ["read"], "tls": {"ca_file": "\#(server.caFile)"}}
-        """#
+            {"type": "oauth2", "endpoints": {"token": "\#(server.endpoints["token"] ?? "")"}, "client_id": "authgate-service",
+             "client_secret_file": "\#(secretFile)", "client_auth": "\#(clientAuth)", "grants": ["client_credentials"], "scopes": ["read"], "tls": {"ca_file": "\#(server.caFile)"}}
+            """#
         let daemon = try DaemonProcess(providers: ["svc.json": service])
         try daemon.waitForLog("provider ready")
         let login = try daemon.cli(["login", "svc", "--client-credentials"])

@@ -1,13 +1,17 @@
-import Testing
-@testable import AuthGateDaemon
 import AuthGateOAuth
+import Testing
+
+@testable import AuthGateDaemon
 
 /// The browser's redirect query, decoded without Foundation's `removingPercentEncoding`.
 @Suite("Redirect query decoding")
 struct RedirectQueryTests {
-    @Test("form-encoded names and values: + is a space, %XX a byte, UTF-8 required", arguments: [
-        ("abc", "abc"), ("a+b", "a b"), ("%41%2b%2F", "A+/"), ("%C3%A9t%C3%A9", "été"), ("", ""), ("%7e~", "~~"),
-    ])
+    @Test(
+        "form-encoded names and values: + is a space, %XX a byte, UTF-8 required",
+        arguments: [
+            ("abc", "abc"), ("a+b", "a b"), ("%41%2b%2F", "A+/"), ("%C3%A9t%C3%A9", "été"), ("", ""), ("%7e~", "~~"),
+        ]
+    )
     func decodes(_ encoded: String, _ decoded: String) {
         #expect(FormEncoding.unescape(encoded) == decoded)
     }

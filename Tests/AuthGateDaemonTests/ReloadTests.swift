@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -89,7 +90,10 @@ struct ReloadTests {
         #expect(daemon.isRunning)
     }
 
-    @Test("only admins may reload", .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv to run a client as another uid"))
+    @Test(
+        "only admins may reload",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "needs root and setpriv to run a client as another uid")
+    )
     func adminOnly() throws {
         let daemon = try DaemonProcess(providers: ["a.json": mock("A")], arguments: ["--socket-group", "nogroup"])
         chmod(daemon.scratch.path, 0o755)

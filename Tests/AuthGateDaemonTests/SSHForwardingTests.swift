@@ -2,6 +2,7 @@ import AuthGateRPC
 import Foundation
 import Synchronization
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,8 +13,10 @@ import Glibc
 @Suite("The agent over SSH", .serialized)
 struct SSHForwardingTests {
     static let sshd = "/usr/sbin/sshd", ssh = "/usr/bin/ssh", keygen = "/usr/bin/ssh-keygen"
-    static let canRun = getuid() == 0 && [sshd, ssh, keygen, python, "/usr/sbin/useradd", "/usr/bin/setpriv"]
-        .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+    static let canRun =
+        getuid() == 0
+        && [sshd, ssh, keygen, python, "/usr/sbin/useradd", "/usr/bin/setpriv"]
+            .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
     /// The remote account: a user with a shell (sshd runs the command through it), no password
     /// (`*`, not `!`: sshd without PAM refuses a locked account even for a key) and no home
     /// directory. Created when missing and then kept, so a run creates it at most once; it can
@@ -36,30 +39,39 @@ struct SSHForwardingTests {
         sys.exit(child.wait())
         """
 
-    @Test("ssh -R: a second user's remote authgate prints the local session's token through AUTHGATE_SOCKET; the daemon sees the local ssh client (its uid, its pid, /usr/bin/ssh for executables); root there can use the socket, other users cannot; after the connection ends it refuses; a reconnect replaces the stale socket",
-          .enabled(if: canRun, "needs root, sshd, ssh, ssh-keygen, python3, useradd and setpriv"))
+    @Test(
+        "ssh -R: a second user's remote authgate prints the local session's token through AUTHGATE_SOCKET; the daemon sees the local ssh client (its uid, its pid, /usr/bin/ssh for executables); root there can use the socket, other users cannot; after the connection ends it refuses; a reconnect replaces the stale socket",
+        .enabled(if: canRun, "needs root, sshd, ssh, ssh-keygen, python3, useradd and setpriv")
+    )
     func remoteForward() throws {
         // Another test process may hold the lock of /etc/passwd for a moment (useradd, userdel).
         try eventually {
             try run(URL(fileURLWithPath: "/usr/bin/id"), [Self.remoteUser]).status == 0
-                || run(URL(fileURLWithPath: "/usr/sbin/useradd"),
-                       ["-M", "-N", "-g", "nogroup", "-d", "/nonexistent", "-s", "/bin/sh", "-p", "*", Self.remoteUser]).status == 0
+                || run(
+                    URL(fileURLWithPath: "/usr/sbin/useradd"),
+                    ["-M", "-N", "-g", "nogroup", "-d", "/nonexistent", "-s", "/bin/sh", "-p", "*", Self.remoteUser]
+                ).status == 0
         }
 
-        let daemon = try DaemonProcess(providers: [
-            "mock.json": Providers.mock,
-            // Through the forward the caller is the local ssh client: this rule admits it ...
-            "viassh.json": #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"executables": ["/usr/bin/ssh"]}}"#,
-            // ... and this one, naming the program the remote user runs, does not.
-            "notssh.json": #"{"type": "mock", "access": {"executables": ["\#(BuiltProducts.cli.path)"]}}"#,
-        ], logLevel: "debug")
+        let daemon = try DaemonProcess(
+            providers: [
+                "mock.json": Providers.mock,
+                // Through the forward the caller is the local ssh client: this rule admits it ...
+                "viassh.json":
+                    #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"executables": ["/usr/bin/ssh"]}}"#,
+                // ... and this one, naming the program the remote user runs, does not.
+                "notssh.json": #"{"type": "mock", "access": {"executables": ["\#(BuiltProducts.cli.path)"]}}"#,
+            ],
+            logLevel: "debug"
+        )
         #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
         let token = try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .newlines)
         #expect(token.hasPrefix("mock_at_"))
 
         let scratch = daemon.scratch.path
         chmod(scratch, 0o755)  // the remote user reaches its directory and the built CLI
-        let remoteDirectory = scratch + "/remote", remoteSocket = remoteDirectory + "/agent.sock"
+        let remoteDirectory = scratch + "/remote"
+        let remoteSocket = remoteDirectory + "/agent.sock"
         try FileManager.default.createDirectory(atPath: remoteDirectory, withIntermediateDirectories: false)
         // Searchable by everyone, so that the socket's own mode is what keeps other users out.
         chmod(remoteDirectory, 0o755)
@@ -82,8 +94,10 @@ struct SSHForwardingTests {
         let lines = connection.output.text.split(separator: "\n").map(String.init)
         #expect(lines.first == token, "the remote authgate printed the local session's token")
         #expect(lines.contains("token-exit=0") && lines.contains("viassh-login-exit=0"), "\(lines.filter { !$0.contains(token) }) \(connection.errors.text)")
-        #expect(lines.contains { $0.contains("[permission_denied]") } && lines.contains("notssh-exit=8"),
-                "the remote program is not what the daemon sees")
+        #expect(
+            lines.contains { $0.contains("[permission_denied]") } && lines.contains("notssh-exit=8"),
+            "the remote program is not what the daemon sees"
+        )
         // The peer is the local ssh client: its uid (sessions are this user's) and its pid.
         let sshPID = try #require(connection.pid)
         #expect(daemon.logText.contains("peer.pid=\(sshPID) peer.uid=\(getuid())"), "the daemon sees the local ssh client as the peer")
@@ -97,8 +111,12 @@ struct SSHForwardingTests {
         #expect(attributes[.posixPermissions] as? Int == 0o600 && attributes[.ownerAccountName] as? String == Self.remoteUser, "\(attributes)")
         let asRoot = try run(BuiltProducts.cli, ["token", "mock"], environment: ["AUTHGATE_SOCKET": remoteSocket])
         #expect(asRoot.stdout.trimmingCharacters(in: .newlines) == token, "root on the remote host can use the forwarded sessions")
-        let asNobody = try run(BuiltProducts.cli, ["token", "mock"], environment: ["AUTHGATE_SOCKET": remoteSocket],
-                               prefix: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        let asNobody = try run(
+            BuiltProducts.cli,
+            ["token", "mock"],
+            environment: ["AUTHGATE_SOCKET": remoteSocket],
+            prefix: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        )
         #expect(asNobody.status == 2 && !asNobody.stdout.contains(token), "\(asNobody.stderr)")
 
         // The connection ends: the socket answers nothing (the file stays; nothing listens).
@@ -111,8 +129,11 @@ struct SSHForwardingTests {
 
         // The next connection binds the same path again (StreamLocalBindUnlink in sshd's
         // configuration; without it the forward of the stale path fails).
-        let again = try server.connect(forwarding: remoteSocket, to: daemon.socketPath,
-                                       command: "AUTHGATE_SOCKET='\(remoteSocket)' '\(cli)' token mock")
+        let again = try server.connect(
+            forwarding: remoteSocket,
+            to: daemon.socketPath,
+            command: "AUTHGATE_SOCKET='\(remoteSocket)' '\(cli)' token mock"
+        )
         try again.finish()
         #expect(again.status == 0 && again.output.text.trimmingCharacters(in: .newlines) == token, "\(again.errors.text)")
 
@@ -148,7 +169,8 @@ private final class SSHServer {
             try FileManager.default.createDirectory(atPath: "/run/sshd", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         }
         port = try MetricsTests.freePort()
-        try Data("""
+        try Data(
+            """
             ListenAddress 127.0.0.1:\(port)
             HostKey \(directory)/host_key
             PidFile none
@@ -169,7 +191,8 @@ private final class SSHServer {
             StreamLocalBindUnlink yes
             LogLevel VERBOSE
 
-            """.utf8).write(to: URL(fileURLWithPath: directory + "/sshd_config"))
+            """.utf8
+        ).write(to: URL(fileURLWithPath: directory + "/sshd_config"))
         try Data("[127.0.0.1]:\(port) \(String(contentsOfFile: directory + "/host_key.pub", encoding: .utf8))".utf8)
             .write(to: URL(fileURLWithPath: directory + "/known_hosts"))
         process.executableURL = URL(fileURLWithPath: SSHForwardingTests.python)
@@ -213,7 +236,8 @@ private final class SSHConnection {
     init(_ arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: SSHForwardingTests.python)
         process.arguments = ["-c", SSHForwardingTests.supervisor, SSHForwardingTests.ssh] + arguments
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input

@@ -4,8 +4,10 @@ import Crypto
 import Foundation
 import Logging
 import Testing
+
 @testable import AuthGateDaemon
 @testable import AuthGateOAuth
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,7 +46,9 @@ struct SecondSecurityReviewTests {
         #expect(load().remote != nil, "\(load().statusReason ?? "")")
         #expect(load().hasSameDefinition(as: load()), "the same files are the same provider")
         for file in files {
-            let replacement = file.hasSuffix("key.pem") ? P256.Signing.PrivateKey().pemRepresentation
+            let replacement =
+                file.hasSuffix("key.pem")
+                ? P256.Signing.PrivateKey().pemRepresentation
                 : "-----BEGIN CERTIFICATE-----\n\(UUID().uuidString)\n-----END CERTIFICATE-----\n"
             let before = load()
             try write(file, replacement)
@@ -68,7 +72,10 @@ struct SecondSecurityReviewTests {
         }
         // Through the socket, with no session and no request to any provider.
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        let reply = try exchange(daemon.connect(), #"{"jsonrpc":"2.0","id":1,"method":"token.exchange","params":{"provider":"mock","audience":"api","requested_token_type":"\#(TokenExchangePolicy.refreshToken)"}}"#)
+        let reply = try exchange(
+            daemon.connect(),
+            #"{"jsonrpc":"2.0","id":1,"method":"token.exchange","params":{"provider":"mock","audience":"api","requested_token_type":"\#(TokenExchangePolicy.refreshToken)"}}"#
+        )
         #expect(reply.errorReason == "invalid_params", "\(reply)")
     }
 
@@ -84,17 +91,27 @@ struct SecondSecurityReviewTests {
     @Test("item 7: a provider file lists the audiences and token types token.exchange may ask for; a type it cannot allow is a config error")
     func exchangePolicyInTheFile() {
         let base = #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"]"#
-        let report = ProviderConfigurationLoader.parse(Data((base + #", "token_exchange": {"audiences": ["https://api.example.com"], "requested_token_types": ["\#(TokenExchangePolicy.jwt)"]}}"#).utf8),
-                                                       id: "p", file: "p.json")
+        let report = ProviderConfigurationLoader.parse(
+            Data((base + #", "token_exchange": {"audiences": ["https://api.example.com"], "requested_token_types": ["\#(TokenExchangePolicy.jwt)"]}}"#).utf8),
+            id: "p",
+            file: "p.json"
+        )
         guard case .oauth2(let remote) = report.configuration?.settings else {
             Issue.record("\(report.problems)")
             return
         }
         #expect(remote.tokenExchange.audiences == ["https://api.example.com"] && remote.tokenExchange.requestedTokenTypes == [TokenExchangePolicy.jwt])
-        let refused = ProviderConfigurationLoader.parse(Data((base + #", "token_exchange": {"requested_token_types": ["\#(TokenExchangePolicy.refreshToken)"]}}"#).utf8),
-                                                        id: "p", file: "p.json")
-        #expect(refused.problems.map(\.description).contains { $0.contains("$.token_exchange.requested_token_types[0]") && $0.contains("refresh token is never handed out") },
-                "\(refused.problems)")
+        let refused = ProviderConfigurationLoader.parse(
+            Data((base + #", "token_exchange": {"requested_token_types": ["\#(TokenExchangePolicy.refreshToken)"]}}"#).utf8),
+            id: "p",
+            file: "p.json"
+        )
+        #expect(
+            refused.problems.map(\.description).contains {
+                $0.contains("$.token_exchange.requested_token_types[0]") && $0.contains("refresh token is never handed out")
+            },
+            "\(refused.problems)"
+        )
     }
 
     // MARK: 10. Timeouts do not flood the log
@@ -117,13 +134,16 @@ struct SecondSecurityReviewTests {
         #expect(DPoPKey.isValidNonce("eyJ7S_zG.eyJH0-Z.HX4w-7v") && DPoPKey.isValidNonce("!#[]~"))
     }
 
-    @Test("item 12: htu leaves out query, fragment and userinfo and is normalised as RFC 3986 §6.2.2 and §6.2.3 say", arguments: [
-        ("https://user:secret@API.Example.COM:443/a/./b/../c?x=1#frag", "https://api.example.com/a/c"),
-        ("HTTPS://api.example.com", "https://api.example.com/"),
-        ("http://api.example.com:80/%7euser/%2f%41", "http://api.example.com/~user/%2FA"),
-        ("https://api.example.com:8443/x/..", "https://api.example.com:8443/"),
-        ("https://api.example.com/a//b/.", "https://api.example.com/a//b/"),
-    ])
+    @Test(
+        "item 12: htu leaves out query, fragment and userinfo and is normalised as RFC 3986 §6.2.2 and §6.2.3 say",
+        arguments: [
+            ("https://user:secret@API.Example.COM:443/a/./b/../c?x=1#frag", "https://api.example.com/a/c"),
+            ("HTTPS://api.example.com", "https://api.example.com/"),
+            ("http://api.example.com:80/%7euser/%2f%41", "http://api.example.com/~user/%2FA"),
+            ("https://api.example.com:8443/x/..", "https://api.example.com:8443/"),
+            ("https://api.example.com/a//b/.", "https://api.example.com/a//b/"),
+        ]
+    )
     func targetURINormalised(_ input: String, _ expected: String) throws {
         #expect(DPoPKey.targetURI(try #require(URL(string: input))) == expected)
     }
@@ -157,7 +177,9 @@ struct MetricsListenerReviewTests {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(holder, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         try #require(bound == 0 && listen(holder, 1) == 0)
         var held = true
         defer { if held { close(holder) } }
@@ -180,8 +202,10 @@ struct MetricsListenerReviewTests {
     func namedSocketFromSystemd() throws {
         let scratch = try ScratchDirectory()
         let port = try MetricsTests.freePort()
-        let activate = [LoopbackServer.python, ServiceTests.systemdScripts.appendingPathComponent("activate.py").path, scratch.path + "/s.sock",
-                        "--metrics", "\(port)"]
+        let activate = [
+            LoopbackServer.python, ServiceTests.systemdScripts.appendingPathComponent("activate.py").path, scratch.path + "/s.sock",
+            "--metrics", "\(port)",
+        ]
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], scratch: scratch, launcher: activate)
         try daemon.waitForLog("listening on the socket systemd passed")
         try eventually { try MetricsTests.get("http://127.0.0.1:\(port)/healthz").status == 200 }
@@ -192,9 +216,11 @@ struct MetricsListenerReviewTests {
     func providerLabelsOnlyWhenAsked() throws {
         for withProviders in [false, true] {
             let port = try MetricsTests.freePort()
-            let daemon = try DaemonProcess(providers: ["secret-corp.json": Providers.mock],
-                                           arguments: ["--metrics-listen", "127.0.0.1:\(port)"] + (withProviders ? ["--metrics-with-providers"] : []),
-                                           logLevel: "info")
+            let daemon = try DaemonProcess(
+                providers: ["secret-corp.json": Providers.mock],
+                arguments: ["--metrics-listen", "127.0.0.1:\(port)"] + (withProviders ? ["--metrics-with-providers"] : []),
+                logLevel: "info"
+            )
             #expect(try daemon.cli(["login", "secret-corp", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
             try eventually { try MetricsTests.get("http://127.0.0.1:\(port)/healthz").status == 200 }
             let scraped = try MetricsTests.get("http://127.0.0.1:\(port)/metrics").body
@@ -219,21 +245,23 @@ struct MetricsListenerReviewTests {
             address.sin_family = sa_family_t(AF_INET)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
             address.sin_port = in_port_t(UInt16(port).bigEndian)
-            let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
             try #require(connected == 0)
             var timeout = timeval(tv_sec: 10, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
             return fd
         }
         let held = try (0..<4).map { _ in try open() }
-        defer { held.forEach { close($0) } }
+        defer { for item in held { close(item) } }
         var byte: UInt8 = 0
         let opened = ContinuousClock.now
         // The listener accepts in the background, and the health check's connection may still
         // count for a moment: more connections are kept open until one is closed at once, which
         // must happen by the fifth one the listener holds, long before the 2 s head deadline.
         var probes: [Int32] = []
-        defer { probes.forEach { close($0) } }
+        defer { for item in probes { close(item) } }
         var refused = false
         try? eventually(timeout: .seconds(1.5)) {
             let probe = try open()
@@ -276,7 +304,7 @@ struct UnreadAnswersReviewTests {
         let line = Array((#"{"jsonrpc":"2.0","id":3,"method":"token","params":{"provider":"mock"}}"# + "\n").utf8)
         let chunk = Array(Array(repeating: line, count: 65_536 / line.count).joined())
         var attackers: [Int32] = []
-        defer { attackers.forEach { close($0) } }
+        defer { for item in attackers { close(item) } }
         for _ in 0..<60 {
             let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
             var address = sockaddr_un()
@@ -292,7 +320,8 @@ struct UnreadAnswersReviewTests {
             attackers.append(descriptor)
         }
         // Each sends until the daemon stops taking its lines (or 4 MiB went through).
-        var sent = [Int](repeating: 0, count: attackers.count), stalled = Set<Int>()
+        var sent = [Int](repeating: 0, count: attackers.count)
+        var stalled = Set<Int>()
         try eventually(timeout: .seconds(60)) {
             for (index, descriptor) in attackers.enumerated() where !stalled.contains(index) {
                 while sent[index] < 4 << 20 {
@@ -306,17 +335,19 @@ struct UnreadAnswersReviewTests {
         }
         // The kernel took what it could at once; the daemon works through it until it has answered
         // all it will for clients that do not read: until its CPU time stands still.
-        var cpu = try Self.cpuTicks(daemon.pid), stillSince = ContinuousClock.now
+        var cpu = try Self.cpuTicks(daemon.pid)
+        var stillSince = ContinuousClock.now
         try eventually(timeout: .seconds(90)) {
             let now = try Self.cpuTicks(daemon.pid)
             if now != cpu { (cpu, stillSince) = (now, .now) }
             return ContinuousClock.now - stillSince > .milliseconds(500)
         }
-        let during = try Self.memory(daemon.pid, "VmRSS"), peak = try Self.memory(daemon.pid, "VmHWM")
+        let during = try Self.memory(daemon.pid, "VmRSS")
+        let peak = try Self.memory(daemon.pid, "VmHWM")
         #expect(sent.allSatisfy { $0 < 4 << 20 }, "the daemon stopped reading every connection")
         #expect(peak - before < 24 * 1024, "RSS \(before) KiB before, \(during) KiB during, \(peak) KiB at its peak")
 
-        attackers.forEach { close($0) }
+        for item in attackers { close(item) }
         attackers = []
         try eventually(timeout: .seconds(60)) { try Self.memory(daemon.pid, "VmRSS") - before < 16 * 1024 }
         #expect(accessToken(try exchange(connection, #"{"jsonrpc":"2.0","id":4,"method":"token","params":{"provider":"mock"}}"#)) != nil)

@@ -4,7 +4,9 @@ import Foundation
 import Logging
 import Synchronization
 import Testing
+
 @testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -13,8 +15,12 @@ import Glibc
 /// process (a socket client, a provider), so most of these drive the real daemon and CLI.
 @Suite("Security review", .serialized)
 struct SecurityReviewTests {
-    private static func faulty(_ server: LoopbackServer, grants: String = #"["password"]"#, scopes: String = #"["openid"]"#,
-                               extra: String = "") -> String {
+    private static func faulty(
+        _ server: LoopbackServer,
+        grants: String = #"["password"]"#,
+        scopes: String = #"["openid"]"#,
+        extra: String = ""
+    ) -> String {
         #"""
         {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": \#(grants), "scopes": \#(scopes),
          "tls": {"ca_file": "\#(server.caFile)"}, "timeouts": {"connect_ms": 1000, "total_ms": 5000},
@@ -34,12 +40,17 @@ struct SecurityReviewTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "trace")
         let connection = try daemon.connect()
         _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
-        for resource in [#"x\r\n<0>emerg forged"#, #"https://api.example.com/\u0000"#, "https://api.example.com/a b", "https://api.example.com/#frag",
-                         "https://ä.example.com/", "relative/path"] {
+        for resource in [
+            #"x\r\n<0>emerg forged"#, #"https://api.example.com/\u0000"#, "https://api.example.com/a b", "https://api.example.com/#frag",
+            "https://ä.example.com/", "relative/path",
+        ] {
             let reply = try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","resource":"\#(resource)"}}"#)
             #expect(reply.errorReason == "invalid_params", "\(resource): \(reply)")
         }
-        let fine = try exchange(connection, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","resource":"https://api.example.com/v1?x=%41"}}"#)
+        let fine = try exchange(
+            connection,
+            #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","resource":"https://api.example.com/v1?x=%41"}}"#
+        )
         #expect(fine.errorReason != "invalid_params", "\(fine)")
         // A method name is logged at debug level: its CR LF must not start a record of its own.
         _ = try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"x\r\n<0>emerg forged method\u2028\u009b"}"#)
@@ -55,10 +66,13 @@ struct SecurityReviewTests {
         var logger = Logger(label: "test") { _ in EscapingLogHandler(wrapping: CapturingHandler(log: captured)) }
         logger.logLevel = .trace
         logger[metadataKey: "handler"] = "a\rb"
-        logger.info("sub \("x\r\n<0>forged\u{0}")", metadata: [
-            "plain": "ok", "kid": "\u{1B}]0;title\u{7}", "nested": .dictionary(["c1": "\u{9B}2J", "list": .array(["\u{2028}", "\u{7F}"])]),
-            "convertible": .stringConvertible(ControlDescription()),
-        ])
+        logger.info(
+            "sub \("x\r\n<0>forged\u{0}")",
+            metadata: [
+                "plain": "ok", "kid": "\u{1B}]0;title\u{7}", "nested": .dictionary(["c1": "\u{9B}2J", "list": .array(["\u{2028}", "\u{7F}"])]),
+                "convertible": .stringConvertible(ControlDescription()),
+            ]
+        )
         let (message, metadata) = captured.last
         #expect(message == #"sub x\u{D}\u{A}<0>forged\u{0}"#)
         #expect(metadata["plain"] == "ok")
@@ -91,7 +105,8 @@ struct SecurityReviewTests {
 
     // MARK: 4. Connections
 
-    static let canSwitchUsers = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    static let canSwitchUsers =
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
 
     /// Holds `count` connections as another uid (a blank line each, so the first-byte deadline
@@ -109,18 +124,24 @@ struct SecurityReviewTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: prefix[0])
         process.arguments = Array(prefix.dropFirst()) + ["/usr/bin/python3", "-c", script, daemon.socketPath]
-        let output = Pipe(), input = Pipe()
+        let output = Pipe()
+        let input = Pipe()
         process.standardOutput = output
         process.standardInput = input
         try process.run()
         return (process, input, output.fileHandleForReading)
     }
 
-    @Test("item 4: one uid holding its share of connections is refused more; other uids and root are still served; refusals logged once per interval",
-          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    @Test(
+        "item 4: one uid holding its share of connections is refused more; other uids and root are still served; refusals logged once per interval",
+        .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids")
+    )
     func connectionShare() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--max-connections", "8", "--socket-group", "nogroup"],
-                                       logLevel: "info")
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.mock],
+            arguments: ["--max-connections", "8", "--socket-group", "nogroup"],
+            logLevel: "info"
+        )
         chmod(daemon.scratch.path, 0o755)
         let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
@@ -163,8 +184,12 @@ struct SecurityReviewTests {
     /// Starts sending each line on a connection of its own as another uid (or as root with an
     /// empty prefix), all before reading any answer (or one after another with `sequential`);
     /// ``answers(_:)`` collects the answers in order.
-    private static func startConcurrently(_ daemon: DaemonProcess, as prefix: [String], _ lines: [String],
-                                          sequential: Bool = false) throws -> (Process, Pipe) {
+    private static func startConcurrently(
+        _ daemon: DaemonProcess,
+        as prefix: [String],
+        _ lines: [String],
+        sequential: Bool = false
+    ) throws -> (Process, Pipe) {
         let script = """
             import json, socket, sys
             lines = json.load(sys.stdin)
@@ -188,7 +213,8 @@ struct SecurityReviewTests {
         let command = prefix + ["/usr/bin/python3", "-c", script, daemon.socketPath, sequential ? "1" : "0"]
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
-        let input = Pipe(), output = Pipe()
+        let input = Pipe()
+        let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
         try process.run()
@@ -223,11 +249,16 @@ struct SecurityReviewTests {
         #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"\#(password)","session":"\#(session)"}}"#
     }
 
-    @Test("item 5: a uid's sessions are capped (--max-sessions-per-user); replacing one is allowed; another uid is still served",
-          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    @Test(
+        "item 5: a uid's sessions are capped (--max-sessions-per-user); replacing one is allowed; another uid is still served",
+        .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids")
+    )
     func sessionsPerUser() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock],
-                                       arguments: ["--max-sessions-per-user", "3", "--socket-group", "nogroup"], logLevel: "info")
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.mock],
+            arguments: ["--max-sessions-per-user", "3", "--socket-group", "nogroup"],
+            logLevel: "info"
+        )
         chmod(daemon.scratch.path, 0o755)
         let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
@@ -238,16 +269,22 @@ struct SecurityReviewTests {
         #expect(other.first?.errorReason == nil, "\(other)")
     }
 
-    @Test("item 5: parallel wrong passwords: attempts in flight count, so no more than 5 reach the provider; another uid still signs in",
-          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    @Test(
+        "item 5: parallel wrong passwords: attempts in flight count, so no more than 5 reach the provider; another uid still signs in",
+        .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids")
+    )
     func parallelGuesses() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(300)], arguments: ["--socket-group", "nogroup"], logLevel: "info")
         chmod(daemon.scratch.path, 0o755)
         let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
         // Two failures first; then eight at once: three may still be tried (5 - 2), however many
         // are sent in parallel (without counting those in flight, the provider share's 4 would pass).
-        let first = try Self.concurrently(daemon, as: asDaemonUser, (0..<2).map { Self.login("mock", session: "a\($0)", password: "wrong-\($0)") },
-                                          sequential: true)
+        let first = try Self.concurrently(
+            daemon,
+            as: asDaemonUser,
+            (0..<2).map { Self.login("mock", session: "a\($0)", password: "wrong-\($0)") },
+            sequential: true
+        )
         #expect(first.map { $0.errorReason ?? "ok" } == ["invalid_credentials", "invalid_credentials"])
         let replies = try Self.concurrently(daemon, as: asDaemonUser, (0..<8).map { Self.login("mock", session: "s\($0)", password: "wrong-password-\($0)") })
         let reasons = replies.map { $0.errorReason ?? "ok" }
@@ -258,8 +295,10 @@ struct SecurityReviewTests {
         #expect(try Self.concurrently(daemon, as: asNobody, [Self.login("mock", session: "x")]).first?.errorReason == nil)
     }
 
-    @Test("item 5: one uid gets at most 4 requests at providers at once; another uid is served meanwhile",
-          .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids"))
+    @Test(
+        "item 5: one uid gets at most 4 requests at providers at once; another uid is served meanwhile",
+        .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids")
+    )
     func providerShare() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(1500)], arguments: ["--socket-group", "nogroup"], logLevel: "info")
         chmod(daemon.scratch.path, 0o755)
@@ -299,12 +338,18 @@ struct SecurityReviewTests {
 
     // MARK: 6. Executable rule
 
-    @Test("item 6: a process that connects, then execs the allowed program and leaves the socket to its child, is refused",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") && FileManager.default.isExecutableFile(atPath: "/usr/bin/sleep")))
+    @Test(
+        "item 6: a process that connects, then execs the allowed program and leaves the socket to its child, is refused",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") && FileManager.default.isExecutableFile(atPath: "/usr/bin/sleep"))
+    )
     func executablePinnedAtAccept() throws {
-        let daemon = try DaemonProcess(providers: [
-            "sleepers.json": #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"executables": ["/usr/bin/sleep"]}}"#,
-        ], logLevel: "info")
+        let daemon = try DaemonProcess(
+            providers: [
+                "sleepers.json":
+                    #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"executables": ["/usr/bin/sleep"]}}"#
+            ],
+            logLevel: "info"
+        )
         // The child asks once before the parent execs (so the daemon has accepted and pinned
         // the parent as python), tells the parent, waits until the parent has become
         // /usr/bin/sleep, then asks again.
@@ -349,7 +394,10 @@ struct SecurityReviewTests {
         try Self.faulty(server, grants: #"["client_credentials"]"#, extra: #", "client_secret_file": "\#(open)/secret""#)
             .write(toFile: providers + "/faulty.json", atomically: false, encoding: .utf8)
         let check = try run(BuiltProducts.daemon, ["--check", "--providers", providers])
-        #expect(check.stdout.contains("refused: the directory \(open) above the secret file \(open)/secret is writable by everyone (mode 0777)"), "\(check.stdout)")
+        #expect(
+            check.stdout.contains("refused: the directory \(open) above the secret file \(open)/secret is writable by everyone (mode 0777)"),
+            "\(check.stdout)"
+        )
         // Sticky and root's, like /tmp itself: others cannot replace the file.
         chmod(open, 0o1777)
         if getuid() == 0 {
@@ -364,10 +412,12 @@ struct SecurityReviewTests {
         let server = try LoopbackServer.faulty(workdir: scratch.path + "/idp", mode: "ok")
         let ca = scratch.path + "/ca.pem"
         try FileManager.default.copyItem(atPath: server.caFile, toPath: ca)
-        let daemon = try DaemonProcess(providers: ["faulty.json": #"""
+        let daemon = try DaemonProcess(providers: [
+            "faulty.json": #"""
             {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": ["password"], "scopes": ["openid"],
              "tls": {"ca_file": "\#(ca)"}}
-            """#])
+            """#
+        ])
         try daemon.waitForLog("provider ready")
         try "not a certificate\n".write(toFile: ca, atomically: false, encoding: .utf8)
         let login = try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
@@ -414,8 +464,10 @@ struct SecurityReviewTests {
         try server.setMode("http503")
         let forced = try daemon.cli(["token", "faulty", "--force-refresh"])
         #expect(forced.status == 7 && forced.stdout.isEmpty && forced.stderr.contains("[service_unavailable]"), "\(forced)")
-        let rejected = try exchange(try daemon.connect(),
-                                    #"{"jsonrpc":"2.0","id":1,"method":"token.rejected","params":{"provider":"faulty","access_token":"\#(current)"}}"#)
+        let rejected = try exchange(
+            try daemon.connect(),
+            #"{"jsonrpc":"2.0","id":1,"method":"token.rejected","params":{"provider":"faulty","access_token":"\#(current)"}}"#
+        )
         #expect(rejected.errorReason == "service_unavailable", "\(rejected)")
         let data = (rejected["error"] as? [String: Any])?["data"] as? [String: Any]
         #expect(data?["retry_after_seconds"] as? Int == 7)
@@ -432,9 +484,14 @@ struct SecurityReviewTests {
         let secret = scratch.path + "/secret"
         try "s3cret-client\n".write(toFile: secret, atomically: true, encoding: .utf8)
         chmod(secret, 0o600)
-        let daemon = try DaemonProcess(providers: ["faulty.json": Self.faulty(
-            server, grants: #"["client_credentials"]"#, scopes: #"["openid", "offline_access", "api.read"]"#,
-            extra: #", "client_secret_file": "\#(secret)""#)])
+        let daemon = try DaemonProcess(providers: [
+            "faulty.json": Self.faulty(
+                server,
+                grants: #"["client_credentials"]"#,
+                scopes: #"["openid", "offline_access", "api.read"]"#,
+                extra: #", "client_secret_file": "\#(secret)""#
+            )
+        ])
         try daemon.waitForLog("provider ready")
         let login = try daemon.cli(["login", "faulty", "--client-credentials"])
         #expect(login.status == 0, "\(login.stderr)")
@@ -499,8 +556,10 @@ struct SecurityReviewTests {
         let dir = daemon.scratch.path
         let process = Process()
         process.executableURL = BuiltProducts.cli
-        process.arguments = ["exec", "mock", "--env", "MY_TOKEN", "--", "/bin/sh", "-c",
-                             #"printf %s "$MY_TOKEN" > "$0/token"; tr '\0' ' ' < /proc/$$/cmdline > "$0/argv"; echo $$ > "$0/pid"; exit 7"#, dir]
+        process.arguments = [
+            "exec", "mock", "--env", "MY_TOKEN", "--", "/bin/sh", "-c",
+            #"printf %s "$MY_TOKEN" > "$0/token"; tr '\0' ' ' < /proc/$$/cmdline > "$0/argv"; echo $$ > "$0/pid"; exit 7"#, dir,
+        ]
         process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
         try process.run()
         process.waitUntilExit()
@@ -508,8 +567,11 @@ struct SecurityReviewTests {
         #expect((try? String(contentsOfFile: dir + "/token", encoding: .utf8)) == token)
         let argv = (try? String(contentsOfFile: dir + "/argv", encoding: .utf8)) ?? ""
         #expect(argv.contains("/bin/sh") && !argv.contains(token), "\(argv)")
-        #expect((try? String(contentsOfFile: dir + "/pid", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
-                == String(process.processIdentifier), "authgate became the command: no wrapper process")
+        #expect(
+            (try? String(contentsOfFile: dir + "/pid", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+                == String(process.processIdentifier),
+            "authgate became the command: no wrapper process"
+        )
         let missing = try daemon.cli(["exec", "mock", "--", "/nonexistent/program"])
         #expect(missing.status == 127 && missing.stderr.contains("cannot run /nonexistent/program"), "\(missing)")
         let signedOut = try daemon.cli(["exec", "nope", "--", "/bin/true"])
@@ -525,8 +587,11 @@ struct SecurityReviewTests {
         #expect(try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
         let header = try daemon.cli(["token", "faulty", "--header"])
         #expect(header.status == 0 && header.stdout.hasPrefix("Authorization: Bearer faulty-at-") && header.stdout.hasSuffix("\n"), "\(header)")
-        let curl = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-H", "@-", server.issuer + "/userinfo"],
-                           stdin: header.stdout)
+        let curl = try run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-sS", "--cacert", server.caFile, "-H", "@-", server.issuer + "/userinfo"],
+            stdin: header.stdout
+        )
         #expect(curl.stdout.contains(#""sub": "faulty-user""#) || curl.stdout.contains(#""sub":"faulty-user""#), "\(curl)")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,12 +26,17 @@ struct ServiceTests {
         #expect(FileManager.default.fileExists(atPath: daemon.socketPath), "the socket is systemd's: it stays for the next activation")
     }
 
-    @Test("sd_notify on an abstract socket: READY after loading, RELOADING with MONOTONIC_USEC then READY around a reload, WATCHDOG at half WATCHDOG_USEC, STOPPING")
+    @Test(
+        "sd_notify on an abstract socket: READY after loading, RELOADING with MONOTONIC_USEC then READY around a reload, WATCHDOG at half WATCHDOG_USEC, STOPPING"
+    )
     func notifications() throws {
         let address = "@authgate-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let listener = try NotifyListener(address: address)
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info",
-                                       environment: ["NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"])
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.mock],
+            logLevel: "info",
+            environment: ["NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"]
+        )
         try listener.waitFor { $0.contains("READY=1") }
         try daemon.waitForLog("listening", timeout: .seconds(10))  // READY=1 comes once the socket serves
         let watchdogStart = listener.messages.count { $0 == "WATCHDOG=1" }
@@ -58,8 +64,11 @@ struct ServiceTests {
     func notificationsOnPath() throws {
         let scratch = try ScratchDirectory()
         let listener = try NotifyListener(address: scratch.path + "/notify")
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info",
-                                       environment: ["NOTIFY_SOCKET": scratch.path + "/notify", "WATCHDOG_USEC": "100000", "WATCHDOG_PID": "1"])
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.mock],
+            logLevel: "info",
+            environment: ["NOTIFY_SOCKET": scratch.path + "/notify", "WATCHDOG_USEC": "100000", "WATCHDOG_PID": "1"]
+        )
         try listener.waitFor { $0.contains("READY=1") }
         Thread.sleep(forTimeInterval: 0.5)
         #expect(!listener.messages.contains("WATCHDOG=1"))
@@ -68,16 +77,24 @@ struct ServiceTests {
 
     @Test("under the journal, each log line starts with its syslog priority")
     func journalPriorities() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock, "broken.json": Providers.broken], logLevel: "info",
-                                       environment: ["JOURNAL_STREAM": "8:12345"])
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.mock, "broken.json": Providers.broken],
+            logLevel: "info",
+            environment: ["JOURNAL_STREAM": "8:12345"]
+        )
         let lines = daemon.logText.split(separator: "\n")
         #expect(lines.contains { $0.hasPrefix("<5>notice authgated: listening") }, "\(daemon.logText)")
         #expect(lines.contains { $0.hasPrefix("<3>error authgated: ") && $0.contains("broken.json") }, "\(daemon.logText)")
         #expect(lines.allSatisfy { $0.range(of: #"^<[0-7]>"#, options: .regularExpression) != nil })
     }
 
-    @Test("not dumpable and no core dumps: /proc/PID belongs to root and the core limit is 0",
-          .enabled(if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "as root, needs setpriv to run the daemon as another uid"))
+    @Test(
+        "not dumpable and no core dumps: /proc/PID belongs to root and the core limit is 0",
+        .enabled(
+            if: getuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+            "as root, needs setpriv to run the daemon as another uid"
+        )
+    )
     func hardening() throws {
         let scratch = try ScratchDirectory()
         var launcher: [String] = []
@@ -97,7 +114,10 @@ struct ServiceTests {
         #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
     }
 
-    @Test("the units pass systemd-analyze verify", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze (Debian's systemd package)"))
+    @Test(
+        "the units pass systemd-analyze verify",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze (Debian's systemd package)")
+    )
     func verifyUnits() throws {
         let result = try run(URL(fileURLWithPath: "/bin/bash"), [LoopbackServer.repository.appendingPathComponent("scripts/verify-units").path])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")

@@ -6,6 +6,7 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+
 @testable import AuthGateDaemon
 
 /// A clock and a random source the tests set by hand: nothing here sleeps.
@@ -39,8 +40,10 @@ private actor ScriptedProvider: IdentityProvider {
     }
 
     func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult {
-        SignInResult(tokens: TokenSet(accessToken: Secret("first"), expiresAt: clock.now.addingTimeInterval(lifetime), refreshToken: Secret("rt-0")),
-                     subject: "s")
+        SignInResult(
+            tokens: TokenSet(accessToken: Secret("first"), expiresAt: clock.now.addingTimeInterval(lifetime), refreshToken: Secret("rt-0")),
+            subject: "s"
+        )
     }
 
     func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
@@ -52,19 +55,29 @@ private actor ScriptedProvider: IdentityProvider {
         variantsAsked.append(variant)
         refreshTokensSpent.append(refreshToken.exposedValue)
         if gated {
-            await withCheckedContinuation { gates.append($0); waiting.forEach { $0.resume() }; waiting.removeAll() }
+            await withCheckedContinuation {
+                gates.append($0)
+                for waiter in waiting { waiter.resume() }
+                waiting.removeAll()
+            }
         }
         if let outcome { return try outcome.get() }
-        return TokenSet(accessToken: Secret("at-\(refreshCount)"), expiresAt: clock.now.addingTimeInterval(lifetime),
-                        refreshToken: Secret("rt-\(refreshCount)"), scopes: variant.scopes)
+        return TokenSet(
+            accessToken: Secret("at-\(refreshCount)"),
+            expiresAt: clock.now.addingTimeInterval(lifetime),
+            refreshToken: Secret("rt-\(refreshCount)"),
+            scopes: variant.scopes
+        )
     }
 
     func revoke(_ tokens: TokenSet) async {}
 
     func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
         clientSignIns += 1
-        return SignInResult(tokens: TokenSet(accessToken: Secret("client-\(clientSignIns)"), expiresAt: clock.now.addingTimeInterval(lifetime)),
-                            subject: "client:x")
+        return SignInResult(
+            tokens: TokenSet(accessToken: Secret("client-\(clientSignIns)"), expiresAt: clock.now.addingTimeInterval(lifetime)),
+            subject: "client:x"
+        )
     }
 
     func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] { [:] }
@@ -92,17 +105,31 @@ struct SessionManagerTests {
     let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
 
     private func manager(limits: RefreshQueue.Limits = .standard) -> SessionManager {
-        SessionManager(logger: quiet, refreshLimits: limits,
-                       now: { [clock] in clock.now }, random: { [clock] in clock.random })
+        SessionManager(
+            logger: quiet,
+            refreshLimits: limits,
+            now: { [clock] in clock.now },
+            random: { [clock] in clock.random }
+        )
     }
 
-    private func signIn(_ sessions: SessionManager, _ provider: any IdentityProvider, key: SessionKey? = nil,
-                        grant: Grant = .password, policy: RefreshPolicy = RefreshPolicy()) async throws {
-        let result = grant == .clientCredentials
+    private func signIn(
+        _ sessions: SessionManager,
+        _ provider: any IdentityProvider,
+        key: SessionKey? = nil,
+        grant: Grant = .password,
+        policy: RefreshPolicy = RefreshPolicy()
+    ) async throws {
+        let result =
+            grant == .clientCredentials
             ? try await provider.signInAsClient(TokenVariant())
             : try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
-        _ = await sessions.store(result, grant: grant, binding: SessionBinding(client: provider, policy: policy, storage: .memory),
-                                 for: key ?? self.key)
+        _ = await sessions.store(
+            result,
+            grant: grant,
+            binding: SessionBinding(client: provider, policy: policy, storage: .memory),
+            for: key ?? self.key
+        )
     }
 
     private func currentToken(_ sessions: SessionManager) async throws -> String {
@@ -225,8 +252,12 @@ struct SessionManagerTests {
         let early = RefreshSchedule.refreshTime(obtainedAt: start, expiresAt: start.addingTimeInterval(60), policy: policy, random: 1)
         #expect(late.timeIntervalSince(start) == 30)
         #expect(early.timeIntervalSince(start) == 15)
-        let hour = RefreshSchedule.refreshTime(obtainedAt: start, expiresAt: start.addingTimeInterval(3600),
-                                               policy: RefreshPolicy(beforeExpirySeconds: 1200), random: 0)
+        let hour = RefreshSchedule.refreshTime(
+            obtainedAt: start,
+            expiresAt: start.addingTimeInterval(3600),
+            policy: RefreshPolicy(beforeExpirySeconds: 1200),
+            random: 0
+        )
         #expect(hour.timeIntervalSince(start) == 2400)  // the lead comes before 80 %
     }
 
@@ -394,14 +425,23 @@ struct SessionManagerTests {
     @Test("mock sessions signed in at once refresh spread out: max per second ≤ 3 × mean")
     func refreshSpread() async throws {
         let sessions = SessionManager(logger: quiet, refreshLimits: RefreshQueue.Limits(total: 100_000, perProvider: 100_000), now: { [clock] in clock.now })
-        let provider = MockIdentityProvider(settings: MockProviderSettings(
-            users: [.init(username: "u", password: Secret("p"))], accessTokenLifetimeSeconds: 60), now: { [clock] in clock.now })
+        let provider = MockIdentityProvider(
+            settings: MockProviderSettings(
+                users: [.init(username: "u", password: Secret("p"))],
+                accessTokenLifetimeSeconds: 60
+            ),
+            now: { [clock] in clock.now }
+        )
         let binding = SessionBinding(client: provider, policy: RefreshPolicy(), storage: .memory)
         let count = ProcessInfo.processInfo.environment["AUTHGATE_SPREAD_SESSIONS"].flatMap { Int($0) } ?? 2_000
         for uid in 0..<count {
             let signIn = try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
-            _ = await sessions.store(signIn, grant: .password, binding: binding,
-                                     for: SessionKey(uid: UInt32(uid), provider: key.provider, name: .default))
+            _ = await sessions.store(
+                signIn,
+                grant: .password,
+                binding: binding,
+                for: SessionKey(uid: UInt32(uid), provider: key.provider, name: .default)
+            )
         }
         var perSecond: [Int] = []
         for _ in 0..<300 {
@@ -412,8 +452,16 @@ struct SessionManagerTests {
         let total = perSecond.reduce(0, +)
         let mean = Double(total) / Double(perSecond.count)
         let maximum = Double(perSecond.max() ?? 0)
-        print(String(format: "refresh spread: %d sessions, 60 s tokens, 300 s: %d refreshes, mean %.1f/s, max %.0f/s, max/mean %.2f",
-                     count, total, mean, maximum, maximum / mean))
+        print(
+            String(
+                format: "refresh spread: %d sessions, 60 s tokens, 300 s: %d refreshes, mean %.1f/s, max %.0f/s, max/mean %.2f",
+                count,
+                total,
+                mean,
+                maximum,
+                maximum / mean
+            )
+        )
         #expect(total > count * 300 / 60)  // every session refreshed several times
         #expect(maximum <= 3 * mean)
     }
@@ -430,8 +478,10 @@ struct SessionManagerTests {
         let first = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: read)
         #expect(first.scopes == ["read"])
         #expect(first.refreshToken == nil)
-        #expect(try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: TokenVariant(scopes: ["read"])).accessToken
-                == first.accessToken)
+        #expect(
+            try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: TokenVariant(scopes: ["read"])).accessToken
+                == first.accessToken
+        )
         let second = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false, variant: api)
         #expect(second.accessToken != first.accessToken)
         #expect(await provider.variantsAsked == [read, api])
@@ -462,19 +512,32 @@ struct SessionManagerTests {
     @Test("a persistent sign-in asked from an event loop, as an RPC request asks it, is saved on the session manager's thread")
     func savesOffTheEventLoop() async throws {
         let scratch = try ScratchDirectory()
-        let keeper = StorageKeyKeeper(stateDirectory: scratch.path + "/state", credentialsDirectory: nil, choice: .file, mode: .user,
-                                      environment: ["PATH": "/usr/bin:/bin"])
+        let keeper = StorageKeyKeeper(
+            stateDirectory: scratch.path + "/state",
+            credentialsDirectory: nil,
+            choice: .file,
+            mode: .user,
+            environment: ["PATH": "/usr/bin:/bin"]
+        )
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let observer = ThreadRecordingObserver(loop: loop)
-        let sessions = SessionManager(logger: quiet, persistence: SessionPersistence(keeper: keeper, logger: quiet), observer: observer,
-                                      now: { [clock] in clock.now })
+        let sessions = SessionManager(
+            logger: quiet,
+            persistence: SessionPersistence(keeper: keeper, logger: quiet),
+            observer: observer,
+            now: { [clock] in clock.now }
+        )
         let provider = ScriptedProvider(clock: clock)
         let result = try await provider.signIn(PasswordCredentials(username: "u", password: Secret("p")))
         let key = key
         let callerOnLoop = await Task(executorPreference: EventLoopTaskExecutor(loop)) {
             let callerOnLoop = loop.inEventLoop
-            _ = await sessions.store(result, grant: .password, binding: SessionBinding(client: provider, policy: RefreshPolicy(), storage: .persistent),
-                                     for: key)
+            _ = await sessions.store(
+                result,
+                grant: .password,
+                binding: SessionBinding(client: provider, policy: RefreshPolicy(), storage: .persistent),
+                for: key
+            )
             return callerOnLoop
         }.value
         #expect(callerOnLoop, "the caller runs on the event loop, as request tasks do")
@@ -487,7 +550,10 @@ struct SessionManagerTests {
 
 /// Notes, at every change the session manager makes, which thread it made it on.
 private final class ThreadRecordingObserver: SessionObserver {
-    struct Seen { var onCallersLoop: Bool; var onSessionsThread: Bool }
+    struct Seen {
+        var onCallersLoop: Bool
+        var onSessionsThread: Bool
+    }
     private let loop: any EventLoop
     private let recorded = Mutex<[Seen]>([])
     init(loop: any EventLoop) { self.loop = loop }

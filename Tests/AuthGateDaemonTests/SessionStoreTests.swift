@@ -1,10 +1,12 @@
 import AuthGateCore
 import Foundation
 import Testing
+
+@testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
-@testable import AuthGateDaemon
 
 /// The encrypted session store and its key, on real files in a scratch directory.
 @Suite("Session store")
@@ -19,16 +21,25 @@ struct SessionStoreTests {
     // MARK: - Helpers
 
     private func session(_ provider: String, _ name: String, token: String, full: Bool) -> PersistedSession {
-        let tokens = TokenSet(accessToken: Secret("access-\(token)"), tokenType: full ? "DPoP" : "Bearer",
-                              expiresAt: Date(timeIntervalSince1970: 1_800_000_123.25),
-                              refreshToken: full ? Secret("refresh-\(token)") : nil,
-                              refreshTokenExpiresAt: full ? Date(timeIntervalSince1970: 1_800_086_400.5) : nil,
-                              idToken: full ? Secret("idtoken-\(token)") : nil,
-                              scopes: full ? ["openid", "profile", "offline_access"] : [])
-        return PersistedSession(provider: provider, session: name, grant: full ? .password : .clientCredentials,
-                                subject: full ? "user-\(token)" : nil, issuer: full ? "https://idp.example/realm" : nil,
-                                clientID: full ? "authgate" : nil, tokens: tokens,
-                                savedAt: Date(timeIntervalSince1970: 1_799_999_000.125))
+        let tokens = TokenSet(
+            accessToken: Secret("access-\(token)"),
+            tokenType: full ? "DPoP" : "Bearer",
+            expiresAt: Date(timeIntervalSince1970: 1_800_000_123.25),
+            refreshToken: full ? Secret("refresh-\(token)") : nil,
+            refreshTokenExpiresAt: full ? Date(timeIntervalSince1970: 1_800_086_400.5) : nil,
+            idToken: full ? Secret("idtoken-\(token)") : nil,
+            scopes: full ? ["openid", "profile", "offline_access"] : []
+        )
+        return PersistedSession(
+            provider: provider,
+            session: name,
+            grant: full ? .password : .clientCredentials,
+            subject: full ? "user-\(token)" : nil,
+            issuer: full ? "https://idp.example/realm" : nil,
+            clientID: full ? "authgate" : nil,
+            tokens: tokens,
+            savedAt: Date(timeIntervalSince1970: 1_799_999_000.125)
+        )
     }
 
     private func makeStore(key: StorageKey? = nil) throws -> SessionStore {
@@ -77,9 +88,11 @@ struct SessionStoreTests {
     @Test("Two uids with several sessions each come back exactly as saved")
     func roundTrip() throws {
         let store = try makeStore()
-        let first = [session("mock", "default", token: "a1", full: true),
-                     session("mock", "work", token: "a2", full: false),
-                     session("corp", "default", token: "a3", full: true)]
+        let first = [
+            session("mock", "default", token: "a1", full: true),
+            session("mock", "work", token: "a2", full: false),
+            session("corp", "default", token: "a3", full: true),
+        ]
         let second = [session("corp", "ci", token: "b1", full: false)]
         try store.save(first, uid: 1000)
         try store.save(second, uid: 1001)
@@ -102,8 +115,16 @@ struct SessionStoreTests {
         persisted.dpopKey = Base64URL.encode(key.storageRepresentation)
         let tokens = try #require(persisted.tokens)
         #expect(tokens.proofKey?.thumbprint == key.thumbprint)
-        let again = PersistedSession(provider: "mock", session: "default", grant: .password, subject: persisted.subject,
-                                     issuer: persisted.issuer, clientID: persisted.clientID, tokens: tokens, savedAt: persisted.savedAt)
+        let again = PersistedSession(
+            provider: "mock",
+            session: "default",
+            grant: .password,
+            subject: persisted.subject,
+            issuer: persisted.issuer,
+            clientID: persisted.clientID,
+            tokens: tokens,
+            savedAt: persisted.savedAt
+        )
         #expect(again == persisted)
         #expect(!"\(persisted)".contains("conv") && !"\(persisted)".contains(persisted.dpopKey ?? "-"))
         persisted.dpopKey = "not-a-key"
@@ -254,8 +275,10 @@ struct SessionStoreTests {
         #expect(SessionStore.uid(fileName: "1000.sessions") == 1000)
         #expect(SessionStore.uid(fileName: "0.sessions") == 0)
         #expect(SessionStore.uid(fileName: "4294967295.sessions") == 4_294_967_295)
-        for name in ["4294967296.sessions", "01000.sessions", "+1.sessions", ".sessions", "x.sessions",
-                     "1000.sessions.unreadable", ".1000.sessions.tmp-abcdef", "1000.session", "١.sessions"] {
+        for name in [
+            "4294967296.sessions", "01000.sessions", "+1.sessions", ".sessions", "x.sessions",
+            "1000.sessions.unreadable", ".1000.sessions.tmp-abcdef", "1000.session", "١.sessions",
+        ] {
             #expect(SessionStore.uid(fileName: name) == nil, "\(name)")
         }
     }
@@ -299,8 +322,10 @@ struct SessionStoreTests {
         }
     }
 
-    @Test("A damaged file is reported for its uid only, moved aside, and the next save starts clean",
-          arguments: Corruption.allCases)
+    @Test(
+        "A damaged file is reported for its uid only, moved aside, and the next save starts clean",
+        arguments: Corruption.allCases
+    )
     func damagedFile(_ corruption: Corruption) throws {
         let key = try StorageKey.load(stateDirectory: state, credentialsDirectory: nil)
         let store = try makeStore(key: key)
@@ -332,7 +357,8 @@ struct SessionStoreTests {
         case .otherUidInside:
             try write(SealedSessionsFile.fileContents(sealing: Data(#"{"version":1,"uid":1000,"sessions":[]}"#.utf8), uid: 1001, key: key), file)
         case .badField:
-            let json = #"{"version":1,"uid":1001,"sessions":[{"provider":"mock","session":"default","grant":"victim","#
+            let json =
+                #"{"version":1,"uid":1001,"sessions":[{"provider":"mock","session":"default","grant":"victim","#
                 + #""access_token":"victim-token","token_type":"Bearer","expires_at":0,"scopes":[],"saved_at":0}]}"#
             try write(SealedSessionsFile.fileContents(sealing: Data(json.utf8), uid: 1001, key: key), file)
         }

@@ -3,6 +3,7 @@ import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,8 +20,10 @@ struct SinkTests {
     /// Another user, as a root test can make one: a directory or link chowned to nobody.
     private static let otherUID: uid_t = 65534
 
-    @Test("item 9: a root sink refuses a directory another user owns, their link to a root directory (also in a sticky one), and writes nothing there; root's own link and /tmp on the way are fine",
-          .enabled(if: getuid() == 0))
+    @Test(
+        "item 9: a root sink refuses a directory another user owns, their link to a root directory (also in a sticky one), and writes nothing there; root's own link and /tmp on the way are fine",
+        .enabled(if: getuid() == 0)
+    )
     func refusesPlantedDirectories() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signInDemo()
@@ -45,8 +48,10 @@ struct SinkTests {
         try FileManager.default.createSymbolicLink(atPath: sticky + "/app", withDestinationPath: victim)
         #expect(lchown(sticky + "/app", Self.otherUID, Self.otherUID) == 0)
         let link = try daemon.cli(["sink", "mock", "--file", sticky + "/app/token", "--once"])
-        #expect(link.status == 64 && link.stderr.contains("the symbolic link \(sticky)/app above the token file \(sticky)/app/token is owned by uid 65534"),
-                "\(link)")
+        #expect(
+            link.status == 64 && link.stderr.contains("the symbolic link \(sticky)/app above the token file \(sticky)/app/token is owned by uid 65534"),
+            "\(link)"
+        )
         let theirs = sticky + "/theirs"
         try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: false)
         #expect(chown(theirs, Self.otherUID, Self.otherUID) == 0)
@@ -94,7 +99,9 @@ struct SinkTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
         try daemon.signInDemo()
         let scratch = daemon.scratch.path
-        let out = scratch + "/out", moved = scratch + "/moved", elsewhere = scratch + "/elsewhere"
+        let out = scratch + "/out"
+        let moved = scratch + "/moved"
+        let elsewhere = scratch + "/elsewhere"
         for directory in [out, elsewhere] { try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false) }
         try "decoy\n".write(toFile: elsewhere + "/token", atomically: false, encoding: .utf8)
         let sink = Process()
@@ -140,9 +147,11 @@ struct SinkTests {
             #expect(directory.path == scratch.path + "/a/b" && directory.name == "token" && directory.canSync, "\(path): \(directory)")
             close(directory.descriptor)
         }
-        for (path, sentence) in [(scratch.path + "/a/", "does not name a file"), (scratch.path + "/a/..", "does not name a file"),
-                                 (scratch.path + "/a/x/token", "cannot open the directory \(scratch.path)/a/x"),
-                                 (scratch.path + "/loop/token", "cannot follow the symbolic link \(scratch.path)/loop")] {
+        for (path, sentence) in [
+            (scratch.path + "/a/", "does not name a file"), (scratch.path + "/a/..", "does not name a file"),
+            (scratch.path + "/a/x/token", "cannot open the directory \(scratch.path)/a/x"),
+            (scratch.path + "/loop/token", "cannot follow the symbolic link \(scratch.path)/loop"),
+        ] {
             guard case .failure(let problem) = FileTrust.openDirectory(of: path, as: .tokenFile) else {
                 Issue.record("\(path) was accepted")
                 continue
@@ -200,18 +209,24 @@ struct SinkTests {
             #expect(throws: TokenFileFormat.Refusal.self) { try TokenFileFormat.env(name: "T").render(odd) }
             #expect(text(try TokenFileFormat.raw.render(odd)) == bad + "\n")
         }
-        #expect(TokenFileFormat.isVariableName("API_TOKEN_2") && !TokenFileFormat.isVariableName("2X") && !TokenFileFormat.isVariableName("A-B")
-                && !TokenFileFormat.isVariableName(""))
+        #expect(
+            TokenFileFormat.isVariableName("API_TOKEN_2") && !TokenFileFormat.isVariableName("2X") && !TokenFileFormat.isVariableName("A-B")
+                && !TokenFileFormat.isVariableName("")
+        )
 
         let template = try TokenTemplate(parsing: "Authorization: {{token_type}} {{ token }}\nuntil {{expires_at}} ({{expires_in}} s) {}}{ {{token}}\n")
         #expect(template.placeholders == [.tokenType, .token, .expiresAt, .expiresIn, .token])
-        #expect(template.render(token, now: expiry.addingTimeInterval(-99.5))
-                == "Authorization: Bearer eyJ.a-b_c~d+e/f==\nuntil 2026-11-18T11:06:40Z (99 s) {}}{ eyJ.a-b_c~d+e/f==\n")
+        #expect(
+            template.render(token, now: expiry.addingTimeInterval(-99.5))
+                == "Authorization: Bearer eyJ.a-b_c~d+e/f==\nuntil 2026-11-18T11:06:40Z (99 s) {}}{ eyJ.a-b_c~d+e/f==\n"
+        )
         #expect(template.render(token, now: expiry.addingTimeInterval(5)).contains("(0 s)"), "never negative")
-        for (bad, sentence) in [("a\nb {{secret}}", "line 2: unknown placeholder {{secret}}; a template knows {{token}}, {{token_type}}, {{expires_at}}, {{expires_in}} only"),
-                                ("{{token}} {{ }}", "line 1: unknown placeholder {{}}"),
-                                ("x\n\n{{token", "line 3: a {{ is not closed by }}"),
-                                ("{{exec ls}}", "unknown placeholder {{exec ls}}")] {
+        for (bad, sentence) in [
+            ("a\nb {{secret}}", "line 2: unknown placeholder {{secret}}; a template knows {{token}}, {{token_type}}, {{expires_at}}, {{expires_in}} only"),
+            ("{{token}} {{ }}", "line 1: unknown placeholder {{}}"),
+            ("x\n\n{{token", "line 3: a {{ is not closed by }}"),
+            ("{{exec ls}}", "unknown placeholder {{exec ls}}"),
+        ] {
             #expect(throws: TokenTemplate.Problem.self) { try TokenTemplate(parsing: bad) }
             do {
                 _ = try TokenTemplate(parsing: bad)
@@ -221,8 +236,10 @@ struct SinkTests {
         }
     }
 
-    @Test("issue 30: --format nginx is an include a real nginx loads (nginx -t) and whose proxied request reaches a loopback upstream carrying the header",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx")))
+    @Test(
+        "issue 30: --format nginx is an include a real nginx loads (nginx -t) and whose proxied request reaches a loopback upstream carrying the header",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx"))
+    )
     func nginxLoadsTheInclude() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signInDemo()
@@ -236,7 +253,9 @@ struct SinkTests {
         // The upstream echoes the Authorization header it got; it also picks nginx's port.
         let upstream = Process()
         upstream.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        upstream.arguments = ["-c", """
+        upstream.arguments = [
+            "-c",
+            """
             import http.server, socket
             class Echo(http.server.BaseHTTPRequestHandler):
                 def do_GET(self):
@@ -247,7 +266,8 @@ struct SinkTests {
             spare = socket.socket(); spare.bind(("127.0.0.1", 0)); nginx_port = spare.getsockname()[1]; spare.close()
             print(server.server_address[1], nginx_port, flush=True)
             server.serve_forever()
-            """]
+            """,
+        ]
         let ports = Pipe()
         upstream.standardOutput = ports
         try upstream.run()
@@ -266,27 +286,27 @@ struct SinkTests {
         try #require(numbers.count == 2, "\(line)")
         let configuration = scratch + "/nginx.conf"
         try """
-            daemon off;
-            master_process off;
-            pid \(scratch)/nginx.pid;
-            error_log \(scratch)/nginx-error.log;
-            events { worker_connections 16; }
-            http {
-                access_log off;
-                client_body_temp_path \(scratch)/nginx-body;
-                proxy_temp_path \(scratch)/nginx-proxy;
-                fastcgi_temp_path \(scratch)/nginx-fastcgi;
-                uwsgi_temp_path \(scratch)/nginx-uwsgi;
-                scgi_temp_path \(scratch)/nginx-scgi;
-                server {
-                    listen 127.0.0.1:\(numbers[1]);
-                    location / {
-                        include \(include);
-                        proxy_pass http://127.0.0.1:\(numbers[0]);
-                    }
+        daemon off;
+        master_process off;
+        pid \(scratch)/nginx.pid;
+        error_log \(scratch)/nginx-error.log;
+        events { worker_connections 16; }
+        http {
+            access_log off;
+            client_body_temp_path \(scratch)/nginx-body;
+            proxy_temp_path \(scratch)/nginx-proxy;
+            fastcgi_temp_path \(scratch)/nginx-fastcgi;
+            uwsgi_temp_path \(scratch)/nginx-uwsgi;
+            scgi_temp_path \(scratch)/nginx-scgi;
+            server {
+                listen 127.0.0.1:\(numbers[1]);
+                location / {
+                    include \(include);
+                    proxy_pass http://127.0.0.1:\(numbers[0]);
                 }
             }
-            """.write(toFile: configuration, atomically: true, encoding: .utf8)
+        }
+        """.write(toFile: configuration, atomically: true, encoding: .utf8)
         let nginxArguments = ["-p", scratch + "/", "-e", scratch + "/nginx-error.log", "-c", configuration]
         let check = try run(URL(fileURLWithPath: "/usr/sbin/nginx"), ["-t"] + nginxArguments)
         #expect(check.status == 0 && check.stderr.contains("test is successful"), "\(check)")
@@ -352,8 +372,10 @@ struct SinkTests {
         #expect(!FileManager.default.fileExists(atPath: scratch + "/never"))
     }
 
-    @Test("issue 30: --owner/--group give the file to the service (it reads it), --mkdir makes 0750 parents of that group; unknown names and a non-root sink are refused",
-          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    @Test(
+        "issue 30: --owner/--group give the file to the service (it reads it), --mkdir makes 0750 parents of that group; unknown names and a non-root sink are refused",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
+    )
     func ownerGroupAndMkdir() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signInDemo()
@@ -365,8 +387,10 @@ struct SinkTests {
         #expect(sink.status == 0, "\(sink)")
         func owners(_ path: String) throws -> (mode: Int?, uid: Int?, gid: Int?) {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
-            return (attributes[.posixPermissions] as? Int, (attributes[.ownerAccountID] as? NSNumber)?.intValue,
-                    (attributes[.groupOwnerAccountID] as? NSNumber)?.intValue)
+            return (
+                attributes[.posixPermissions] as? Int, (attributes[.ownerAccountID] as? NSNumber)?.intValue,
+                (attributes[.groupOwnerAccountID] as? NSNumber)?.intValue
+            )
         }
         for path in [scratch + "/run", scratch + "/run/app"] {
             let made = try owners(path)
@@ -398,22 +422,32 @@ struct SinkTests {
         #expect(missing.status == 64 && missing.stderr.contains("cannot open the directory \(scratch)/missing"), "\(missing)")
         try FileManager.default.createDirectory(atPath: scratch + "/taken/inner", withIntermediateDirectories: true)
         let taken = try daemon.cli(["sink", "mock", "--file", scratch + "/taken", "--once"])
-        #expect(taken.status == 1 && taken.stderr.contains("cannot write \(scratch)/taken") && taken.stderr.contains("the sink did not write \(scratch)/taken"),
-                "\(taken)")
+        #expect(
+            taken.status == 1 && taken.stderr.contains("cannot write \(scratch)/taken") && taken.stderr.contains("the sink did not write \(scratch)/taken"),
+            "\(taken)"
+        )
         let written = try daemon.cli(["sink", "mock", "--file", scratch + "/token", "--once"])
         #expect(written.status == 0, "\(written)")
         for output in [missing, taken, written] { #expect(!output.stderr.contains("reconnecting"), "\(output.stderr)") }
     }
 
-    @Test("issue 30: --on-change runs in the background: one that hangs does not hold up the next write, gets SIGTERM after --on-change-timeout, SIGKILL 5 s later, and the next run follows")
+    @Test(
+        "issue 30: --on-change runs in the background: one that hangs does not hold up the next write, gets SIGTERM after --on-change-timeout, SIGKILL 5 s later, and the next run follows"
+    )
     func onChangeTimeout() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
         try daemon.signInDemo()
         let scratch = daemon.scratch.path
-        let file = scratch + "/token", runs = scratch + "/runs"
+        let file = scratch + "/token"
+        let runs = scratch + "/runs"
         // It ignores SIGTERM, so that only the SIGKILL stops it.
-        let sink = try RunningSink(daemon, ["--file", file, "--on-change-timeout", "3", "--on-change", "/bin/sh", "-c",
-                                            "echo $$ >> \(scratch)/pids; cat \(file) >> \(runs); trap '' TERM; exec sleep 600"])
+        let sink = try RunningSink(
+            daemon,
+            [
+                "--file", file, "--on-change-timeout", "3", "--on-change", "/bin/sh", "-c",
+                "echo $$ >> \(scratch)/pids; cat \(file) >> \(runs); trap '' TERM; exec sleep 600",
+            ]
+        )
         func started() -> [String] { ((try? String(contentsOfFile: runs, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
         defer {
             // Its last run may still be sleeping (and holding the sink's stderr): each run is a

@@ -5,7 +5,9 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import Testing
+
 @testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -110,8 +112,10 @@ struct TokenWatchTests {
         #expect(!daemon.logText.contains("the connection was idle"))
     }
 
-    @Test("two uids watching: each sees only its own session's notifications",
-          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    @Test(
+        "two uids watching: each sees only its own session's notifications",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
+    )
     func watchersSeeOnlyTheirOwn() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--socket-group", "nogroup"], logLevel: "info")
         chmod(daemon.scratch.path, 0o755)
@@ -121,7 +125,8 @@ struct TokenWatchTests {
         let rootWatcher = try Self.startWatcher(daemon, until: "changes:2")
         let nobodyWatcher = try Self.startWatcher(daemon, until: "changes:2", prefix: asNobody)
         let rootToken = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        let root = Self.lines(rootWatcher), nobody = Self.lines(nobodyWatcher)
+        let root = Self.lines(rootWatcher)
+        let nobody = Self.lines(nobodyWatcher)
         let rootTokens = Set(root.compactMap { (($0["result"] ?? $0["params"]) as? [String: Any])?["access_token"] as? String })
         let nobodyTokens = Set(nobody.compactMap { (($0["result"] ?? $0["params"]) as? [String: Any])?["access_token"] as? String })
         #expect(rootTokens.count >= 2 && nobodyTokens.count >= 2, "both saw refreshes: \(rootTokens.count), \(nobodyTokens.count)")
@@ -129,8 +134,10 @@ struct TokenWatchTests {
         #expect(!nobodyTokens.contains(rootToken))
     }
 
-    @Test("issue 26 item 2: a reload that drops a uid from access signs its session out (revoked, no more refreshes) and ends its watch with access_revoked; the admitted uid keeps its own",
-          .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")))
+    @Test(
+        "issue 26 item 2: a reload that drops a uid from access signs its session out (revoked, no more refreshes) and ends its watch with access_revoked; the admitted uid keeps its own",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
+    )
     func narrowedAccessEndsSessionsAndWatches() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--socket-group", "nogroup"], logLevel: "info")
         chmod(daemon.scratch.path, 0o755)
@@ -162,7 +169,9 @@ struct TokenWatchTests {
         #expect(daemon.logText.contains("signed out: the provider's access no longer admits the session's user"))
     }
 
-    @Test("issue 26 item 2: every notification asks the provider's access now: a watcher no longer admitted gets session.ended access_revoked and its connection closes")
+    @Test(
+        "issue 26 item 2: every notification asks the provider's access now: a watcher no longer admitted gets session.ended access_revoked and its connection closes"
+    )
     func notificationsRecheckAccess() throws {
         let access = ProviderAccess()
         let logger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -193,7 +202,9 @@ struct TokenWatchTests {
         #expect(try channel.readOutbound(as: ByteBuffer.self) == nil, "the watch is gone")
     }
 
-    @Test("issue 30: token.watch with wait_for_sign_in answers the sign-in's token instead of login_required, past the idle deadline, then notifies as usual; token refuses the member")
+    @Test(
+        "issue 30: token.watch with wait_for_sign_in answers the sign-in's token instead of login_required, past the idle deadline, then notifies as usual; token refuses the member"
+    )
     func watchWaitsForTheSignIn() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--idle-timeout", "1"], logLevel: "info")
         let connection = try daemon.connect()
@@ -288,18 +299,22 @@ struct TokenWatchTests {
 
     // MARK: authgate sink
 
-    @Test("authgate sink: the file holds the current token (mode as asked), rewritten on refresh with --on-change each time, never partial; removed on logout, back on sign-in, survives a daemon restart")
+    @Test(
+        "authgate sink: the file holds the current token (mode as asked), rewritten on refresh with --on-change each time, never partial; removed on logout, back on sign-in, survives a daemon restart"
+    )
     func sinkFollowsTheSession() throws {
         var daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
         let scratch = daemon.scratch
         try Self.signIn(daemon)
-        let file = scratch.path + "/out/token", count = scratch.path + "/changes"
+        let file = scratch.path + "/out/token"
+        let count = scratch.path + "/changes"
         try FileManager.default.createDirectory(atPath: scratch.path + "/out", withIntermediateDirectories: false)
         let sink = Process()
         sink.executableURL = BuiltProducts.cli
         sink.arguments = ["sink", "mock", "--file", file, "--mode", "0440", "--on-change", "/bin/sh", "-c", "cat \(file) >> \(count)"]
         sink.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
-        let errors = Pipe(), said = SharedText()
+        let errors = Pipe()
+        let said = SharedText()
         sink.standardError = errors
         collect(errors.fileHandleForReading, into: said)
         try sink.run()
@@ -311,18 +326,24 @@ struct TokenWatchTests {
         let permissions = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
         #expect(permissions == 0o440)
         // A reader in a tight loop for 4 s (a refresh or two): always a whole token line.
-        let reader = try run(URL(fileURLWithPath: "/usr/bin/python3"), ["-c", """
-            import sys, time
-            seen, bad, end = set(), 0, time.time() + 4
-            while time.time() < end:
-                try:
-                    text = open(sys.argv[1]).read()
-                except FileNotFoundError:
-                    bad += 1; continue
-                if not (text.startswith("mock_at_") and text.endswith("\\n") and len(text) > 20): bad += 1
-                seen.add(text)
-            print(len(seen), bad)
-            """, file])
+        let reader = try run(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            [
+                "-c",
+                """
+                import sys, time
+                seen, bad, end = set(), 0, time.time() + 4
+                while time.time() < end:
+                    try:
+                        text = open(sys.argv[1]).read()
+                    except FileNotFoundError:
+                        bad += 1; continue
+                    if not (text.startswith("mock_at_") and text.endswith("\\n") and len(text) > 20): bad += 1
+                    seen.add(text)
+                print(len(seen), bad)
+                """, file,
+            ]
+        )
         let figures = reader.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         #expect(figures.count == 2 && figures[0] >= 2 && figures[1] == 0, "tokens seen, bad reads: \(reader.stdout)\(reader.stderr)")
         let current = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,8 +31,12 @@ func until(timeout: Duration = .seconds(10), _ condition: () throws -> Bool) asy
 }
 
 /// The result of `task`, awaited for up to `timeout`; nil when it did not finish in time.
-func result<Success: Sendable, Failure: Error>(of task: Task<Success, Failure>, timeout: Duration = .seconds(30)) async
-    -> Result<Success, Failure>? {
+func result<Success: Sendable, Failure: Error>(
+    of task: Task<Success, Failure>,
+    timeout: Duration = .seconds(30)
+) async
+    -> Result<Success, Failure>?
+{
     await withTaskGroup(of: Result<Success, Failure>?.self) { group in
         group.addTask { await task.result }
         group.addTask {

@@ -151,7 +151,8 @@ struct ObjectReader {
 
 /// Levenshtein distance, only to suggest the intended key for a typo.
 func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a), b = Array(b)
+    let a = Array(a)
+    let b = Array(b)
     guard !a.isEmpty else { return b.count }
     guard !b.isEmpty else { return a.count }
     var previous = Array(0...b.count)

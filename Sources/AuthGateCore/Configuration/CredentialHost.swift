@@ -25,8 +25,9 @@ public enum CredentialHost {
             host = parts[0]
             port = parts.count == 2 ? parts[1] : nil
             guard !host.isEmpty, host.utf8.count <= 253,
-                  host.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "." }),
-                  !host.hasPrefix("."), !host.hasPrefix("-") else { return nil }
+                host.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "-" || $0 == "." }),
+                !host.hasPrefix("."), !host.hasPrefix("-")
+            else { return nil }
         }
         if let port {
             guard let number = Int(port), (1...65_535).contains(number), String(number) == port else { return nil }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -39,8 +40,9 @@ public enum FileTrust {
     public static func problem(with path: String, as kind: Kind, owners: Set<UInt32> = trustedOwners) -> String? {
         let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: resolved),
-              let mode = integer(attributes[.posixPermissions]).map({ UInt16(truncatingIfNeeded: $0) }),
-              let owner = integer(attributes[.ownerAccountID]).map({ UInt32(truncatingIfNeeded: $0) }) else { return nil }
+            let mode = integer(attributes[.posixPermissions]).map({ UInt16(truncatingIfNeeded: $0) }),
+            let owner = integer(attributes[.ownerAccountID]).map({ UInt32(truncatingIfNeeded: $0) })
+        else { return nil }
         return problem(path: path, kind: kind, owner: owner, mode: mode, owners: owners)
     }
 
@@ -100,8 +102,14 @@ public enum FileTrust {
             guard lstat(directory, &info) == 0 else {
                 return FileTrustProblem("cannot check the directory \(directory) of the \(kind.noun) \(path)", refused: false)
             }
-            if let problem = untrustedDirectory(directory, owner: info.st_uid, mode: UInt16(truncatingIfNeeded: info.st_mode),
-                                                path: path, kind: kind, owners: owners) {
+            if let problem = untrustedDirectory(
+                directory,
+                owner: info.st_uid,
+                mode: UInt16(truncatingIfNeeded: info.st_mode),
+                path: path,
+                kind: kind,
+                owners: owners
+            ) {
                 return problem
             }
             if directory == "/" { break }
@@ -112,12 +120,20 @@ public enum FileTrust {
     /// The rule for a directory above a trusted file: owned by root or `owners`, and writable
     /// by nobody else, unless it is root's and sticky (/tmp), where others may add entries but
     /// not replace ours.
-    private static func untrustedDirectory(_ directory: String, owner: uid_t, mode: UInt16, path: String, kind: Kind,
-                                           owners: Set<UInt32>) -> FileTrustProblem? {
+    private static func untrustedDirectory(
+        _ directory: String,
+        owner: uid_t,
+        mode: UInt16,
+        path: String,
+        kind: Kind,
+        owners: Set<UInt32>
+    ) -> FileTrustProblem? {
         let sticky = mode & UInt16(S_ISVTX) != 0
         guard !(owners.contains(owner) && (mode & 0o022 == 0 || (sticky && owner == 0))) else { return nil }
-        let why = owners.contains(owner) ? "is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode 0\(String(mode & 0o7777, radix: 8)))"
-                                         : "is owned by uid \(owner)"
+        let why =
+            owners.contains(owner)
+            ? "is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode 0\(String(mode & 0o7777, radix: 8)))"
+            : "is owned by uid \(owner)"
         return FileTrustProblem("the directory \(directory) above the \(kind.noun) \(path) \(why): others could replace the file", refused: true)
     }
 
@@ -136,8 +152,13 @@ public enum FileTrust {
     ///   - kind: What the file is, for the sentences.
     ///   - owners: Who may own the directories (root and the caller by default).
     /// - Returns: The open directory and the file's name in it, or why it is not used.
-    public static func openDirectory(of path: String, as kind: Kind, owners: Set<UInt32> = trustedOwners)
-        -> Result<TrustedDirectory, FileTrustProblem> {
+    public static func openDirectory(
+        of path: String,
+        as kind: Kind,
+        owners: Set<UInt32> = trustedOwners
+    )
+        -> Result<TrustedDirectory, FileTrustProblem>
+    {
         var absolute = path
         if !path.hasPrefix("/") {
             guard let cwd = getcwd(nil, 0) else {
@@ -177,12 +198,22 @@ public enum FileTrust {
             if component == "." { continue }
             var info = stat()
             guard fstatat(current, String(component), &info, AT_SYMLINK_NOFOLLOW) == 0 else {
-                return .failure(FileTrustProblem("cannot open the directory \(shown == "/" ? "" : shown)/\(component) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
+                return .failure(
+                    FileTrustProblem(
+                        "cannot open the directory \(shown == "/" ? "" : shown)/\(component) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))",
+                        refused: false
+                    )
+                )
             }
             if info.st_mode & S_IFMT == S_IFLNK {
                 let link = (shown == "/" ? "" : shown) + "/" + component
                 guard owners.contains(info.st_uid) else {
-                    return .failure(FileTrustProblem("the symbolic link \(link) above the \(kind.noun) \(path) is owned by uid \(info.st_uid): others could redirect the file", refused: true))
+                    return .failure(
+                        FileTrustProblem(
+                            "the symbolic link \(link) above the \(kind.noun) \(path) is owned by uid \(info.st_uid): others could redirect the file",
+                            refused: true
+                        )
+                    )
                 }
                 links += 1
                 guard links <= 40, let target = readLink(current, String(component)), !target.isEmpty else {
@@ -199,7 +230,9 @@ public enum FileTrust {
             let next = openat(current, String(component), pathOnly | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if component == ".." { _ = walked.popLast() } else { walked.append(component) }
             guard next >= 0 else {
-                return .failure(FileTrustProblem("cannot open the directory \(shown) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
+                return .failure(
+                    FileTrustProblem("cannot open the directory \(shown) of the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false)
+                )
             }
             if let problem = enter(next) { return .failure(problem) }
         }

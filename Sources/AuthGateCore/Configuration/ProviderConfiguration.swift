@@ -71,9 +71,17 @@ public struct ProviderConfiguration: Sendable, Hashable {
         case mock(MockProviderSettings)
     }
 
-    public init(id: ProviderID, file: String, displayName: String, storage: Storage = .memory,
-                refresh: RefreshPolicy = RefreshPolicy(), access: AccessRules = AccessRules(),
-                scopes: [String] = [], settings: Settings, credentialHelper: CredentialHelper? = nil) {
+    public init(
+        id: ProviderID,
+        file: String,
+        displayName: String,
+        storage: Storage = .memory,
+        refresh: RefreshPolicy = RefreshPolicy(),
+        access: AccessRules = AccessRules(),
+        scopes: [String] = [],
+        settings: Settings,
+        credentialHelper: CredentialHelper? = nil
+    ) {
         self.credentialHelper = credentialHelper
         self.id = id
         self.file = file
@@ -224,8 +232,14 @@ public struct RemoteProviderSettings: Sendable, Hashable {
         public var userinfo: URL?
         public var jwks: URL?
 
-        public init(token: URL? = nil, authorization: URL? = nil, deviceAuthorization: URL? = nil,
-                    revocation: URL? = nil, userinfo: URL? = nil, jwks: URL? = nil) {
+        public init(
+            token: URL? = nil,
+            authorization: URL? = nil,
+            deviceAuthorization: URL? = nil,
+            revocation: URL? = nil,
+            userinfo: URL? = nil,
+            jwks: URL? = nil
+        ) {
             self.token = token
             self.authorization = authorization
             self.deviceAuthorization = deviceAuthorization
@@ -261,9 +275,14 @@ public struct MockProviderSettings: Sendable, Hashable {
     public var allowRegistration: Bool
     public var passwordPolicy: PasswordPolicy
 
-    public init(users: [User] = [], latencyMilliseconds: ClosedRange<Int> = 0...0,
-                accessTokenLifetimeSeconds: Int = 3600, refreshTokenLifetimeSeconds: Int = 86_400 * 30,
-                allowRegistration: Bool = true, passwordPolicy: PasswordPolicy = PasswordPolicy()) {
+    public init(
+        users: [User] = [],
+        latencyMilliseconds: ClosedRange<Int> = 0...0,
+        accessTokenLifetimeSeconds: Int = 3600,
+        refreshTokenLifetimeSeconds: Int = 86_400 * 30,
+        allowRegistration: Bool = true,
+        passwordPolicy: PasswordPolicy = PasswordPolicy()
+    ) {
         self.users = users
         self.latencyMilliseconds = latencyMilliseconds
         self.accessTokenLifetimeSeconds = accessTokenLifetimeSeconds

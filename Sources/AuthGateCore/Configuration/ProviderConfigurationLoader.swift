@@ -38,8 +38,12 @@ public enum ProviderConfigurationLoader {
             guard let hosts = report.configuration?.credentialHelper?.hosts else { return report }
             let taken = hosts.filter { owners[$0] != nil }
             if let host = taken.first, let owner = owners[host] {
-                return invalid(report.id, report.file, "$.credential_helper.hosts",
-                               "\(host) is claimed by \(owner) too; a host belongs to one provider")
+                return invalid(
+                    report.id,
+                    report.file,
+                    "$.credential_helper.hosts",
+                    "\(host) is claimed by \(owner) too; a host belongs to one provider"
+                )
             }
             for host in hosts { owners[host] = report.file }
             return report
@@ -95,9 +99,16 @@ public enum ProviderConfigurationLoader {
             return (ProviderFileReport(id: id, file: file, outcome: .invalid(problems.problems), warnings: warnings), problems)
         }
         let configuration = ProviderConfiguration(
-            id: providerID, file: file, displayName: settings.displayName ?? id, storage: settings.storage,
-            refresh: settings.refresh, access: settings.access, scopes: settings.scopes, settings: settings.settings,
-            credentialHelper: settings.credentialHelper)
+            id: providerID,
+            file: file,
+            displayName: settings.displayName ?? id,
+            storage: settings.storage,
+            refresh: settings.refresh,
+            access: settings.access,
+            scopes: settings.scopes,
+            settings: settings.settings,
+            credentialHelper: settings.credentialHelper
+        )
         return (ProviderFileReport(id: id, file: file, outcome: .valid(configuration), warnings: warnings), problems)
     }
 
@@ -152,14 +163,30 @@ private struct ProviderDocument {
         case nil: settings = nil
         }
         if case .oidc(let remote) = settings, !remote.grants.isEmpty, !scopes.contains("openid") {
-            warnings.append(ConfigProblem(file: fileName, path: "$.scopes", message: "an OpenID Connect provider usually needs the \"openid\" scope to issue an ID token"))
+            warnings.append(
+                ConfigProblem(file: fileName, path: "$.scopes", message: "an OpenID Connect provider usually needs the \"openid\" scope to issue an ID token")
+            )
         }
         if let remote = settings.flatMap(\.remote), remote.grants.contains(.password) {
-            warnings.append(ConfigProblem(file: fileName, path: "$.grants", message: "the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4); prefer device_code or authorization_code"))
+            warnings.append(
+                ConfigProblem(
+                    file: fileName,
+                    path: "$.grants",
+                    message:
+                        "the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4); prefer device_code or authorization_code"
+                )
+            )
         }
         guard let settings else { return nil }
-        return ProviderDocument(displayName: displayName, storage: storage, refresh: refresh, access: access, scopes: scopes, settings: settings,
-                                credentialHelper: credentialHelper)
+        return ProviderDocument(
+            displayName: displayName,
+            storage: storage,
+            refresh: refresh,
+            access: access,
+            scopes: scopes,
+            settings: settings,
+            credentialHelper: credentialHelper
+        )
     }
 
     /// `credential_helper`: `{"hosts": ["git.example.com", "registry.example.com:5000"], "username": "oauth2", "tools": ["git", "docker"]}`.
@@ -223,7 +250,10 @@ private struct ProviderDocument {
         if let types = exchange.stringArray("requested_token_types") {
             let allowed = TokenExchangePolicy.issuableTypes.map { "\"\($0)\"" }.joined(separator: ", ")
             for (index, type) in types.enumerated() where !TokenExchangePolicy.issuableTypes.contains(type) {
-                exchange.add("requested_token_types[\(index)]", "must be one of \(allowed) (a refresh token is never handed out), found \"\(type.prefix(100))\"")
+                exchange.add(
+                    "requested_token_types[\(index)]",
+                    "must be one of \(allowed) (a refresh token is never handed out), found \"\(type.prefix(100))\""
+                )
             }
             policy.requestedTokenTypes = types.filter(TokenExchangePolicy.issuableTypes.contains)
         }
@@ -250,9 +280,14 @@ private struct ProviderDocument {
         var endpoints = RemoteProviderSettings.Endpoints()
         if let reader = root.object("endpoints") {
             reader.rejectUnknownKeys(allowed: ["token", "authorization", "device_authorization", "revocation", "userinfo", "jwks"], context: "endpoints")
-            endpoints = .init(token: url(reader, "token"), authorization: url(reader, "authorization"),
-                              deviceAuthorization: url(reader, "device_authorization"), revocation: url(reader, "revocation"),
-                              userinfo: url(reader, "userinfo"), jwks: url(reader, "jwks"))
+            endpoints = .init(
+                token: url(reader, "token"),
+                authorization: url(reader, "authorization"),
+                deviceAuthorization: url(reader, "device_authorization"),
+                revocation: url(reader, "revocation"),
+                userinfo: url(reader, "userinfo"),
+                jwks: url(reader, "jwks")
+            )
         }
         if !isOIDC {
             switch root.raw("endpoints") {
@@ -272,7 +307,9 @@ private struct ProviderDocument {
         if let clientKeyID, clientKeyID.isEmpty || clientKeyID.utf8.count > 256 || clientKeyID.containsControlCharacters {
             root.add("client_key_id", "must be 1–256 printable characters")
         }
-        var tlsCertificate: String?, tlsKey: String?, caFile: String?
+        var tlsCertificate: String?
+        var tlsKey: String?
+        var caFile: String?
         if let tls = root.object("tls") {
             tls.rejectUnknownKeys(allowed: ["ca_file", "client_cert_file", "client_key_file"], context: "tls")
             caFile = tls.string("ca_file")
@@ -282,7 +319,10 @@ private struct ProviderDocument {
                 if let path, !path.hasPrefix("/") { tls.add(key, "must be an absolute path, found \"\(path)\"") }
             }
             if (tlsCertificate == nil) != (tlsKey == nil) {
-                tls.add(tlsCertificate == nil ? "client_cert_file" : "client_key_file", "required with tls.\(tlsCertificate == nil ? "client_key_file" : "client_cert_file"): mutual TLS needs both")
+                tls.add(
+                    tlsCertificate == nil ? "client_cert_file" : "client_key_file",
+                    "required with tls.\(tlsCertificate == nil ? "client_key_file" : "client_cert_file"): mutual TLS needs both"
+                )
             }
         }
         let defaultAuth: ClientAuthentication = secretFile != nil ? .clientSecretBasic : clientKeyFile != nil ? .privateKeyJWT : .none
@@ -317,8 +357,10 @@ private struct ProviderDocument {
             root.add("grants", "client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file")
         }
         if !isOIDC {
-            for (grant, endpoint, key) in [(Grant.deviceCode, endpoints.deviceAuthorization, "device_authorization"),
-                                           (.authorizationCode, endpoints.authorization, "authorization")]
+            for (grant, endpoint, key) in [
+                (Grant.deviceCode, endpoints.deviceAuthorization, "device_authorization"),
+                (.authorizationCode, endpoints.authorization, "authorization"),
+            ]
             where grants?.contains(grant) == true && endpoint == nil {
                 problems.add("$.endpoints.\(key)", "required for the \(grant.rawValue) grant")
             }
@@ -335,7 +377,8 @@ private struct ProviderDocument {
             }
         }
 
-        var connect = 3000, total = 10_000
+        var connect = 3000
+        var total = 10_000
         if let timeouts = root.object("timeouts") {
             timeouts.rejectUnknownKeys(allowed: ["connect_ms", "total_ms"], context: "timeouts")
             connect = timeouts.integer("connect_ms", in: 1...120_000) ?? connect
@@ -347,12 +390,26 @@ private struct ProviderDocument {
         let quirks = ProviderQuirks.read(root, isOIDC: isOIDC, issuer: issuer)
         guard let clientID, let grants else { return nil }
         var settings = RemoteProviderSettings(
-            issuer: issuer, endpoints: endpoints, clientID: clientID, clientSecretFile: secretFile,
-            clientAuthentication: clientAuth, grants: grants, audience: root.string("audience"),
-            redirectURI: redirectURI, caFile: caFile, clientKeyFile: clientKeyFile, clientKeyID: clientKeyID,
-            tlsClientCertificateFile: tlsCertificate, tlsClientKeyFile: tlsKey, dpop: dpop, pushedAuthorization: par,
-            tokenExchange: exchange, connectTimeoutMilliseconds: connect,
-            totalTimeoutMilliseconds: total, allowInsecureHTTPLoopback: insecureLoopback)
+            issuer: issuer,
+            endpoints: endpoints,
+            clientID: clientID,
+            clientSecretFile: secretFile,
+            clientAuthentication: clientAuth,
+            grants: grants,
+            audience: root.string("audience"),
+            redirectURI: redirectURI,
+            caFile: caFile,
+            clientKeyFile: clientKeyFile,
+            clientKeyID: clientKeyID,
+            tlsClientCertificateFile: tlsCertificate,
+            tlsClientKeyFile: tlsKey,
+            dpop: dpop,
+            pushedAuthorization: par,
+            tokenExchange: exchange,
+            connectTimeoutMilliseconds: connect,
+            totalTimeoutMilliseconds: total,
+            allowInsecureHTTPLoopback: insecureLoopback
+        )
         settings.quirks = quirks
         return settings
     }
@@ -394,22 +451,23 @@ private struct ProviderDocument {
     private static func readMock(_ root: ObjectReader, problems: ProblemCollector) -> MockProviderSettings? {
         var settings = MockProviderSettings()
         var seen: Set<String> = []
-        settings.users = root.array("users") { item, path -> MockProviderSettings.User? in
-            guard let user = ObjectReader(item, path: path, problems: problems) else { return nil }
-            user.rejectUnknownKeys(allowed: ["username", "password", "email", "display_name"], context: "a mock user")
-            let username = user.string("username", required: "the user's login name")
-            let password = user.string("password", required: "the user's password")
-            let email = user.string("email")
-            if let email, !EmailAddress.isPlausible(email) {
-                user.add("email", "must be an email address like name@example.com")
-            }
-            guard let username, let password else { return nil }
-            guard seen.insert(username.lowercased()).inserted else {
-                user.add("username", "duplicate user \"\(username)\"")
-                return nil
-            }
-            return .init(username: username, password: Secret(password), email: email, displayName: user.string("display_name"))
-        } ?? []
+        settings.users =
+            root.array("users") { item, path -> MockProviderSettings.User? in
+                guard let user = ObjectReader(item, path: path, problems: problems) else { return nil }
+                user.rejectUnknownKeys(allowed: ["username", "password", "email", "display_name"], context: "a mock user")
+                let username = user.string("username", required: "the user's login name")
+                let password = user.string("password", required: "the user's password")
+                let email = user.string("email")
+                if let email, !EmailAddress.isPlausible(email) {
+                    user.add("email", "must be an email address like name@example.com")
+                }
+                guard let username, let password else { return nil }
+                guard seen.insert(username.lowercased()).inserted else {
+                    user.add("username", "duplicate user \"\(username)\"")
+                    return nil
+                }
+                return .init(username: username, password: Secret(password), email: email, displayName: user.string("display_name"))
+            } ?? []
         if let latency = root.raw("latency_ms") {
             let range = root.array("latency_ms") { item, path in
                 ObjectReader.integer(item, path: path, in: 0...60_000, problems: problems)
@@ -429,4 +487,3 @@ private struct ProviderDocument {
         return settings
     }
 }
-

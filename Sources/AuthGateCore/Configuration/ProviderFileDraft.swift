@@ -1,4 +1,5 @@
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -70,7 +71,8 @@ public enum ProviderFileStore {
     /// as `authgated --user` resolves it.
     public static func defaultDirectory(uid: UInt32, environment: [String: String]) -> String {
         if uid == 0 { return "/etc/authgate/providers.d" }
-        let config = environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        let config =
+            environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
             ?? (environment["HOME"] ?? "/") + "/.config"
         return config + "/authgate/providers.d"
     }

@@ -119,9 +119,11 @@ public enum ProviderPreset: String, Sendable, Hashable, CaseIterable {
             }
             return nil
         case "tenant":
-            return ProviderQuirks.issuer("{tenantid}", tenant: value) == nil ? "must be a tenant id, a verified domain, organizations, common or consumers, found \"\(value.prefix(100))\"" : nil
+            return ProviderQuirks.issuer("{tenantid}", tenant: value) == nil
+                ? "must be a tenant id, a verified domain, organizations, common or consumers, found \"\(value.prefix(100))\"" : nil
         default:
-            let allowed = !value.isEmpty && value.utf8.count <= 128
+            let allowed =
+                !value.isEmpty && value.utf8.count <= 128
                 && value.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") }
             return allowed ? nil : "must be 1–128 letters, digits, -, _ or ., found \"\(value.prefix(100))\""
         }
@@ -131,17 +133,23 @@ public enum ProviderPreset: String, Sendable, Hashable, CaseIterable {
     /// without `preset`, or whose preset or options are wrong (reported), comes back as it is.
     static func expand(_ document: JSONValue, problems: ProblemCollector) -> JSONValue {
         guard case .object(let file) = document, file["preset"] != nil || file["preset_options"] != nil,
-              let reader = ObjectReader(document, path: "$", problems: problems) else {
+            let reader = ObjectReader(document, path: "$", problems: problems)
+        else {
             return document
         }
         let preset = file["preset"] == nil ? nil : reader.choice("preset", as: ProviderPreset.self)
         var options: [String: String] = [:]
         var optionsFine = true
         if let optionsReader = reader.object("preset_options") {
-            optionsReader.rejectUnknownKeys(allowed: preset.map { Set($0.options.keys) } ?? allOptions,
-                                            context: preset.map { "preset_options of the \"\($0.rawValue)\" preset" } ?? "preset_options")
+            optionsReader.rejectUnknownKeys(
+                allowed: preset.map { Set($0.options.keys) } ?? allOptions,
+                context: preset.map { "preset_options of the \"\($0.rawValue)\" preset" } ?? "preset_options"
+            )
             for name in optionsReader.keys where (preset.map { $0.options[name] != nil } ?? allOptions.contains(name)) {
-                guard let value = optionsReader.string(name) else { optionsFine = false; continue }
+                guard let value = optionsReader.string(name) else {
+                    optionsFine = false
+                    continue
+                }
                 if let problem = problem(option: name, value: value) {
                     optionsReader.add(name, problem)
                     optionsFine = false

@@ -52,7 +52,8 @@ public struct ProviderQuirks: Sendable, Hashable {
     /// plausible tenant id (letters, digits, `-`, `.`; at most 128).
     public static func issuer(_ template: String, tenant: String) -> String? {
         guard !tenant.isEmpty, tenant.utf8.count <= 128,
-              tenant.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }) else { return nil }
+            tenant.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") })
+        else { return nil }
         return template.replacing(tenantPlaceholder, with: tenant)
     }
 }
@@ -95,7 +96,8 @@ extension ProviderQuirks {
                     parameters.add(name, "is set by authgate itself and cannot be overridden")
                 } else if name == "audience" {
                     parameters.add(name, "use the provider's \"audience\" key instead")
-                } else if name.isEmpty || name.utf8.count > 128 || name.containsControlCharacters || value.utf8.count > 1024 || value.containsControlCharacters {
+                } else if name.isEmpty || name.utf8.count > 128 || name.containsControlCharacters || value.utf8.count > 1024 || value.containsControlCharacters
+                {
                     parameters.add(name, "a parameter is a name of at most 128 and a value of at most 1024 printable characters")
                 } else {
                     read.append(AuthorizationParameter(name: name, value: value))

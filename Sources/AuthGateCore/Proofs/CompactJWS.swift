@@ -7,8 +7,11 @@ public enum CompactJWS {
     /// `BASE64URL(header) "." BASE64URL(claims) "." BASE64URL(signature)`, the signature over
     /// the first two parts as ASCII.
     /// - Parameter sign: Signs the signing input; for ES256 it returns `r || s` (RFC 7518 §3.4).
-    public static func sign(header: some Encodable, claims: some Encodable,
-                            with sign: (_ signingInput: [UInt8]) throws -> [UInt8]) rethrows -> String {
+    public static func sign(
+        header: some Encodable,
+        claims: some Encodable,
+        with sign: (_ signingInput: [UInt8]) throws -> [UInt8]
+    ) rethrows -> String {
         let signingInput = Base64URL.encode(encode(header)) + "." + Base64URL.encode(encode(claims))
         return signingInput + "." + Base64URL.encode(try sign(Array(signingInput.utf8)))
     }

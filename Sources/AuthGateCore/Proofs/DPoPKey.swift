@@ -1,5 +1,5 @@
-public import FoundationEssentials
 import Crypto
+public import FoundationEssentials
 
 /// The key a session's tokens are bound to (DPoP, RFC 9449): an ES256 (P-256) key the daemon
 /// generates per session and never hands out. Programs get proofs signed with it, not the key.
@@ -44,8 +44,13 @@ public struct DPoPKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     public func proof(method: String, url: URL, nonce: String? = nil, accessToken: Secret? = nil, at now: Date) -> String {
         let header = ProofHeader(typ: "dpop+jwt", alg: "ES256", jwk: publicJWK)
         let claims = ProofClaims(
-            jti: uniqueTokenIdentifier(), htm: method, htu: Self.targetURI(url), iat: Int(now.timeIntervalSince1970), nonce: nonce,
-            ath: accessToken.map { Base64URL.encode(Array(SHA256.hash(data: Array($0.exposedValue.utf8)))) })
+            jti: uniqueTokenIdentifier(),
+            htm: method,
+            htu: Self.targetURI(url),
+            iat: Int(now.timeIntervalSince1970),
+            nonce: nonce,
+            ath: accessToken.map { Base64URL.encode(Array(SHA256.hash(data: Array($0.exposedValue.utf8)))) }
+        )
         return CompactJWS.sign(header: header, claims: claims, with: key)
     }
 
@@ -94,7 +99,8 @@ public struct DPoPKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]), let low = hex(bytes[index + 2]) {
                 let decoded = high << 4 | low
-                let unreserved = (decoded >= 0x41 && decoded <= 0x5A) || (decoded >= 0x61 && decoded <= 0x7A) || (decoded >= 0x30 && decoded <= 0x39)
+                let unreserved =
+                    (decoded >= 0x41 && decoded <= 0x5A) || (decoded >= 0x61 && decoded <= 0x7A) || (decoded >= 0x30 && decoded <= 0x39)
                     || Array("-._~".utf8).contains(decoded)
                 if unreserved {
                     output.append(decoded)

@@ -59,8 +59,16 @@ public struct AuthorizationRequest: Sendable {
     /// (RFC 9449 §10), its proof goes with the code.
     public var proofKey: DPoPKey?
 
-    public init(url: URL, redirectURI: URL, state: Secret, nonce: Secret?, codeVerifier: Secret, scopes: [String], issuer: String?,
-                requiresIssuer: Bool) {
+    public init(
+        url: URL,
+        redirectURI: URL,
+        state: Secret,
+        nonce: Secret?,
+        codeVerifier: Secret,
+        scopes: [String],
+        issuer: String?,
+        requiresIssuer: Bool
+    ) {
         self.url = url
         self.redirectURI = redirectURI
         self.state = state

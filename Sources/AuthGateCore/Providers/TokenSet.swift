@@ -21,8 +21,16 @@ public struct TokenSet: Sendable, Hashable {
     /// RFC 8693 `issued_token_type` of an exchanged token.
     public var issuedTokenType: String?
 
-    public init(accessToken: Secret, tokenType: String = "Bearer", expiresAt: Date, refreshToken: Secret? = nil,
-                refreshTokenExpiresAt: Date? = nil, idToken: Secret? = nil, scopes: [String] = [], proofKey: DPoPKey? = nil) {
+    public init(
+        accessToken: Secret,
+        tokenType: String = "Bearer",
+        expiresAt: Date,
+        refreshToken: Secret? = nil,
+        refreshTokenExpiresAt: Date? = nil,
+        idToken: Secret? = nil,
+        scopes: [String] = [],
+        proofKey: DPoPKey? = nil
+    ) {
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.expiresAt = expiresAt

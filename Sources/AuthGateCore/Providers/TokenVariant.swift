@@ -55,8 +55,11 @@ public struct TokenVariant: Sendable, Hashable, CustomStringConvertible {
     /// non-ASCII letter, is refused rather than percent-encoded on the caller's behalf.
     public func validate() throws(AuthGateError) {
         if let resource, !Self.isResourceURI(resource) {
-            throw AuthGateError(.invalidParams, "resource must be an absolute URI without a fragment, of RFC 3986 characters only, like https://api.example.com.",
-                                fields: [FieldError(field: "resource", message: "must be an absolute URI without a fragment, like https://api.example.com")])
+            throw AuthGateError(
+                .invalidParams,
+                "resource must be an absolute URI without a fragment, of RFC 3986 characters only, like https://api.example.com.",
+                fields: [FieldError(field: "resource", message: "must be an absolute URI without a fragment, like https://api.example.com")]
+            )
         }
         var fields: [FieldError] = []
         let scopeCharacters = { (c: Unicode.Scalar) in c == "!" || (c >= "#" && c <= "[") || (c >= "]" && c <= "~") }
@@ -72,8 +75,11 @@ public struct TokenVariant: Sendable, Hashable, CustomStringConvertible {
             // program gets: it would outlive the session's logout and a narrowed `access`.
             if let type = exchange.requestedTokenType, !TokenExchangePolicy.issuableTypes.contains(type) {
                 let allowed = TokenExchangePolicy.issuableTypes.joined(separator: ", ")
-                throw AuthGateError(.invalidParams, "requested_token_type must be one of \(allowed): authgated never hands out a refresh token.",
-                                    fields: [FieldError(field: "requested_token_type", message: "must be one of \(allowed)")])
+                throw AuthGateError(
+                    .invalidParams,
+                    "requested_token_type must be one of \(allowed): authgated never hands out a refresh token.",
+                    fields: [FieldError(field: "requested_token_type", message: "must be one of \(allowed)")]
+                )
             }
         }
         if !fields.isEmpty { throw .validationFailed(fields) }

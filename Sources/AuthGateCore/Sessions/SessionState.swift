@@ -34,7 +34,8 @@ public struct SessionName: Sendable, Hashable, Comparable, CustomStringConvertib
     /// Returns `nil` unless `rawValue` is 1–64 characters of `[A-Za-z0-9._-]`.
     public init?(_ rawValue: String) {
         guard !rawValue.isEmpty, rawValue.utf8.count <= 64,
-              rawValue.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) else { return nil }
+            rawValue.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) })
+        else { return nil }
         self.rawValue = rawValue
     }
 

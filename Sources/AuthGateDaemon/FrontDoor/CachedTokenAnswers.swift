@@ -48,8 +48,11 @@ struct CachedTokenAnswers: Sendable {
 
     /// ``answer(to:uid:_:)`` without the metrics, and until when the token stays valid enough
     /// for this request.
-    func lookUp<Answer>(_ line: UnsafeRawBufferPointer, uid: UInt32,
-                        _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> (answer: Answer, validUntil: Date)? {
+    func lookUp<Answer>(
+        _ line: UnsafeRawBufferPointer,
+        uid: UInt32,
+        _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer
+    ) -> (answer: Answer, validUntil: Date)? {
         guard let request = PlainTokenRequest(line), providers.contains(request.provider) else { return nil }
         let key = PublishedTokens.Key(uid: uid, provider: request.provider, session: request.session ?? SessionName.default.rawValue)
         guard let found = tokens.result(for: key, minimumValidity: request.minimumValidity ?? TokenParams.defaultMinimumValidity) else {

@@ -3,6 +3,7 @@ import CLinux
 import Logging
 import NIOCore
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -57,8 +58,15 @@ final class FrontDoor: Sendable {
     /// - Parameters:
     ///   - listener: A listening Unix stream socket; the front door makes it non-blocking and closes it when it stops.
     ///   - handOff: Serves a connection with NIO; called on the front door's thread.
-    init(listener: Int32, limits: ConnectionLimits, connections: OpenConnections, answers: CachedTokenAnswers, logger: Logger,
-         timeouts: BatchedNotices, handOff: @escaping @Sendable (HandOff) -> Void) throws {
+    init(
+        listener: Int32,
+        limits: ConnectionLimits,
+        connections: OpenConnections,
+        answers: CachedTokenAnswers,
+        logger: Logger,
+        timeouts: BatchedNotices,
+        handOff: @escaping @Sendable (HandOff) -> Void
+    ) throws {
         let wake = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
         guard wake >= 0 else { throw SocketSetupError(description: "cannot create an eventfd: \(String(cString: strerror(errno)))") }
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
@@ -76,11 +84,16 @@ final class FrontDoor: Sendable {
     func run() async {
         var thread = pthread_t()
         let door = Unmanaged.passRetained(self)
-        let created = pthread_create(&thread, nil, { context in
-            let door = Unmanaged<FrontDoor>.fromOpaque(context!).takeRetainedValue()
-            door.serve()
-            return nil
-        }, door.toOpaque())
+        let created = pthread_create(
+            &thread,
+            nil,
+            { context in
+                let door = Unmanaged<FrontDoor>.fromOpaque(context!).takeRetainedValue()
+                door.serve()
+                return nil
+            },
+            door.toOpaque()
+        )
         guard created == 0 else {
             door.release()
             logger.critical("cannot start the socket's thread", metadata: ["error": "\(String(cString: strerror(created)))"])
@@ -265,8 +278,12 @@ final class FrontDoor: Sendable {
             if expired.resumeAccepting { _ = ag_epoll_modify(epoll, door.listener, EPOLLIN.rawValue, Self.listenerTag) }
             for (connection, deadline) in expired.connections {
                 let reason = deadline.reason(door.limits)
-                door.timeouts.record(reason, message: "closing a connection: \(reason)", uid: connection.caller.uid,
-                                     metadata: ["peer.pid": "\(connection.caller.pid)"])
+                door.timeouts.record(
+                    reason,
+                    message: "closing a connection: \(reason)",
+                    uid: connection.caller.uid,
+                    metadata: ["peer.pid": "\(connection.caller.pid)"]
+                )
                 connection.close()
             }
         }

@@ -75,7 +75,8 @@ struct PlainTokenRequest {
                     session = scanner.text(range)
                 case "min_valid_seconds":
                     guard minimumValidity == nil, let range = scanner.integer(), let value = Int(scanner.text(range)),
-                          TokenParams.minimumValidityRange.contains(value) else { return nil }
+                        TokenParams.minimumValidityRange.contains(value)
+                    else { return nil }
                     minimumValidity = value
                 case "force_refresh":
                     guard !sawForceRefresh, scanner.literal("false") else { return nil }
@@ -149,7 +150,8 @@ private struct Scanner {
         while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
         let count = index - digits
         guard (1...18).contains(count), count == 1 || bytes[digits] != UInt8(ascii: "0"),
-              !(digits > start && bytes[digits] == UInt8(ascii: "0")) else { return nil }
+            !(digits > start && bytes[digits] == UInt8(ascii: "0"))
+        else { return nil }
         if index < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index]) { return nil }
         return start..<index
     }
@@ -158,7 +160,8 @@ private struct Scanner {
         skipWhitespace()
         let count = word.utf8CodeUnitCount
         guard index + count <= bytes.count,
-              word.withUTF8Buffer({ $0.elementsEqual(bytes[index..<index + count]) }) else { return false }
+            word.withUTF8Buffer({ $0.elementsEqual(bytes[index..<index + count]) })
+        else { return false }
         index += count
         return true
     }

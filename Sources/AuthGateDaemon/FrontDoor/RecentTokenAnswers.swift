@@ -26,8 +26,12 @@ struct RecentTokenAnswers {
     /// Calls `body` with the answer line (newline included) to `line` from `uid`, and returns
     /// its result; `nil` when the line is not answered from the cache at all. The metrics are
     /// the caller's (the front door counts its answers per batch of events).
-    mutating func withAnswer<Result>(to line: UnsafeRawBufferPointer, uid: UInt32, from answers: CachedTokenAnswers,
-                                     _ body: (UnsafeRawBufferPointer) -> Result) -> Result? {
+    mutating func withAnswer<Result>(
+        to line: UnsafeRawBufferPointer,
+        uid: UInt32,
+        from answers: CachedTokenAnswers,
+        _ body: (UnsafeRawBufferPointer) -> Result
+    ) -> Result? {
         let generation = answers.generation
         for index in entries.indices where entries[index].uid == uid && entries[index].line.elementsEqual(line) {
             guard entries[index].generation == generation, answers.tokens.currentTime < entries[index].validUntil else {
@@ -37,12 +41,18 @@ struct RecentTokenAnswers {
             answers.tokens.countAnswer()
             return entries[index].answer.withUnsafeBytes(body)
         }
-        guard let found = answers.lookUp(line, uid: uid, { id, result in
-            var answer: [UInt8] = []
-            answer.reserveCapacity(id.count + result.count + SuccessLine.framingLength)
-            SuccessLine.write(id: id, result: result, into: &answer)
-            return answer
-        }) else { return nil }
+        guard
+            let found = answers.lookUp(
+                line,
+                uid: uid,
+                { id, result in
+                    var answer: [UInt8] = []
+                    answer.reserveCapacity(id.count + result.count + SuccessLine.framingLength)
+                    SuccessLine.write(id: id, result: result, into: &answer)
+                    return answer
+                }
+            )
+        else { return nil }
         let entry = Entry(uid: uid, line: Array(line), answer: found.answer, generation: generation, validUntil: found.validUntil)
         if entries.count < Self.capacity {
             entries.append(entry)

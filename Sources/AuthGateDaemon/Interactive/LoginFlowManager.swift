@@ -80,8 +80,13 @@ actor LoginFlowManager {
     private let metrics: DaemonMetrics?
     private let logger: Logger
 
-    init(sessions: SessionManager, settings: LoginFlowSettings = LoginFlowSettings(), now: @escaping @Sendable () -> Date = { Date() },
-         metrics: DaemonMetrics? = nil, logger: Logger) {
+    init(
+        sessions: SessionManager,
+        settings: LoginFlowSettings = LoginFlowSettings(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        metrics: DaemonMetrics? = nil,
+        logger: Logger
+    ) {
         self.sessions = sessions
         self.metrics = metrics
         self.settings = settings
@@ -93,13 +98,22 @@ actor LoginFlowManager {
 
     /// Starts a flow for `key`, or joins the one pending.
     /// - Throws: The provider's error when the flow cannot start.
-    func begin(key: SessionKey, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
-               client: any IdentityProvider) async throws(AuthGateError) -> PendingSignIn {
+    func begin(
+        key: SessionKey,
+        grant: Grant,
+        scopes: [String],
+        prompt: String?,
+        configuration: ProviderConfiguration,
+        client: any IdentityProvider
+    ) async throws(AuthGateError) -> PendingSignIn {
         guard !isShutDown else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
         purge()
         if let id = pending[key], let flow = flows[id] {
             guard flow.grant == grant, flow.scopes == scopes, flow.prompt == prompt else {
-                throw AuthGateError(.invalidRequest, "Another sign-in to \(configuration.displayName) is pending for this session (\(flow.grant.rawValue)\(flow.prompt.map { ", prompt=\($0)" } ?? "")); finish it, or cancel it (login.cancel), first.")
+                throw AuthGateError(
+                    .invalidRequest,
+                    "Another sign-in to \(configuration.displayName) is pending for this session (\(flow.grant.rawValue)\(flow.prompt.map { ", prompt=\($0)" } ?? "")); finish it, or cancel it (login.cancel), first."
+                )
             }
             logger.info("sign-in joined", metadata: key.logMetadata(["flow.id": "\(id)"]))
             return try await started(id, flow.start)
@@ -107,16 +121,28 @@ actor LoginFlowManager {
         // Each pending browser sign-in holds a listening port: a uid gets a few at a time.
         let mine = pending.keys.count { $0.uid == key.uid }
         guard mine < settings.maximumPendingPerUser else {
-            throw AuthGateError(.rateLimited, "You have \(mine) sign-ins pending already; finish or cancel one (login.cancel) first.",
-                                retryAfterSeconds: 10)
+            throw AuthGateError(
+                .rateLimited,
+                "You have \(mine) sign-ins pending already; finish or cancel one (login.cancel) first.",
+                retryAfterSeconds: 10
+            )
         }
         let id = "flow_" + Secret.random(bytes: 18).exposedValue
         let lifetime = settings.lifetime
         let now = now()
         let logger = logger
         let start = Task { () -> Result<Started, AuthGateError> in
-            await Self.start(id: id, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client,
-                             now: now, lifetime: lifetime, logger: logger)
+            await Self.start(
+                id: id,
+                grant: grant,
+                scopes: scopes,
+                prompt: prompt,
+                configuration: configuration,
+                client: client,
+                now: now,
+                lifetime: lifetime,
+                logger: logger
+            )
         }
         flows[id] = Flow(key: key, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client, start: start)
         pending[key] = id
@@ -150,18 +176,31 @@ actor LoginFlowManager {
         }
     }
 
-    private static func start(id: String, grant: Grant, scopes: [String], prompt: String?, configuration: ProviderConfiguration,
-                              client: any IdentityProvider, now: Date, lifetime: TimeInterval,
-                              logger: Logger) async -> Result<Started, AuthGateError> {
+    private static func start(
+        id: String,
+        grant: Grant,
+        scopes: [String],
+        prompt: String?,
+        configuration: ProviderConfiguration,
+        client: any IdentityProvider,
+        now: Date,
+        lifetime: TimeInterval,
+        logger: Logger
+    ) async -> Result<Started, AuthGateError> {
         do throws(AuthGateError) {
             switch grant {
             case .deviceCode:
                 let authorization = try await client.beginDeviceAuthorization(scopes: scopes)
                 let deadline = min(authorization.expiresAt, now.addingTimeInterval(lifetime))
                 let begin = PendingSignIn(
-                    flowID: id, grant: grant, verificationURI: authorization.verificationURI.absoluteString,
-                    verificationURIComplete: authorization.verificationURIComplete?.absoluteString, userCode: authorization.userCode,
-                    authorizationURL: nil, expiresAt: deadline)
+                    flowID: id,
+                    grant: grant,
+                    verificationURI: authorization.verificationURI.absoluteString,
+                    verificationURIComplete: authorization.verificationURIComplete?.absoluteString,
+                    userCode: authorization.userCode,
+                    authorizationURL: nil,
+                    expiresAt: deadline
+                )
                 return .success(Started(begin: begin, work: .device(authorization, scopes: scopes), deadline: deadline))
             case .authorizationCode:
                 var configured: URL?
@@ -178,8 +217,14 @@ actor LoginFlowManager {
                 let deadline = now.addingTimeInterval(lifetime)
                 logger.debug("redirect listener open", metadata: ["flow.id": "\(id)", "redirect.port": "\(listener.redirectURI.port ?? 0)"])
                 let begin = PendingSignIn(
-                    flowID: id, grant: grant, verificationURI: request.url.absoluteString, verificationURIComplete: nil, userCode: nil,
-                    authorizationURL: request.url.absoluteString, expiresAt: deadline)
+                    flowID: id,
+                    grant: grant,
+                    verificationURI: request.url.absoluteString,
+                    verificationURIComplete: nil,
+                    userCode: nil,
+                    authorizationURL: request.url.absoluteString,
+                    expiresAt: deadline
+                )
                 return .success(Started(begin: begin, work: .browser(request, listener), deadline: deadline))
             case .password, .clientCredentials:
                 throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is not interactive; use login.")
@@ -219,8 +264,13 @@ actor LoginFlowManager {
     }
 
     /// Polls the device code, or serves the redirect; `nil` when cancelled.
-    private static func perform(_ work: Work, client: any IdentityProvider, provider: String, logger: Logger,
-                                metadata: Logger.Metadata) async -> Result<SignInResult, AuthGateError>? {
+    private static func perform(
+        _ work: Work,
+        client: any IdentityProvider,
+        provider: String,
+        logger: Logger,
+        metadata: Logger.Metadata
+    ) async -> Result<SignInResult, AuthGateError>? {
         switch work {
         case .device(let authorization, let scopes):
             return await client.awaitDeviceAuthorization(authorization, scopes: scopes)
@@ -271,8 +321,10 @@ actor LoginFlowManager {
         case .failure(let error):
             record(id, .failure(error))
             metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: error.reason)
-            logger.notice(error.reason == .flowExpired ? "sign-in expired" : "sign-in failed",
-                          metadata: key.logMetadata(["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"]))
+            logger.notice(
+                error.reason == .flowExpired ? "sign-in expired" : "sign-in failed",
+                metadata: key.logMetadata(["flow.id": "\(id)", "error.reason": "\(error.reason.rawValue)"])
+            )
         }
     }
 
@@ -356,7 +408,10 @@ actor LoginFlowManager {
     /// How many flows are pending (`authgate_login_flows_pending`).
     var pendingCount: Int { pending.count }
 
-    static let notFound = AuthGateError(.flowExpired, "There is no pending sign-in with this flow_id: it expired or was never started; start the sign-in again.")
+    static let notFound = AuthGateError(
+        .flowExpired,
+        "There is no pending sign-in with this flow_id: it expired or was never started; start the sign-in again."
+    )
 
 }
 

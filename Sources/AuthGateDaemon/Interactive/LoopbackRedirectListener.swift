@@ -82,8 +82,12 @@ final class LoopbackRedirectListener: Sendable {
     private let accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>
     private let openConnections = Atomic<Int>(0)
 
-    private init(redirectURI: URL, path: String, server: NIOAsyncChannel<Connection, Never>,
-                 accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>) {
+    private init(
+        redirectURI: URL,
+        path: String,
+        server: NIOAsyncChannel<Connection, Never>,
+        accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>
+    ) {
         self.redirectURI = redirectURI
         self.path = path
         self.server = server
@@ -112,7 +116,10 @@ final class LoopbackRedirectListener: Sendable {
                     }
                 }
         } catch {
-            throw AuthGateError(.serviceUnavailable, "The browser sign-in cannot listen on \(host) port \(base.port ?? 0) for the redirect (\(error)); another sign-in may be using it: try again in a moment.")
+            throw AuthGateError(
+                .serviceUnavailable,
+                "The browser sign-in cannot listen on \(host) port \(base.port ?? 0) for the redirect (\(error)); another sign-in may be using it: try again in a moment."
+            )
         }
         let port = server.channel.localAddress?.port ?? base.port ?? 0
         let urlHost = host.contains(":") ? "[\(host)]" : host
@@ -154,8 +161,10 @@ final class LoopbackRedirectListener: Sendable {
     }
 
     /// Answers the requests of one connection until the flow's outcome or the connection's end.
-    private func serve<Outcome: Sendable>(_ connection: Connection,
-                                          _ handle: @Sendable ([String: String]) async -> (RedirectPage, Outcome?)) async -> Outcome? {
+    private func serve<Outcome: Sendable>(
+        _ connection: Connection,
+        _ handle: @Sendable ([String: String]) async -> (RedirectPage, Outcome?)
+    ) async -> Outcome? {
         // The outcome is kept even when writing the page fails: a browser (or curl) that has
         // read the whole page may close the connection before the last write completes, and
         // the flow must still end with the code it redeemed.
@@ -172,15 +181,23 @@ final class LoopbackRedirectListener: Sendable {
         return outcome.value
     }
 
-    private func answer<Outcome: Sendable>(_ request: HTTPRequestHead,
-                                           _ handle: @Sendable ([String: String]) async -> (RedirectPage, Outcome?)) async -> (RedirectPage, Outcome?) {
+    private func answer<Outcome: Sendable>(
+        _ request: HTTPRequestHead,
+        _ handle: @Sendable ([String: String]) async -> (RedirectPage, Outcome?)
+    ) async -> (RedirectPage, Outcome?) {
         let parts = request.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         guard request.method == .GET, parts.first.map(String.init) == path else {
             return (RedirectPage(status: .notFound, title: "Not found", message: "There is nothing here."), nil)
         }
         guard let query = Self.parseQuery(parts.count > 1 ? String(parts[1]) : "") else {
             // RFC 6749 §3.1: a parameter must not appear twice.
-            return (RedirectPage(status: .badRequest, title: "Sign-in failed", message: "This request is malformed (a parameter is repeated or badly encoded); it was refused."), nil)
+            return (
+                RedirectPage(
+                    status: .badRequest,
+                    title: "Sign-in failed",
+                    message: "This request is malformed (a parameter is repeated or badly encoded); it was refused."
+                ), nil
+            )
         }
         return await handle(query)
     }
@@ -191,8 +208,9 @@ final class LoopbackRedirectListener: Sendable {
         for pair in query.split(separator: "&") {
             let halves = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = FormEncoding.unescape(halves[0]),
-                  let value = FormEncoding.unescape(halves.count > 1 ? halves[1] : Substring("")),
-                  result[name] == nil else { return nil }
+                let value = FormEncoding.unescape(halves.count > 1 ? halves[1] : Substring("")),
+                result[name] == nil
+            else { return nil }
             result[name] = value
         }
         return result
@@ -209,8 +227,10 @@ final class LoopbackRedirectListener: Sendable {
         headers.add(name: "Content-Security-Policy", value: "default-src 'none'; style-src 'unsafe-inline'")
         headers.add(name: "X-Content-Type-Options", value: "nosniff")
         headers.add(name: "Connection", value: "close")
-        try await outbound.write(contentsOf: [.head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers)),
-                                              .body(.byteBuffer(body)), .end(nil)])
+        try await outbound.write(contentsOf: [
+            .head(HTTPResponseHead(version: .http1_1, status: page.status, headers: headers)),
+            .body(.byteBuffer(body)), .end(nil),
+        ])
     }
 }
 

@@ -1,7 +1,8 @@
+public import Logging
+
 #if canImport(Glibc)
 import Glibc
 #endif
-public import Logging
 
 /// Log lines for the systemd journal: each starts with its syslog priority (`<3>` for an error,
 /// `<6>` for info, as `sd-daemon(3)` describes), so that `journalctl -p warning` and the

@@ -101,8 +101,13 @@ final class DaemonMetrics: Sendable {
 
     /// A sign-in ended (password, client credentials, registration, or an interactive flow).
     func signIn(provider: ProviderID, grant: Grant, outcome: ErrorReason?) {
-        registry.makeCounter(descriptor: Family.signIns, labels: [("provider", provider.rawValue), ("grant", grant.rawValue),
-                                                          ("outcome", outcome?.rawValue ?? Self.ok)]).increment()
+        registry.makeCounter(
+            descriptor: Family.signIns,
+            labels: [
+                ("provider", provider.rawValue), ("grant", grant.rawValue),
+                ("outcome", outcome?.rawValue ?? Self.ok),
+            ]
+        ).increment()
     }
 
     /// A connection the server turned away.
@@ -154,41 +159,131 @@ final class DaemonMetrics: Sendable {
     /// for the code, the tests and docs/METRICS.md. (Computed: swift-prometheus's descriptor
     /// is not Sendable, so it cannot be a stored static.)
     enum Family {
-        static var rpcRequests: MetricNameDescriptor { .init(metricName: "authgate_rpc_requests", unitName: "total",
-                                                helpText: "RPC requests answered, by method and outcome (ok or the error reason).") }
-        static var rpcDuration: MetricNameDescriptor { .init(metricName: "authgate_rpc_request_duration", unitName: "seconds",
-                                                helpText: "Time from reading an RPC request line to its answer, by method.") }
-        static var cachedAnswers: MetricNameDescriptor { .init(metricName: "authgate_rpc_cached_answers", unitName: "total",
-                                                helpText: "token calls answered from a published token without the dispatcher (also counted in authgate_rpc_requests_total).") }
-        static var providerStatus: MetricNameDescriptor { .init(metricName: "authgate_provider_status", unitName: "",
-                                                helpText: "1 for the status each provider has now (ready, unchecked, unreachable, invalid), else 0.") }
-        static var providerRequests: MetricNameDescriptor { .init(metricName: "authgate_provider_requests", unitName: "total",
-                                                helpText: "HTTP requests to providers, by provider, endpoint and outcome (status class, or what stopped the request).") }
-        static var providerDuration: MetricNameDescriptor { .init(metricName: "authgate_provider_request_duration", unitName: "seconds",
-                                                helpText: "Duration of HTTP requests to providers, by provider and endpoint.") }
-        static var sessions: MetricNameDescriptor { .init(metricName: "authgate_sessions", unitName: "",
-                                                helpText: "Sessions held, by provider and state.") }
-        static var refreshes: MetricNameDescriptor { .init(metricName: "authgate_refreshes", unitName: "total",
-                                                helpText: "Refreshes of sessions' own tokens, by provider and outcome (ok or the error reason).") }
-        static var refreshLateness: MetricNameDescriptor { .init(metricName: "authgate_refresh_lateness", unitName: "seconds",
-                                                helpText: "How long after its planned time a background refresh started.") }
-        static var refreshesInFlight: MetricNameDescriptor { .init(metricName: "authgate_refreshes_in_flight", unitName: "",
-                                                helpText: "Refreshes at providers right now.") }
-        static var refreshesWaiting: MetricNameDescriptor { .init(metricName: "authgate_refreshes_waiting", unitName: "",
-                                                helpText: "Sessions past their planned refresh time waiting for a free slot, by provider.") }
-        static var signIns: MetricNameDescriptor { .init(metricName: "authgate_sign_ins", unitName: "total",
-                                                helpText: "Sign-ins, by provider, grant and outcome (ok or the error reason).") }
-        static var flowsPending: MetricNameDescriptor { .init(metricName: "authgate_login_flows_pending", unitName: "",
-                                                helpText: "Interactive sign-ins (device code, browser) waiting for the user.") }
-        static var connectionsOpen: MetricNameDescriptor { .init(metricName: "authgate_connections_open", unitName: "",
-                                                helpText: "Connections to the RPC socket being served.") }
-        static var connectionsRefused: MetricNameDescriptor { .init(metricName: "authgate_connections_refused", unitName: "total",
-                                                helpText: "Connections to the RPC socket refused, by cause (limit, per_user_share).") }
-        static var storeWrites: MetricNameDescriptor { .init(metricName: "authgate_session_store_writes", unitName: "total",
-                                                helpText: "Writes of sealed sessions files, by outcome.") }
-        static var storeDuration: MetricNameDescriptor { .init(metricName: "authgate_session_store_write_duration", unitName: "seconds",
-                                                helpText: "Duration of a sealed sessions file write (seal, write, fsync, rename).") }
-        static var buildInfo: MetricNameDescriptor { .init(metricName: "authgate_build_info", unitName: "",
-                                                helpText: "Always 1; the version label says which authgated runs.") }
+        static var rpcRequests: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_rpc_requests",
+                unitName: "total",
+                helpText: "RPC requests answered, by method and outcome (ok or the error reason)."
+            )
+        }
+        static var rpcDuration: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_rpc_request_duration",
+                unitName: "seconds",
+                helpText: "Time from reading an RPC request line to its answer, by method."
+            )
+        }
+        static var cachedAnswers: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_rpc_cached_answers",
+                unitName: "total",
+                helpText: "token calls answered from a published token without the dispatcher (also counted in authgate_rpc_requests_total)."
+            )
+        }
+        static var providerStatus: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_provider_status",
+                unitName: "",
+                helpText: "1 for the status each provider has now (ready, unchecked, unreachable, invalid), else 0."
+            )
+        }
+        static var providerRequests: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_provider_requests",
+                unitName: "total",
+                helpText: "HTTP requests to providers, by provider, endpoint and outcome (status class, or what stopped the request)."
+            )
+        }
+        static var providerDuration: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_provider_request_duration",
+                unitName: "seconds",
+                helpText: "Duration of HTTP requests to providers, by provider and endpoint."
+            )
+        }
+        static var sessions: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_sessions",
+                unitName: "",
+                helpText: "Sessions held, by provider and state."
+            )
+        }
+        static var refreshes: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_refreshes",
+                unitName: "total",
+                helpText: "Refreshes of sessions' own tokens, by provider and outcome (ok or the error reason)."
+            )
+        }
+        static var refreshLateness: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_refresh_lateness",
+                unitName: "seconds",
+                helpText: "How long after its planned time a background refresh started."
+            )
+        }
+        static var refreshesInFlight: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_refreshes_in_flight",
+                unitName: "",
+                helpText: "Refreshes at providers right now."
+            )
+        }
+        static var refreshesWaiting: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_refreshes_waiting",
+                unitName: "",
+                helpText: "Sessions past their planned refresh time waiting for a free slot, by provider."
+            )
+        }
+        static var signIns: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_sign_ins",
+                unitName: "total",
+                helpText: "Sign-ins, by provider, grant and outcome (ok or the error reason)."
+            )
+        }
+        static var flowsPending: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_login_flows_pending",
+                unitName: "",
+                helpText: "Interactive sign-ins (device code, browser) waiting for the user."
+            )
+        }
+        static var connectionsOpen: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_connections_open",
+                unitName: "",
+                helpText: "Connections to the RPC socket being served."
+            )
+        }
+        static var connectionsRefused: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_connections_refused",
+                unitName: "total",
+                helpText: "Connections to the RPC socket refused, by cause (limit, per_user_share)."
+            )
+        }
+        static var storeWrites: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_session_store_writes",
+                unitName: "total",
+                helpText: "Writes of sealed sessions files, by outcome."
+            )
+        }
+        static var storeDuration: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_session_store_write_duration",
+                unitName: "seconds",
+                helpText: "Duration of a sealed sessions file write (seal, write, fsync, rename)."
+            )
+        }
+        static var buildInfo: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_build_info",
+                unitName: "",
+                helpText: "Always 1; the version label says which authgated runs."
+            )
+        }
     }
 }

@@ -11,8 +11,12 @@ struct MeasuredTransport: HTTPTransport {
         let start = ContinuousClock.now
         do {
             let response = try await inner.send(request, policy: policy)
-            metrics.providerRequest(provider: provider, endpoint: request.endpoint, outcome: Self.outcome(status: response.status),
-                                    duration: .now - start)
+            metrics.providerRequest(
+                provider: provider,
+                endpoint: request.endpoint,
+                outcome: Self.outcome(status: response.status),
+                duration: .now - start
+            )
             return response
         } catch {
             metrics.providerRequest(provider: provider, endpoint: request.endpoint, outcome: Self.outcome(error.kind), duration: .now - start)

@@ -17,7 +17,8 @@ struct MetricsExposition: Sendable {
         func family(_ line: Substring) -> Substring {
             line.prefix { $0 != "{" && $0 != " " }
         }
-        var kept: [Substring] = [], sampled: Set<Substring> = []
+        var kept: [Substring] = []
+        var sampled: Set<Substring> = []
         for line in lines where !line.hasPrefix("#") && !line.isEmpty && !line.contains("provider=\"") {
             // A histogram's samples are FAMILY_bucket, _sum and _count.
             let name = family(line)
@@ -44,19 +45,28 @@ struct MetricsExposition: Sendable {
 
     func text() async -> String {
         let providers = await registry.statuses()
-        metrics.setGauges(DaemonMetrics.Family.providerStatus, providers.flatMap { id, status in
-            ProviderStatus.allCases.map { ([("provider", id), ("status", $0.rawValue)], $0 == status ? 1 : 0) }
-        })
+        metrics.setGauges(
+            DaemonMetrics.Family.providerStatus,
+            providers.flatMap { id, status in
+                ProviderStatus.allCases.map { ([("provider", id), ("status", $0.rawValue)], $0 == status ? 1 : 0) }
+            }
+        )
         let gauges = await sessions.metricsSnapshot()
         let known = Set(providers.map(\.id))
-        metrics.setGauges(DaemonMetrics.Family.sessions, known.sorted().flatMap { provider in
-            SessionState.allCases.map { state in
-                ([("provider", provider), ("state", state.rawValue)], Double(gauges.states[provider]?[state] ?? 0))
+        metrics.setGauges(
+            DaemonMetrics.Family.sessions,
+            known.sorted().flatMap { provider in
+                SessionState.allCases.map { state in
+                    ([("provider", provider), ("state", state.rawValue)], Double(gauges.states[provider]?[state] ?? 0))
+                }
             }
-        })
-        metrics.setGauges(DaemonMetrics.Family.refreshesWaiting, known.sorted().map { provider in
-            ([("provider", provider)], Double(gauges.waiting[provider] ?? 0))
-        })
+        )
+        metrics.setGauges(
+            DaemonMetrics.Family.refreshesWaiting,
+            known.sorted().map { provider in
+                ([("provider", provider)], Double(gauges.waiting[provider] ?? 0))
+            }
+        )
         metrics.setGauge(DaemonMetrics.Family.refreshesInFlight, Double(gauges.inFlight))
         metrics.setGauge(DaemonMetrics.Family.flowsPending, Double(await flows.pendingCount))
         metrics.setGauge(DaemonMetrics.Family.connectionsOpen, Double(connections.count))

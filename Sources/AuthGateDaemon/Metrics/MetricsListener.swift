@@ -27,7 +27,8 @@ public struct MetricsAddress: Sendable, Hashable, CustomStringConvertible {
             guard !host.isEmpty, !host.contains(":") else { return nil }
         }
         guard let port = Int(portText), (1...65_535).contains(port),
-              host.unicodeScalars.allSatisfy({ $0.properties.isASCIIHexDigit || ".:-abcdefghijklmnopqrstuvwxyz".unicodeScalars.contains($0) }) else {
+            host.unicodeScalars.allSatisfy({ $0.properties.isASCIIHexDigit || ".:-abcdefghijklmnopqrstuvwxyz".unicodeScalars.contains($0) })
+        else {
             return nil
         }
         self.host = host
@@ -81,7 +82,8 @@ struct MetricsListener: Service, CustomStringConvertible {
     func run() async throws {
         let accepted = AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>()
         var server: NIOAsyncChannel<Connection, Never>?
-        var delay: Duration = .seconds(1), attempts = 0
+        var delay: Duration = .seconds(1)
+        var attempts = 0
         while server == nil {
             do {
                 server = try await bind(accepted)
@@ -89,7 +91,9 @@ struct MetricsListener: Service, CustomStringConvertible {
                 attempts += 1
                 status.record(address: where_, serving: false, problem: "\(error)")
                 if attempts == 1 {
-                    logger.error("cannot serve metrics on \(where_): \(error); tokens are served all the same, and the metrics listener tries again in the background")
+                    logger.error(
+                        "cannot serve metrics on \(where_): \(error); tokens are served all the same, and the metrics listener tries again in the background"
+                    )
                 }
                 let wait = delay
                 try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
@@ -100,7 +104,9 @@ struct MetricsListener: Service, CustomStringConvertible {
         guard let server else { return }
         status.record(address: where_, serving: true, problem: nil)
         if let address, !address.isLoopback {
-            logger.warning("metrics are served on \(address), beyond this host: anyone who reaches it sees the daemon's counts; put a firewall or a proxy in front")
+            logger.warning(
+                "metrics are served on \(address), beyond this host: anyone who reaches it sees the daemon's counts; put a firewall or a proxy in front"
+            )
         }
         logger.notice("serving metrics", metadata: ["metrics.address": "\(where_)", "metrics.bind_attempts": "\(attempts + 1)"])
         let open = OpenCount()
@@ -109,7 +115,8 @@ struct MetricsListener: Service, CustomStringConvertible {
             await accepted.serveAll(from: server) { connection in
                 let peer = connection.channel.remoteAddress?.ipAddress ?? "-"
                 guard open.value.add(1, ordering: .relaxed).newValue <= Self.maximumConnections,
-                      peers.enter(peer, maximum: Self.maximumConnectionsPerPeer) else {
+                    peers.enter(peer, maximum: Self.maximumConnectionsPerPeer)
+                else {
                     open.value.subtract(1, ordering: .relaxed)
                     return nil
                 }

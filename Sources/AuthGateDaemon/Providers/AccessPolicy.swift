@@ -1,5 +1,6 @@
 import AuthGateCore
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,7 +31,8 @@ struct AccessPolicy: Sendable {
             // and the pid was reused) or the same process runs another program (it exec'd after
             // connecting, leaving the socket to a child, say).
             guard let pinned = caller.process, ProcessIdentity(pid: caller.pid) == pinned,
-                  executables.contains(where: pinned.runs) else { return false }
+                executables.contains(where: pinned.runs)
+            else { return false }
         }
         return true
     }

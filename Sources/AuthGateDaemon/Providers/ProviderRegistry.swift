@@ -24,8 +24,12 @@ struct RegisteredProvider: Sendable {
     var info: ProviderInfo {
         let configuration = configuration
         return ProviderInfo(
-            id: id, displayName: configuration?.displayName ?? id, type: configuration?.kind.rawValue,
-            status: status, statusReason: statusReason, grants: configuration?.grants ?? [],
+            id: id,
+            displayName: configuration?.displayName ?? id,
+            type: configuration?.kind.rawValue,
+            status: status,
+            statusReason: statusReason,
+            grants: configuration?.grants ?? [],
             registration: configuration.map { configuration in
                 switch configuration.settings {
                 case .mock(let mock): mock.allowRegistration
@@ -35,14 +39,16 @@ struct RegisteredProvider: Sendable {
                 }
             } ?? false,
             storage: configuration?.storage.rawValue,
-            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username, tools: $0.tools) })
+            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username, tools: $0.tools) }
+        )
     }
 
     /// True when `other` comes from an identical file (and the same bytes in every file it trusts), so that a
     /// reload can leave this one, its status and its sessions untouched.
     func hasSameDefinition(as other: RegisteredProvider) -> Bool {
         guard report.file == other.report.file, report.configuration == other.report.configuration,
-              report.problems == other.report.problems else { return false }
+            report.problems == other.report.problems
+        else { return false }
         switch (remote, other.remote) {
         case (let mine?, let theirs?): return mine.hasSameTrustedFiles(as: theirs)
         case (nil, nil): return statusReason == other.statusReason
@@ -63,8 +69,12 @@ struct RegisteredProvider: Sendable {
     /// Turns a file's outcome into a provider: the mock is ready at once; `oidc` and `oauth2`
     /// stay `unchecked` until their endpoints have been checked over the network.
     /// - Parameter metrics: Where a real provider's HTTP requests are counted and timed.
-    static func make(_ report: ProviderFileReport, now: @escaping @Sendable () -> Date = { Date() }, metrics: DaemonMetrics? = nil,
-                     logger: Logger) -> RegisteredProvider {
+    static func make(
+        _ report: ProviderFileReport,
+        now: @escaping @Sendable () -> Date = { Date() },
+        metrics: DaemonMetrics? = nil,
+        logger: Logger
+    ) -> RegisteredProvider {
         guard let configuration = report.configuration else {
             let problems = report.problems.map { "\($0.path): \($0.message)" }.joined(separator: "; ")
             return RegisteredProvider(report: report, status: .invalid, statusReason: "\(report.file): \(problems)")
@@ -75,11 +85,16 @@ struct RegisteredProvider: Sendable {
             return RegisteredProvider(report: report, status: .ready, client: client)
         case .oidc, .oauth2:
             do {
-                let transport: any HTTPTransport = metrics.map { MeasuredTransport(inner: CurlTransport(), provider: report.id, metrics: $0) }
+                let transport: any HTTPTransport =
+                    metrics.map { MeasuredTransport(inner: CurlTransport(), provider: report.id, metrics: $0) }
                     ?? CurlTransport()
                 let remote = try RemoteIdentityProvider(configuration: configuration, transport: transport, now: now, logger: logger)
-                return RegisteredProvider(report: report, status: .unchecked, statusReason: "its endpoints are being checked",
-                                          client: remote)
+                return RegisteredProvider(
+                    report: report,
+                    status: .unchecked,
+                    statusReason: "its endpoints are being checked",
+                    client: remote
+                )
             } catch {
                 return RegisteredProvider(report: report, status: .invalid, statusReason: error.message)
             }

@@ -25,8 +25,15 @@ actor ProviderReloader {
     private let logger: Logger
     private var last: Task<Result<[ProviderReloadReport], AuthGateError>, Never>?
 
-    init(directory: String, registry: ProviderRegistry, sessions: SessionManager, validator: ProviderValidator,
-         notifier: SystemdNotifier = SystemdNotifier(environment: [:]), metrics: DaemonMetrics? = nil, logger: Logger) {
+    init(
+        directory: String,
+        registry: ProviderRegistry,
+        sessions: SessionManager,
+        validator: ProviderValidator,
+        notifier: SystemdNotifier = SystemdNotifier(environment: [:]),
+        metrics: DaemonMetrics? = nil,
+        logger: Logger
+    ) {
         self.notifier = notifier
         self.metrics = metrics
         self.directory = directory
@@ -74,7 +81,8 @@ actor ProviderReloader {
                 revocations += await sessions.removeAll(provider: id)
             case .changed:
                 if let configuration = change.current?.configuration, let client = change.current?.client {
-                    let policy = AccessPolicy(), rules = configuration.access
+                    let policy = AccessPolicy()
+                    let rules = configuration.access
                     revocations += await sessions.rebind(provider: id, to: SessionBinding(configuration, client: client)) { uid in
                         policy.admitsUser(uid: uid, rules)
                     }
@@ -95,15 +103,25 @@ actor ProviderReloader {
         for change in changes {
             let current = await registry.provider(change.id)
             let report = current?.report ?? change.previous?.report
-            result.append(ProviderReloadReport(
-                id: change.id, file: report?.file ?? "", change: change.kind, status: current?.status, statusReason: current?.statusReason,
-                problems: report?.problems.map(\.description) ?? [], warnings: report?.warnings.map(\.description) ?? []))
+            result.append(
+                ProviderReloadReport(
+                    id: change.id,
+                    file: report?.file ?? "",
+                    change: change.kind,
+                    status: current?.status,
+                    statusReason: current?.statusReason,
+                    problems: report?.problems.map(\.description) ?? [],
+                    warnings: report?.warnings.map(\.description) ?? []
+                )
+            )
         }
         let counts = [ProviderChange.added, .removed, .changed, .unchanged].map { kind in
             "\(changes.count { $0.kind == kind }) \(kind.rawValue)"
         }
-        logger.notice("providers reloaded: \(counts.joined(separator: ", "))",
-                      metadata: ["sessions.signed_out": "\(revocations.count)"])
+        logger.notice(
+            "providers reloaded: \(counts.joined(separator: ", "))",
+            metadata: ["sessions.signed_out": "\(revocations.count)"]
+        )
         return result
     }
 
@@ -138,8 +156,13 @@ enum ProviderReports {
             }
             switch report.outcome {
             case .valid(let configuration):
-                logger.info("provider loaded", metadata: ["provider.id": "\(report.id)", "provider.type": "\(configuration.kind.rawValue)",
-                                                          "provider.file": "\(report.file)"])
+                logger.info(
+                    "provider loaded",
+                    metadata: [
+                        "provider.id": "\(report.id)", "provider.type": "\(configuration.kind.rawValue)",
+                        "provider.file": "\(report.file)",
+                    ]
+                )
             case .invalid(let problems):
                 for problem in problems {
                     logger.error("provider invalid: \(problem)", metadata: ["provider.id": "\(report.id)"])

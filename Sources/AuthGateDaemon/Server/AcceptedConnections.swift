@@ -58,8 +58,11 @@ final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable
     ///   - admit: Whether to serve a connection: what to do when it ends (give its place
     ///     back), or `nil` to close it at once.
     ///   - serve: Serves one connection.
-    func serveAll(from server: NIOAsyncChannel<Connection, Never>, admit: (Connection) -> (@Sendable () -> Void)?,
-                  serve: @escaping @Sendable (Connection) async -> Void) async {
+    func serveAll(
+        from server: NIOAsyncChannel<Connection, Never>,
+        admit: (Connection) -> (@Sendable () -> Void)?,
+        serve: @escaping @Sendable (Connection) async -> Void
+    ) async {
         do {
             try await withThrowingDiscardingTaskGroup { group in
                 try await server.executeThenClose { inbound in

@@ -43,8 +43,13 @@ final class BatchedNotices: Sendable {
 
     /// One event: `message` is logged when it opens a spell of its `cause`, else counted.
     /// - Parameter eventLoop: Where the summary is scheduled; any of NIO's when `nil`.
-    func record(_ cause: String, message: @autoclosure () -> String, uid: UInt32, metadata: Logger.Metadata = [:],
-                on eventLoop: (any EventLoop)? = nil) {
+    func record(
+        _ cause: String,
+        message: @autoclosure () -> String,
+        uid: UInt32,
+        metadata: Logger.Metadata = [:],
+        on eventLoop: (any EventLoop)? = nil
+    ) {
         let opened = windows.withLock { windows -> Bool in
             let opened = windows[cause] == nil
             windows[cause, default: Window()].count += opened ? 0 : 1
@@ -59,8 +64,12 @@ final class BatchedNotices: Sendable {
     private func summarize(_ cause: String) {
         guard let ended = windows.withLock({ $0.removeValue(forKey: cause) }), ended.count > 0 else { return }
         let top = ended.byUID.sorted { $0.value > $1.value }.prefix(3).map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-        logger.log(level: level, "\(ended.count) more \(counted) in the last \(Self.interval.nanoseconds / 1_000_000_000) s: \(cause)", metadata: [
-            "\(key)": "\(ended.count)", "\(key).cause": "\(cause)", "\(key).top_uids": "\(top)",
-        ])
+        logger.log(
+            level: level,
+            "\(ended.count) more \(counted) in the last \(Self.interval.nanoseconds / 1_000_000_000) s: \(cause)",
+            metadata: [
+                "\(key)": "\(ended.count)", "\(key).cause": "\(cause)", "\(key).top_uids": "\(top)",
+            ]
+        )
     }
 }

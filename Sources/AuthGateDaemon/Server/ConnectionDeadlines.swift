@@ -16,8 +16,12 @@ public struct ConnectionLimits: Sendable {
     /// one user cannot lock the others out. Root and the daemon's own uid are not bound by it.
     public var perUserShare: Int { max(1, maximumConnections / 4) }
 
-    public init(maximumConnections: Int = 1024, requestTimeout: Duration = .seconds(10), idleTimeout: Duration = .seconds(300),
-                firstByteTimeout: Duration = .seconds(2)) {
+    public init(
+        maximumConnections: Int = 1024,
+        requestTimeout: Duration = .seconds(10),
+        idleTimeout: Duration = .seconds(300),
+        firstByteTimeout: Duration = .seconds(2)
+    ) {
         self.maximumConnections = maximumConnections
         self.requestTimeout = requestTimeout
         self.idleTimeout = idleTimeout
@@ -209,7 +213,8 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
 
     private func schedule(_ context: ChannelHandlerContext, _ deadline: ConnectionDeadline) -> Scheduled<Void> {
         let channel = context.channel
-        let onTimeout = onTimeout, reason = deadline.reason(limits)
+        let onTimeout = onTimeout
+        let reason = deadline.reason(limits)
         return context.eventLoop.scheduleTask(in: TimeAmount(deadline.duration(limits))) {
             onTimeout(reason)
             channel.close(promise: nil)

@@ -25,8 +25,11 @@ struct MethodHandlers {
         }
         switch grant {
         case .password:
-            let credentials = PasswordCredentials(username: params.username ?? "", password: params.password ?? Secret(""),
-                                                  scopes: params.scopes ?? [])
+            let credentials = PasswordCredentials(
+                username: params.username ?? "",
+                password: params.password ?? Secret(""),
+                scopes: params.scopes ?? []
+            )
             try credentials.validate()
             try await services.throttle.begin(uid: caller.uid, countInFlight: !caller.isUnbounded)
             do {
@@ -44,7 +47,10 @@ struct MethodHandlers {
             try variant.validate()
             return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in try await provider.signInAsClient(variant) }
         case .deviceCode, .authorizationCode:
-            throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is interactive: use login.begin, then login.complete (`authgate login \(configuration.id) --\(grant == .deviceCode ? "device" : "browser")`).")
+            throw AuthGateError(
+                .unsupportedGrant,
+                "The \(grant.rawValue) grant is interactive: use login.begin, then login.complete (`authgate login \(configuration.id) --\(grant == .deviceCode ? "device" : "browser")`)."
+            )
         }
     }
 
@@ -74,8 +80,14 @@ struct MethodHandlers {
         try variant.validate()
         if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
         let pending = try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
-            try await services.flows.begin(key: key, grant: grant, scopes: variant.scopes, prompt: params.prompt,
-                                           configuration: configuration, client: client)
+            try await services.flows.begin(
+                key: key,
+                grant: grant,
+                scopes: variant.scopes,
+                prompt: params.prompt,
+                configuration: configuration,
+                client: client
+            )
         }
         return LoginBeginResult(pending)
     }
@@ -118,18 +130,30 @@ struct MethodHandlers {
     func register(_ params: RegisterParams) async throws(AuthGateError) -> LoginResult {
         let (configuration, client, key) = try await resolve(params.provider, params.session)
         guard case .mock = configuration.settings else {
-            throw AuthGateError(.unsupportedGrant, "Registration with '\(configuration.id)' happens on the provider's own sign-up page: `authgate register \(configuration.id)` opens it (login.begin with the authorization_code grant and prompt \"create\").")
+            throw AuthGateError(
+                .unsupportedGrant,
+                "Registration with '\(configuration.id)' happens on the provider's own sign-up page: `authgate register \(configuration.id)` opens it (login.begin with the authorization_code grant and prompt \"create\")."
+            )
         }
-        let registration = Registration(username: params.username ?? "", email: params.email ?? "",
-                                        password: params.password ?? Secret(""), passwordConfirmation: params.passwordConfirmation ?? Secret(""))
+        let registration = Registration(
+            username: params.username ?? "",
+            email: params.email ?? "",
+            password: params.password ?? Secret(""),
+            passwordConfirmation: params.passwordConfirmation ?? Secret("")
+        )
         return try await signIn(key, configuration, client, grant: .password, event: "registered and signed in") { provider throws(AuthGateError) in
             try await provider.register(registration)
         }
     }
 
-    private func signIn(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider, grant: Grant,
-                        event: String = "signed in",
-                        _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult) async throws(AuthGateError) -> LoginResult {
+    private func signIn(
+        _ key: SessionKey,
+        _ configuration: ProviderConfiguration,
+        _ client: any IdentityProvider,
+        grant: Grant,
+        event: String = "signed in",
+        _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult
+    ) async throws(AuthGateError) -> LoginResult {
         if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
         let signIn: SignInResult
         do {
@@ -154,8 +178,13 @@ struct MethodHandlers {
         guard params.waitForSignIn == nil else {
             throw AuthGateError(.invalidParams, "\"wait_for_sign_in\" is for token.watch only; token answers at once.")
         }
-        return try await token(params.provider, params.session, TokenVariant(scopes: params.scopes ?? [], resource: params.resource),
-                        minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
+        return try await token(
+            params.provider,
+            params.session,
+            TokenVariant(scopes: params.scopes ?? [], resource: params.resource),
+            minValidSeconds: params.minValidSeconds,
+            forceRefresh: params.forceRefresh
+        )
     }
 
     /// `credential.get`: the provider whose `credential_helper` lists `host` for `tool`, and its
@@ -169,19 +198,26 @@ struct MethodHandlers {
             throw .validationFailed([FieldError(field: "tool", message: "must be git or docker")])
         }
         let providers = await services.registry.visible(to: caller)
-        guard let (provider, helper) = providers.lazy.compactMap({ provider in provider.configuration?.credentialHelper.map { (provider, $0) } })
-            .first(where: { $0.1.tools.contains(params.tool) && $0.1.hosts.contains { CredentialHost.sameHost($0, host) } }) else { return nil }
+        guard
+            let (provider, helper) = providers.lazy.compactMap({ provider in provider.configuration?.credentialHelper.map { (provider, $0) } })
+                .first(where: { $0.1.tools.contains(params.tool) && $0.1.hosts.contains { CredentialHost.sameHost($0, host) } })
+        else { return nil }
         do {
             let token = try await token(TokenParams(provider: provider.id, minValidSeconds: params.minValidSeconds))
             return CredentialResult(provider: provider.id, username: helper.username, token: token)
-        } catch where error.reason == .loginRequired {
+        } catch  where error.reason == .loginRequired {
             return CredentialResult(provider: provider.id, username: helper.username, token: nil)
         }
     }
 
     /// `token` and `token.exchange`: the session's own token or one of its variants.
-    private func token(_ provider: String, _ session: String?, _ variant: TokenVariant, minValidSeconds: Int?,
-                       forceRefresh: Bool?) async throws(AuthGateError) -> TokenResult {
+    private func token(
+        _ provider: String,
+        _ session: String?,
+        _ variant: TokenVariant,
+        minValidSeconds: Int?,
+        forceRefresh: Bool?
+    ) async throws(AuthGateError) -> TokenResult {
         let (configuration, _, key) = try await resolve(provider, session)
         let minimum = minValidSeconds ?? TokenParams.defaultMinimumValidity
         guard TokenParams.minimumValidityRange.contains(minimum) else {
@@ -191,9 +227,14 @@ struct MethodHandlers {
         if let exchange = variant.exchange, let policy = configuration.settings.remote?.tokenExchange {
             try Self.check(exchange, against: policy, provider: configuration.id)
         }
-        let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(minimum),
-                                              forceRefresh: forceRefresh ?? false, variant: variant, bounded: !caller.isUnbounded,
-                                                       caller: caller)
+        let tokens = try await services.sessions.token(
+            for: key,
+            minimumValidity: TimeInterval(minimum),
+            forceRefresh: forceRefresh ?? false,
+            variant: variant,
+            bounded: !caller.isUnbounded,
+            caller: caller
+        )
         return TokenResult(tokens)
     }
 
@@ -203,7 +244,10 @@ struct MethodHandlers {
     /// the answer comes with the first token a sign-in gives, or never if the connection closes.
     func tokenWatch(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
         guard params.scopes == nil, params.resource == nil, params.forceRefresh == nil else {
-            throw AuthGateError(.invalidParams, "token.watch watches a session's own token: it takes provider, session, min_valid_seconds and wait_for_sign_in only.")
+            throw AuthGateError(
+                .invalidParams,
+                "token.watch watches a session's own token: it takes provider, session, min_valid_seconds and wait_for_sign_in only."
+            )
         }
         guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
         let (_, _, key) = try await resolve(params.provider, params.session)
@@ -212,15 +256,20 @@ struct MethodHandlers {
         watchSink.onClose { watchers.remove(key, id: id) }
         while true {
             do throws(AuthGateError) {
-                let result = try await token(params.provider, params.session, TokenVariant(),
-                                             minValidSeconds: params.minValidSeconds, forceRefresh: nil)
+                let result = try await token(
+                    params.provider,
+                    params.session,
+                    TokenVariant(),
+                    minValidSeconds: params.minValidSeconds,
+                    forceRefresh: nil
+                )
                 // Only a watch that answered makes the connection a watching one (never idle): a
                 // refused watch leaves it an ordinary connection, with its deadlines.
                 watchSink.started()
                 watchSink.willAnswer(with: result.accessToken.exposedValue)
                 services.logger.debug("token watch started", metadata: metadata(key))
                 return result
-            } catch where error.reason == .loginRequired && params.waitForSignIn == true {
+            } catch  where error.reason == .loginRequired && params.waitForSignIn == true {
                 // A request in progress is never idle: the connection stays open while it waits.
                 guard await watchers.waitForChange(key, watch: id) else {
                     watchers.remove(key, id: id)
@@ -240,18 +289,27 @@ struct MethodHandlers {
     }
 
     func tokenExchange(_ params: TokenExchangeParams) async throws(AuthGateError) -> TokenResult {
-        let variant = TokenVariant(scopes: params.scopes ?? [], resource: params.resource,
-                                   exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType))
+        let variant = TokenVariant(
+            scopes: params.scopes ?? [],
+            resource: params.resource,
+            exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType)
+        )
         return try await token(params.provider, params.session, variant, minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
     }
 
     /// The provider file's `token_exchange` rules, before any request.
     private static func check(_ exchange: TokenVariant.TokenExchange, against policy: TokenExchangePolicy, provider: ProviderID) throws(AuthGateError) {
         if let audiences = policy.audiences, let audience = exchange.audience, !audiences.contains(audience) {
-            throw AuthGateError(.permissionDenied, "The provider '\(provider)' allows token exchange for the audiences \(audiences.joined(separator: ", ")) only (its file's token_exchange.audiences).")
+            throw AuthGateError(
+                .permissionDenied,
+                "The provider '\(provider)' allows token exchange for the audiences \(audiences.joined(separator: ", ")) only (its file's token_exchange.audiences)."
+            )
         }
         if let type = exchange.requestedTokenType, !policy.requestedTokenTypes.contains(type) {
-            throw AuthGateError(.permissionDenied, "The provider '\(provider)' allows token exchange for the token types \(policy.requestedTokenTypes.joined(separator: ", ")) only (its file's token_exchange.requested_token_types).")
+            throw AuthGateError(
+                .permissionDenied,
+                "The provider '\(provider)' allows token exchange for the token types \(policy.requestedTokenTypes.joined(separator: ", ")) only (its file's token_exchange.requested_token_types)."
+            )
         }
     }
 
@@ -269,23 +327,38 @@ struct MethodHandlers {
             fields.append(FieldError(field: "htu", message: "must be the request's absolute http(s) URL"))
         }
         if let nonce = params.nonce, !DPoPKey.isValidNonce(nonce) {
-            fields.append(FieldError(field: "nonce", message: "must be the DPoP-Nonce the server sent: 1 to 1024 printable ASCII characters, no space, quote or backslash (RFC 9449 §8.1)"))
+            fields.append(
+                FieldError(
+                    field: "nonce",
+                    message: "must be the DPoP-Nonce the server sent: 1 to 1024 printable ASCII characters, no space, quote or backslash (RFC 9449 §8.1)"
+                )
+            )
         }
         guard fields.isEmpty, let url else {
-            throw AuthGateError(.invalidParams, "The proof's parameters were refused: "
-                                + fields.map { "\($0.field) \($0.message)" }.joined(separator: "; ") + ".", fields: fields)
+            throw AuthGateError(
+                .invalidParams,
+                "The proof's parameters were refused: "
+                    + fields.map { "\($0.field) \($0.message)" }.joined(separator: "; ") + ".",
+                fields: fields
+            )
         }
         let (_, _, key) = try await resolve(params.provider, params.session)
         let (proofKey, accessToken) = try await services.sessions.proofKey(for: key, presenting: params.accessToken, bounded: !caller.isUnbounded)
         services.logger.debug("dpop proof made", metadata: metadata(key, ["dpop.htm": "\(params.htm)"]))
-        return DPoPProofResult(proof: proofKey.proof(method: params.htm, url: url, nonce: params.nonce, accessToken: accessToken, at: Date()),
-                               jkt: proofKey.thumbprint)
+        return DPoPProofResult(
+            proof: proofKey.proof(method: params.htm, url: url, nonce: params.nonce, accessToken: accessToken, at: Date()),
+            jkt: proofKey.thumbprint
+        )
     }
 
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
         let (_, client, key) = try await resolve(params.provider, params.session)
-        let tokens = try await services.sessions.token(for: key, minimumValidity: TimeInterval(TokenParams.defaultMinimumValidity), forceRefresh: false,
-                                              bounded: !caller.isUnbounded)
+        let tokens = try await services.sessions.token(
+            for: key,
+            minimumValidity: TimeInterval(TokenParams.defaultMinimumValidity),
+            forceRefresh: false,
+            bounded: !caller.isUnbounded
+        )
         return try await services.providerShare.run(for: caller) { () throws(AuthGateError) in try await client.userinfo(tokens) }
     }
 
@@ -299,7 +372,10 @@ struct MethodHandlers {
             return await services.sessions.status(uid: caller.uid, provider: provider).map { SessionStatus($0, showingUID: false) }
         }
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may list every user's sessions.")
+            throw AuthGateError(
+                .permissionDenied,
+                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may list every user's sessions."
+            )
         }
         return await services.sessions.status(uid: nil, provider: provider).map { SessionStatus($0, showingUID: true) }
     }
@@ -321,7 +397,10 @@ struct MethodHandlers {
     /// Admins only: reads `providers.d` again and answers with the per-provider report.
     func configReload() async throws(AuthGateError) -> [ProviderReloadReport] {
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may reload the providers.")
+            throw AuthGateError(
+                .permissionDenied,
+                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may reload the providers."
+            )
         }
         services.logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         return try await services.reloader.reload()
@@ -331,7 +410,10 @@ struct MethodHandlers {
     /// HTTP client), with the checks a provider's validation makes.
     func providerDiscover(_ params: ProviderDiscoverParams) async throws(AuthGateError) -> ProviderOffer {
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may run discovery for a new provider.")
+            throw AuthGateError(
+                .permissionDenied,
+                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may run discovery for a new provider."
+            )
         }
         var caBundle: [UInt8]?
         if let file = params.caFile {
@@ -343,7 +425,8 @@ struct MethodHandlers {
         }
         let metadata = try await ProviderDiscovery.discover(issuer: params.issuer, caBundle: caBundle)
         return ProviderOffer(
-            issuer: params.issuer, tokenEndpoint: metadata.tokenEndpoint.absoluteString,
+            issuer: params.issuer,
+            tokenEndpoint: metadata.tokenEndpoint.absoluteString,
             authorizationEndpoint: metadata.authorizationEndpoint?.absoluteString,
             deviceAuthorizationEndpoint: metadata.deviceAuthorizationEndpoint?.absoluteString,
             pushedAuthorizationRequestEndpoint: metadata.pushedAuthorizationRequestEndpoint?.absoluteString,
@@ -351,14 +434,20 @@ struct MethodHandlers {
             registrationEndpoint: metadata.registrationEndpoint?.absoluteString,
             grantTypes: metadata.grantTypesSupported,
             grants: Grant.allCases.filter { metadata.grantTypesSupported?.contains($0.wireName) ?? true },
-            codeChallengeMethods: metadata.codeChallengeMethodsSupported, dpopSigningAlgs: metadata.dpopSigningAlgValuesSupported,
-            tokenEndpointAuthMethods: metadata.tokenEndpointAuthMethodsSupported, scopes: metadata.scopesSupported)
+            codeChallengeMethods: metadata.codeChallengeMethodsSupported,
+            dpopSigningAlgs: metadata.dpopSigningAlgValuesSupported,
+            tokenEndpointAuthMethods: metadata.tokenEndpointAuthMethodsSupported,
+            scopes: metadata.scopesSupported
+        )
     }
 
     /// Administrators only: the metrics as Prometheus's text exposition.
     func metrics() async throws(AuthGateError) -> MetricsResult {
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may read the metrics.")
+            throw AuthGateError(
+                .permissionDenied,
+                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may read the metrics."
+            )
         }
         guard let exposition = services.exposition else { throw AuthGateError(.methodNotFound, "This daemon keeps no metrics (it runs with --no-metrics).") }
         return MetricsResult(contentType: MetricsExposition.contentType, text: await exposition.text())
@@ -368,7 +457,10 @@ struct MethodHandlers {
     /// then replaces the old one where it lives (``SessionPersistence/rekey()``).
     func storageRekey() async throws(AuthGateError) -> StorageRekeyResult {
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(.permissionDenied, "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may change the storage key.")
+            throw AuthGateError(
+                .permissionDenied,
+                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may change the storage key."
+            )
         }
         guard let persistence = services.persistence else { throw AuthGateError(.storageUnavailable, "This daemon has no session store.") }
         services.logger.notice("rekey requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
@@ -383,8 +475,12 @@ struct MethodHandlers {
         }
         switch outcome {
         case .success(let done):
-            return StorageRekeyResult(storageKey: done.location.kind, files: done.report.files, sessions: done.report.sessions,
-                                      unreadableFiles: done.report.unreadable.count)
+            return StorageRekeyResult(
+                storageKey: done.location.kind,
+                files: done.report.files,
+                sessions: done.report.sessions,
+                unreadableFiles: done.report.unreadable.count
+            )
         case .failure(let failure):
             services.logger.error("rekey failed: \(failure)")
             throw AuthGateError(.storageUnavailable, failure.message)
@@ -395,14 +491,19 @@ struct MethodHandlers {
         let isAdmin = AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup)
         let uptime = ContinuousClock.now - services.context.startedAt
         return DaemonInfo(
-            version: AuthGateVersion.current, uptimeSeconds: Int(uptime.components.seconds),
+            version: AuthGateVersion.current,
+            uptimeSeconds: Int(uptime.components.seconds),
             providers: await services.registry.visible(to: caller).count,
             sessions: await services.sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
-            configDir: services.context.configDirectory, mode: services.context.mode.rawValue, socket: services.context.socketPath,
+            configDir: services.context.configDirectory,
+            mode: services.context.mode.rawValue,
+            socket: services.context.socketPath,
             cachedTokenAnswers: isAdmin ? services.broadcast.published.answerCount : nil,
             refresh: isAdmin ? RefreshStatistics(await services.sessions.refreshStatistics()) : nil,
-            metricsListener: isAdmin ? services.metricsListener?.current.map { MetricsListenerInfo(address: $0.address, serving: $0.serving, error: $0.problem) } : nil,
-            storageKey: services.persistence?.keyLocation?.kind)
+            metricsListener: isAdmin
+                ? services.metricsListener?.current.map { MetricsListenerInfo(address: $0.address, serving: $0.serving, error: $0.problem) } : nil,
+            storageKey: services.persistence?.keyLocation?.kind
+        )
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.
@@ -425,32 +526,58 @@ struct MethodHandlers {
 
 extension RefreshStatistics {
     init(_ report: RefreshReport) {
-        self.init(inFlight: report.inFlight, waiting: report.waiting, started: report.started, latenessP50Seconds: report.latenessP50Seconds,
-                  latenessP99Seconds: report.latenessP99Seconds, latenessMaxSeconds: report.latenessMaxSeconds)
+        self.init(
+            inFlight: report.inFlight,
+            waiting: report.waiting,
+            started: report.started,
+            latenessP50Seconds: report.latenessP50Seconds,
+            latenessP99Seconds: report.latenessP99Seconds,
+            latenessMaxSeconds: report.latenessMaxSeconds
+        )
     }
 }
 
 extension LoginBeginResult {
     init(_ pending: PendingSignIn) {
-        self.init(flowID: pending.flowID, grant: pending.grant, verificationURI: pending.verificationURI,
-                  verificationURIComplete: pending.verificationURIComplete, userCode: pending.userCode,
-                  authorizationURL: pending.authorizationURL, expiresAt: pending.expiresAt)
+        self.init(
+            flowID: pending.flowID,
+            grant: pending.grant,
+            verificationURI: pending.verificationURI,
+            verificationURIComplete: pending.verificationURIComplete,
+            userCode: pending.userCode,
+            authorizationURL: pending.authorizationURL,
+            expiresAt: pending.expiresAt
+        )
     }
 }
 
 extension LoginResult {
     init(_ signedIn: SignedInSession) {
-        self.init(provider: signedIn.key.provider.rawValue, session: signedIn.key.name.rawValue, state: signedIn.state,
-                  expiresAt: signedIn.expiresAt, subject: signedIn.subject, displayName: signedIn.displayName)
+        self.init(
+            provider: signedIn.key.provider.rawValue,
+            session: signedIn.key.name.rawValue,
+            state: signedIn.state,
+            expiresAt: signedIn.expiresAt,
+            subject: signedIn.subject,
+            displayName: signedIn.displayName
+        )
     }
 }
 
 extension SessionStatus {
     /// - Parameter showingUID: An administrator's list of everyone's sessions names each one's uid.
     init(_ summary: SessionSummary, showingUID: Bool) {
-        self.init(provider: summary.provider, session: summary.session, state: summary.state, expiresAt: summary.expiresAt,
-                  nextRefreshAt: summary.nextRefreshAt, lastError: summary.lastError, subject: summary.subject,
-                  uid: showingUID ? summary.key.uid : nil, refreshOverdueSeconds: summary.refreshOverdueSeconds,
-                  dpopJKT: summary.dpopThumbprint)
+        self.init(
+            provider: summary.provider,
+            session: summary.session,
+            state: summary.state,
+            expiresAt: summary.expiresAt,
+            nextRefreshAt: summary.nextRefreshAt,
+            lastError: summary.lastError,
+            subject: summary.subject,
+            uid: showingUID ? summary.key.uid : nil,
+            refreshOverdueSeconds: summary.refreshOverdueSeconds,
+            dpopJKT: summary.dpopThumbprint
+        )
     }
 }

@@ -15,29 +15,39 @@ struct MethodEntry: Sendable {
     static func withParams<Params: Decodable & Sendable, Result: Encodable & Sendable>(
         _ handler: @escaping @Sendable (MethodHandlers, Params) async throws -> Result
     ) -> MethodEntry {
-        MethodEntry(readParams: { try $0.decodeIfPresent(Params.self, forKey: .params) }) { handlers, params throws(AuthGateError) in
-            // `params` is what readParams above read: of this type, or absent.
-            guard let params = params as? Params else {
-                throw AuthGateError(.invalidParams, "This method needs \"params\": an object with at least \"provider\".")
+        MethodEntry(
+            readParams: { try $0.decodeIfPresent(Params.self, forKey: .params) },
+            run: { handlers, params throws(AuthGateError) in
+                // `params` is what readParams above read: of this type, or absent.
+                guard let params = params as? Params else {
+                    throw AuthGateError(.invalidParams, "This method needs \"params\": an object with at least \"provider\".")
+                }
+                return try await MethodEntry.answer { try await handler(handlers, params) }
             }
-            return try await MethodEntry.answer { try await handler(handlers, params) }
-        }
+        )
     }
 
     /// A method whose params may be left out: `absent` stands in.
     static func withOptionalParams<Params: Decodable & Sendable, Result: Encodable & Sendable>(
-        absent: Params, _ handler: @escaping @Sendable (MethodHandlers, Params) async throws -> Result
+        absent: Params,
+        _ handler: @escaping @Sendable (MethodHandlers, Params) async throws -> Result
     ) -> MethodEntry {
-        MethodEntry(readParams: { try $0.decodeIfPresent(Params.self, forKey: .params) }) { handlers, params throws(AuthGateError) in
-            try await MethodEntry.answer { try await handler(handlers, params as? Params ?? absent) }
-        }
+        MethodEntry(
+            readParams: { try $0.decodeIfPresent(Params.self, forKey: .params) },
+            run: { handlers, params throws(AuthGateError) in
+                try await MethodEntry.answer { try await handler(handlers, params as? Params ?? absent) }
+            }
+        )
     }
 
     /// A method that takes no params (any sent are ignored).
     static func withoutParams<Result: Encodable & Sendable>(_ handler: @escaping @Sendable (MethodHandlers) async throws -> Result) -> MethodEntry {
-        MethodEntry(readParams: { _ in nil }) { handlers, _ throws(AuthGateError) in
-            try await MethodEntry.answer { try await handler(handlers) }
-        }
+        MethodEntry(
+            readParams: { _ in nil },
+            run: { handlers, _ throws(AuthGateError) in
+                try await MethodEntry.answer { try await handler(handlers) }
+            }
+        )
     }
 
     /// The handler's result, encoded. Handlers throw only ``AuthGateError``s (their own

@@ -8,8 +8,11 @@ import NIOHTTP1
 enum OneRequestHTTP {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
-    static func serve(_ connection: Connection, timeout: TimeAmount,
-                      respond: (HTTPRequestHead, NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws -> Void) async throws {
+    static func serve(
+        _ connection: Connection,
+        timeout: TimeAmount,
+        respond: (HTTPRequestHead, NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws -> Void
+    ) async throws {
         let channel = connection.channel
         let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
         defer { deadline.cancel() }

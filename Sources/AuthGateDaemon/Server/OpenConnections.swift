@@ -39,13 +39,14 @@ final class OpenConnections: Sendable {
     func reserve(uid: UInt32, limit: Int, share: Int?) -> Admission? {
         state.withLock { state -> Admission? in
             guard !state.stopped else { return nil }
-            let admission: Admission = if state.admitted >= limit {
-                .tooManyInAll
-            } else if let share, state.byUID[uid, default: 0] >= share {
-                .tooManyOfOneUser
-            } else {
-                .admitted
-            }
+            let admission: Admission =
+                if state.admitted >= limit {
+                    .tooManyInAll
+                } else if let share, state.byUID[uid, default: 0] >= share {
+                    .tooManyOfOneUser
+                } else {
+                    .admitted
+                }
             if admission == .admitted {
                 state.admitted += 1
                 state.byUID[uid, default: 0] += 1

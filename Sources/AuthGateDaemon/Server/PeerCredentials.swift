@@ -1,4 +1,5 @@
 import CLinux
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -44,7 +45,9 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// - Parameter pinProcess: Whether to pin the process too (``process``), which costs /proc
     ///   reads on every connection and matters only to `access.executables` rules.
     init?(socket descriptor: Int32, pinProcess: Bool) {
-        var pid: Int32 = 0, uid: UInt32 = 0, gid: UInt32 = 0
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
         guard ag_peer_credentials(descriptor, &pid, &uid, &gid) == 0 else { return nil }
         self.init(pid: pid, uid: uid, gid: gid, process: pinProcess ? ProcessIdentity(pid: pid) : nil)
     }
@@ -62,7 +65,8 @@ struct ProcessIdentity: Sendable, Hashable {
     /// `nil` when /proc does not tell (the process is gone, or /proc is hidden from the daemon).
     init?(pid: Int32) {
         let startTime = ag_process_start_time(pid)
-        var device: UInt64 = 0, inode: UInt64 = 0
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
         guard startTime != 0, ag_file_identity("/proc/\(pid)/exe", &device, &inode) == 0 else { return nil }
         self.init(startTime: startTime, executableDevice: device, executableInode: inode)
     }
@@ -75,7 +79,8 @@ struct ProcessIdentity: Sendable, Hashable {
 
     /// Whether the file at `path` is this process's program.
     func runs(_ path: String) -> Bool {
-        var device: UInt64 = 0, inode: UInt64 = 0
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
         return ag_file_identity(path, &device, &inode) == 0 && device == executableDevice && inode == executableInode
     }
 }

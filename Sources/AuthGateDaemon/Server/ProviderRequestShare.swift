@@ -19,8 +19,11 @@ final class ProviderRequestShare: Sendable {
             return true
         }
         guard admitted else {
-            throw AuthGateError(.rateLimited, "You have \(Self.maximumPerUser) requests at providers in flight already; try again when one has ended.",
-                                retryAfterSeconds: 1)
+            throw AuthGateError(
+                .rateLimited,
+                "You have \(Self.maximumPerUser) requests at providers in flight already; try again when one has ended.",
+                retryAfterSeconds: 1
+            )
         }
         defer {
             inFlight.withLock { counts in

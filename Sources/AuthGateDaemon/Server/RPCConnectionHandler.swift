@@ -56,8 +56,15 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private var unflushed = false
 
     /// - Parameter admission: Anything but `admitted`: the connection gets `rate_limited` and is closed.
-    init(caller: PeerCredentials, admission: OpenConnections.Admission, dispatcher: RPCDispatcher, answers: CachedTokenAnswers,
-         connections: OpenConnections, limits: ConnectionLimits, logger: Logger) {
+    init(
+        caller: PeerCredentials,
+        admission: OpenConnections.Admission,
+        dispatcher: RPCDispatcher,
+        answers: CachedTokenAnswers,
+        connections: OpenConnections,
+        limits: ConnectionLimits,
+        logger: Logger
+    ) {
         self.caller = caller
         self.admission = admission
         self.dispatcher = dispatcher
@@ -71,7 +78,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         context.fireChannelActive()
         guard !admitted else { return }
         // Logged by BatchedNotices (RPCServer), one summary an interval.
-        let message = admission == .tooManyOfOneUser
+        let message =
+            admission == .tooManyOfOneUser
             ? "authgated serves at most \(limits.perUserShare) connections of one user at once, and yours are open; close some and try again."
             : "authgated serves at most \(limits.maximumConnections) connections at once; try again in a moment."
         let error = AuthGateError(.rateLimited, message, retryAfterSeconds: 1)
@@ -85,7 +93,10 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
             waiting.append(frame)
             waitingBytes += frame.byteCount
             if waitingBytes > Self.maximumWaitingBytes {
-                let error = AuthGateError(.requestTooLarge, "More than \(Self.maximumWaitingBytes / 1024) KiB of request lines wait for their answers; read the answers before sending more. Closing the connection.")
+                let error = AuthGateError(
+                    .requestTooLarge,
+                    "More than \(Self.maximumWaitingBytes / 1024) KiB of request lines wait for their answers; read the answers before sending more. Closing the connection."
+                )
                 finish(context, with: dispatcher.encodeError(error, id: nil))
             }
         } else {

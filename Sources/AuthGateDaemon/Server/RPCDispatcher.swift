@@ -29,8 +29,17 @@ struct RPCDispatcher: Sendable {
             request = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: line)
         } catch DecodingError.typeMismatch {
             let isBatch = line.first(where: { !$0.isJSONWhitespace }) == UInt8(ascii: "[")
-            return (encodeError(AuthGateError(.invalidRequest, isBatch ? "Batch requests are not supported; send one request per line."
-                                                                    : "A request must be a JSON object."), id: nil), nil, .invalidRequest)
+            return (
+                encodeError(
+                    AuthGateError(
+                        .invalidRequest,
+                        isBatch
+                            ? "Batch requests are not supported; send one request per line."
+                            : "A request must be a JSON object."
+                    ),
+                    id: nil
+                ), nil, .invalidRequest
+            )
         } catch {
             return (encodeError(AuthGateError(.parseError, "The request is not valid JSON."), id: nil), nil, .parseError)
         }
@@ -54,8 +63,13 @@ struct RPCDispatcher: Sendable {
         case .success(let result):
             return (encodeSuccess(result, id: envelope.id), method, nil)
         case .failure(let error):
-            services.logger.debug("request failed", metadata: ["rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
-                                                      "error.reason": "\(error.reason.rawValue)"])
+            services.logger.debug(
+                "request failed",
+                metadata: [
+                    "rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
+                    "error.reason": "\(error.reason.rawValue)",
+                ]
+            )
             return (encodeError(error, id: envelope.id), method, error.reason)
         }
     }
@@ -109,7 +123,8 @@ struct RPCDispatcher: Sendable {
     }
 
     func encodeError(_ error: AuthGateError, id: RPCID?) -> Data {
-        var line = (try? RPCCoding.makeEncoder().encode(RPCErrorResponse(id: id, error: RPCErrorObject(error))))
+        var line =
+            (try? RPCCoding.makeEncoder().encode(RPCErrorResponse(id: id, error: RPCErrorObject(error))))
             ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.utf8)
         line.append(0x0A)
         return line

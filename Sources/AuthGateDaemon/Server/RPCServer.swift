@@ -7,6 +7,7 @@ import NIOCore
 import NIOPosix
 import ServiceLifecycle
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -49,9 +50,20 @@ final class RPCServer: Service, CustomStringConvertible {
     ///   - onStopping: Called when the graceful shutdown begins.
     ///   - connections: The connections served, shared with the metrics.
     ///   - readiness: Told when the socket serves and when it stops (`/readyz`).
-    init(socketPath: String, socketGroup: String?, inheritedSocket: Int32? = nil, limits: ConnectionLimits = ConnectionLimits(),
-         dispatcher: RPCDispatcher, answers: CachedTokenAnswers, connections: OpenConnections = OpenConnections(), metrics: DaemonMetrics? = nil, readiness: Readiness? = nil,
-         logger: Logger, onListening: @escaping @Sendable () -> Void = {}, onStopping: @escaping @Sendable () -> Void = {}) {
+    init(
+        socketPath: String,
+        socketGroup: String?,
+        inheritedSocket: Int32? = nil,
+        limits: ConnectionLimits = ConnectionLimits(),
+        dispatcher: RPCDispatcher,
+        answers: CachedTokenAnswers,
+        connections: OpenConnections = OpenConnections(),
+        metrics: DaemonMetrics? = nil,
+        readiness: Readiness? = nil,
+        logger: Logger,
+        onListening: @escaping @Sendable () -> Void = {},
+        onStopping: @escaping @Sendable () -> Void = {}
+    ) {
         self.connections = connections
         self.metrics = metrics
         self.readiness = readiness
@@ -82,8 +94,14 @@ final class RPCServer: Service, CustomStringConvertible {
         }
         let door: FrontDoor
         do {
-            door = try FrontDoor(listener: listener, limits: limits, connections: connections, answers: answers, logger: logger,
-                                 timeouts: timeouts) { handOff in
+            door = try FrontDoor(
+                listener: listener,
+                limits: limits,
+                connections: connections,
+                answers: answers,
+                logger: logger,
+                timeouts: timeouts
+            ) { handOff in
                 self.serveWithNIO(handOff)
             }
         } catch {
@@ -143,26 +161,37 @@ final class RPCServer: Service, CustomStringConvertible {
     /// Sets up a handed-on connection's pipeline, on its event loop. One over the limit is
     /// set up too, to be told `rate_limited` and closed.
     private func prepare(_ channel: any Channel, _ handOff: FrontDoor.HandOff) throws {
-        let caller = handOff.connection.caller, admission = handOff.connection.admission
+        let caller = handOff.connection.caller
+        let admission = handOff.connection.admission
         connections.adopt(channel, handOff.connection)
         if admission != .admitted {
             let cause = admission == .tooManyOfOneUser ? "per-user share" : "limit"
             refusals.record(cause, message: "connection refused: too many connections (\(cause))", uid: caller.uid, on: channel.eventLoop)
             metrics?.connectionRefused(admission == .tooManyOfOneUser ? .perUserShare : .limit)
         }
-        let timeouts = timeouts, eventLoop = channel.eventLoop
+        let timeouts = timeouts
+        let eventLoop = channel.eventLoop
         let deadlines = ConnectionDeadlines(limits: limits, bytesArrived: handOff.bytesArrived) { reason in
             timeouts.record(reason, message: "closing a connection: \(reason)", uid: caller.uid, metadata: ["peer.pid": "\(caller.pid)"], on: eventLoop)
         }
-        let handler = RPCConnectionHandler(caller: caller, admission: admission, dispatcher: dispatcher, answers: answers, connections: connections,
-                                           limits: limits, logger: logger)
+        let handler = RPCConnectionHandler(
+            caller: caller,
+            admission: admission,
+            dispatcher: dispatcher,
+            answers: answers,
+            connections: connections,
+            limits: limits,
+            logger: logger
+        )
         var handlers: [any ChannelHandler] = []
         if !handOff.unread.isEmpty || !handOff.unwritten.isEmpty {
             handlers.append(HandedOnBytes(unread: handOff.unread, unwritten: handOff.unwritten))
         }
-        try channel.pipeline.syncOperations.addHandlers(handlers + [
-            deadlines, ByteToMessageHandler(LineFrameDecoder(maximumLength: RPCCoding.maximumLineLength)), handler,
-        ])
+        try channel.pipeline.syncOperations.addHandlers(
+            handlers + [
+                deadlines, ByteToMessageHandler(LineFrameDecoder(maximumLength: RPCCoding.maximumLineLength)), handler,
+            ]
+        )
     }
 
     /// The listening socket at `socketPath`, 0600 or 0660 with the configured group.

@@ -23,11 +23,12 @@ struct SessionBroadcast: SessionObserver {
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) { watchers.tokensChanged(key, tokens) }
 
     func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) {
-        let reason: SessionEnded.Reason = switch ending {
-        case .signedOut: .loggedOut
-        case .loginRequired: .loginRequired
-        case .accessRevoked: .accessRevoked
-        }
+        let reason: SessionEnded.Reason =
+            switch ending {
+            case .signedOut: .loggedOut
+            case .loginRequired: .loginRequired
+            case .accessRevoked: .accessRevoked
+            }
         watchers.sessionEnded(key, reason, message: message)
     }
 }

@@ -110,8 +110,14 @@ final class TokenWatchers: Sendable {
         for waiter in waiters { waiter.resume(returning: true) }
         let sinks = admittedWatchers(of: key)
         guard !sinks.isEmpty else { return }
-        let change = TokenChanged(provider: key.provider.rawValue, session: key.name.rawValue, accessToken: tokens.accessToken,
-                                  tokenType: tokens.tokenType, expiresAt: tokens.expiresAt, scopes: tokens.scopes)
+        let change = TokenChanged(
+            provider: key.provider.rawValue,
+            session: key.name.rawValue,
+            accessToken: tokens.accessToken,
+            tokenType: tokens.tokenType,
+            expiresAt: tokens.expiresAt,
+            scopes: tokens.scopes
+        )
         send(RPCNotification(method: TokenChanged.method, params: change), accessToken: tokens.accessToken.exposedValue, to: sinks)
     }
 
@@ -133,13 +139,17 @@ final class TokenWatchers: Sendable {
     private func admittedWatchers(of key: SessionKey) -> [WatchSink] {
         let watches = state.withLock { $0.bySession[key] ?? [:] }
         guard let access else { return watches.values.map(\.sink) }
-        var admitted: [WatchSink] = [], refused: [UInt64] = []
+        var admitted: [WatchSink] = []
+        var refused: [UInt64] = []
         for (id, watch) in watches {
             if access.admits(watch.caller, to: key.provider.rawValue) { admitted.append(watch.sink) } else { refused.append(id) }
         }
         if !refused.isEmpty {
-            revoke(key, removing: refused,
-                   message: "You may no longer use the provider '\(key.provider)': an administrator narrowed its access.")
+            revoke(
+                key,
+                removing: refused,
+                message: "You may no longer use the provider '\(key.provider)': an administrator narrowed its access."
+            )
         }
         return admitted
     }
@@ -148,7 +158,7 @@ final class TokenWatchers: Sendable {
     /// connections close.
     private func revoke(_ key: SessionKey, removing ids: [UInt64], message: String) {
         let sinks = state.withLock { state in ids.compactMap { state.bySession[key]?[$0]?.sink } }
-        ids.forEach { remove(key, id: $0) }
+        for id in ids { remove(key, id: id) }
         let ended = SessionEnded(provider: key.provider.rawValue, session: key.name.rawValue, reason: .accessRevoked, message: message)
         guard let line = Self.line(RPCNotification(method: SessionEnded.method, params: ended)) else { return }
         for sink in sinks { sink.sendLast(line) }

@@ -41,11 +41,15 @@ actor LoginThrottle {
         failures[uid] = recent.isEmpty ? nil : recent
         let pending = countInFlight ? inFlight[uid, default: 0] : 0
         if recent.count + pending >= maximumFailures {
-            let wait = recent.count >= maximumFailures
+            let wait =
+                recent.count >= maximumFailures
                 ? recent.first.map { Int((window - now.timeIntervalSince($0)).rounded(.up)) } ?? 1
                 : 1  // attempts in flight: their answers decide
-            throw AuthGateError(.rateLimited, "Too many wrong passwords or attempts at once; try again in \(max(1, wait)) s.",
-                                retryAfterSeconds: max(1, wait))
+            throw AuthGateError(
+                .rateLimited,
+                "Too many wrong passwords or attempts at once; try again in \(max(1, wait)) s.",
+                retryAfterSeconds: max(1, wait)
+            )
         }
         inFlight[uid, default: 0] += 1
     }

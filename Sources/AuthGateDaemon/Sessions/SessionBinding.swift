@@ -8,8 +8,12 @@ struct SessionBinding: Sendable {
     var storage: ProviderConfiguration.Storage
     var identity: ProviderIdentity
 
-    init(client: any IdentityProvider, policy: RefreshPolicy, storage: ProviderConfiguration.Storage,
-         identity: ProviderIdentity = ProviderIdentity(issuer: nil, clientID: nil)) {
+    init(
+        client: any IdentityProvider,
+        policy: RefreshPolicy,
+        storage: ProviderConfiguration.Storage,
+        identity: ProviderIdentity = ProviderIdentity(issuer: nil, clientID: nil)
+    ) {
         self.client = client
         self.policy = policy
         self.storage = storage

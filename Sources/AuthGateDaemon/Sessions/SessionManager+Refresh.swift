@@ -16,10 +16,13 @@ extension SessionManager {
         guard !isShutDown else { return 0 }
         let now = now()
         var started = 0
-        while let start = queue.next(now: now, current: { key, plannedAt in
-            guard let record = sessions[key], record.nextRefreshAt == plannedAt else { return nil }
-            return record.tokens?.expiresAt
-        }) {
+        while let start = queue.next(
+            now: now,
+            current: { key, plannedAt in
+                guard let record = sessions[key], record.nextRefreshAt == plannedAt else { return nil }
+                return record.tokens?.expiresAt
+            }
+        ) {
             guard let record = sessions[start.key], let tokens = record.tokens else { continue }
             sessions[start.key]?.nextRefreshAt = nil
             if refreshes[RefreshKey(session: start.key, variant: TokenVariant())] != nil { continue }  // a caller's refresh plans the next one
@@ -51,9 +54,14 @@ extension SessionManager {
     /// What administrators see of the background refresh in `daemon.info`.
     func refreshStatistics() -> RefreshReport {
         let waiting = Dictionary(uniqueKeysWithValues: overdue(at: now()).map { ($0.key.rawValue, $0.value.count) })
-        return RefreshReport(inFlight: queue.inFlight, waiting: waiting, started: lateness.count,
-                                 latenessP50Seconds: lateness.quantile(0.5), latenessP99Seconds: lateness.quantile(0.99),
-                                 latenessMaxSeconds: lateness.quantile(1))
+        return RefreshReport(
+            inFlight: queue.inFlight,
+            waiting: waiting,
+            started: lateness.count,
+            latenessP50Seconds: lateness.quantile(0.5),
+            latenessP99Seconds: lateness.quantile(0.99),
+            latenessMaxSeconds: lateness.quantile(1)
+        )
     }
 
     /// Sessions whose planned refresh time has passed, by provider: how many, and how late the
@@ -79,11 +87,14 @@ extension SessionManager {
             guard backlog.oldest >= 1 else { continue }
             if let warned = backlogWarnedAt[provider], now.timeIntervalSince(warned) < Self.backlogWarningInterval { continue }
             backlogWarnedAt[provider] = now
-            logger.warning("refreshes fall behind: the provider is slower than its sessions need", metadata: [
-                "provider.id": "\(provider)", "refresh.waiting": "\(backlog.count)",
-                "refresh.oldest_overdue_seconds": "\(Int(backlog.oldest.rounded(.up)))",
-                "refresh.in_flight_limit": "\(queue.limits.perProvider)",
-            ])
+            logger.warning(
+                "refreshes fall behind: the provider is slower than its sessions need",
+                metadata: [
+                    "provider.id": "\(provider)", "refresh.waiting": "\(backlog.count)",
+                    "refresh.oldest_overdue_seconds": "\(Int(backlog.oldest.rounded(.up)))",
+                    "refresh.in_flight_limit": "\(queue.limits.perProvider)",
+                ]
+            )
         }
     }
 
@@ -162,13 +173,19 @@ extension SessionManager {
 
     /// Takes the outcome of a refresh of the session's own token and plans the next one.
     /// - Returns: The tokens as stored (a kept refresh token, the previous scopes filled in).
-    func finishSessionRefresh(_ key: SessionKey, result: Result<TokenSet, AuthGateError>,
-                                      previous: TokenSet) -> Result<TokenSet, AuthGateError> {
+    func finishSessionRefresh(
+        _ key: SessionKey,
+        result: Result<TokenSet, AuthGateError>,
+        previous: TokenSet
+    ) -> Result<TokenSet, AuthGateError> {
         guard var record = sessions[key] else { return result }
         var result = result
         defer {
-            if case .failure(let error) = result { metrics?.refreshEnded(provider: key.provider, outcome: error.reason) }
-            else { metrics?.refreshEnded(provider: key.provider, outcome: nil) }
+            if case .failure(let error) = result {
+                metrics?.refreshEnded(provider: key.provider, outcome: error.reason)
+            } else {
+                metrics?.refreshEnded(provider: key.provider, outcome: nil)
+            }
         }
         // OIDC Core §12.2: an ID token on refresh names the same user, or the tokens are not
         // this session's; they are refused and the session keeps what it had.
@@ -206,13 +223,20 @@ extension SessionManager {
             let stillValid = record.tokens?.isValid(for: 0, at: now()) ?? false
             record.state = stillValid ? .authenticated : .expired
             sessions[key] = record
-            let delay = RefreshSchedule.retryDelay(failures: record.failures, policy: record.binding.policy,
-                                                   retryAfterSeconds: error.retryAfterSeconds, random: random())
+            let delay = RefreshSchedule.retryDelay(
+                failures: record.failures,
+                policy: record.binding.policy,
+                retryAfterSeconds: error.retryAfterSeconds,
+                random: random()
+            )
             reschedule(key, at: now().addingTimeInterval(delay))
-            logger.warning("refresh failed; retrying", metadata: key.logMetadata([
-                "error.reason": "\(error.reason.rawValue)", "refresh.failures": "\(record.failures)",
-                "refresh.retry_in_seconds": "\(Int(delay.rounded(.up)))",
-            ]))
+            logger.warning(
+                "refresh failed; retrying",
+                metadata: key.logMetadata([
+                    "error.reason": "\(error.reason.rawValue)", "refresh.failures": "\(record.failures)",
+                    "refresh.retry_in_seconds": "\(Int(delay.rounded(.up)))",
+                ])
+            )
             return result
         }
     }
@@ -234,7 +258,8 @@ extension SessionManager {
                 if sessions[key]?.binding.storage == .persistent { persist(key.uid) }
             }
             if let variants = sessions[key]?.variants, variants[variant] == nil, variants.count >= Self.maximumVariantsPerSession,
-               let soonest = variants.min(by: { $0.value.expiresAt < $1.value.expiresAt })?.key {
+                let soonest = variants.min(by: { $0.value.expiresAt < $1.value.expiresAt })?.key
+            {
                 sessions[key]?.variants[soonest] = nil
             }
             sessions[key]?.variants[variant] = Self.withoutRefreshToken(tokens)
@@ -274,8 +299,12 @@ extension SessionManager {
         if record.grant != .clientCredentials, tokens.refreshToken == nil {
             at = tokens.expiresAt
         } else {
-            at = RefreshSchedule.refreshTime(obtainedAt: record.obtainedAt, expiresAt: tokens.expiresAt,
-                                             policy: record.binding.policy, random: random())
+            at = RefreshSchedule.refreshTime(
+                obtainedAt: record.obtainedAt,
+                expiresAt: tokens.expiresAt,
+                policy: record.binding.policy,
+                random: random()
+            )
         }
         reschedule(key, at: at)
     }

@@ -15,9 +15,16 @@ extension SessionManager {
                 let state = Self.reportedState(record, at: now)
                 // Past its planned time and not started: waiting for a slot at a provider that falls behind.
                 let overdue = record.nextRefreshAt.map { now.timeIntervalSince($0) }.flatMap { $0 >= 1 ? Int($0) : nil }
-                return SessionSummary(key: key, state: state, expiresAt: record.tokens?.expiresAt, nextRefreshAt: record.nextRefreshAt,
-                                      lastError: record.lastError, subject: record.subject, refreshOverdueSeconds: overdue,
-                                      dpopThumbprint: record.tokens?.proofKey?.thumbprint)
+                return SessionSummary(
+                    key: key,
+                    state: state,
+                    expiresAt: record.tokens?.expiresAt,
+                    nextRefreshAt: record.nextRefreshAt,
+                    lastError: record.lastError,
+                    subject: record.subject,
+                    refreshOverdueSeconds: overdue,
+                    dpopThumbprint: record.tokens?.proofKey?.thumbprint
+                )
             }
     }
 
@@ -68,17 +75,28 @@ extension SessionManager {
             var dropped = false
             for session in list {
                 guard let provider = ProviderID(session.provider), let name = SessionName(session.session),
-                      let binding = bindings[provider], binding.storage == .persistent,
-                      binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID),
-                      let tokens = session.tokens else {
+                    let binding = bindings[provider], binding.storage == .persistent,
+                    binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID),
+                    let tokens = session.tokens
+                else {
                     dropped = true
-                    logger.notice("saved session dropped: its provider is gone, no longer persistent, or has another issuer or client (or its DPoP key is unreadable)",
-                                  metadata: ["peer.uid": "\(uid)", "provider.id": "\(session.provider)", "session": "\(session.session)"])
+                    logger.notice(
+                        "saved session dropped: its provider is gone, no longer persistent, or has another issuer or client (or its DPoP key is unreadable)",
+                        metadata: ["peer.uid": "\(uid)", "provider.id": "\(session.provider)", "session": "\(session.session)"]
+                    )
                     continue
                 }
                 let key = SessionKey(uid: uid, provider: provider, name: name)
-                sessions[key] = SessionRecord(grant: session.grant, tokens: tokens, subject: session.subject, state: .authenticated,
-                                              lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: session.savedAt)
+                sessions[key] = SessionRecord(
+                    grant: session.grant,
+                    tokens: tokens,
+                    subject: session.subject,
+                    state: .authenticated,
+                    lastError: nil,
+                    generation: takeGeneration(),
+                    binding: binding,
+                    obtainedAt: session.savedAt
+                )
                 if tokens.isValid(for: 0, at: now()) {
                     planRefresh(key)
                 } else {
@@ -101,9 +119,16 @@ extension SessionManager {
         guard !kept.isEmpty || persistedUIDs.contains(uid), let store = persistence.store() else { return }
         let list = kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in
             // `savedAt` carries when the tokens arrived, which the next refresh is planned from.
-            PersistedSession(provider: key.provider.rawValue, session: key.name.rawValue, grant: record.grant, subject: record.subject,
-                             issuer: record.binding.identity.issuer, clientID: record.binding.identity.clientID,
-                             tokens: tokens, savedAt: record.obtainedAt)
+            PersistedSession(
+                provider: key.provider.rawValue,
+                session: key.name.rawValue,
+                grant: record.grant,
+                subject: record.subject,
+                issuer: record.binding.identity.issuer,
+                clientID: record.binding.identity.clientID,
+                tokens: tokens,
+                savedAt: record.obtainedAt
+            )
         }
         let start = ContinuousClock.now
         do {

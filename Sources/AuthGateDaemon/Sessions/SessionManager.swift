@@ -78,9 +78,16 @@ actor SessionManager {
     ///   - now: The clock; injected by tests.
     ///   - observer: Told of every change of a session's tokens (the published answers and watches).
     ///   - random: Numbers in `0..<1` for the jitter; injected by tests.
-    init(logger: Logger, persistence: SessionPersistence? = nil, refreshLimits: RefreshQueue.Limits = .standard, maximumSessionsPerUser: Int = 1000,
-         metrics: DaemonMetrics? = nil, observer: any SessionObserver = NoSessionObserver(),
-         now: @escaping @Sendable () -> Date = { Date() }, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {
+    init(
+        logger: Logger,
+        persistence: SessionPersistence? = nil,
+        refreshLimits: RefreshQueue.Limits = .standard,
+        maximumSessionsPerUser: Int = 1000,
+        metrics: DaemonMetrics? = nil,
+        observer: any SessionObserver = NoSessionObserver(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) {
         self.logger = logger
         self.metrics = metrics
         self.persistence = persistence
@@ -106,13 +113,26 @@ actor SessionManager {
         let previous = sessions[key]
         cancelRefreshes(of: key)
         let obtainedAt = now()
-        sessions[key] = SessionRecord(grant: grant, tokens: signIn.tokens, subject: signIn.subject, state: .authenticated,
-                                      lastError: nil, generation: takeGeneration(), binding: binding, obtainedAt: obtainedAt)
+        sessions[key] = SessionRecord(
+            grant: grant,
+            tokens: signIn.tokens,
+            subject: signIn.subject,
+            state: .authenticated,
+            lastError: nil,
+            generation: takeGeneration(),
+            binding: binding,
+            obtainedAt: obtainedAt
+        )
         planRefresh(key)
         if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
         let replaced = previous?.tokens
-        let result = SignedInSession(key: key, state: .authenticated, expiresAt: signIn.tokens.expiresAt, subject: signIn.subject,
-                                     displayName: signIn.displayName)
+        let result = SignedInSession(
+            key: key,
+            state: .authenticated,
+            expiresAt: signIn.tokens.expiresAt,
+            subject: signIn.subject,
+            displayName: signIn.displayName
+        )
         return (result, replaced)
     }
 
@@ -145,8 +165,11 @@ actor SessionManager {
     /// issuer and client are the same, and are signed out otherwise; so are the sessions of
     /// users the provider's `access` no longer admits (``AccessPolicy/admitsUser(uid:_:)``).
     /// - Returns: The signed-out sessions' tokens, with the client to revoke them with.
-    func rebind(provider: ProviderID, to binding: SessionBinding,
-                admits: (UInt32) -> Bool = { _ in true }) -> [(TokenSet, any IdentityProvider)] {
+    func rebind(
+        provider: ProviderID,
+        to binding: SessionBinding,
+        admits: (UInt32) -> Bool = { _ in true }
+    ) -> [(TokenSet, any IdentityProvider)] {
         var ended: [(TokenSet, any IdentityProvider)] = []
         var uids: Set<UInt32> = []
         var admitted: [UInt32: Bool] = [:]
@@ -156,8 +179,11 @@ actor SessionManager {
             admitted[key.uid] = isAdmitted
             if !isAdmitted {
                 cancelRefreshes(of: key)
-                sessions.removeValue(forKey: key, ending: .accessRevoked,
-                                     message: "You may no longer use the provider '\(provider)': an administrator narrowed its access, and the session was signed out.")
+                sessions.removeValue(
+                    forKey: key,
+                    ending: .accessRevoked,
+                    message: "You may no longer use the provider '\(provider)': an administrator narrowed its access, and the session was signed out."
+                )
                 if let tokens = record.tokens { ended.append((tokens, record.binding.client)) }
                 logger.notice("signed out: the provider's access no longer admits the session's user", metadata: key.logMetadata())
                 continue
@@ -187,8 +213,14 @@ actor SessionManager {
     /// and logged once per session and minimum.
     /// - Parameter bounded: The caller is bound by ``maximumCallerRefreshesPerUser``.
     /// - Parameter caller: Who asks, for that log line.
-    func token(for key: SessionKey, minimumValidity: TimeInterval, forceRefresh: Bool,
-               variant: TokenVariant = TokenVariant(), bounded: Bool = false, caller: PeerCredentials? = nil) async throws(AuthGateError) -> TokenSet {
+    func token(
+        for key: SessionKey,
+        minimumValidity: TimeInterval,
+        forceRefresh: Bool,
+        variant: TokenVariant = TokenVariant(),
+        bounded: Bool = false,
+        caller: PeerCredentials? = nil
+    ) async throws(AuthGateError) -> TokenSet {
         guard let record = sessions[key], let tokens = record.tokens else {
             throw .loginRequired(provider: key.provider.rawValue)
         }
@@ -196,7 +228,8 @@ actor SessionManager {
         if variant.isEmpty {
             // A minimum the provider's tokens were found not to meet (after a refresh for it) is
             // met as MinimumValidity says; any other exactly.
-            let served = record.unmeetableMinimums.contains(Int(minimumValidity))
+            let served =
+                record.unmeetableMinimums.contains(Int(minimumValidity))
                 ? tokens.serves(minimumValidity: minimumValidity, obtainedAt: record.obtainedAt, at: now())
                 : tokens.isValid(for: minimumValidity, at: now())
             needsRefresh = forceRefresh || !served
@@ -206,9 +239,13 @@ actor SessionManager {
         // One uid's calls must not hold every provider thread: a new refresh beyond its share
         // is refused (joining one in flight is free).
         if bounded, needsRefresh, refreshes[RefreshKey(session: key, variant: variant)] == nil,
-           refreshes.keys.count(where: { $0.session.uid == key.uid }) >= Self.maximumCallerRefreshesPerUser {
-            throw AuthGateError(.rateLimited, "You have \(Self.maximumCallerRefreshesPerUser) refreshes at providers already; try again in a moment.",
-                                retryAfterSeconds: 1)
+            refreshes.keys.count(where: { $0.session.uid == key.uid }) >= Self.maximumCallerRefreshesPerUser
+        {
+            throw AuthGateError(
+                .rateLimited,
+                "You have \(Self.maximumCallerRefreshesPerUser) refreshes at providers already; try again in a moment.",
+                retryAfterSeconds: 1
+            )
         }
         if !variant.isEmpty {
             return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
@@ -246,18 +283,26 @@ actor SessionManager {
         let lifetime = tokens.expiresAt.timeIntervalSince(record.obtainedAt)
         let asked = Int(minimumValidity)
         guard !tokens.isValid(for: minimumValidity, at: now()), MinimumValidity.isUnmeetable(asked: minimumValidity, lifetime: lifetime),
-              !record.unmeetableMinimums.contains(asked),
-              record.unmeetableMinimums.count < SessionRecord.maximumUnmeetableNotes else { return }
+            !record.unmeetableMinimums.contains(asked),
+            record.unmeetableMinimums.count < SessionRecord.maximumUnmeetableNotes
+        else { return }
         sessions[key]?.unmeetableMinimums.insert(asked)
-        logger.notice("a caller asks a minimum validity the provider's tokens do not have: served tokens younger than half their lifetime",
-                      metadata: key.logMetadata([
-                          "token.min_valid_seconds": "\(asked)", "token.lifetime_seconds": "\(Int(lifetime.rounded()))",
-                          "peer.pid": "\(caller.map { "\($0.pid)" } ?? "-")", "peer.program": "\(caller?.programName ?? "-")",
-                      ]))
+        logger.notice(
+            "a caller asks a minimum validity the provider's tokens do not have: served tokens younger than half their lifetime",
+            metadata: key.logMetadata([
+                "token.min_valid_seconds": "\(asked)", "token.lifetime_seconds": "\(Int(lifetime.rounded()))",
+                "peer.pid": "\(caller.map { "\($0.pid)" } ?? "-")", "peer.program": "\(caller?.programName ?? "-")",
+            ])
+        )
     }
 
-    func variantToken(for key: SessionKey, record: SessionRecord, minimumValidity: TimeInterval, forceRefresh: Bool,
-                              variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
+    func variantToken(
+        for key: SessionKey,
+        record: SessionRecord,
+        minimumValidity: TimeInterval,
+        forceRefresh: Bool,
+        variant: TokenVariant
+    ) async throws(AuthGateError) -> TokenSet {
         if !forceRefresh, let cached = record.variants[variant], cached.isValid(for: minimumValidity, at: now()) {
             return cached
         }
@@ -267,7 +312,10 @@ actor SessionManager {
             return try await refresh(key, variant: variant).value.get()
         }
         guard record.grant == .clientCredentials || record.tokens?.refreshToken != nil else {
-            throw AuthGateError(.unsupportedGrant, "The provider '\(key.provider)' issued this session no refresh token, so authgated cannot obtain a token with other scopes or for a resource; sign in again asking for them.")
+            throw AuthGateError(
+                .unsupportedGrant,
+                "The provider '\(key.provider)' issued this session no refresh token, so authgated cannot obtain a token with other scopes or for a resource; sign in again asking for them."
+            )
         }
         return try await refresh(key, variant: variant).value.get()
     }
@@ -280,13 +328,19 @@ actor SessionManager {
     func proofKey(for key: SessionKey, presenting presented: Secret?, bounded: Bool) async throws(AuthGateError) -> (DPoPKey, Secret) {
         let tokens = try await token(for: key, minimumValidity: 10, forceRefresh: false, bounded: bounded)
         guard let proofKey = tokens.proofKey else {
-            throw AuthGateError(.unsupportedGrant, "The session's tokens with '\(key.provider)' are Bearer tokens, not bound to a key: DPoP proofs are for providers whose file sets \"dpop\": \"required\".")
+            throw AuthGateError(
+                .unsupportedGrant,
+                "The session's tokens with '\(key.provider)' are Bearer tokens, not bound to a key: DPoP proofs are for providers whose file sets \"dpop\": \"required\"."
+            )
         }
         guard let presented else { return (proofKey, tokens.accessToken) }
         let known = [tokens] + (sessions[key]?.variants.values.map { $0 } ?? [])
         guard known.contains(where: { $0.proofKey == proofKey && $0.accessToken.constantTimeEquals(presented.exposedValue) }) else {
-            throw AuthGateError(.invalidParams, "access_token is not a current token of this session.",
-                                fields: [FieldError(field: "access_token", message: "not a current token of this session")])
+            throw AuthGateError(
+                .invalidParams,
+                "access_token is not a current token of this session.",
+                fields: [FieldError(field: "access_token", message: "not a current token of this session")]
+            )
         }
         return (proofKey, presented)
     }

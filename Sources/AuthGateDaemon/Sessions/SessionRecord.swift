@@ -26,4 +26,3 @@ struct SessionRecord: Sendable {
     var unmeetableMinimums: Set<Int> = []
     static let maximumUnmeetableNotes = 8
 }
-

@@ -35,8 +35,11 @@ struct SessionTable {
 
     /// Removes a session; its watchers are told how it ended (signed out unless said otherwise).
     @discardableResult
-    mutating func removeValue(forKey key: SessionKey, ending: SessionEnding = .signedOut,
-                              message: String = "The session was signed out.") -> SessionRecord? {
+    mutating func removeValue(
+        forKey key: SessionKey,
+        ending: SessionEnding = .signedOut,
+        message: String = "The session was signed out."
+    ) -> SessionRecord? {
         observer.withdraw(key)
         guard let removed = records.removeValue(forKey: key)?.record else { return nil }
         count(key.uid, -1)

@@ -1,5 +1,6 @@
 import AuthGateCore
 import CLinux
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -39,20 +40,34 @@ struct ChildProcess {
     func run(input: [UInt8], timeout: Duration) -> Outcome {
         var output = [UInt8](repeating: 0, count: Self.outputLimit)
         var errors = [UInt8](repeating: 0, count: Self.errorLimit)
-        var outputLength = 0, errorLength = 0
+        var outputLength = 0
+        var errorLength = 0
         var status: Int32 = 0
         let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+            for item in argv { free(item) }
+            for item in envp { free(item) }
         }
         let result = input.withUnsafeBufferPointer { input in
             output.withUnsafeMutableBufferPointer { output in
                 errors.withUnsafeMutableBufferPointer { errors in
-                    ag_run_child(path, argv, envp, input.baseAddress, input.count, output.baseAddress, output.count, &outputLength,
-                                 errors.baseAddress, errors.count, &errorLength, milliseconds, &status)
+                    ag_run_child(
+                        path,
+                        argv,
+                        envp,
+                        input.baseAddress,
+                        input.count,
+                        output.baseAddress,
+                        output.count,
+                        &outputLength,
+                        errors.baseAddress,
+                        errors.count,
+                        &errorLength,
+                        milliseconds,
+                        &status
+                    )
                 }
             }
         }

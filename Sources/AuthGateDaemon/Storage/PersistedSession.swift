@@ -27,8 +27,16 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
     var dpopKey: String?
     var savedAt: Date
 
-    init(provider: String, session: String, grant: Grant, subject: String?, issuer: String?, clientID: String?,
-         tokens: TokenSet, savedAt: Date) {
+    init(
+        provider: String,
+        session: String,
+        grant: Grant,
+        subject: String?,
+        issuer: String?,
+        clientID: String?,
+        tokens: TokenSet,
+        savedAt: Date
+    ) {
         self.provider = provider
         self.session = session
         self.grant = grant
@@ -54,9 +62,16 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
             guard let bytes = Base64URL.decode(dpopKey), let key = try? DPoPKey(storageRepresentation: bytes) else { return nil }
             proofKey = key
         }
-        return TokenSet(accessToken: Secret(accessToken), tokenType: tokenType, expiresAt: expiresAt,
-                        refreshToken: refreshToken.map(Secret.init), refreshTokenExpiresAt: refreshTokenExpiresAt,
-                        idToken: idToken.map(Secret.init), scopes: scopes, proofKey: proofKey)
+        return TokenSet(
+            accessToken: Secret(accessToken),
+            tokenType: tokenType,
+            expiresAt: expiresAt,
+            refreshToken: refreshToken.map(Secret.init),
+            refreshTokenExpiresAt: refreshTokenExpiresAt,
+            idToken: idToken.map(Secret.init),
+            scopes: scopes,
+            proofKey: proofKey
+        )
     }
 
     var description: String {

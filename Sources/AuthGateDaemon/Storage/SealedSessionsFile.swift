@@ -71,8 +71,12 @@ enum SealedSessionsFile {
             let box = try AES.GCM.SealedBox(combined: bytes[Self.magic.count...])
             plaintext = try AES.GCM.open(box, using: key.symmetricKey, authenticating: authenticatedData(uid: uid))
         } catch {
-            return .failure(StoreFailure("\(file) cannot be decrypted: it was written with another key, was damaged, "
-                                         + "or belongs to another uid"))
+            return .failure(
+                StoreFailure(
+                    "\(file) cannot be decrypted: it was written with another key, was damaged, "
+                        + "or belongs to another uid"
+                )
+            )
         }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .secondsSince1970

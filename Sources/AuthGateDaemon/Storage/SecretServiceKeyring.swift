@@ -51,7 +51,8 @@ struct SecretServiceKeyring: Sendable {
         var childEnvironment = environment.filter { !Self.daemonOnlyVariables.contains($0.key) }
         if (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty {
             guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"),
-                  let bus = StorageFiles.pathStatus(runtime + "/bus"), !bus.isRegularFile, !bus.isDirectory else {
+                let bus = StorageFiles.pathStatus(runtime + "/bus"), !bus.isRegularFile, !bus.isDirectory
+            else {
                 return .failure(Failure("there is no session bus (DBUS_SESSION_BUS_ADDRESS is not set and there is no $XDG_RUNTIME_DIR/bus)"))
             }
             childEnvironment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(runtime)/bus"
@@ -83,9 +84,13 @@ struct SecretServiceKeyring: Sendable {
             if status == 1, output.isEmpty, errorText.isEmpty { return .success(nil) }
             guard status == 0 else { return .failure(Self.failed("lookup", status, errorText)) }
             guard let key = Self.decode(output) else {
-                return .failure(Failure("the Secret Service item application=authgate kind=\(item.rawValue) does not hold a storage key "
-                                        + "(32 bytes in base64); remove it with `secret-tool clear application authgate kind \(item.rawValue)` "
-                                        + "only if no saved sessions need it"))
+                return .failure(
+                    Failure(
+                        "the Secret Service item application=authgate kind=\(item.rawValue) does not hold a storage key "
+                            + "(32 bytes in base64); remove it with `secret-tool clear application authgate kind \(item.rawValue)` "
+                            + "only if no saved sessions need it"
+                    )
+                )
             }
             return .success(key)
         }
@@ -130,8 +135,12 @@ struct SecretServiceKeyring: Sendable {
         case .notStarted(let reason):
             return .failure(Failure("\(tool) could not be started: \(reason)"))
         case .timedOut:
-            return .failure(Failure("\(tool) \(arguments[0]) did not answer within \(timeout.components.seconds) s "
-                                    + "(a locked keyring waiting for a password prompt?); it was stopped"))
+            return .failure(
+                Failure(
+                    "\(tool) \(arguments[0]) did not answer within \(timeout.components.seconds) s "
+                        + "(a locked keyring waiting for a password prompt?); it was stopped"
+                )
+            )
         }
     }
 

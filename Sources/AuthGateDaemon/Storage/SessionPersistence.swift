@@ -38,12 +38,19 @@ final class SessionPersistence: Sendable {
                 let store = SessionStore(stateDirectory: stateDirectory, key: key.sealing, openingKeys: key.opening)
                 if key.finish != nil || !key.opening.isEmpty { finishKeyChange(key, store: store) }
                 opened = (store, key.location)
-                logger.info("session store opened", metadata: ["storage.directory": "\(stateDirectory)/sessions",
-                                                               "storage.key": "\(key.location.kind)"])
+                logger.info(
+                    "session store opened",
+                    metadata: [
+                        "storage.directory": "\(stateDirectory)/sessions",
+                        "storage.key": "\(key.location.kind)",
+                    ]
+                )
                 return store
             } catch {
-                logger.error("persistent sessions cannot be stored; they will live in memory only until this is fixed: \(error)",
-                             metadata: ["storage.directory": "\(stateDirectory)"])
+                logger.error(
+                    "persistent sessions cannot be stored; they will live in memory only until this is fixed: \(error)",
+                    metadata: ["storage.directory": "\(stateDirectory)"]
+                )
                 return nil
             }
         }
@@ -56,8 +63,13 @@ final class SessionPersistence: Sendable {
         do throws(StorageError) {
             let report = try store.reseal(with: key.sealing)
             try keeper.finish(key)
-            logger.notice("storage key change finished", metadata: ["storage.key": "\(key.location.kind)",
-                                                                    "sessions.files": "\(report.files)"])
+            logger.notice(
+                "storage key change finished",
+                metadata: [
+                    "storage.key": "\(key.location.kind)",
+                    "sessions.files": "\(report.files)",
+                ]
+            )
         } catch {
             logger.error("the storage key change could not be finished; the next start tries again: \(error)")
         }
@@ -90,14 +102,22 @@ final class SessionPersistence: Sendable {
             do throws(StorageError) {
                 try keeper.promote(key, at: location)
             } catch {
-                throw StorageError(file: error.file, "\(error.message). Every sessions file is sealed with the new key, which is kept "
-                                   + "as the next key: the next start makes it the current one")
+                throw StorageError(
+                    file: error.file,
+                    "\(error.message). Every sessions file is sealed with the new key, which is kept "
+                        + "as the next key: the next start makes it the current one"
+                )
             }
             for problem in report.unreadable {
                 logger.warning("rekey: a sessions file no key opens was left as it is: \(problem)")
             }
-            logger.notice("storage rekeyed", metadata: ["storage.key": "\(location.kind)", "sessions.files": "\(report.files)",
-                                                        "sessions.count": "\(report.sessions)"])
+            logger.notice(
+                "storage rekeyed",
+                metadata: [
+                    "storage.key": "\(location.kind)", "sessions.files": "\(report.files)",
+                    "sessions.count": "\(report.sessions)",
+                ]
+            )
             return RekeyOutcome(location: location, report: report)
         }
     }

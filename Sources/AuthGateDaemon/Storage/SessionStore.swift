@@ -4,6 +4,7 @@ import FoundationEssentials
 import NIOCore
 import NIOPosix
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -59,8 +60,10 @@ final class SessionStore: Sendable {
     func save(_ sessions: [PersistedSession], uid: UInt32) throws(StorageError) {
         // Two fsyncs must never stall the connections of an event loop: saves run on the
         // session manager's thread, or off the loops altogether (start-up, rekey).
-        assert(MultiThreadedEventLoopGroup.currentEventLoop == nil || SessionManager.thread.inEventLoop,
-               "a session store write on an event loop that serves connections")
+        assert(
+            MultiThreadedEventLoopGroup.currentEventLoop == nil || SessionManager.thread.inEventLoop,
+            "a session store write on an event loop that serves connections"
+        )
         try lock.withLock { keys throws(StorageError) in
             let exists = try checkDirectory(create: !sessions.isEmpty)
             if sessions.isEmpty {

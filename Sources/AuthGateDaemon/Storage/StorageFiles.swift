@@ -1,5 +1,6 @@
 import FoundationEssentials
 import SystemPackage
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,6 +1,7 @@
-import Crypto
 import AuthGateCore
+import Crypto
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,6 @@
 import AuthGateCore
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -132,16 +133,23 @@ struct StorageKeyKeeper: Sendable {
             var opened = Opened(location: .secretService, sealing: current)
             if case .success(let next?) = keyring.lookup(.next), next != current {
                 // A rekey stored its new key and then stopped: finish it.
-                opened = Opened(location: .secretService, sealing: next, opening: [current], finish: .promote,
-                                notices: ["an interrupted rekey is finished: every sessions file is sealed again with its new key"])
+                opened = Opened(
+                    location: .secretService,
+                    sealing: next,
+                    opening: [current],
+                    finish: .promote,
+                    notices: ["an interrupted rekey is finished: every sessions file is sealed again with its new key"]
+                )
             }
             if let stateKey, stateKey != current {
                 // Sessions sealed while the keyring could not be reached (the file fallback):
                 // they are opened with the file's key and sealed again with the keyring's.
                 opened.opening.append(stateKey)
                 opened.finish = opened.finish ?? .removeStateFile
-                opened.notices.append("both the Secret Service and \(stateKeyPath) hold a storage key; the keyring's is used, "
-                                      + "sessions sealed with the file's are sealed again, and the file is then removed")
+                opened.notices.append(
+                    "both the Secret Service and \(stateKeyPath) hold a storage key; the keyring's is used, "
+                        + "sessions sealed with the file's are sealed again, and the file is then removed"
+                )
             } else if stateKey != nil {
                 opened.finish = opened.finish ?? .removeStateFile
                 opened.notices.append("\(stateKeyPath) holds the same key as the Secret Service; the file is removed")
@@ -159,8 +167,12 @@ struct StorageKeyKeeper: Sendable {
             case .failure(let failure):
                 return try fallBack("the key could not be moved into the Secret Service: \(failure)")
             case .success:
-                return Opened(location: .secretService, sealing: stateKey, finish: .removeStateFile,
-                              notices: ["the storage key was moved from \(stateKeyPath) into \(SecretServiceKeyring.locationText); the file is removed"])
+                return Opened(
+                    location: .secretService,
+                    sealing: stateKey,
+                    finish: .removeStateFile,
+                    notices: ["the storage key was moved from \(stateKeyPath) into \(SecretServiceKeyring.locationText); the file is removed"]
+                )
             }
         }
         let key = StorageKey.generate()
@@ -168,8 +180,11 @@ struct StorageKeyKeeper: Sendable {
         case .failure(let failure):
             return try fallBack("a new key could not be stored in the Secret Service: \(failure)")
         case .success:
-            return Opened(location: .secretService, sealing: key,
-                          notices: ["a new storage key was created in \(SecretServiceKeyring.locationText)"])
+            return Opened(
+                location: .secretService,
+                sealing: key,
+                notices: ["a new storage key was created in \(SecretServiceKeyring.locationText)"]
+            )
         }
     }
 
@@ -182,9 +197,12 @@ struct StorageKeyKeeper: Sendable {
         if StorageFiles.pathStatus(stateKeyPath) == nil, StorageFiles.pathStatus(nextKeyPath) == nil, hasSealedSessions {
             // The saved sessions were sealed with a key this session cannot reach (the keyring's,
             // most likely): a new file key would make them unreadable for good.
-            throw StorageError(file: stateKeyPath, "\(reason); saved sessions exist in \(stateDirectory)/sessions but \(stateKeyPath) does not, "
-                               + "so their key is elsewhere (the Secret Service?): not creating a new key that would lose them. "
-                               + "Start authgated where the keyring can be reached, or remove \(stateDirectory)/sessions to start afresh")
+            throw StorageError(
+                file: stateKeyPath,
+                "\(reason); saved sessions exist in \(stateDirectory)/sessions but \(stateKeyPath) does not, "
+                    + "so their key is elsewhere (the Secret Service?): not creating a new key that would lose them. "
+                    + "Start authgated where the keyring can be reached, or remove \(stateDirectory)/sessions to start afresh"
+            )
         }
         return try openFile(notices: ["\(reason); the storage key is kept in \(stateKeyPath) instead"])
     }
@@ -193,8 +211,13 @@ struct StorageKeyKeeper: Sendable {
     private func openFile(notices: [String]) throws(StorageError) -> Opened {
         let current = try StorageKey.readStateKey(stateKeyPath)
         if let next = try StorageKey.readStateKey(nextKeyPath) {
-            return Opened(location: .file(path: stateKeyPath), sealing: next, opening: current.map { [$0] } ?? [], finish: .promote,
-                          notices: notices + ["an interrupted rekey is finished: every sessions file is sealed again with its new key"])
+            return Opened(
+                location: .file(path: stateKeyPath),
+                sealing: next,
+                opening: current.map { [$0] } ?? [],
+                finish: .promote,
+                notices: notices + ["an interrupted rekey is finished: every sessions file is sealed again with its new key"]
+            )
         }
         if let current { return Opened(location: .file(path: stateKeyPath), sealing: current, notices: notices) }
         let key = try StorageKey.create(stateKeyPath, in: stateDirectory)

@@ -2,6 +2,7 @@ import CLinux
 import FoundationEssentials
 import Logging
 import ServiceLifecycle
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,9 +69,11 @@ enum SystemdSocketActivation {
             unsetenv("LISTEN_FDNAMES")
         }
         guard let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid(),
-              let count = environment["LISTEN_FDS"].flatMap(Int32.init), count >= 1 else { return (nil, nil) }
+            let count = environment["LISTEN_FDS"].flatMap(Int32.init), count >= 1
+        else { return (nil, nil) }
         let names = (environment["LISTEN_FDNAMES"] ?? "").split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        var rpc: Int32?, metrics: Int32?
+        var rpc: Int32?
+        var metrics: Int32?
         for index in 0..<Int(count) {
             let descriptor = firstDescriptor + Int32(index)
             if index < names.count, names[index] == metricsName {

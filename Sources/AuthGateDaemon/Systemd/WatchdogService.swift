@@ -1,5 +1,6 @@
 import FoundationEssentials
 import ServiceLifecycle
+
 #if canImport(Glibc)
 import Glibc
 #endif

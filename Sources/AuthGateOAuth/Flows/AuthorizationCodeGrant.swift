@@ -8,9 +8,18 @@ enum AuthorizationCodeGrant {
     /// - Parameter extra: The file's `authorization_parameters`; a `prompt` of the caller's wins.
     /// - Returns: The request, whose `url` carries the parameters, and the parameters themselves
     ///   (for a pushed request, RFC 9126).
-    static func request(endpoint: URL, clientID: String, redirectURI: URL, scopes: [String], prompt: String?,
-                        audience: String?, extra: [ProviderQuirks.AuthorizationParameter] = [], issuer: String?, requiresIssuer: Bool,
-                        proofKey: DPoPKey?) -> (request: AuthorizationRequest, parameters: [(String, String)]) {
+    static func request(
+        endpoint: URL,
+        clientID: String,
+        redirectURI: URL,
+        scopes: [String],
+        prompt: String?,
+        audience: String?,
+        extra: [ProviderQuirks.AuthorizationParameter] = [],
+        issuer: String?,
+        requiresIssuer: Bool,
+        proofKey: DPoPKey?
+    ) -> (request: AuthorizationRequest, parameters: [(String, String)]) {
         let state = Secret.random(bytes: 24)
         let verifier = Secret.random(bytes: 32)  // 43 characters: RFC 7636 §4.1 wants 43 to 128
         let nonce = scopes.contains("openid") ? Secret.random(bytes: 24) : nil
@@ -27,8 +36,16 @@ enum AuthorizationCodeGrant {
         }
         // RFC 9449 §10: the code can only be redeemed with a proof of this key.
         if let proofKey { fields.append(("dpop_jkt", proofKey.thumbprint)) }
-        var request = AuthorizationRequest(url: url(endpoint, fields), redirectURI: redirectURI, state: state, nonce: nonce, codeVerifier: verifier,
-                                           scopes: scopes, issuer: issuer, requiresIssuer: requiresIssuer)
+        var request = AuthorizationRequest(
+            url: url(endpoint, fields),
+            redirectURI: redirectURI,
+            state: state,
+            nonce: nonce,
+            codeVerifier: verifier,
+            scopes: scopes,
+            issuer: issuer,
+            requiresIssuer: requiresIssuer
+        )
         request.proofKey = proofKey
         return (request, fields)
     }
@@ -49,8 +66,10 @@ enum AuthorizationCodeGrant {
 
     /// The token request that redeems the code (RFC 6749 §4.1.3, RFC 7636 §4.5).
     static func tokenFields(code: Secret, request: AuthorizationRequest) -> [(String, String)] {
-        [("grant_type", "authorization_code"), ("code", code.exposedValue), ("redirect_uri", request.redirectURI.absoluteString),
-         ("code_verifier", request.codeVerifier.exposedValue)]
+        [
+            ("grant_type", "authorization_code"), ("code", code.exposedValue), ("redirect_uri", request.redirectURI.absoluteString),
+            ("code_verifier", request.codeVerifier.exposedValue),
+        ]
     }
 }
 

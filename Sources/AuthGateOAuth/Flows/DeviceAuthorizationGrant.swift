@@ -41,7 +41,9 @@ enum DeviceAuthorizationGrant {
         func url(_ key: String) throws(AuthGateError) -> URL? {
             guard let text = object[key]?.stringValue else { return nil }
             // Shown on the user's terminal: refused, not percent-encoded, when it holds controls.
-            guard !text.containsControlCharacters, text.utf8.count <= 2048, let url = URL(string: text), url.scheme == "https" || url.scheme == "http", url.host != nil else {
+            guard !text.containsControlCharacters, text.utf8.count <= 2048, let url = URL(string: text), url.scheme == "https" || url.scheme == "http",
+                url.host != nil
+            else {
                 throw ProviderFailure.malformed(provider, what: what, "\(key) is not a URL")
             }
             return url
@@ -66,8 +68,13 @@ enum DeviceAuthorizationGrant {
         // As the server asks (RFC 8628 §3.5 forbids polling faster), rounded up; clamped before
         // the conversion, which would trap on an absurd value such as 1e300.
         if case .number(let seconds) = object["interval"], seconds >= 1 { interval = Int(min(seconds.rounded(.up), 3600)) }
-        return DeviceAuthorization(deviceCode: Secret(deviceCode), userCode: userCode, verificationURI: verificationURI,
-                                   verificationURIComplete: try url("verification_uri_complete"),
-                                   expiresAt: now.addingTimeInterval(expiresIn), interval: interval)
+        return DeviceAuthorization(
+            deviceCode: Secret(deviceCode),
+            userCode: userCode,
+            verificationURI: verificationURI,
+            verificationURIComplete: try url("verification_uri_complete"),
+            expiresAt: now.addingTimeInterval(expiresIn),
+            interval: interval
+        )
     }
 }

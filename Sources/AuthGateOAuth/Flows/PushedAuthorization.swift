@@ -15,7 +15,8 @@ enum PushedAuthorization {
         }
         // It goes into the browser's URL: short, printable, and a URI (§2.2).
         guard case .string(let requestURI) = object["request_uri"], !requestURI.isEmpty, requestURI.utf8.count <= 2048,
-              requestURI.contains(":"), requestURI.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            requestURI.contains(":"), requestURI.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
+        else {
             throw ProviderFailure.malformed(provider, what: what, "request_uri is missing or not a URI")
         }
         guard case .number(let expiresIn) = object["expires_in"], expiresIn > 0 else {

@@ -24,8 +24,11 @@ enum TokenExchangeGrant {
         // Whatever was asked for: a refresh token in the access_token field would outlive the
         // session's logout and a narrowed `access` in a program's hands.
         guard TokenExchangePolicy.issuableTypes.contains(type) else {
-            throw ProviderFailure.malformed(provider, what: "token exchange response",
-                                            "it issued a token of type \(type.prefix(100)), and authgated hands out only access tokens, JWTs and ID tokens")
+            throw ProviderFailure.malformed(
+                provider,
+                what: "token exchange response",
+                "it issued a token of type \(type.prefix(100)), and authgated hands out only access tokens, JWTs and ID tokens"
+            )
         }
         return type
     }

@@ -23,9 +23,19 @@ public struct DaemonInfo: Sendable, Codable {
     /// the session store is opened (a daemon with `memory` providers only never opens it).
     public var storageKey: String?
 
-    public init(version: String, uptimeSeconds: Int, providers: Int, sessions: Int, configDir: String, mode: String, socket: String,
-                cachedTokenAnswers: Int? = nil, refresh: RefreshStatistics? = nil, metricsListener: MetricsListenerInfo? = nil,
-                storageKey: String? = nil) {
+    public init(
+        version: String,
+        uptimeSeconds: Int,
+        providers: Int,
+        sessions: Int,
+        configDir: String,
+        mode: String,
+        socket: String,
+        cachedTokenAnswers: Int? = nil,
+        refresh: RefreshStatistics? = nil,
+        metricsListener: MetricsListenerInfo? = nil,
+        storageKey: String? = nil
+    ) {
         self.metricsListener = metricsListener
         self.storageKey = storageKey
         self.cachedTokenAnswers = cachedTokenAnswers
@@ -79,8 +89,14 @@ public struct RefreshStatistics: Sendable, Codable, Equatable {
     public var latenessP99Seconds: Double?
     public var latenessMaxSeconds: Double?
 
-    public init(inFlight: Int, waiting: [String: Int], started: Int, latenessP50Seconds: Double?, latenessP99Seconds: Double?,
-                latenessMaxSeconds: Double?) {
+    public init(
+        inFlight: Int,
+        waiting: [String: Int],
+        started: Int,
+        latenessP50Seconds: Double?,
+        latenessP99Seconds: Double?,
+        latenessMaxSeconds: Double?
+    ) {
         self.inFlight = inFlight
         self.waiting = waiting
         self.started = started

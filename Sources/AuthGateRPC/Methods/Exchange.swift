@@ -18,8 +18,16 @@ public struct TokenExchangeParams: Sendable, Codable {
     public var minValidSeconds: Int?
     public var forceRefresh: Bool?
 
-    public init(provider: String, session: String? = nil, audience: String? = nil, resource: String? = nil, scopes: [String]? = nil,
-                requestedTokenType: String? = nil, minValidSeconds: Int? = nil, forceRefresh: Bool? = nil) {
+    public init(
+        provider: String,
+        session: String? = nil,
+        audience: String? = nil,
+        resource: String? = nil,
+        scopes: [String]? = nil,
+        requestedTokenType: String? = nil,
+        minValidSeconds: Int? = nil,
+        forceRefresh: Bool? = nil
+    ) {
         self.provider = provider
         self.session = session
         self.audience = audience

@@ -15,8 +15,14 @@ public struct LoginParams: Sendable, Codable {
     public var session: String?
     public var scopes: [String]?
 
-    public init(provider: String, grant: Grant? = nil, username: String? = nil, password: Secret? = nil,
-                session: String? = nil, scopes: [String]? = nil) {
+    public init(
+        provider: String,
+        grant: Grant? = nil,
+        username: String? = nil,
+        password: Secret? = nil,
+        session: String? = nil,
+        scopes: [String]? = nil
+    ) {
         self.provider = provider
         self.grant = grant
         self.username = username
@@ -157,8 +163,15 @@ public struct LoginBeginResult: Sendable, Codable, Equatable {
     /// When the flow ends with `flow_expired` unless the user has finished.
     public var expiresAt: Date
 
-    public init(flowID: String, grant: Grant, verificationURI: String, verificationURIComplete: String?, userCode: String?,
-                authorizationURL: String?, expiresAt: Date) {
+    public init(
+        flowID: String,
+        grant: Grant,
+        verificationURI: String,
+        verificationURIComplete: String?,
+        userCode: String?,
+        authorizationURL: String?,
+        expiresAt: Date
+    ) {
         self.flowID = flowID
         self.grant = grant
         self.verificationURI = verificationURI

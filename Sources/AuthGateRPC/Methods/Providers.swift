@@ -33,8 +33,17 @@ public struct ProviderInfo: Sendable, Codable {
         }
     }
 
-    public init(id: String, displayName: String, type: String?, status: ProviderStatus, statusReason: String?,
-                grants: [Grant], registration: Bool, storage: String?, credentialHelper: CredentialHelperInfo? = nil) {
+    public init(
+        id: String,
+        displayName: String,
+        type: String?,
+        status: ProviderStatus,
+        statusReason: String?,
+        grants: [Grant],
+        registration: Bool,
+        storage: String?,
+        credentialHelper: CredentialHelperInfo? = nil
+    ) {
         self.credentialHelper = credentialHelper
         self.id = id
         self.displayName = displayName
@@ -79,8 +88,15 @@ public struct ProviderReloadReport: Sendable, Codable {
     public var problems: [String]
     public var warnings: [String]
 
-    public init(id: String, file: String, change: ProviderChange, status: ProviderStatus?, statusReason: String?,
-                problems: [String], warnings: [String]) {
+    public init(
+        id: String,
+        file: String,
+        change: ProviderChange,
+        status: ProviderStatus?,
+        statusReason: String?,
+        problems: [String],
+        warnings: [String]
+    ) {
         self.id = id
         self.file = file
         self.change = change
@@ -132,10 +148,21 @@ public struct ProviderOffer: Sendable, Codable, Equatable {
     public var tokenEndpointAuthMethods: [String]
     public var scopes: [String]
 
-    public init(issuer: String, tokenEndpoint: String, authorizationEndpoint: String?, deviceAuthorizationEndpoint: String?,
-                pushedAuthorizationRequestEndpoint: String?, requirePushedAuthorizationRequests: Bool, registrationEndpoint: String?,
-                grantTypes: [String]?, grants: [Grant], codeChallengeMethods: [String], dpopSigningAlgs: [String],
-                tokenEndpointAuthMethods: [String], scopes: [String]) {
+    public init(
+        issuer: String,
+        tokenEndpoint: String,
+        authorizationEndpoint: String?,
+        deviceAuthorizationEndpoint: String?,
+        pushedAuthorizationRequestEndpoint: String?,
+        requirePushedAuthorizationRequests: Bool,
+        registrationEndpoint: String?,
+        grantTypes: [String]?,
+        grants: [Grant],
+        codeChallengeMethods: [String],
+        dpopSigningAlgs: [String],
+        tokenEndpointAuthMethods: [String],
+        scopes: [String]
+    ) {
         self.issuer = issuer
         self.tokenEndpoint = tokenEndpoint
         self.authorizationEndpoint = authorizationEndpoint

@@ -34,8 +34,18 @@ public struct SessionStatus: Sendable, Codable {
     /// `cnf.jkt` of its access tokens. The key itself never leaves the daemon.
     public var dpopJKT: String?
 
-    public init(provider: String, session: String, state: SessionState, expiresAt: Date?, nextRefreshAt: Date?,
-                lastError: String?, subject: String?, uid: UInt32? = nil, refreshOverdueSeconds: Int? = nil, dpopJKT: String? = nil) {
+    public init(
+        provider: String,
+        session: String,
+        state: SessionState,
+        expiresAt: Date?,
+        nextRefreshAt: Date?,
+        lastError: String?,
+        subject: String?,
+        uid: UInt32? = nil,
+        refreshOverdueSeconds: Int? = nil,
+        dpopJKT: String? = nil
+    ) {
         self.uid = uid
         self.dpopJKT = dpopJKT
         self.refreshOverdueSeconds = refreshOverdueSeconds

@@ -21,8 +21,15 @@ public struct TokenParams: Sendable, Codable {
     /// answer then, instead of answering `login_required`.
     public var waitForSignIn: Bool?
 
-    public init(provider: String, session: String? = nil, minValidSeconds: Int? = nil, forceRefresh: Bool? = nil,
-                scopes: [String]? = nil, resource: String? = nil, waitForSignIn: Bool? = nil) {
+    public init(
+        provider: String,
+        session: String? = nil,
+        minValidSeconds: Int? = nil,
+        forceRefresh: Bool? = nil,
+        scopes: [String]? = nil,
+        resource: String? = nil,
+        waitForSignIn: Bool? = nil
+    ) {
         self.provider = provider
         self.session = session
         self.minValidSeconds = minValidSeconds
@@ -99,8 +106,14 @@ public struct TokenResult: Sendable, Codable {
 extension TokenResult {
     /// What a caller may see of a session's tokens: never the refresh token.
     public init(_ tokens: TokenSet) {
-        self.init(accessToken: tokens.accessToken, tokenType: tokens.tokenType, expiresAt: tokens.expiresAt,
-                  scopes: tokens.scopes, idToken: tokens.idToken, issuedTokenType: tokens.issuedTokenType)
+        self.init(
+            accessToken: tokens.accessToken,
+            tokenType: tokens.tokenType,
+            expiresAt: tokens.expiresAt,
+            scopes: tokens.scopes,
+            idToken: tokens.idToken,
+            issuedTokenType: tokens.issuedTokenType
+        )
     }
 }
 

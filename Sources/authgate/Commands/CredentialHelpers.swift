@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,7 +24,8 @@ enum CredentialHosts {
         var mappings: [String: Mapping] = [:]
         for provider in providers.compactMap(\.objectValue) {
             guard let id = provider["id"]?.stringValue, let helper = provider["credential_helper"]?.objectValue,
-                  let username = helper["username"]?.stringValue, case .array(let hosts)? = helper["hosts"] else { continue }
+                let username = helper["username"]?.stringValue, case .array(let hosts)? = helper["hosts"]
+            else { continue }
             if case .array(let tools)? = helper["tools"], !tools.contains(where: { $0.stringValue == tool }) { continue }
             for host in hosts.compactMap(\.stringValue) { mappings[host] = Mapping(provider: id, username: username) }
         }
@@ -36,8 +38,13 @@ enum CredentialHosts {
 
     /// The provider's token, valid at least `minimumValidity` seconds.
     static func token(_ provider: String, minimumValidity: Int, socket: String?) throws -> (token: String, tokenType: String, expiresAt: Date) {
-        try PlainCall.token(PlainCall.result(.token, params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(JSONValue.quoted(provider))}"#,
-                                             socket: socket))
+        try PlainCall.token(
+            PlainCall.result(
+                .token,
+                params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(JSONValue.quoted(provider))}"#,
+                socket: socket
+            )
+        )
     }
 
     /// What a helper answers for a host.
@@ -60,7 +67,8 @@ enum CredentialHosts {
     static func credential(host: String, tool: String, socket: String?, mayAsk: (Bool, why: String) = (true, "")) throws -> Credential? {
         let params = CredentialParams(host: host, tool: tool, minValidSeconds: 60)
         guard let result = try PlainCall.result(.credentialGet, params: params.plainJSON, socket: socket).objectValue,
-              let provider = result["provider"]?.stringValue, let username = result["username"]?.stringValue else { return nil }
+            let provider = result["provider"]?.stringValue, let username = result["username"]?.stringValue
+        else { return nil }
         if let token = result["token"], case .object = token {
             return Credential(provider: provider, username: username, token: try PlainCall.token(token))
         }
@@ -78,8 +86,11 @@ enum CredentialHosts {
     /// Tells the daemon an API refused `accessToken` (`token.rejected`): if it is the current
     /// one, the session is refreshed. Best effort: the helper's caller has failed already.
     static func rejected(_ provider: String, accessToken: String, socket: String?) {
-        _ = try? PlainCall.result(.tokenRejected, params: #"{"access_token":\#(JSONValue.quoted(accessToken)),"provider":\#(JSONValue.quoted(provider))}"#,
-                                  socket: socket)
+        _ = try? PlainCall.result(
+            .tokenRejected,
+            params: #"{"access_token":\#(JSONValue.quoted(accessToken)),"provider":\#(JSONValue.quoted(provider))}"#,
+            socket: socket
+        )
     }
 
     /// Reads `key=value` lines from stdin until a blank line or the end (git's credential protocol).
@@ -101,7 +112,8 @@ struct GitCredential: ParsableCommand {
             git config --global credential.https://git.example.com.helper authgate (git runs git-credential-authgate). \
             With -verbose (credential.helper "authgate -verbose"), the helper says on stderr which provider and session \
             answered, or why none did; `git-credential-authgate version` prints the version.
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -137,12 +149,22 @@ struct GitCredential: ParsableCommand {
         case "get":
             // git asks its other helpers, then the user, when this one prints nothing.
             let mayAsk = ProcessInfo.processInfo.environment["GIT_TERMINAL_PROMPT"] != "0"
-            guard let credential = try CredentialHosts.credential(host: host, tool: "git", socket: socket,
-                                                                  mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")) else {
+            guard
+                let credential = try CredentialHosts.credential(
+                    host: host,
+                    tool: "git",
+                    socket: socket,
+                    mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")
+                )
+            else {
                 return say("get: no token for \(host): no provider you may use lists it for git, or its session needs a sign-in (see above)")
             }
-            say("get: \(host) answered by provider \(Terminal.safe(credential.provider)), session default, user name \(Terminal.safe(credential.username)), token valid until \(Kubectl.rfc3339(credential.token.expiresAt))")
-            print("username=\(credential.username)\npassword=\(credential.token.token)\npassword_expiry_utc=\(Int(credential.token.expiresAt.timeIntervalSince1970))")
+            say(
+                "get: \(host) answered by provider \(Terminal.safe(credential.provider)), session default, user name \(Terminal.safe(credential.username)), token valid until \(Kubectl.rfc3339(credential.token.expiresAt))"
+            )
+            print(
+                "username=\(credential.username)\npassword=\(credential.token.token)\npassword_expiry_utc=\(Int(credential.token.expiresAt.timeIntervalSince1970))"
+            )
         case "erase":
             // The password git tried was refused: if it is still the session's token, the
             // session is refreshed, so the next `get` returns a new one.
@@ -168,7 +190,8 @@ struct DockerCredential: ParsableCommand {
         abstract: "docker's credential helper: a token for the registries a provider's credential_helper lists.",
         discussion: #"""
             In ~/.docker/config.json: "credHelpers": {"registry.example.com": "authgate"}. `get` answers the             session's token; `erase` (docker logout) signs the session out; `store` (docker login) is refused:             sign in with `authgate login PROVIDER`; `list` names the registries of providers whose             credential_helper.tools include docker.
-            """#)
+            """#
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -209,11 +232,14 @@ struct DockerCredential: ParsableCommand {
         case "get":
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                  let credential = try CredentialHosts.credential(host: host, tool: "docker", socket: socket) else {
+                let credential = try CredentialHosts.credential(host: host, tool: "docker", socket: socket)
+            else {
                 print(notFound)
                 throw ExitCode(1)
             }
-            print(#"{"Secret":\#(JSONValue.quoted(credential.token.token)),"ServerURL":\#(JSONValue.quoted(serverURL)),"Username":\#(JSONValue.quoted(credential.username))}"#)
+            print(
+                #"{"Secret":\#(JSONValue.quoted(credential.token.token)),"ServerURL":\#(JSONValue.quoted(serverURL)),"Username":\#(JSONValue.quoted(credential.username))}"#
+            )
         case "list":
             let servers = try CredentialHosts.all(socket: socket, tool: "docker").sorted { $0.key < $1.key }
             print("{" + servers.map { "\(JSONValue.quoted($0.key)):\(JSONValue.quoted($0.value.username))" }.joined(separator: ",") + "}")
@@ -221,19 +247,25 @@ struct DockerCredential: ParsableCommand {
             // docker logout: the session ends, as signing out of the registry means.
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                  let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "docker") else {
+                let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "docker")
+            else {
                 print(notFound)
                 throw ExitCode(1)
             }
             let removed = try Daemon.call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self, socket: socket, json: false).removed
-            Terminal.writeError(removed ? "authgate: signed out of \(Terminal.safe(mapping.provider)) (docker logout \(Terminal.safe(host))).\n"
-                                        : "authgate: there was no session with \(Terminal.safe(mapping.provider)) to sign out of.\n")
+            Terminal.writeError(
+                removed
+                    ? "authgate: signed out of \(Terminal.safe(mapping.provider)) (docker logout \(Terminal.safe(host))).\n"
+                    : "authgate: there was no session with \(Terminal.safe(mapping.provider)) to sign out of.\n"
+            )
         case "store":
             // docker login: the daemon signs in with the provider, never with a password docker holds.
             let payload = (try? JSONValue.parse(Data((readLine(strippingNewline: true) ?? "").utf8)))?.objectValue
             let host = payload?["ServerURL"]?.stringValue.flatMap(CredentialHost.fromServerURL)
             let provider = try host.flatMap { try CredentialHosts.provider(for: $0, socket: socket, tool: "docker") }?.provider
-            print("authgate does not store credentials from docker login: sign in with `authgate login \(provider.map(Terminal.safe) ?? "PROVIDER")`, and docker gets the session's token. [invalid_request]")
+            print(
+                "authgate does not store credentials from docker login: sign in with `authgate login \(provider.map(Terminal.safe) ?? "PROVIDER")`, and docker gets the session's token. [invalid_request]"
+            )
             throw ExitCode(1)
         default:
             print("\(name): unknown action: \(Terminal.safe(action))")

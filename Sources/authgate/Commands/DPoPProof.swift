@@ -11,7 +11,8 @@ struct DPoPProof: ParsableCommand {
             covers the method, the URL (without its query) and the session's current access token. \\
             Send it as the `DPoP` header with `Authorization: DPoP TOKEN` (`authgate token --header --url URL` \\
             prints both).
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
 

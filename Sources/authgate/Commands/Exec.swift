@@ -5,6 +5,7 @@ import AuthGateRPC
 import CLinux
 import Dispatch
 import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,7 +30,8 @@ struct Exec: ParsableCommand {
             and starts it again with the new token, or writes the token to --token-file (atomically, like a sink) \
             and sends the command SIG. Example: authgate exec corp --signal-on-change HUP --token-file \
             $XDG_RUNTIME_DIR/corp.token -- my-daemon --token-file $XDG_RUNTIME_DIR/corp.token
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -38,19 +40,28 @@ struct Exec: ParsableCommand {
     @Option(help: ArgumentHelp("The variable that holds the token.", valueName: "name"))
     var env = "AUTHGATE_TOKEN"
 
-    @Option(name: .customLong("min-valid"), help: ArgumentHelp("The token must stay valid this many seconds (refreshed first otherwise).", valueName: "seconds"))
+    @Option(
+        name: .customLong("min-valid"),
+        help: ArgumentHelp("The token must stay valid this many seconds (refreshed first otherwise).", valueName: "seconds")
+    )
     var minValid = 60
 
     @Flag(name: .customLong("restart-on-change"), help: "Stay as a supervisor; restart the command with each new token.")
     var restartOnChange = false
 
-    @Option(name: .customLong("signal-on-change"),
-            help: ArgumentHelp("Stay as a supervisor; send the command this signal (HUP, USR1, …) after each new token is written to --token-file.",
-                               valueName: "signal"))
+    @Option(
+        name: .customLong("signal-on-change"),
+        help: ArgumentHelp(
+            "Stay as a supervisor; send the command this signal (HUP, USR1, …) after each new token is written to --token-file.",
+            valueName: "signal"
+        )
+    )
     var signalOnChange: String?
 
-    @Option(name: .customLong("token-file"),
-            help: ArgumentHelp("With a supervisor: keep the current token in this file (mode 0400, replaced atomically).", valueName: "path"))
+    @Option(
+        name: .customLong("token-file"),
+        help: ArgumentHelp("With a supervisor: keep the current token in this file (mode 0400, replaced atomically).", valueName: "path")
+    )
     var tokenFile: String?
 
     @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
@@ -92,8 +103,13 @@ struct Exec: ParsableCommand {
                 throw CLIError(message: "the supervisor writes no token file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
             }
         }
-        let supervisor = Supervisor(command: command, variable: env, tokenFile: file, signals: signals,
-                                    onChange: restartOnChange ? .restart : .signal(Self.signalNumber(signalOnChange ?? "") ?? SIGHUP))
+        let supervisor = Supervisor(
+            command: command,
+            variable: env,
+            tokenFile: file,
+            signals: signals,
+            onChange: restartOnChange ? .restart : .signal(Self.signalNumber(signalOnChange ?? "") ?? SIGHUP)
+        )
         let follower = TokenFollower(command: "authgate exec", socket: global.socket ?? SocketLocation.forClient(), params: params)
         throw ExitCode(try supervisor.run(first: first, follower: follower))
     }
@@ -117,8 +133,10 @@ struct Exec: ParsableCommand {
         if let number = Int32(text), (1..<65).contains(number) { return number }
         var name = text.uppercased()
         if name.hasPrefix("SIG") { name.removeFirst(3) }
-        let names: [String: Int32] = ["HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT, "TERM": SIGTERM, "USR1": SIGUSR1,
-                                      "USR2": SIGUSR2, "ALRM": SIGALRM, "WINCH": SIGWINCH, "CONT": SIGCONT]
+        let names: [String: Int32] = [
+            "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT, "TERM": SIGTERM, "USR1": SIGUSR1,
+            "USR2": SIGUSR2, "ALRM": SIGALRM, "WINCH": SIGWINCH, "CONT": SIGCONT,
+        ]
         return names[name]
     }
 }
@@ -167,7 +185,8 @@ final class Supervisor {
     func run(first: TokenResult, follower: TokenFollower) throws -> Int32 {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0,
-              pipeEnds.allSatisfy({ fcntl($0, F_SETFD, FD_CLOEXEC) == 0 && fcntl($0, F_SETFL, O_NONBLOCK) == 0 }) else {
+            pipeEnds.allSatisfy({ fcntl($0, F_SETFD, FD_CLOEXEC) == 0 && fcntl($0, F_SETFL, O_NONBLOCK) == 0 })
+        else {
             throw CLIError(message: "cannot make a pipe: \(String(cString: strerror(errno))).", exitCode: ExitStatus.internalError)
         }
         var current = first
@@ -235,7 +254,9 @@ final class Supervisor {
                             kill(child, SIGTERM)
                         }
                     case .signal(let signal):
-                        Terminal.writeError("authgate exec: a new token (valid until \(Terminal.describe(token.expiresAt))); sent the command signal \(signal).\n")
+                        Terminal.writeError(
+                            "authgate exec: a new token (valid until \(Terminal.describe(token.expiresAt))); sent the command signal \(signal).\n"
+                        )
                         kill(child, signal)
                     }
                 }
@@ -268,14 +289,16 @@ final class Supervisor {
         let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
         let variables: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
         defer {
-            arguments.forEach { free($0) }
-            variables.forEach { free($0) }
+            for item in arguments { free(item) }
+            for item in variables { free(item) }
         }
         var pid: pid_t = 0
         let failed = ag_spawn_child(&pid, command[0], arguments, variables, 0)
         guard failed == 0 else {
-            throw CLIError(message: "cannot run \(Terminal.safe(command[0])): \(String(cString: strerror(failed)))",
-                           exitCode: ExitCode(failed == ENOENT ? 127 : 126))
+            throw CLIError(
+                message: "cannot run \(Terminal.safe(command[0])): \(String(cString: strerror(failed)))",
+                exitCode: ExitCode(failed == ENOENT ? 127 : 126)
+            )
         }
         return pid
     }

@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,7 +22,8 @@ struct Kubectl: ParsableCommand {
             `kubectl config set-credentials` command and the API server's flags. When the session needs a \
             sign-in and kubectl lets the plugin use the terminal (interactiveMode), the provider's sign-in \
             runs there; otherwise the plugin exits 3 with one sentence naming `authgate login PROVIDER`.
-            """)
+            """
+    )
 
     static let apiVersions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
 
@@ -29,7 +31,10 @@ struct Kubectl: ParsableCommand {
 
     @OptionGroup var selection: SessionSelection
 
-    @Option(name: .customLong("token-type"), help: ArgumentHelp("id or access (default: id when the session has an ID token, as an oidc provider's does; else access).", valueName: "type"))
+    @Option(
+        name: .customLong("token-type"),
+        help: ArgumentHelp("id or access (default: id when the session has an ID token, as an oidc provider's does; else access).", valueName: "type")
+    )
     var tokenType: TokenType?
 
     @Option(name: .customLong("scope"), help: ArgumentHelp("A narrower scope than the session's (repeat for several).", valueName: "scope"))
@@ -79,22 +84,28 @@ struct Kubectl: ParsableCommand {
         let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"]
             .flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
         let apiVersion = info?.apiVersion.flatMap { Self.apiVersions.contains($0) ? $0 : nil } ?? Self.apiVersions[0]
-        let fetch = { (force: Bool) throws -> JSONValue in try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force) }
+        let fetch = { (force: Bool) throws -> JSONValue in try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
+        }
         var result: JSONValue
         do {
             result = try fetch(options.forceRefresh)
         } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
             guard info?.interactive == true else {
-                throw CLIError(message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
-                               exitCode: ExitStatus.signInRequired)
+                throw CLIError(
+                    message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
+                    exitCode: ExitStatus.signInRequired
+                )
             }
             guard try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "kubectl") else {
-                throw CLIError(message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "there is no terminal to run it on"),
-                               exitCode: ExitStatus.signInRequired)
+                throw CLIError(
+                    message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "there is no terminal to run it on"),
+                    exitCode: ExitStatus.signInRequired
+                )
             }
             result = try fetch(false)
         }
-        let token: String, expiresAt: Date
+        let token: String
+        let expiresAt: Date
         // The default, without a second call: `id` when the session has an ID token (an `oidc`
         // provider's, signed in with openid, as kubelogin sends), else `access` (`oauth2`). A
         // forced refresh may have lost the ID token: then the provider's type says.
@@ -108,7 +119,9 @@ struct Kubectl: ParsableCommand {
             (token, expiresAt) = (access.token, access.expiresAt)
         }
         // Written by hand, like the plain request: the coders' first use would be most of the cost.
-        print(#"{"apiVersion":\#(JSONValue.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(expiresAt))","token":\#(JSONValue.quoted(token))}}"#)
+        print(
+            #"{"apiVersion":\#(JSONValue.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(expiresAt))","token":\#(JSONValue.quoted(token))}}"#
+        )
     }
 
     /// The `token` (or, with an audience, `token.exchange`) result.
@@ -119,11 +132,30 @@ struct Kubectl: ParsableCommand {
         }
         let scopes = options.scopes.isEmpty ? nil : options.scopes
         if let audience = options.audience {
-            return try PlainCall.result(.tokenExchange, TokenExchangeParams(provider: provider, session: session, audience: audience, scopes: scopes,
-                                                                            minValidSeconds: 60, forceRefresh: force ? true : nil), socket: socket)
+            return try PlainCall.result(
+                .tokenExchange,
+                TokenExchangeParams(
+                    provider: provider,
+                    session: session,
+                    audience: audience,
+                    scopes: scopes,
+                    minValidSeconds: 60,
+                    forceRefresh: force ? true : nil
+                ),
+                socket: socket
+            )
         }
-        return try PlainCall.result(.token, TokenParams(provider: provider, session: session, minValidSeconds: 60, forceRefresh: force ? true : nil,
-                                                        scopes: scopes), socket: socket)
+        return try PlainCall.result(
+            .token,
+            TokenParams(
+                provider: provider,
+                session: session,
+                minValidSeconds: 60,
+                forceRefresh: force ? true : nil,
+                scopes: scopes
+            ),
+            socket: socket
+        )
     }
 
     /// `id` for an `oidc` provider, `access` for any other.
@@ -135,8 +167,11 @@ struct Kubectl: ParsableCommand {
 
     /// kubelogin's `setup`: sign in if needed, then what to put into kubectl and the API server.
     private func printSetup(_ options: Options) throws {
-        let provider = selection.provider, session = selection.session, socket = global.socket
-        let fetch = { (force: Bool) throws -> JSONValue in try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force) }
+        let provider = selection.provider
+        let session = selection.session
+        let socket = global.socket
+        let fetch = { (force: Bool) throws -> JSONValue in try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
+        }
         var result: JSONValue
         do {
             result = try fetch(options.forceRefresh)
@@ -153,14 +188,16 @@ struct Kubectl: ParsableCommand {
             return "  \(Terminal.safe(key)): \(Terminal.safe(text))"
         }
         let issuer = id.claims["iss"]?.stringValue ?? "ISSUER"
-        let clientID: String = switch id.claims["aud"] {
-        case .string(let audience)?: audience
-        case .array(let audiences)?: id.claims["azp"]?.stringValue ?? audiences.first?.stringValue ?? "CLIENT_ID"
-        default: "CLIENT_ID"
-        }
+        let clientID: String =
+            switch id.claims["aud"] {
+            case .string(let audience)?: audience
+            case .array(let audiences)?: id.claims["azp"]?.stringValue ?? audiences.first?.stringValue ?? "CLIENT_ID"
+            default: "CLIENT_ID"
+            }
         let name = "oidc-" + provider + (session.map { "-\($0)" } ?? "")
         let args = ["kubectl", provider] + (session.map { ["--session", $0] } ?? []) + (options.tokenType == .access ? ["--token-type", "access"] : [])
-        print("""
+        print(
+            """
             The ID token's claims:
             \(claims.joined(separator: "\n"))
 
@@ -176,12 +213,15 @@ struct Kubectl: ParsableCommand {
               --oidc-username-claim=sub
 
             and bind the user it names, "\(Terminal.safe(issuer))#\(Terminal.safe(id.claims["sub"]?.stringValue ?? "SUB"))", to a role.
-            """)
+            """
+        )
     }
 
     /// `text` as one shell word.
     static func shellQuoted(_ text: String) -> String {
-        let plain = text.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_./:=@".unicodeScalars.contains($0) }
+        let plain = text.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_./:=@".unicodeScalars.contains($0)
+        }
         return plain && !text.isEmpty ? text : "'" + Terminal.safe(text).replacing("'", with: #"'\''"#) + "'"
     }
 

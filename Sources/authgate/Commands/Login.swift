@@ -5,7 +5,8 @@ import AuthGateRPC
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign in to a provider.",
-        discussion: "The password is asked for without echo, or read from the first line of stdin with --password-stdin.")
+        discussion: "The password is asked for without echo, or read from the first line of stdin with --password-stdin."
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -47,8 +48,17 @@ struct Login: ParsableCommand {
 
     func run() throws {
         if let grant = try interactiveGrant() {
-            return try InteractiveLogin(global: global, provider: provider, grant: grant, session: session, scopes: scope, prompt: nil,
-                                        openBrowser: !noBrowser, showQRCode: !noQR, verb: "Signed in to").run()
+            return try InteractiveLogin(
+                global: global,
+                provider: provider,
+                grant: grant,
+                session: session,
+                scopes: scope,
+                prompt: nil,
+                openBrowser: !noBrowser,
+                showQRCode: !noQR,
+                verb: "Signed in to"
+            ).run()
         }
         if clientCredentials {
             let params = LoginParams(provider: provider, grant: .clientCredentials, session: session, scopes: scope.isEmpty ? nil : scope)
@@ -59,8 +69,14 @@ struct Login: ParsableCommand {
             throw ValidationError("Give --username (there is no terminal to ask on).")
         }
         let password = try readPassword(passwordStdin: passwordStdin, prompt: "Password for \(username) at \(provider): ")
-        let params = LoginParams(provider: provider, grant: nil, username: username, password: Secret(password),
-                                 session: session, scopes: scope.isEmpty ? nil : scope)
+        let params = LoginParams(
+            provider: provider,
+            grant: nil,
+            username: username,
+            password: Secret(password),
+            session: session,
+            scopes: scope.isEmpty ? nil : scope
+        )
         let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
         try report(result, global: global, verb: "Signed in to")
     }
@@ -75,7 +91,8 @@ extension Login {
         if clientCredentials || username != nil || passwordStdin { return nil }
         let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         guard let grants = providers.first(where: { $0.id == provider })?.grants else { return nil }
-        let hasBrowser = grants.contains(.authorizationCode), hasDevice = grants.contains(.deviceCode)
+        let hasBrowser = grants.contains(.authorizationCode)
+        let hasDevice = grants.contains(.deviceCode)
         if hasBrowser, Display.isAvailable || !hasDevice { return .authorizationCode }
         if hasDevice, !grants.contains(.password) || !Terminal.stdinIsTerminal { return .deviceCode }
         return nil

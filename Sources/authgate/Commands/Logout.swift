@@ -10,8 +10,12 @@ struct Logout: ParsableCommand {
     @OptionGroup var selection: SessionSelection
 
     func run() throws {
-        let result = try global.call(.logout, LogoutParams(provider: selection.provider, session: selection.session), as: LogoutResult.self,
-                                     progress: "Signing out of \(selection.provider)…")
+        let result = try global.call(
+            .logout,
+            LogoutParams(provider: selection.provider, session: selection.session),
+            as: LogoutResult.self,
+            progress: "Signing out of \(selection.provider)…"
+        )
         if global.json { return try global.printJSON(result) }
         print(result.removed ? "Signed out of \(selection.provider)." : "You had no session with \(selection.provider); nothing to do.")
     }

@@ -5,7 +5,8 @@ import AuthGateRPC
 struct Metrics: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print the daemon's metrics in Prometheus's text format (administrators).",
-        discussion: "The same text `authgated --metrics-listen` serves on GET /metrics; for a one-off look or a textfile collector.")
+        discussion: "The same text `authgated --metrics-listen` serves on GET /metrics; for a one-off look or a textfile collector."
+    )
 
     @OptionGroup var global: GlobalOptions
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -9,12 +10,19 @@ import Glibc
 /// `authgate provider add|remove`: provider files for admins.
 struct ProviderFiles: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "provider", abstract: "List, add or remove provider files (admins).",
-        subcommands: [List.self, Add.self, Remove.self])
+        commandName: "provider",
+        abstract: "List, add or remove provider files (admins).",
+        subcommands: [List.self, Add.self, Remove.self]
+    )
 
     /// Where the provider files go.
     struct Location: ParsableArguments {
-        @Option(help: ArgumentHelp("The providers directory the daemon reads (default: /etc/authgate/providers.d as root, else $XDG_CONFIG_HOME/authgate/providers.d).", valueName: "dir"))
+        @Option(
+            help: ArgumentHelp(
+                "The providers directory the daemon reads (default: /etc/authgate/providers.d as root, else $XDG_CONFIG_HOME/authgate/providers.d).",
+                valueName: "dir"
+            )
+        )
         var providersDir: String?
 
         var directory: String {
@@ -24,8 +32,10 @@ struct ProviderFiles: ParsableCommand {
 
     static func id(_ name: String) throws -> ProviderID {
         guard let id = ProviderID(name) else {
-            throw CLIError(message: "\"\(Terminal.safe(name))\" is not a provider id: [a-z0-9][a-z0-9_-]*, at most 64 characters. [provider_file.invalid]",
-                           exitCode: ExitStatus.inputRefused)
+            throw CLIError(
+                message: "\"\(Terminal.safe(name))\" is not a provider id: [a-z0-9][a-z0-9_-]*, at most 64 characters. [provider_file.invalid]",
+                exitCode: ExitStatus.inputRefused
+            )
         }
         return id
     }
@@ -45,7 +55,9 @@ struct ProviderFiles: ParsableCommand {
         guard let report = reports.first(where: { $0.id == id.rawValue }) else {
             return print("The daemon reloaded; \(id.rawValue) is gone.")
         }
-        print("The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "").")
+        print(
+            "The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "")."
+        )
     }
 
     /// What a discovery document offers, a line each, for a person; then what it lacks of `chosen`.
@@ -71,7 +83,8 @@ struct ProviderFiles: ParsableCommand {
 
     struct List: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "List the files of the providers directory: each file's path, whether it is valid, and the daemon's status for it.")
+            abstract: "List the files of the providers directory: each file's path, whether it is valid, and the daemon's status for it."
+        )
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var location: Location
@@ -103,8 +116,14 @@ struct ProviderFiles: ParsableCommand {
             let loaded = try? Daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self, socket: global.socket, json: false)
             let listings = reports.map { report in
                 let info = loaded?.first { $0.id == report.id }
-                return Listing(id: report.id, file: report.file, valid: report.configuration != nil, problems: report.problems.map(\.description),
-                               status: info?.status.rawValue, statusReason: info?.statusReason)
+                return Listing(
+                    id: report.id,
+                    file: report.file,
+                    valid: report.configuration != nil,
+                    problems: report.problems.map(\.description),
+                    status: info?.status.rawValue,
+                    statusReason: info?.statusReason
+                )
             }
             if global.json { return try global.printJSON(listings) }
             guard !listings.isEmpty else { return print("No provider files in \(location.directory).") }
@@ -126,7 +145,8 @@ struct ProviderFiles: ParsableCommand {
                 by the daemon's own rules before it is written (atomically), never replaces an existing \
                 file without --force, and the daemon is asked to reload. Secrets stay in their own files: \
                 --client-secret-file names one, the JSON never holds a secret.
-                """)
+                """
+        )
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var location: Location
@@ -149,7 +169,12 @@ struct ProviderFiles: ParsableCommand {
         @Option(help: "The preset's authorization server (okta).")
         var authorizationServer: String?
 
-        @Option(help: ArgumentHelp("The issuer URL of an OpenID Connect provider: the daemon reads its discovery document and what it offers is printed (on standard error with --dry-run) before the file is written.", valueName: "url"))
+        @Option(
+            help: ArgumentHelp(
+                "The issuer URL of an OpenID Connect provider: the daemon reads its discovery document and what it offers is printed (on standard error with --dry-run) before the file is written.",
+                valueName: "url"
+            )
+        )
         var issuer: String?
 
         @Option(help: "The client id registered at the provider.")
@@ -194,11 +219,18 @@ struct ProviderFiles: ParsableCommand {
             let report = draft.check(id: id.rawValue, directory: directory)
             guard report.configuration != nil else {
                 let problems = report.problems.map { "  \(Terminal.safe($0.description))" }.joined(separator: "\n")
-                throw CLIError(message: "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)", exitCode: ExitStatus.inputRefused)
+                throw CLIError(
+                    message: "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)",
+                    exitCode: ExitStatus.inputRefused
+                )
             }
             if let issuer {
-                let offer = try global.call(.providerDiscover, ProviderDiscoverParams(issuer: issuer, caFile: caFile), as: ProviderOffer.self,
-                                            progress: "Reading \(issuer)/.well-known/openid-configuration…")
+                let offer = try global.call(
+                    .providerDiscover,
+                    ProviderDiscoverParams(issuer: issuer, caFile: caFile),
+                    as: ProviderOffer.self,
+                    progress: "Reading \(issuer)/.well-known/openid-configuration…"
+                )
                 // --dry-run's standard output is the file alone.
                 let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
                 if !global.json || dryRun { describe(ProviderFiles.describe(offer, chosen: draft.grants)) }
@@ -207,7 +239,10 @@ struct ProviderFiles: ParsableCommand {
             do {
                 try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
             } catch {
-                throw CLIError(message: "\(error.message) [\(error.code)]", exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError)
+                throw CLIError(
+                    message: "\(error.message) [\(error.code)]",
+                    exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError
+                )
             }
             if !global.json { print("Wrote \(ProviderFileStore.path(id: id.rawValue, directory: directory)).") }
             try ProviderFiles.reload(global, id: id)
@@ -216,7 +251,8 @@ struct ProviderFiles: ParsableCommand {
 
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete a provider file and make the daemon unload it (its sessions are signed out).")
+            abstract: "Delete a provider file and make the daemon unload it (its sessions are signed out)."
+        )
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var location: Location
@@ -242,7 +278,10 @@ struct ProviderFiles: ParsableCommand {
             do {
                 try ProviderFileStore.remove(id: id, directory: location.directory)
             } catch {
-                throw CLIError(message: "\(error.message) [\(error.code)]", exitCode: error.code == "provider_file.not_found" ? ExitStatus.inputRefused : ExitStatus.internalError)
+                throw CLIError(
+                    message: "\(error.message) [\(error.code)]",
+                    exitCode: error.code == "provider_file.not_found" ? ExitStatus.inputRefused : ExitStatus.internalError
+                )
             }
             if !global.json { print("Removed \(path).") }
             try ProviderFiles.reload(global, id: id)

@@ -12,9 +12,11 @@ struct Providers: ParsableCommand {
         if global.json { return try global.printJSON(providers) }
         guard !providers.isEmpty else { return print("No providers are configured.") }
         let rows = providers.map { provider in
-            [provider.id, provider.type ?? "-", provider.status.rawValue,
-             provider.grants.map(\.rawValue).joined(separator: ",") + (provider.registration ? ",register" : ""),
-             provider.displayName]
+            [
+                provider.id, provider.type ?? "-", provider.status.rawValue,
+                provider.grants.map(\.rawValue).joined(separator: ",") + (provider.registration ? ",register" : ""),
+                provider.displayName,
+            ]
         }
         print(Terminal.table(["PROVIDER", "TYPE", "STATUS", "SIGN-IN", "NAME"], rows))
         for provider in providers {

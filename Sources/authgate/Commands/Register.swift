@@ -5,7 +5,8 @@ import AuthGateRPC
 struct Register: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create an account at a provider and sign in to it.",
-        discussion: "With --password-stdin, the first line of stdin is the password and the second (if any) its confirmation.")
+        discussion: "With --password-stdin, the first line of stdin is the password and the second (if any) its confirmation."
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -33,12 +34,22 @@ struct Register: ParsableCommand {
         let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         if let info = providers.first(where: { $0.id == provider }), info.type == "oidc" {
             guard info.grants.contains(.authorizationCode) else {
-                throw CLIError(message: "\(provider) cannot register people here: its file does not allow the authorization_code grant. [unsupported_grant]",
-                               exitCode: ExitStatus.providerUnusable)
+                throw CLIError(
+                    message: "\(provider) cannot register people here: its file does not allow the authorization_code grant. [unsupported_grant]",
+                    exitCode: ExitStatus.providerUnusable
+                )
             }
-            return try InteractiveLogin(global: global, provider: provider, grant: .authorizationCode, session: session, scopes: [],
-                                        prompt: "create", openBrowser: !noBrowser, showQRCode: false,
-                                        verb: "Registered and signed in to").run()
+            return try InteractiveLogin(
+                global: global,
+                provider: provider,
+                grant: .authorizationCode,
+                session: session,
+                scopes: [],
+                prompt: "create",
+                openBrowser: !noBrowser,
+                showQRCode: false,
+                verb: "Registered and signed in to"
+            ).run()
         }
         let interactive = Terminal.stdinIsTerminal && !passwordStdin
         guard let username = username ?? (interactive ? Terminal.ask("New user name at \(provider): ") : nil) else {
@@ -56,8 +67,14 @@ struct Register: ParsableCommand {
             password = try readPassword(passwordStdin: false, prompt: "New password: ")
             confirmation = try readPassword(passwordStdin: false, prompt: "Repeat the password: ")
         }
-        let params = RegisterParams(provider: provider, username: username, email: email, password: Secret(password),
-                                    passwordConfirmation: Secret(confirmation), session: session)
+        let params = RegisterParams(
+            provider: provider,
+            username: username,
+            email: email,
+            password: Secret(password),
+            passwordConfirmation: Secret(confirmation),
+            session: session
+        )
         let result = try global.call(.register, params, as: LoginResult.self, progress: "Creating your account at \(provider)…")
         try report(result, global: global, verb: "Registered and signed in to")
     }

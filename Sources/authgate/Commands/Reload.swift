@@ -5,7 +5,9 @@ import AuthGateRPC
 struct Reload: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Make the daemon read its provider files again (admins only).",
-        discussion: "Added providers appear, removed ones go (their sessions are signed out), changed ones are checked again. Like `systemctl reload authgated` or SIGHUP, but it prints what happened.")
+        discussion:
+            "Added providers appear, removed ones go (their sessions are signed out), changed ones are checked again. Like `systemctl reload authgated` or SIGHUP, but it prints what happened."
+    )
 
     @OptionGroup var global: GlobalOptions
 

@@ -3,6 +3,7 @@ import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import FoundationEssentials
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -35,7 +36,8 @@ struct Sink: ParsableCommand {
             you, and with --once when the file was not written; waits for the daemon and for a sign-in otherwise. \
             Refuses (exit 64) a directory on the file's path that another user owns or may change, a symbolic \
             link another user owns, a --mode others may write, and a template with an unknown placeholder.
-            """)
+            """
+    )
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case raw, header, json, nginx, env, template
@@ -72,15 +74,23 @@ struct Sink: ParsableCommand {
     @Flag(help: "Write the file once and exit (non-zero when it was not written).")
     var once = false
 
-    @Option(name: .customLong("on-change-timeout"),
-            help: ArgumentHelp("Seconds --on-change may run; then SIGTERM, and SIGKILL 5 s later.", valueName: "seconds"))
+    @Option(
+        name: .customLong("on-change-timeout"),
+        help: ArgumentHelp("Seconds --on-change may run; then SIGTERM, and SIGKILL 5 s later.", valueName: "seconds")
+    )
     var onChangeTimeout = 30.0
 
-    @Option(name: .customLong("on-change"), parsing: .remaining,
-            help: ArgumentHelp("""
-                A command run after each write (the rest of the line), e.g. systemctl reload nginx. It gets no token, runs \
-                in the background (one at a time; a failure is logged), and is stopped after --on-change-timeout.
-                """, valueName: "command"))
+    @Option(
+        name: .customLong("on-change"),
+        parsing: .remaining,
+        help: ArgumentHelp(
+            """
+            A command run after each write (the rest of the line), e.g. systemctl reload nginx. It gets no token, runs \
+            in the background (one at a time; a failure is logged), and is stopped after --on-change-timeout.
+            """,
+            valueName: "command"
+        )
+    )
     var onChange: [String] = []
 
     /// `--mode`, checked by ``validate()``.
@@ -90,7 +100,9 @@ struct Sink: ParsableCommand {
         guard let value = UInt16(mode, radix: 8), value <= 0o777 else { throw ValidationError("--mode must be an octal mode such as 0400 or 0640.") }
         // Whoever may write the file may hand the service a token of their choosing.
         guard value & 0o022 == 0 else {
-            throw ValidationError("--mode \(mode) lets \(value & 0o002 != 0 ? "every user" : "the file's group") change the token file; use a mode such as 0400, 0440 or 0600.")
+            throw ValidationError(
+                "--mode \(mode) lets \(value & 0o002 != 0 ? "every user" : "the file's group") change the token file; use a mode such as 0400, 0440 or 0600."
+            )
         }
         guard !file.isEmpty else { throw ValidationError("--file must name a file.") }
         guard TokenFileFormat.isVariableName(env) else {
@@ -116,8 +128,11 @@ struct Sink: ParsableCommand {
             throw CLIError(message: "the sink writes no file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
         }
         let runner = onChange.isEmpty ? nil : OnChangeRunner(onChange, timeout: onChangeTimeout, label: "authgate sink")
-        let follower = TokenFollower(command: "authgate sink", socket: global.socket ?? SocketLocation.forClient(),
-                                     params: TokenParams(provider: selection.provider, session: selection.session))
+        let follower = TokenFollower(
+            command: "authgate sink",
+            socket: global.socket ?? SocketLocation.forClient(),
+            params: TokenParams(provider: selection.provider, session: selection.session)
+        )
         var written = false
         try follower.run(once: once) { event in
             switch event {
@@ -156,7 +171,10 @@ struct Sink: ParsableCommand {
             do throws(TokenTemplate.Problem) {
                 return .template(try TokenTemplate(parsing: text))
             } catch {
-                throw CLIError(message: "the template \(Terminal.safe(path)) cannot be used: \(Terminal.safe(error.description)).", exitCode: .validationFailure)
+                throw CLIError(
+                    message: "the template \(Terminal.safe(path)) cannot be used: \(Terminal.safe(error.description)).",
+                    exitCode: .validationFailure
+                )
             }
         }
     }
@@ -203,12 +221,18 @@ struct Sink: ParsableCommand {
             if Glibc.mkdir(prefix, group == nil ? 0o700 : 0o750) == 0 {
                 // mkdir's mode is cut by the umask.
                 if let group, chown(prefix, uid_t.max, group) != 0 || chmod(prefix, 0o750) != 0 {
-                    throw CLIError(message: "cannot give \(Terminal.safe(prefix)) its group: \(String(cString: strerror(errno))).", exitCode: ExitStatus.internalError)
+                    throw CLIError(
+                        message: "cannot give \(Terminal.safe(prefix)) its group: \(String(cString: strerror(errno))).",
+                        exitCode: ExitStatus.internalError
+                    )
                 }
                 if group == nil { chmod(prefix, 0o700) }
                 Terminal.writeError("authgate sink: created the directory \(Terminal.safe(prefix)).\n")
             } else if errno != EEXIST {
-                throw CLIError(message: "cannot create the directory \(Terminal.safe(prefix)): \(String(cString: strerror(errno))).", exitCode: .validationFailure)
+                throw CLIError(
+                    message: "cannot create the directory \(Terminal.safe(prefix)): \(String(cString: strerror(errno))).",
+                    exitCode: .validationFailure
+                )
             }
         }
     }
@@ -222,8 +246,10 @@ struct FileOwnership {
 
     init(owner: String?, group: String?) throws {
         if owner != nil || group != nil, geteuid() != 0 {
-            throw CLIError(message: "--owner and --group need root (this runs as uid \(geteuid())); run the sink as the service's user instead.",
-                           exitCode: .validationFailure)
+            throw CLIError(
+                message: "--owner and --group need root (this runs as uid \(geteuid())); run the sink as the service's user instead.",
+                exitCode: .validationFailure
+            )
         }
         if let owner {
             if let entry = getpwnam(owner) {
@@ -282,7 +308,8 @@ final class TokenFile {
         }
         // Given away before the token is in it (uid_t.max leaves one of the two as it is).
         if let ownership, ownership.uid != nil || ownership.gid != nil,
-           fchown(descriptor, ownership.uid ?? uid_t.max, ownership.gid ?? gid_t.max) != 0 {
+            fchown(descriptor, ownership.uid ?? uid_t.max, ownership.gid ?? gid_t.max) != 0
+        {
             close(descriptor)
             throw Failure(description: "cannot set the owner: \(String(cString: strerror(errno)))")
         }

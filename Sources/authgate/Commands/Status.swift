@@ -26,8 +26,10 @@ struct Status: ParsableCommand {
             // A refresh past its time waits for a slot at a provider slower than its sessions need.
             let nextRefresh = session.refreshOverdueSeconds.map { "overdue by \($0) s (provider slow)" } ?? Terminal.describe(session.nextRefreshAt)
             return (all ? [session.uid.map(String.init) ?? "-"] : [])
-                + [session.provider, session.session, session.state.rawValue, session.subject ?? "-",
-                   Terminal.describe(session.expiresAt), nextRefresh, session.lastError ?? ""]
+                + [
+                    session.provider, session.session, session.state.rawValue, session.subject ?? "-",
+                    Terminal.describe(session.expiresAt), nextRefresh, session.lastError ?? "",
+                ]
                 + (dpop ? [session.dpopJKT ?? "-"] : [])
         }
         let header = ["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"] + (dpop ? ["DPOP KEY (JKT)"] : [])

@@ -11,19 +11,26 @@ struct Token: ParsableCommand {
             For a DPoP session (the provider's file sets "dpop": "required"), --header needs the \
             request's --url (and --method, GET by default) and prints the DPoP proof's header too. \
             With --audience or --requested-token-type, the token is exchanged for one (RFC 8693).
-            """)
+            """
+    )
 
     @OptionGroup var global: GlobalOptions
 
     @OptionGroup var selection: SessionSelection
 
-    @Option(name: .customLong("min-valid"), help: ArgumentHelp("The token must stay valid this many seconds (refreshed first otherwise).", valueName: "seconds"))
+    @Option(
+        name: .customLong("min-valid"),
+        help: ArgumentHelp("The token must stay valid this many seconds (refreshed first otherwise).", valueName: "seconds")
+    )
     var minValid: Int?
 
     @Flag(name: .customLong("force-refresh"), help: "Refresh the token even if it is still valid.")
     var forceRefresh = false
 
-    @Option(name: .customLong("scope"), help: ArgumentHelp("A narrower scope than the session's (repeat for several); obtained with its refresh token.", valueName: "scope"))
+    @Option(
+        name: .customLong("scope"),
+        help: ArgumentHelp("A narrower scope than the session's (repeat for several); obtained with its refresh token.", valueName: "scope")
+    )
     var scopes: [String] = []
 
     @Option(help: ArgumentHelp("The API the token is for (RFC 8707), an absolute URI.", valueName: "uri"))
@@ -38,7 +45,10 @@ struct Token: ParsableCommand {
     @Flag(help: "Print `Authorization: Bearer TOKEN` (the token's own type), for `curl -H @-`; with a DPoP session, the `DPoP:` proof header too.")
     var header = false
 
-    @Flag(name: .customLong("id-token"), help: "Print the session's ID token instead, refreshing the session first when it expires within 60 s (as `authgate kubectl`).")
+    @Flag(
+        name: .customLong("id-token"),
+        help: "Print the session's ID token instead, refreshing the session first when it expires within 60 s (as `authgate kubectl`)."
+    )
     var idToken = false
 
     @Option(help: ArgumentHelp("The request's URL, for the DPoP proof of --header.", valueName: "url"))
@@ -49,15 +59,22 @@ struct Token: ParsableCommand {
 
     func validate() throws {
         if idToken, header || audience != nil || requestedTokenType != nil || resource != nil || global.json {
-            throw ValidationError("--id-token prints the session's ID token: it goes without --header, --audience, --requested-token-type, --resource and --json.")
+            throw ValidationError(
+                "--id-token prints the session's ID token: it goes without --header, --audience, --requested-token-type, --resource and --json."
+            )
         }
     }
 
     func run() throws {
         if idToken {
             let params = { (force: Bool) in
-                TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid,
-                            forceRefresh: force ? true : nil, scopes: scopes.isEmpty ? nil : scopes)
+                TokenParams(
+                    provider: selection.provider,
+                    session: selection.session,
+                    minValidSeconds: minValid,
+                    forceRefresh: force ? true : nil,
+                    scopes: scopes.isEmpty ? nil : scopes
+                )
             }
             let result = try PlainCall.result(.token, params(forceRefresh), socket: global.socket)
             let id = try SessionIDToken.current(in: result, provider: selection.provider, session: selection.session, refreshed: forceRefresh) {
@@ -67,13 +84,26 @@ struct Token: ParsableCommand {
         }
         let result: TokenResult
         if audience != nil || requestedTokenType != nil {
-            let params = TokenExchangeParams(provider: selection.provider, session: selection.session, audience: audience, resource: resource,
-                                             scopes: scopes.isEmpty ? nil : scopes, requestedTokenType: requestedTokenType,
-                                             minValidSeconds: minValid, forceRefresh: forceRefresh ? true : nil)
+            let params = TokenExchangeParams(
+                provider: selection.provider,
+                session: selection.session,
+                audience: audience,
+                resource: resource,
+                scopes: scopes.isEmpty ? nil : scopes,
+                requestedTokenType: requestedTokenType,
+                minValidSeconds: minValid,
+                forceRefresh: forceRefresh ? true : nil
+            )
             result = try global.call(.tokenExchange, params, as: TokenResult.self)
         } else {
-            let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid,
-                                     forceRefresh: forceRefresh ? true : nil, scopes: scopes.isEmpty ? nil : scopes, resource: resource)
+            let params = TokenParams(
+                provider: selection.provider,
+                session: selection.session,
+                minValidSeconds: minValid,
+                forceRefresh: forceRefresh ? true : nil,
+                scopes: scopes.isEmpty ? nil : scopes,
+                resource: resource
+            )
             guard header, !global.json else { return try Self.printToken(params, socket: global.socket, json: global.json) }
             result = try global.call(.token, params, as: TokenResult.self)
         }
@@ -82,10 +112,22 @@ struct Token: ParsableCommand {
         print("Authorization: \(result.tokenType) \(result.accessToken.exposedValue)")
         guard result.tokenType == "DPoP" else { return }
         guard let url else {
-            throw CLIError(message: "A DPoP session's header needs the request's URL: add --url (and --method unless it is GET).", exitCode: ExitStatus.inputRefused)
+            throw CLIError(
+                message: "A DPoP session's header needs the request's URL: add --url (and --method unless it is GET).",
+                exitCode: ExitStatus.inputRefused
+            )
         }
-        let proof = try global.call(.dpopProof, DPoPProofParams(provider: selection.provider, session: selection.session, htm: method.uppercased(),
-                                                                htu: url, accessToken: result.accessToken), as: DPoPProofResult.self)
+        let proof = try global.call(
+            .dpopProof,
+            DPoPProofParams(
+                provider: selection.provider,
+                session: selection.session,
+                htm: method.uppercased(),
+                htu: url,
+                accessToken: result.accessToken
+            ),
+            as: DPoPProofResult.self
+        )
         print("DPoP: \(proof.proof)")
     }
 
@@ -114,8 +156,9 @@ struct Token: ParsableCommand {
     ///   which the ordinary path then repeats and reports.
     private static func plainCall(_ params: TokenParams, socket: String?) -> [UInt8]? {
         guard params.session == nil, params.minValidSeconds == nil, params.forceRefresh == nil, params.scopes == nil, params.resource == nil,
-              ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
-              let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient()) else { return nil }
+            ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
+            let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient())
+        else { return nil }
         guard (try? connection.send(PlainCall.requestLine(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
         return try? connection.receiveLine()
     }
@@ -132,7 +175,8 @@ struct Token: ParsableCommand {
         guard reply.starts(with: prefix) else { return nil }
         let token = reply[prefix.count...].prefix { $0 != UInt8(ascii: "\"") }
         guard prefix.count + token.count < reply.count, !token.isEmpty,
-              token.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\\") }) else { return nil }
+            token.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\\") })
+        else { return nil }
         return String(decoding: token, as: UTF8.self)
     }
 }

@@ -1,5 +1,6 @@
 import AuthGateFuzzing
 import CLinux
+
 #if canImport(Glibc)
 import Glibc
 #endif

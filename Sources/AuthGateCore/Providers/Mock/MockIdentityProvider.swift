@@ -45,8 +45,13 @@ public actor MockIdentityProvider: IdentityProvider {
         self.defaultScopes = defaultScopes
         self.now = now
         for user in settings.users {
-            accounts[user.username.lowercased()] = Account(username: user.username, password: user.password, email: user.email,
-                                                           displayName: user.displayName, subject: "mock:" + user.username.lowercased())
+            accounts[user.username.lowercased()] = Account(
+                username: user.username,
+                password: user.password,
+                email: user.email,
+                displayName: user.displayName,
+                subject: "mock:" + user.username.lowercased()
+            )
         }
     }
 
@@ -88,29 +93,45 @@ public actor MockIdentityProvider: IdentityProvider {
         }
         let weaknesses = settings.passwordPolicy.violations(of: registration.password.exposedValue, username: username)
         guard weaknesses.isEmpty else {
-            throw AuthGateError(.weakPassword, "The password is too weak: it \(weaknesses.joined(separator: ", ")).",
-                                fields: weaknesses.map { FieldError(field: "password", message: $0) })
+            throw AuthGateError(
+                .weakPassword,
+                "The password is too weak: it \(weaknesses.joined(separator: ", ")).",
+                fields: weaknesses.map { FieldError(field: "password", message: $0) }
+            )
         }
         await simulateLatency()
         let key = username.lowercased()
         guard accounts[key] == nil else {
-            throw AuthGateError(.userExists, "The username '\(username)' is already taken.", fields: [FieldError(field: "username", message: "is already taken")])
+            throw AuthGateError(
+                .userExists,
+                "The username '\(username)' is already taken.",
+                fields: [FieldError(field: "username", message: "is already taken")]
+            )
         }
-        accounts[key] = Account(username: username, password: registration.password, email: registration.email,
-                                displayName: nil, subject: "mock:" + key)
+        accounts[key] = Account(
+            username: username,
+            password: registration.password,
+            email: registration.email,
+            displayName: nil,
+            subject: "mock:" + key
+        )
         return SignInResult(tokens: issueTokens(for: key, scopes: []), subject: "mock:" + key)
     }
 
     public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         await simulateLatency()
         guard let issued = refreshTokens[refreshToken.exposedValue], issued.expiresAt > now(),
-              accounts[issued.accountKey] != nil else {
+            accounts[issued.accountKey] != nil
+        else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this session; sign in again.")
         }
         // RFC 6749 §6: a refresh may narrow the scopes, never widen them (`invalid_scope`).
         guard Set(variant.scopes).isSubset(of: issued.scopes) else {
-            throw AuthGateError(.validationFailed, "The mock provider refused the requested scopes: they exceed the session's.",
-                                fields: [FieldError(field: "scopes", message: "refused by the provider")])
+            throw AuthGateError(
+                .validationFailed,
+                "The mock provider refused the requested scopes: they exceed the session's.",
+                fields: [FieldError(field: "scopes", message: "refused by the provider")]
+            )
         }
         // Rotation (RFC 9700 §4.14.2): the old refresh token is spent, a new one replaces it.
         // Access tokens already issued stay valid until they expire, as with most servers.
@@ -142,7 +163,8 @@ public actor MockIdentityProvider: IdentityProvider {
     public func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] {
         await simulateLatency()
         guard let issued = accessTokens[tokens.accessToken.exposedValue], issued.expiresAt > now(),
-              let account = accounts[issued.accountKey] else {
+            let account = accounts[issued.accountKey]
+        else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this access token; sign in again.")
         }
         var claims: [String: JSONValue] = ["sub": .string(account.subject), "preferred_username": .string(account.username)]
@@ -169,8 +191,14 @@ public actor MockIdentityProvider: IdentityProvider {
             accessTokens = accessTokens.filter { $0.value.expiresAt > issuedAt }
             accessTokensAtLastPrune = accessTokens.count
         }
-        return TokenSet(accessToken: accessToken, tokenType: "Bearer",
-                        expiresAt: accessExpiry, refreshToken: refreshToken, refreshTokenExpiresAt: refreshExpiry, scopes: granted)
+        return TokenSet(
+            accessToken: accessToken,
+            tokenType: "Bearer",
+            expiresAt: accessExpiry,
+            refreshToken: refreshToken,
+            refreshTokenExpiresAt: refreshExpiry,
+            scopes: granted
+        )
     }
 
     /// Waits a random time in `latency_ms`, as a real provider's round trip would take.

@@ -10,8 +10,14 @@ public struct PasswordPolicy: Sendable, Hashable {
     public var requireUppercase: Bool
     public var requireSymbol: Bool
 
-    public init(minimumLength: Int = 10, maximumLength: Int = 128, requireLetter: Bool = true,
-                requireDigit: Bool = true, requireUppercase: Bool = false, requireSymbol: Bool = false) {
+    public init(
+        minimumLength: Int = 10,
+        maximumLength: Int = 128,
+        requireLetter: Bool = true,
+        requireDigit: Bool = true,
+        requireUppercase: Bool = false,
+        requireSymbol: Bool = false
+    ) {
         self.minimumLength = minimumLength
         self.maximumLength = maximumLength
         self.requireLetter = requireLetter
@@ -38,8 +44,10 @@ public struct PasswordPolicy: Sendable, Hashable {
     }
 
     static func read(_ reader: ObjectReader) -> PasswordPolicy {
-        reader.rejectUnknownKeys(allowed: ["min_length", "max_length", "require_letter", "require_digit", "require_uppercase", "require_symbol"],
-                                 context: "password_policy")
+        reader.rejectUnknownKeys(
+            allowed: ["min_length", "max_length", "require_letter", "require_digit", "require_uppercase", "require_symbol"],
+            context: "password_policy"
+        )
         var policy = PasswordPolicy()
         policy.minimumLength = reader.integer("min_length", in: 1...1024) ?? policy.minimumLength
         policy.maximumLength = reader.integer("max_length", in: 1...4096) ?? policy.maximumLength
@@ -59,7 +67,8 @@ public enum EmailAddress {
     public static func isPlausible(_ value: String) -> Bool {
         let parts = value.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, value.count <= 254,
-              !value.contains(where: { $0.isWhitespace || $0.isNewline }) else { return false }
+            !value.contains(where: { $0.isWhitespace || $0.isNewline })
+        else { return false }
         let labels = parts[1].split(separator: ".", omittingEmptySubsequences: false)
         return labels.count >= 2 && labels.allSatisfy { !$0.isEmpty && !$0.hasPrefix("-") && !$0.hasSuffix("-") }
     }
