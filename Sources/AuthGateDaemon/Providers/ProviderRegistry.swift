@@ -9,39 +9,37 @@ import Synchronization
 /// One provider as the daemon knows it: its file's outcome, its status and, when it can sign
 /// people in, its client.
 struct RegisteredProvider: Sendable {
+    /// Who signs people in for a usable provider: the in-memory mock, or a real server's client,
+    /// whose endpoints need checking over the network.
+    enum Backend: Sendable {
+        case mock(MockIdentityProvider)
+        case remote(RemoteIdentityProvider)
+    }
+
     var report: ProviderFileReport
     var status: ProviderStatus
     /// Why it is not `ready`, for a person.
     var statusReason: String?
-    var client: (any IdentityProvider)?
+    /// `nil` when its file is unusable.
+    var backend: Backend?
+
+    /// The client, whichever kind it is.
+    var client: (any IdentityProvider)? {
+        switch backend {
+        case .mock(let mock): mock
+        case .remote(let remote): remote
+        case nil: nil
+        }
+    }
 
     /// The client when it talks to a real server, and so needs network validation.
-    var remote: RemoteIdentityProvider? { client as? RemoteIdentityProvider }
+    var remote: RemoteIdentityProvider? {
+        guard case .remote(let remote) = backend else { return nil }
+        return remote
+    }
 
     var id: String { report.id }
     var configuration: ProviderConfiguration? { report.configuration }
-
-    var info: ProviderInfo {
-        let configuration = configuration
-        return ProviderInfo(
-            id: id,
-            displayName: configuration?.displayName ?? id,
-            type: configuration?.kind.rawValue,
-            status: status,
-            statusReason: statusReason,
-            grants: configuration?.grants ?? [],
-            registration: configuration.map { configuration in
-                switch configuration.settings {
-                case .mock(let mock): mock.allowRegistration
-                // OpenID Connect "Initiating User Registration": the browser flow with prompt=create.
-                case .oidc(let remote): remote.grants.contains(.authorizationCode)
-                case .oauth2: false
-                }
-            } ?? false,
-            storage: configuration?.storage.rawValue,
-            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username, tools: $0.tools) }
-        )
-    }
 
     /// True when `other` comes from an identical file (and the same bytes in every file it trusts), so that a
     /// reload can leave this one, its status and its sessions untouched.
@@ -82,7 +80,7 @@ struct RegisteredProvider: Sendable {
         switch configuration.settings {
         case .mock(let settings):
             let client = MockIdentityProvider(settings: settings, defaultScopes: configuration.scopes, now: now)
-            return RegisteredProvider(report: report, status: .ready, client: client)
+            return RegisteredProvider(report: report, status: .ready, backend: .mock(client))
         case .oidc, .oauth2:
             do {
                 let transport: any HTTPTransport =
@@ -93,7 +91,7 @@ struct RegisteredProvider: Sendable {
                     report: report,
                     status: .unchecked,
                     statusReason: "its endpoints are being checked",
-                    client: remote
+                    backend: .remote(remote)
                 )
             } catch {
                 return RegisteredProvider(report: report, status: .invalid, statusReason: error.message)

@@ -23,7 +23,7 @@ actor ProviderReloader {
     private let notifier: SystemdNotifier
     private let metrics: DaemonMetrics?
     private let logger: Logger
-    private var last: Task<Result<[ProviderReloadReport], AuthGateError>, Never>?
+    private var last: Task<Result<[ProviderRegistry.Change], AuthGateError>, Never>?
 
     init(
         directory: String,
@@ -44,10 +44,11 @@ actor ProviderReloader {
     }
 
     /// Reloads, after any reload already running.
-    /// - Returns: The per-provider report.
-    func reload() async throws(AuthGateError) -> [ProviderReloadReport] {
+    /// - Returns: Each provider's change, with its registration as it is after its endpoints
+    ///   were checked.
+    func reload() async throws(AuthGateError) -> [ProviderRegistry.Change] {
         let previous = last
-        let task = Task { () -> Result<[ProviderReloadReport], AuthGateError> in
+        let task = Task { () -> Result<[ProviderRegistry.Change], AuthGateError> in
             _ = await previous?.value
             // systemd shows the service as "reloading" meanwhile (Type=notify).
             self.notifier.reloading()
@@ -62,7 +63,7 @@ actor ProviderReloader {
         return try await task.value.get()
     }
 
-    private func perform() async throws(AuthGateError) -> [ProviderReloadReport] {
+    private func perform() async throws(AuthGateError) -> [ProviderRegistry.Change] {
         let reports: [ProviderFileReport]
         do {
             reports = try ProviderConfigurationLoader.load(directory: directory)
@@ -99,21 +100,9 @@ actor ProviderReloader {
             }
         }
 
-        var result: [ProviderReloadReport] = []
-        for change in changes {
-            let current = await registry.provider(change.id)
-            let report = current?.report ?? change.previous?.report
-            result.append(
-                ProviderReloadReport(
-                    id: change.id,
-                    file: report?.file ?? "",
-                    change: change.kind,
-                    status: current?.status,
-                    statusReason: current?.statusReason,
-                    problems: report?.problems.map(\.description) ?? [],
-                    warnings: report?.warnings.map(\.description) ?? []
-                )
-            )
+        var result = changes
+        for index in result.indices {
+            result[index].current = await registry.provider(result[index].id)
         }
         let counts = [ProviderChange.added, .removed, .changed, .unchanged].map { kind in
             "\(changes.count { $0.kind == kind }) \(kind.rawValue)"

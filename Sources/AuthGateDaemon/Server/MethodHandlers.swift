@@ -13,7 +13,7 @@ struct MethodHandlers {
     var watchSink: WatchSink?
 
     func providersList() async -> [ProviderInfo] {
-        await services.registry.visible(to: caller).map(\.info)
+        await services.registry.visible(to: caller).map(ProviderInfo.init)
     }
 
     func login(_ params: LoginParams) async throws(AuthGateError) -> LoginResult {
@@ -403,7 +403,7 @@ struct MethodHandlers {
             )
         }
         services.logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
-        return try await services.reloader.reload()
+        return try await services.reloader.reload().map(ProviderReloadReport.init)
     }
 
     /// Administrators only: an issuer's discovery document, fetched here (the CLI links no
