@@ -83,10 +83,14 @@ struct BackgroundRefreshTests {
         let request = #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"faulty","min_valid_seconds":7200}}"# + "\n"
 
         // 1,000 connections (one connection answers its requests in order, so concurrent
-        // callers need their own), each request written before any answer is read.
-        let connections = try (0..<1000).map { _ in try daemon.connect() }
-        for connection in connections {
+        // callers need their own), each request written before any answer is read — and as
+        // soon as its connection is open: the daemon closes a connection that sends nothing
+        // within 2 s (the first-byte deadline), and a loaded machine takes longer than that to
+        // open 1,000 (the writes then failed with "connection reset").
+        let connections = try (0..<1000).map { _ in
+            let connection = try daemon.connect()
             try connection.send(Array(request.utf8))
+            return connection
         }
         var tokens: Set<String> = []
         for connection in connections {
