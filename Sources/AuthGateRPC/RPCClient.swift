@@ -54,7 +54,10 @@ public final class RPCConnection {
             let detail =
                 switch code {
                 case ENOENT: "no socket there (is authgated running? start it, or set AUTHGATE_SOCKET)"
-                case ECONNREFUSED: "connection refused (authgated is not running; a stale socket is left)"
+                // A file nothing listens on: left by a daemon that crashed, or by a forward (`ssh -R`)
+                // whose connection ended.
+                case ECONNREFUSED:
+                    "connection refused: nothing listens on it (authgated is not running, or the ssh connection that forwarded this socket has ended)"
                 case EACCES: "permission denied (you are not allowed to use this socket)"
                 default: String(cString: strerror(code))
                 }

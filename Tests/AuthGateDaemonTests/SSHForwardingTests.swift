@@ -126,6 +126,7 @@ struct SSHForwardingTests {
         #expect(FileManager.default.fileExists(atPath: remoteSocket), "sshd leaves the socket file behind")
         let after = try run(BuiltProducts.cli, ["token", "mock"], environment: ["AUTHGATE_SOCKET": remoteSocket])
         #expect(after.status == 2 && after.stdout.isEmpty, "\(after.stderr)")
+        #expect(after.stderr.contains("the ssh connection that forwarded this socket has ended"), "\(after.stderr)")
 
         // The next connection binds the same path again (StreamLocalBindUnlink in sshd's
         // configuration; without it the forward of the stale path fails).
