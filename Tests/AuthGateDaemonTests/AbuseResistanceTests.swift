@@ -38,7 +38,7 @@ struct AbuseResistanceTests {
     @Test("1,000 connections, 100 stalling mid-line: the other 900 get their tokens before the stalled ones time out; those are dropped at the request timeout")
     func stalledClients() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--request-timeout", "8"], logLevel: "info")
-        try signIn(daemon)
+        try daemon.signIn()
         let stalled = try (0..<100).map { _ in try daemon.connect() }
         for connection in stalled {
             try connection.send(Array(#"{"jsonrpc":"2.0","id":1,"method":"tok"#.utf8))
@@ -130,7 +130,7 @@ struct AbuseResistanceTests {
     @Test("a client that floods requests and never reads its answers is held back, not buffered; it gets every answer, in order, once it reads")
     func unreadAnswers() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try signIn(daemon)
+        try daemon.signIn()
         // The first token call publishes the answer the event loop then gives without the dispatcher.
         let expected = try #require(try daemon.connect().callRaw(Self.token).data(using: .utf8))
         let before = Self.residentKiB(daemon.pid)
@@ -220,8 +220,4 @@ struct AbuseResistanceTests {
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
-    private func signIn(_ daemon: DaemonProcess) throws {
-        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
-        #expect(login.status == 0, "\(login.stderr)")
-    }
 }

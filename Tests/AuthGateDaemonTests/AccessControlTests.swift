@@ -123,7 +123,7 @@ struct AccessControlTests {
         let asB = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=nogroup", "--init-groups", "--"]
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let rootToken = try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(rootToken.count > 20)
 

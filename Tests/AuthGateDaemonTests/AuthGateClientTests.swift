@@ -10,7 +10,7 @@ struct AuthGateClientTests {
     @Test("token, providers, status and tokenRejected; errors carry the daemon's reason; an absent daemon says so")
     func calls() async throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let client = AuthGateClient(socketPath: daemon.socketPath)
         let token = try await client.token(provider: "mock", minimumValidity: 60)
         #expect(token.accessToken.exposedValue.hasPrefix("mock_at_") && token.tokenType == "Bearer")
@@ -35,7 +35,7 @@ struct AuthGateClientTests {
     @Test("watch: the token at once, a new one after each refresh, the session's end; a refused watch throws its reason; stopping closes the connection")
     func watch() async throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "debug")
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let client = AuthGateClient(socketPath: daemon.scratch.path + "/s.sock")
         var events = client.watch(provider: "mock", minimumValidity: 0).makeAsyncIterator()
         guard case .token(let first)? = try await events.next() else { throw TestFailure("no first token") }
@@ -56,7 +56,7 @@ struct AuthGateClientTests {
 
         // A consumer that stops while the watch waits for news: its blocked read is interrupted
         // and the sequence ends.
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let watching = Task {
             for try await _ in client.watch(provider: "mock") {}
         }
@@ -82,7 +82,7 @@ struct AuthGateClientTests {
                 .flatMap { Double($0.split(separator: " ").last ?? "") }
         }
         try await until { try openConnections() == 2 }
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let signedIn = ContinuousClock.now
         let answered = try #require(await result(of: first, timeout: .seconds(10))?.get())
         #expect(answered.0.accessToken == (try await client.token(provider: "mock")).accessToken)

@@ -15,11 +15,6 @@ private func faultyProvider(_ server: LoopbackServer, maxBackoff: Int = 300) -> 
     """#
 }
 
-private func signIn(_ daemon: DaemonProcess, _ provider: String) throws {
-    let login = try daemon.cli(["login", provider, "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
-    #expect(login.status == 0, "\(login.stderr)")
-}
-
 /// The caller's one session, as `status --json` shows it.
 private func session(_ daemon: DaemonProcess) throws -> [String: Any] {
     let status = try daemon.cli(["status", "--json"]).stdout
@@ -54,7 +49,7 @@ struct BackgroundRefreshTests {
              "scopes": ["openid"], "tls": {"ca_file": "\#(server.caFile)"}}
             """#
         ])
-        try signIn(daemon, "corp")
+        try daemon.signIn("corp", username: "alice", password: "alice-password-1")
         let first = try daemon.cli(["token", "corp", "--min-valid", "0"]).stdout
         // A refresh is planned. `status` shows no plan while a refresh runs, which a loaded
         // machine can catch (the token lives 3 s): the plan that follows it counts as well.
@@ -76,7 +71,7 @@ struct BackgroundRefreshTests {
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 7100)
         let daemon = try DaemonProcess(providers: ["faulty.json": faultyProvider(server)], logLevel: "info")
         try daemon.waitForLog("provider ready")
-        try signIn(daemon, "faulty")
+        try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
         // Each reply takes a second, so every caller arrives while the one refresh is in flight.
         try server.setMode("slow", delay: 1, expiresIn: 7300)
         let before = try server.tokenRequests()
@@ -109,7 +104,7 @@ struct BackgroundRefreshTests {
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
         let daemon = try DaemonProcess(providers: ["faulty.json": faultyProvider(server, maxBackoff: 1)], logLevel: "info")
         try daemon.waitForLog("provider ready")
-        try signIn(daemon, "faulty")
+        try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
         let signedInAt = ContinuousClock.now
         let original = try daemon.cli(["token", "faulty", "--min-valid", "0"]).stdout
         try server.setMode("http500")

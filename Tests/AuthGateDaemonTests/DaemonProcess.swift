@@ -216,6 +216,34 @@ final class DaemonProcess: Sendable {
     }
 }
 
+/// `authgate ARGUMENTS` running in the background against a daemon (a sink, `exec` as a
+/// supervisor), its stderr collected; killed when the test lets go of it.
+final class BackgroundCLI {
+    let process = Process()
+    let errors = SharedText()
+
+    init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
+        process.executableURL = BuiltProducts.cli
+        process.arguments = arguments
+        process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
+        let pipe = Pipe()
+        process.standardError = pipe
+        collect(pipe.fileHandleForReading, into: errors)
+        try process.run()
+    }
+
+    /// Its exit status once it has ended (within `timeout`).
+    func status(timeout: Duration = .seconds(15)) throws -> Int32 {
+        try eventually(timeout: timeout) { !process.isRunning }
+        return process.terminationStatus
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
 /// Text appended from one thread and read from another (a child's output).
 final class SharedText: Sendable {
     private let value = Mutex("")
@@ -297,9 +325,15 @@ enum Providers {
 }
 
 extension DaemonProcess {
-    /// Signs the mock provider's demo user in to `mock` with the CLI.
-    func signInDemo() throws {
-        let login = try cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+    /// Signs `username` in to `provider` with the CLI (the password grant); by default the mock
+    /// provider's demo user. `prefix` runs the CLI through another program (e.g. as another user).
+    func signIn(
+        _ provider: String = "mock",
+        username: String = "demo",
+        password: String = "demo-password-1",
+        prefix: [String] = []
+    ) throws {
+        let login = try cli(["login", provider, "--username", username, "--password-stdin"], stdin: password + "\n", prefix: prefix)
         #expect(login.status == 0, "\(login.stderr)")
     }
 }

@@ -9,33 +9,6 @@ import Glibc
 /// as the command's supervisor, through the real daemon with short-lived mock tokens.
 @Suite("authgate exec as a supervisor", .serialized)
 struct ExecSupervisorTests {
-    /// `authgate exec mock ARGUMENTS` in the background, its stderr collected.
-    private final class Supervised {
-        let process = Process()
-        let errors = SharedText()
-
-        init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
-            process.executableURL = BuiltProducts.cli
-            process.arguments = ["exec", "mock", "--min-valid", "0"] + arguments
-            process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
-            let pipe = Pipe()
-            process.standardError = pipe
-            collect(pipe.fileHandleForReading, into: errors)
-            try process.run()
-        }
-
-        /// Its exit status once it has ended (within `timeout`).
-        func status(timeout: Duration = .seconds(15)) throws -> Int32 {
-            try eventually(timeout: timeout) { !process.isRunning }
-            return process.terminationStatus
-        }
-
-        deinit {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
     private static func lines(_ path: String) -> [String] {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
@@ -45,13 +18,16 @@ struct ExecSupervisorTests {
     )
     func restartsWithEachToken() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let seen = scratch + "/seen"
         let interrupted = scratch + "/interrupted"
         // Records the token it was started with; on SIGINT records that and exits 42.
         let script = #"echo "$AUTHGATE_TOKEN" >> "$0"; trap 'echo INT >> "$1"; exit 42' INT; while :; do sleep 0.1; done"#
-        let supervisor = try Supervised(daemon, ["--restart-on-change", "--", "/bin/sh", "-c", script, seen, interrupted])
+        let supervisor = try BackgroundCLI(
+            daemon,
+            ["exec", "mock", "--min-valid", "0", "--restart-on-change", "--", "/bin/sh", "-c", script, seen, interrupted]
+        )
         try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
         let tokens = Self.lines(seen)
         #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "a new token each start: \(tokens)")
@@ -70,16 +46,16 @@ struct ExecSupervisorTests {
     @Test("--signal-on-change HUP: the command keeps running, gets SIGHUP after each new token is in --token-file and reads it there; SIGTERM passes as 128+15")
     func signalsWithEachToken() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let tokenFile = scratch + "/token"
         let seen = scratch + "/seen"
         let starts = scratch + "/starts"
         let script = #"echo start >> "$2"; cat "$0" >> "$1"; trap 'cat "$0" >> "$1"' HUP; while :; do sleep 0.1; done"#
-        let supervisor = try Supervised(
+        let supervisor = try BackgroundCLI(
             daemon,
             [
-                "--signal-on-change", "HUP", "--token-file", tokenFile, "--",
+                "exec", "mock", "--min-valid", "0", "--signal-on-change", "HUP", "--token-file", tokenFile, "--",
                 "/bin/sh", "-c", script, tokenFile, seen, starts,
             ]
         )
@@ -96,7 +72,7 @@ struct ExecSupervisorTests {
     @Test("the supervisor passes the command's own exit status on, refuses flags that do not fit, and without the flags exec stays an execvp")
     func statusAndUsage() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let exited = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "exit 7"])
         #expect(exited.status == 7, "\(exited)")
         let killed = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "kill -USR1 $$"])

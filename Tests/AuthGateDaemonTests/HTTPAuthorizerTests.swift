@@ -158,7 +158,7 @@ struct HTTPAuthorizerTests {
     )
     func urlSession() async throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let api = try LoopbackServer(script: "resource_api.py", workdir: daemon.scratch.path + "/api", arguments: [])
         let base = try #require(api.info["url"] as? String)
         let client = AuthGateClient(socketPath: daemon.socketPath)

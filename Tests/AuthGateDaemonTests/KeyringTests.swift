@@ -109,9 +109,9 @@ private let persistentMock = #"""
     {"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 3600}
     """#
 
+/// Signs the demo user in, and returns the session's token.
 private func signIn(_ daemon: DaemonProcess) throws -> String {
-    let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
-    #expect(login.status == 0, "\(login.stderr)")
+    try daemon.signIn()
     let token = try daemon.cli(["token", "mock"])
     #expect(token.status == 0)
     return token.stdout

@@ -35,7 +35,7 @@ struct PersistenceTests {
         var daemon = try DaemonProcess(providers: providers)
         try daemon.waitForLog("provider ready")
         #expect(try daemon.cli(["login", "corp", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let accessToken = try token(daemon, "corp").stdout
         #expect(!accessToken.isEmpty)
 
@@ -80,7 +80,7 @@ struct PersistenceTests {
     @Test("only memory providers: the state directory is never touched")
     func memoryOnly() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         #expect(try token(daemon, "mock").status == 0)
         #expect(!FileManager.default.fileExists(atPath: daemon.stateDirectory))
     }

@@ -10,11 +10,6 @@ private func mock(_ name: String) -> String {
     #"{"type": "mock", "display_name": "\#(name)", "users": [{"username": "demo", "password": "demo-password-1"}]}"#
 }
 
-private func signIn(_ daemon: DaemonProcess, _ provider: String) throws {
-    let login = try daemon.cli(["login", provider, "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
-    #expect(login.status == 0, "\(login.stderr)")
-}
-
 /// The `config.reload` result, provider by provider.
 private func reload(_ daemon: DaemonProcess) throws -> [String: [String: Any]] {
     let result = try daemon.cli(["reload", "--json"])
@@ -29,7 +24,7 @@ struct ReloadTests {
     @Test("added providers appear, removed ones go with their sessions, changed and unchanged ones keep theirs")
     func addRemoveChange() throws {
         let daemon = try DaemonProcess(providers: ["a.json": mock("A"), "b.json": mock("B"), "c.json": mock("C")])
-        for provider in ["a", "b", "c"] { try signIn(daemon, provider) }
+        for provider in ["a", "b", "c"] { try daemon.signIn(provider) }
         let tokenA = try daemon.cli(["token", "a"]).stdout
         let tokenC = try daemon.cli(["token", "c"]).stdout
 
@@ -62,7 +57,7 @@ struct ReloadTests {
     @Test("a file that becomes invalid is reported and unusable, keeps its sessions, and works again once fixed")
     func invalidThenFixed() throws {
         let daemon = try DaemonProcess(providers: ["a.json": mock("A")])
-        try signIn(daemon, "a")
+        try daemon.signIn("a")
         let token = try daemon.cli(["token", "a"]).stdout
         let file = URL(fileURLWithPath: daemon.providersDirectory + "/a.json")
 

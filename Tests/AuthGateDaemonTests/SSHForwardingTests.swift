@@ -64,7 +64,7 @@ struct SSHForwardingTests {
             ],
             logLevel: "debug"
         )
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let token = try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .newlines)
         #expect(token.hasPrefix("mock_at_"))
 

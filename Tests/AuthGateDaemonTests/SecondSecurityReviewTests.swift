@@ -186,7 +186,7 @@ struct MetricsListenerReviewTests {
 
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--metrics-listen", "127.0.0.1:\(port)"], logLevel: "info")
         try daemon.waitForLog("cannot serve metrics on 127.0.0.1:\(port)")
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         #expect(try daemon.cli(["token", "mock"]).status == 0, "tokens are served")
         let waiting = try #require(try Self.info(daemon))
         #expect(waiting["serving"] as? Bool == false && (waiting["error"] as? String)?.isEmpty == false, "\(waiting)")

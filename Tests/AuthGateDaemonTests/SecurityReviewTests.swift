@@ -551,7 +551,7 @@ struct SecurityReviewTests {
     @Test("authgate exec: the token in the named variable, never in argv, no wrapper process left, the command's exit status")
     func execPassesTheToken() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        #expect(try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n").status == 0)
+        try daemon.signIn()
         let token = try daemon.cli(["token", "mock", "--min-valid", "60"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let dir = daemon.scratch.path
         let process = Process()

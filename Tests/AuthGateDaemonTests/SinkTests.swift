@@ -26,7 +26,7 @@ struct SinkTests {
     )
     func refusesPlantedDirectories() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let victim = scratch + "/victim"  // root's, like /etc
         try FileManager.default.createDirectory(atPath: victim, withIntermediateDirectories: false)
@@ -69,7 +69,7 @@ struct SinkTests {
     @Test("item 9: --mode with a group or other write bit is a usage error and writes nothing; other-readable works with a warning")
     func modes() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let file = daemon.scratch.path + "/token"
         for (mode, who) in [("0666", "every user"), ("0602", "every user"), ("0660", "the file's group")] {
             let refused = try daemon.cli(["sink", "mock", "--file", file, "--mode", mode, "--once"])
@@ -97,7 +97,7 @@ struct SinkTests {
     @Test("item 9: once started, the sink writes and removes its file in the directory it opened, even after a link is swapped in for it")
     func writesThroughItsDirectory() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let out = scratch + "/out"
         let moved = scratch + "/moved"
@@ -162,27 +162,6 @@ struct SinkTests {
 
     // MARK: Issue 30 item 3: sinks that write what services read
 
-    /// A sink running in the background, its stderr collected.
-    private final class RunningSink {
-        let process = Process()
-        let errors = SharedText()
-
-        init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
-            process.executableURL = BuiltProducts.cli
-            process.arguments = ["sink", "mock"] + arguments
-            process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
-            let pipe = Pipe()
-            process.standardError = pipe
-            collect(pipe.fileHandleForReading, into: errors)
-            try process.run()
-        }
-
-        deinit {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
     private static func token(_ daemon: DaemonProcess) throws -> String {
         try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -242,7 +221,7 @@ struct SinkTests {
     )
     func nginxLoadsTheInclude() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let include = scratch + "/authgate-auth.conf"
         let sink = try daemon.cli(["sink", "mock", "--file", include, "--format", "nginx", "--once"])
@@ -330,7 +309,7 @@ struct SinkTests {
     @Test("issue 30: --format env is read by env -i sh (set -a; . FILE), as systemd's EnvironmentFile= would; --env names the variable")
     func envFormat() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let file = daemon.scratch.path + "/token.env"
         let sink = try daemon.cli(["sink", "mock", "--file", file, "--format", "env", "--env", "API_TOKEN", "--once"])
         #expect(sink.status == 0, "\(sink)")
@@ -345,7 +324,7 @@ struct SinkTests {
     @Test("issue 30: --format template fills each placeholder; an unknown placeholder or a missing --template is refused at start, writing nothing")
     func templateFormat() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         try "token={{token}}\ntype={{ token_type }}\nexpires_at={{expires_at}}\nexpires_in={{expires_in}}\n"
             .write(toFile: scratch + "/template", atomically: true, encoding: .utf8)
@@ -378,7 +357,7 @@ struct SinkTests {
     )
     func ownerGroupAndMkdir() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         chmod(scratch, 0o755)
         let nogroup = try #require(getgrnam("nogroup")).pointee.gr_gid
@@ -416,7 +395,7 @@ struct SinkTests {
     @Test("issue 30: --once exits non-zero without a word of reconnecting when the file is not written (a missing directory, a name that is a directory)")
     func onceFailures() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let missing = try daemon.cli(["sink", "mock", "--file", scratch + "/missing/token", "--once"])
         #expect(missing.status == 64 && missing.stderr.contains("cannot open the directory \(scratch)/missing"), "\(missing)")
@@ -436,15 +415,15 @@ struct SinkTests {
     )
     func onChangeTimeout() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
-        try daemon.signInDemo()
+        try daemon.signIn()
         let scratch = daemon.scratch.path
         let file = scratch + "/token"
         let runs = scratch + "/runs"
         // It ignores SIGTERM, so that only the SIGKILL stops it.
-        let sink = try RunningSink(
+        let sink = try BackgroundCLI(
             daemon,
             [
-                "--file", file, "--on-change-timeout", "3", "--on-change", "/bin/sh", "-c",
+                "sink", "mock", "--file", file, "--on-change-timeout", "3", "--on-change", "/bin/sh", "-c",
                 "echo $$ >> \(scratch)/pids; cat \(file) >> \(runs); trap '' TERM; exec sleep 600",
             ]
         )
@@ -464,6 +443,8 @@ struct SinkTests {
         #expect(started().count == 1, "one run at a time")
         try eventually(timeout: .seconds(30)) { sink.errors.text.contains("ignored SIGTERM; sent it SIGKILL") }
         #expect(sink.errors.text.contains("--on-change /bin/sh still ran after 3 s; sent it SIGTERM"), "\(sink.errors.text)")
+        // The sink says so once it has reaped the run, a moment after the SIGKILL.
+        try? eventually { sink.errors.text.contains("--on-change /bin/sh was killed by signal 9") }
         #expect(sink.errors.text.contains("--on-change /bin/sh was killed by signal 9"), "\(sink.errors.text)")
         // The writes that came meanwhile make one more run, with the newest token.
         try eventually { started().count == 2 }
@@ -474,7 +455,7 @@ struct SinkTests {
     func sinkSeesTheSignIn() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--idle-timeout", "1"], logLevel: "info")
         let file = daemon.scratch.path + "/token"
-        let sink = try RunningSink(daemon, ["--file", file])
+        let sink = try BackgroundCLI(daemon, ["sink", "mock", "--file", file])
         try eventually { sink.errors.text.contains("waiting for a sign-in") }
         // At least a second goes by (a connection opened now is closed as idle): a sink that
         // retried (the old 1 s, 2 s, 4 s… backoff) would have asked again by then; this one
@@ -486,7 +467,7 @@ struct SinkTests {
         let metrics = try daemon.cli(["metrics"]).stdout.split(separator: "\n").filter { $0.hasPrefix(refusedWatches) }
         #expect(metrics == ["\(refusedWatches) 1"], "\(metrics)")
         let asked = ContinuousClock.now
-        try daemon.signInDemo()
+        try daemon.signIn()
         let signedIn = ContinuousClock.now
         try eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: file) }
         let latency = ContinuousClock.now - signedIn
@@ -498,7 +479,7 @@ struct SinkTests {
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
         try eventually { sink.errors.text.contains("removed \(file): the session ended (logged_out)") }
         // Signed in again, much later than any retry's first steps: still at once.
-        try daemon.signInDemo()
+        try daemon.signIn()
         try eventually(timeout: .seconds(3)) { FileManager.default.fileExists(atPath: file) }
     }
 }

@@ -81,15 +81,10 @@ struct TokenWatchTests {
             .map { (try? JSONSerialization.jsonObject(with: $0) as? [String: Any]) ?? [:] }
     }
 
-    private static func signIn(_ daemon: DaemonProcess, prefix: [String] = []) throws {
-        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n", prefix: prefix)
-        #expect(login.status == 0, "\(login.stderr)")
-    }
-
     @Test("token.watch: the token at once, token.changed on each refresh, session.ended on logout, token.changed on a new sign-in")
     func notifications() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signIn()
         let watcher = try Self.startWatcher(daemon, until: "ended-then-changed")
         // At least one refresh of the watched session before it is signed out.
         let watched = try #require((try? JSONSerialization.jsonObject(with: watcher.answer) as? [String: Any])?["result"] as? [String: Any])
@@ -98,7 +93,7 @@ struct TokenWatchTests {
                 != watched["access_token"] as? String
         }
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
-        try Self.signIn(daemon)
+        try daemon.signIn()
         let lines = Self.lines(watcher)
         let first = try #require(lines.first?["result"] as? [String: Any], "\(lines)")
         let methods = lines.dropFirst().compactMap { $0["method"] as? String }
@@ -120,8 +115,8 @@ struct TokenWatchTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--socket-group", "nogroup"], logLevel: "info")
         chmod(daemon.scratch.path, 0o755)
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-        try Self.signIn(daemon)
-        try Self.signIn(daemon, prefix: asNobody)
+        try daemon.signIn()
+        try daemon.signIn(prefix: asNobody)
         let rootWatcher = try Self.startWatcher(daemon, until: "changes:2")
         let nobodyWatcher = try Self.startWatcher(daemon, until: "changes:2", prefix: asNobody)
         let rootToken = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -142,8 +137,8 @@ struct TokenWatchTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--socket-group", "nogroup"], logLevel: "info")
         chmod(daemon.scratch.path, 0o755)
         let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-        try Self.signIn(daemon)
-        try Self.signIn(daemon, prefix: asNobody)
+        try daemon.signIn()
+        try daemon.signIn(prefix: asNobody)
         let rootWatcher = try Self.startWatcher(daemon, until: "changes:1000", timeout: 4)
         let nobodyWatcher = try Self.startWatcher(daemon, until: "changes:1000", timeout: 30, prefix: asNobody)
         let narrowed = Self.shortMock.replacingOccurrences(of: #"{"type": "mock","#, with: #"{"type": "mock", "access": {"users": ["root"]},"#)
@@ -240,7 +235,7 @@ struct TokenWatchTests {
         let later = try daemon.connect()
         _ = try exchange(later, #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock","wait_for_sign_in":true}}"#)
         #expect(try later.receiveLine() == nil, "closed as idle")
-        try Self.signIn(daemon)
+        try daemon.signIn()
         let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
             .map { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) ?? [:] }
         try #require(lines.count == 2, "\(lines)")
@@ -305,7 +300,7 @@ struct TokenWatchTests {
     func sinkFollowsTheSession() throws {
         var daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info")
         let scratch = daemon.scratch
-        try Self.signIn(daemon)
+        try daemon.signIn()
         let file = scratch.path + "/out/token"
         let count = scratch.path + "/changes"
         try FileManager.default.createDirectory(atPath: scratch.path + "/out", withIntermediateDirectories: false)
@@ -354,7 +349,7 @@ struct TokenWatchTests {
 
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
         try eventually { !FileManager.default.fileExists(atPath: file) }
-        try Self.signIn(daemon)
+        try daemon.signIn()
         try eventually { FileManager.default.fileExists(atPath: file) }
 
         // A restart: the mock's sessions are in memory, so the sink waits for a sign-in, then
@@ -366,7 +361,7 @@ struct TokenWatchTests {
         // Issue 30: the log says why the file went, and the sink waits on the daemon for the sign-in.
         try eventually { said.text.split(separator: "\n").contains { $0.hasPrefix("authgate sink: removed \(file): ") && $0.contains("[login_required]") } }
         #expect(said.text.contains("authgated closed the connection (stopped or restarting); reconnecting."), "\(said.text)")
-        try Self.signIn(daemon)
+        try daemon.signIn()
         try eventually(timeout: .seconds(5)) {
             (try? String(contentsOfFile: file, encoding: .utf8))?.hasPrefix("mock_at_") == true
         }
@@ -376,7 +371,7 @@ struct TokenWatchTests {
     @Test("authgate sink --once writes and exits; an unknown provider exits non-zero with a sentence")
     func sinkOnceAndRefusal() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        try Self.signIn(daemon)
+        try daemon.signIn()
         let file = daemon.scratch.path + "/header"
         let once = try daemon.cli(["sink", "mock", "--file", file, "--format", "header", "--once"])
         #expect(once.status == 0, "\(once.stderr)")
