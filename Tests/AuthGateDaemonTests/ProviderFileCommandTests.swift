@@ -94,7 +94,7 @@ struct ProviderFileCommandTests {
             "PKCE methods:            S256", "DPoP algorithms:         ES256", "PAR endpoint:            \(server.issuer)/",
             "token endpoint auth:     client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, none",
             "grants:                  authorization_code, refresh_token, password, client_credentials",
-            "device endpoint:         none", "registration endpoint:   none",
+            "device endpoint:         none", "registration endpoint:   \(server.issuer)/registration",
             "warning: the provider does not list the device_code grant",
         ] {
             #expect(added.stderr.contains(line), "\(line) in \(added.stderr)")
@@ -105,7 +105,8 @@ struct ProviderFileCommandTests {
         #expect(offer["issuer"] as? String == server.issuer && offer["require_pushed_authorization_requests"] as? Bool == false)
         #expect(offer["grants"] as? [String] == ["password", "authorization_code", "client_credentials"], "\(offer)")
         #expect(
-            (offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true && offer["registration_endpoint"] == nil,
+            (offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true
+                && offer["registration_endpoint"] as? String == server.issuer + "/registration",
             "\(offer)"
         )
         // The answer is what docs/rpc.schema.json says: its required keys, no other.
