@@ -13,13 +13,23 @@ public struct ClientMetadata: Sendable, Equatable {
     public var clientName: String?
     /// `scope`: space-separated.
     public var scope: String?
+    /// `jwks`: the public keys of a private_key_jwt client (RFC 7591 §2).
+    public var jwks: JSONValue?
 
-    public init(redirectURIs: [String], grantTypes: [String], tokenEndpointAuthMethod: String, clientName: String? = nil, scope: String? = nil) {
+    public init(
+        redirectURIs: [String],
+        grantTypes: [String],
+        tokenEndpointAuthMethod: String,
+        clientName: String? = nil,
+        scope: String? = nil,
+        jwks: JSONValue? = nil
+    ) {
         self.redirectURIs = redirectURIs
         self.grantTypes = grantTypes
         self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
         self.clientName = clientName
         self.scope = scope
+        self.jwks = jwks
     }
 
     /// The JSON request body. `application_type` `native` (OpenID Connect Dynamic Client
@@ -35,6 +45,7 @@ public struct ClientMetadata: Sendable, Equatable {
         if grantTypes.contains("authorization_code") { document["response_types"] = .array([.string("code")]) }
         if let clientName { document["client_name"] = .string(clientName) }
         if let scope { document["scope"] = .string(scope) }
+        if let jwks { document["jwks"] = jwks }
         return .object(document)
     }
 }

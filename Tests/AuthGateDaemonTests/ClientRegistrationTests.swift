@@ -65,15 +65,22 @@ struct ClientRegistrationTests {
         #expect(!"\(client)".contains("s3cret-value") && !"\(client)".contains("rat-value"), "secrets print redacted")
 
         // Without an initial access token there is no Authorization header; a device-only client
-        // sends no response_types and no redirect URIs.
+        // sends no response_types and no redirect URIs; a private_key_jwt one its jwks.
+        let jwks = JSONValue.object(["keys": .array([.object(["kty": .string("EC"), "kid": .string("k-1")])])])
         let plain = ClientRegistration.request(
-            ClientMetadata(redirectURIs: [], grantTypes: ["urn:ietf:params:oauth:grant-type:device_code"], tokenEndpointAuthMethod: "none"),
+            ClientMetadata(
+                redirectURIs: [],
+                grantTypes: ["urn:ietf:params:oauth:grant-type:device_code"],
+                tokenEndpointAuthMethod: "private_key_jwt",
+                jwks: jwks
+            ),
             endpoint: endpoint,
             initialAccessToken: nil
         )
         #expect(!plain.headers.contains { $0.name == "Authorization" })
         let plainBody = try #require(try JSONSerialization.jsonObject(with: Data(plain.body)) as? [String: Any])
         #expect(plainBody["response_types"] == nil && plainBody["redirect_uris"] == nil, "\(plainBody)")
+        #expect(((plainBody["jwks"] as? [String: Any])?["keys"] as? [[String: Any]])?.first?["kid"] as? String == "k-1", "\(plainBody)")
         // A public client: no secret, no management URI.
         let publicClient = try ClientRegistration.parse(json(201, #"{"client_id": "p"}"#), provider: "sso", withInitialAccessToken: false)
         #expect(publicClient.clientSecret == nil && publicClient.registrationClientURI == nil && publicClient.grantTypes == nil)

@@ -138,7 +138,7 @@ struct ProviderFileCommandTests {
     }
 
     @Test(
-        "add --register: RFC 7591 registration at idpyoidc through the daemon, the provider ready, a browser sign-in through the registered client; remove deletes the client at the provider (RFC 7592), after which its token requests are invalid_client; a refused delete keeps the files; secrets never printed or logged"
+        "add --register: RFC 7591 registration at idpyoidc through the daemon, the provider ready, a browser sign-in through the registered client (public, and private_key_jwt with a generated key); remove deletes the client at the provider (RFC 7592), after which its token requests are invalid_client; a refused delete keeps the files; secrets never printed or logged"
     )
     func register() throws {
         let scratch = try ScratchDirectory()
@@ -179,16 +179,20 @@ struct ProviderFileCommandTests {
         }
 
         // A browser sign-in through the registered client (idpyoidc signs alice in at once).
-        let login = try daemon.backgroundCLI(["login", "idpy", "--browser", "--no-browser"])
-        try login.waitForOutput("Ctrl-C cancels it")
-        let url = try #require(login.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
-        #expect(URLComponents(string: url)?.queryItems?.first { $0.name == "client_id" }?.value == clientID, "\(url)")
-        let authorize = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-o", "/dev/null", "-w", "%{redirect_url}", url])
-        let redirect = authorize.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(redirect.hasPrefix("http://127.0.0.1:"), "\(authorize)")
-        #expect(try Interactive.get(redirect).status == 200)
-        #expect(try login.waitForExit() == 0, "\(login.stderr)")
-        #expect(try daemon.cli(["token", "idpy"]).status == 0)
+        func browserSignIn(_ provider: String, client: String) throws {
+            let login = try daemon.backgroundCLI(["login", provider, "--browser", "--no-browser"])
+            try login.waitForOutput("Ctrl-C cancels it")
+            let url = try #require(login.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
+            #expect(URLComponents(string: url)?.queryItems?.first { $0.name == "client_id" }?.value == client, "\(url)")
+            let authorize = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-o", "/dev/null", "-w", "%{redirect_url}", url])
+            let redirect = authorize.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(redirect.hasPrefix("http://127.0.0.1:"), "\(authorize)")
+            #expect(try Interactive.get(redirect).status == 200)
+            #expect(try login.waitForExit() == 0, "\(login.stderr)")
+            #expect(try daemon.cli(["token", provider]).status == 0)
+        }
+        try browserSignIn("idpy", client: clientID)
+        #expect((try server.idpyStats()["client_auth"] as? [String: Any])?[clientID] as? String == "none")
 
         // A token request for the client: known (a bogus code is invalid_grant), later unknown.
         func tokenError() throws -> String {
@@ -221,9 +225,21 @@ struct ProviderFileCommandTests {
         #expect(try server.idpyStats()["deregistrations"] as? Int == 1)
         #expect(try tokenError() == "invalid_client")
 
+        // A confidential client: private_key_jwt with a key the daemon generated, in other.key.
+        let other = try daemon.cli(add.map { $0 == "idpy" ? "other" : $0 } + ["--private-key-jwt"])
+        #expect(other.status == 0 && other.stdout.contains("private_key_jwt"), "\(other.stdout) \(other.stderr)")
+        let otherProvider = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/other.json"))) as? [String: Any]
+        )
+        let otherClient = try #require(otherProvider["client_id"] as? String)
+        #expect(otherProvider["client_auth"] as? String == "private_key_jwt" && otherProvider["client_key_file"] as? String == directory + "/other.key")
+        #expect((otherProvider["client_key_id"] as? String)?.hasPrefix("authgate-") == true && otherProvider["client_secret_file"] == nil, "\(otherProvider)")
+        #expect(try FileManager.default.attributesOfItem(atPath: directory + "/other.key")[.posixPermissions] as? Int == 0o600)
+        try browserSignIn("other", client: otherClient)
+        #expect((try server.idpyStats()["client_auth"] as? [String: Any])?[otherClient] as? String == "private_key_jwt")
+        #expect(!other.stdout.contains("PRIVATE KEY") && !daemon.logText.contains("PRIVATE KEY"))
+
         // --force removes the files of a client the provider will not delete, and says it stays.
-        let other = try daemon.cli(add.map { $0 == "idpy" ? "other" : $0 })
-        #expect(other.status == 0, "\(other.stderr)")
         let otherRegistration = directory + "/other.registration"
         let otherRecord = try String(contentsOfFile: otherRegistration, encoding: .utf8)
         let otherToken = try #require(
@@ -232,7 +248,9 @@ struct ProviderFileCommandTests {
         try otherRecord.replacingOccurrences(of: otherToken, with: "not-the-token").write(toFile: otherRegistration, atomically: true, encoding: .utf8)
         let forced = try daemon.cli(["provider", "remove", "other", "--providers-dir", directory, "--yes", "--force"])
         #expect(forced.status == 0 && forced.stderr.contains("stays registered at the provider"), "\(forced.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: directory + "/other.json") && !FileManager.default.fileExists(atPath: otherRegistration))
+        for leftover in ["other.json", "other.registration", "other.key"] {
+            #expect(!FileManager.default.fileExists(atPath: directory + "/" + leftover), "\(leftover)")
+        }
 
         // The RPC's refusals: no registration endpoint, a refused registration, a non-https URI.
         try server.setIdpyMode("no-registration")

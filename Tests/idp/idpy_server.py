@@ -66,7 +66,8 @@ the client_id.
 Dynamic client registration (open: no initial access token): POST /registration with an
 RFC 7591 JSON request answers 201 with client_id, registration_client_uri
 (https://127.0.0.1:N/registration_api?client_id=ID) and registration_access_token, and
-client_secret unless token_endpoint_auth_method is "none" (a public client). idpyoidc checks
+client_secret for the client_secret_* token_endpoint_auth_methods only (none: a public client;
+private_key_jwt: its jwks, registered with it, sign its assertions). idpyoidc checks
 the request: redirect URIs must be https, except for application_type "native" (http to
 127.0.0.1 or localhost) or a "web" client with response_types ["code"]; grant_types must be ones
 the server lists (else 400 invalid_request "Don't support proposed grant_types_supported");
@@ -396,7 +397,7 @@ def registered_client(cinfo: dict) -> None:
         "default_scopes": DEFAULT_SCOPES,
     })
     cinfo.setdefault("grant_types_supported", cinfo.get("grant_types") or [CODE])
-    if method == "none":
+    if not method.startswith("client_secret"):
         cinfo.pop("client_secret", None)
 
 
@@ -930,7 +931,7 @@ class Handler(BaseHTTPRequestHandler):
         response = dict(result["response_args"])
         cinfo = self.idp.context.cdb[response["client_id"]]
         registered_client(cinfo)
-        if cinfo["token_endpoint_auth_method"] == "none":  # a public client gets no secret
+        if not cinfo["token_endpoint_auth_method"].startswith("client_secret"):  # a secret only to use one
             response.pop("client_secret", None)
             response.pop("client_secret_expires_at", None)
         self.note = f"client_id={response['client_id']} auth_method={cinfo['token_endpoint_auth_method']}"

@@ -14,6 +14,11 @@ public struct ProviderFileDraft: Sendable {
     public var clientID: String?
     /// The file holding the client secret (never the secret itself).
     public var clientSecretFile: String?
+    /// `client_auth` with `client_key_file` and `client_key_id`: a private_key_jwt client (a
+    /// dynamically registered one's generated key).
+    public var clientAuth: String?
+    public var clientKeyFile: String?
+    public var clientKeyID: String?
     public var grants: [Grant] = []
     public var scopes: [String] = []
     public var caFile: String?
@@ -33,6 +38,9 @@ public struct ProviderFileDraft: Sendable {
         if let issuer { document["issuer"] = .string(issuer) }
         if let clientID { document["client_id"] = .string(clientID) }
         if let clientSecretFile { document["client_secret_file"] = .string(clientSecretFile) }
+        if let clientAuth { document["client_auth"] = .string(clientAuth) }
+        if let clientKeyFile { document["client_key_file"] = .string(clientKeyFile) }
+        if let clientKeyID { document["client_key_id"] = .string(clientKeyID) }
         if !grants.isEmpty { document["grants"] = .array(grants.map { .string($0.rawValue) }) }
         if !scopes.isEmpty { document["scopes"] = .array(scopes.map(JSONValue.string)) }
         if let caFile { document["tls"] = .object(["ca_file": .string(caFile)]) }
@@ -102,6 +110,11 @@ public enum ProviderFileStore {
     /// `ID.client-secret` beside `ID.json`: the client secret a registration issued, mode 0600.
     public static func clientSecretPath(id: String, directory: String) -> String {
         (directory.hasSuffix("/") ? directory : directory + "/") + id + ".client-secret"
+    }
+
+    /// `ID.key` beside `ID.json`: the private key generated for a private_key_jwt client, mode 0600.
+    public static func clientKeyPath(id: String, directory: String) -> String {
+        (directory.hasSuffix("/") ? directory : directory + "/") + id + ".key"
     }
 
     /// Writes a secret `text` to `target` (in `directory`) atomically, mode 0600, replacing it.

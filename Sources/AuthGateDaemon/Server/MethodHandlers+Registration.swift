@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateHTTP
 import AuthGateOAuth
 import AuthGateRPC
+import Crypto
 import FoundationEssentials
 import Logging
 
@@ -35,12 +36,29 @@ extension MethodHandlers {
         }
         var grantTypes = params.grants.map(\.wireName)
         if params.grants.contains(where: { $0 != .clientCredentials }) { grantTypes.append("refresh_token") }
+        let method = params.tokenEndpointAuthMethod ?? "none"
+        // private_key_jwt: a new ES256 key, its public half registered as the client's jwks.
+        let key = method == "private_key_jwt" ? P256.Signing.PrivateKey() : nil
+        let keyID = key.map { _ in "authgate-" + Secret.random(bytes: 9).exposedValue }
+        var jwks: JSONValue?
+        if let key, let keyID {
+            let point = Array(key.publicKey.x963Representation.dropFirst())  // 0x04, then x and y
+            jwks = .object([
+                "keys": .array([
+                    .object([
+                        "kty": .string("EC"), "crv": .string("P-256"), "use": .string("sig"), "alg": .string("ES256"), "kid": .string(keyID),
+                        "x": .string(Base64URL.encode(Array(point.prefix(32)))), "y": .string(Base64URL.encode(Array(point.suffix(32)))),
+                    ])
+                ])
+            ])
+        }
         let metadata = ClientMetadata(
             redirectURIs: params.redirectURIs,
             grantTypes: grantTypes,
-            tokenEndpointAuthMethod: params.tokenEndpointAuthMethod ?? "none",
+            tokenEndpointAuthMethod: method,
             clientName: params.clientName,
-            scope: params.scope
+            scope: params.scope,
+            jwks: jwks
         )
         let client = try await ClientRegistration.register(
             metadata,
@@ -65,7 +83,9 @@ extension MethodHandlers {
             grantTypes: client.grantTypes,
             redirectURIs: client.redirectURIs,
             tokenEndpointAuthMethod: client.tokenEndpointAuthMethod,
-            scope: client.scope
+            scope: client.scope,
+            clientKeyPEM: key?.pemRepresentation,
+            clientKeyID: keyID
         )
     }
 

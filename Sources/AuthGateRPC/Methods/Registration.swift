@@ -15,7 +15,8 @@ public struct ProviderRegisterParams: Sendable, Codable {
     /// The grants the client will use; `refresh_token` is added for those that sign users in.
     public var grants: [Grant]
     public var redirectURIs: [String]
-    /// `none` (a public client, the default) or a method the provider lists.
+    /// `none` (a public client, the default), `private_key_jwt` (the daemon generates an ES256
+    /// key and registers its public JWK), or another method the provider lists.
     public var tokenEndpointAuthMethod: String?
     public var clientName: String?
     /// Scopes, space-separated (`scope` of RFC 7591 §2).
@@ -73,6 +74,9 @@ public struct ProviderRegistration: Sendable, Codable, Equatable {
     public var redirectURIs: [String]?
     public var tokenEndpointAuthMethod: String?
     public var scope: String?
+    /// With `private_key_jwt`: the generated private key (PKCS#8 PEM) and its `kid`.
+    public var clientKeyPEM: String?
+    public var clientKeyID: String?
 
     public init(
         clientID: String,
@@ -84,7 +88,9 @@ public struct ProviderRegistration: Sendable, Codable, Equatable {
         grantTypes: [String]?,
         redirectURIs: [String]?,
         tokenEndpointAuthMethod: String?,
-        scope: String?
+        scope: String?,
+        clientKeyPEM: String? = nil,
+        clientKeyID: String? = nil
     ) {
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -96,10 +102,14 @@ public struct ProviderRegistration: Sendable, Codable, Equatable {
         self.redirectURIs = redirectURIs
         self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
         self.scope = scope
+        self.clientKeyPEM = clientKeyPEM
+        self.clientKeyID = clientKeyID
     }
 
     private enum CodingKeys: String, CodingKey {
         case scope
+        case clientKeyPEM = "client_key_pem"
+        case clientKeyID = "client_key_id"
         case clientID = "client_id"
         case clientSecret = "client_secret"
         case clientSecretExpiresAt = "client_secret_expires_at"

@@ -152,7 +152,9 @@ struct ProviderFiles: ParsableCommand {
                 (or the --grant ones). The file gets the client id the provider assigned; a client secret, \
                 if one is issued, goes to ID.client-secret, and the registration_client_uri and \
                 registration_access_token (RFC 7592) to ID.registration, both 0600 beside the file, so \
-                that provider remove can delete the client at the provider. --dry-run registers nothing.
+                that provider remove can delete the client at the provider. With --private-key-jwt the \
+                client is confidential instead: the daemon generates an ES256 key, registers its public \
+                JWK, and the private key goes to ID.key (0600). --dry-run registers nothing.
                 """
         )
 
@@ -196,6 +198,9 @@ struct ProviderFiles: ParsableCommand {
 
         @Option(help: ArgumentHelp("A file holding the initial access token the provider demands for --register.", valueName: "path"))
         var initialAccessTokenFile: String?
+
+        @Flag(help: "With --register: a confidential client that signs private_key_jwt assertions (RFC 7523) with a key the daemon generates (ID.key).")
+        var privateKeyJWT = false
 
         @Option(name: .customLong("grant"), help: "A grant (repeatable): password, device_code, authorization_code, client_credentials.")
         var grants: [String] = []
@@ -272,7 +277,7 @@ struct ProviderFiles: ParsableCommand {
             discussion: """
                 A client that provider add --register registered (ID.registration beside the file) is \
                 deleted at the provider first (RFC 7592, through the daemon), then ID.json, \
-                ID.registration and ID.client-secret. When the provider refuses the delete, nothing is \
+                ID.registration, ID.client-secret and ID.key. When the provider refuses the delete, nothing is \
                 removed unless --force.
                 """
         )

@@ -90,11 +90,12 @@ enum ProviderRegistrationFiles {
         return record.clientID
     }
 
-    /// Removes `ID.registration` and `ID.client-secret` where they exist.
+    /// Removes `ID.registration`, `ID.client-secret` and `ID.key` where they exist.
     static func removeFiles(id: ProviderID, directory: String) {
         for path in [
             ProviderFileStore.registrationPath(id: id.rawValue, directory: directory),
             ProviderFileStore.clientSecretPath(id: id.rawValue, directory: directory),
+            ProviderFileStore.clientKeyPath(id: id.rawValue, directory: directory),
         ] {
             unlink(path)
         }
@@ -105,7 +106,9 @@ extension ProviderFiles.Add {
     /// `--register`: the options that go with it.
     func checkRegistrationOptions() throws {
         guard register else {
-            if initialAccessTokenFile != nil { throw ValidationError("--initial-access-token-file goes with --register.") }
+            if initialAccessTokenFile != nil || privateKeyJWT {
+                throw ValidationError("--initial-access-token-file and --private-key-jwt go with --register.")
+            }
             return
         }
         guard issuer != nil else { throw ValidationError("--register needs --issuer: the registration endpoint is read from its discovery document.") }
@@ -133,13 +136,14 @@ extension ProviderFiles.Add {
             caFile: caFile,
             grants: draft.grants,
             redirectURIs: draft.grants.contains(.authorizationCode) ? [ProviderRegistrationFiles.loopbackRedirectURI] : [],
-            tokenEndpointAuthMethod: "none",
+            tokenEndpointAuthMethod: privateKeyJWT ? "private_key_jwt" : "none",
             clientName: "authgate (\(id.rawValue))",
             scope: draft.scopes.isEmpty ? nil : draft.scopes.joined(separator: " "),
             initialAccessToken: try ProviderRegistrationFiles.initialAccessToken(initialAccessTokenFile)
         )
         let summary =
-            "a public client (token_endpoint_auth_method none) for \(draft.grants.map(\.rawValue).joined(separator: ", "))"
+            (privateKeyJWT ? "a confidential client (private_key_jwt, a new ES256 key)" : "a public client (token_endpoint_auth_method none)")
+            + " for \(draft.grants.map(\.rawValue).joined(separator: ", "))"
             + (params.redirectURIs.isEmpty ? "" : " with the redirect URI \(params.redirectURIs.joined(separator: ", "))")
         if dryRun {
             Terminal.writeError(
@@ -193,6 +197,11 @@ extension ProviderFiles.Add {
                 let path = ProviderFileStore.clientSecretPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
                 try ProviderFileStore.writePrivate(secret, to: path, directory: directory)
                 draft.clientSecretFile = path
+            }
+            if let pem = registration.clientKeyPEM, let keyID = registration.clientKeyID {
+                let path = ProviderFileStore.clientKeyPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
+                try ProviderFileStore.writePrivate(pem, to: path, directory: directory)
+                (draft.clientAuth, draft.clientKeyFile, draft.clientKeyID) = ("private_key_jwt", path, keyID)
             }
             if let uri = registration.registrationClientURI, let token = registration.registrationAccessToken {
                 let record = ProviderRegistrationFiles.Record(
