@@ -177,6 +177,19 @@ struct ProviderFileCommandTests {
             )
             #expect(usage.status == 64 && usage.stderr.contains("--register"), "\(wrong): \(usage.stderr)")
         }
+        // An initial access token (idpyoidc's open registration refuses any Bearer token); an empty token file.
+        let tokenFile = scratch.path + "/initial-access-token"
+        try "initial-access-cli-secret\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let withToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
+        #expect(
+            withToken.status == 6 && withToken.stderr.contains("refused the initial access token") && withToken.stderr.contains("[registration_refused]"),
+            "\(withToken.stderr)"
+        )
+        #expect(!withToken.stdout.contains("initial-access-cli-secret") && !withToken.stderr.contains("initial-access-cli-secret"))
+        try "\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let emptyToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
+        #expect(emptyToken.status == 5 && emptyToken.stderr.contains("[provider_file.unreadable]"), "\(emptyToken.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/third.json"))
 
         // A browser sign-in through the registered client (idpyoidc signs alice in at once).
         func browserSignIn(_ provider: String, client: String) throws {
@@ -282,7 +295,7 @@ struct ProviderFileCommandTests {
             ["registration_client_uri": "http://127.0.0.1:1/registration_api", "registration_access_token": "registration-access-secret"]
         )
         #expect(plain.errorReason == "validation_failed" && "\(plain)".contains("registration_client_uri"), "\(plain)")
-        for secret in [accessToken, otherToken, "initial-access-secret", "registration-access-secret"] {
+        for secret in [accessToken, otherToken, "initial-access-secret", "initial-access-cli-secret", "registration-access-secret"] {
             #expect(!daemon.logText.contains(secret), "\(secret) in the daemon's log")
             #expect(!"\(unsupported)\(tokenRefused)\(refusal)\(plain)".contains(secret))
         }
