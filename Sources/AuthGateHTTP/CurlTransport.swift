@@ -105,6 +105,10 @@ public struct CurlTransport: HTTPTransport {
                 }
             )
         }
+        if request.method == .delete {
+            // A DELETE without a body (RFC 7592 §2.3): curl's GET with the method name replaced.
+            set(ag_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, "DELETE"))
+        }
         guard failures.isEmpty else {
             throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: curl_easy_strerror(failures[0])))")
         }

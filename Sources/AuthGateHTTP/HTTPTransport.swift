@@ -6,6 +6,8 @@ public struct HTTPRequest: Sendable {
     public enum Method: String, Sendable {
         case get = "GET"
         case post = "POST"
+        /// RFC 7592 §2.3: deleting a dynamically registered client.
+        case delete = "DELETE"
     }
 
     /// Which of a provider's endpoints a request is for: a label of the daemon's metrics
@@ -18,6 +20,8 @@ public struct HTTPRequest: Sendable {
         case userinfo
         case revocation
         case pushedAuthorization = "pushed_authorization"
+        /// Dynamic client registration (RFC 7591) and its management (RFC 7592).
+        case registration
     }
 
     public var method: Method

@@ -31,6 +31,7 @@ extension ErrorReason {
         case .loginCancelled: -32017
         case .dpopRejected: -32018
         case .storageUnavailable: -32019
+        case .registrationRefused: -32020
         }
     }
 

@@ -23,6 +23,10 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case configReload = "config.reload"
     /// Administrators: an issuer's discovery document, read by the daemon (`provider add --issuer`).
     case providerDiscover = "provider.discover"
+    /// Administrators: RFC 7591 dynamic client registration, run by the daemon (`provider add --register`).
+    case providerRegister = "provider.register"
+    /// Administrators: the RFC 7592 delete of a registered client (`provider remove`).
+    case providerDeregister = "provider.deregister"
     /// Administrators: the Prometheus exposition text.
     case metrics
     /// Administrators: every sessions file sealed again under a new storage key.

@@ -63,7 +63,7 @@ enum ExitStatus {
         case .parseError, .invalidRequest, .methodNotFound, .invalidParams, .requestTooLarge, .validationFailed,
             .userExists, .weakPassword:
             inputRefused
-        case .unknownProvider, .providerUnavailable, .unsupportedGrant: providerUnusable
+        case .unknownProvider, .providerUnavailable, .unsupportedGrant, .registrationRefused: providerUnusable
         case .networkError, .serviceUnavailable, .serverError, .dpopRejected: providerFailing
         case .permissionDenied, .rateLimited: notAllowed
         }

@@ -80,7 +80,7 @@ struct MethodHandlerTests {
         #expect(!text.contains(firstToken) && !text.contains(renewedToken) && text.contains("authenticated"))
     }
 
-    @Test("one uid never reaches another's session; admin methods refuse a plain user")
+    @Test("one uid never reaches another's session; admin methods (reload, discovery, registration) refuse a plain user")
     func separation() async throws {
         let dispatcher = dispatcher()
         _ = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"], as: alice)
@@ -89,6 +89,10 @@ struct MethodHandlerTests {
         #expect(reason(try await call(dispatcher, "status", ["all": true], as: bob)) == "permission_denied")
         #expect(reason(try await call(dispatcher, "config.reload", as: bob)) == "permission_denied")
         #expect(reason(try await call(dispatcher, "provider.discover", ["issuer": "https://sso.example.com"], as: bob)) == "permission_denied")
+        let register: [String: Any] = ["issuer": "https://sso.example.com", "grants": ["authorization_code"], "redirect_uris": ["http://127.0.0.1/callback"]]
+        #expect(reason(try await call(dispatcher, "provider.register", register, as: bob)) == "permission_denied")
+        let deregister = ["registration_client_uri": "https://sso.example.com/register/1", "registration_access_token": "t"]
+        #expect(reason(try await call(dispatcher, "provider.deregister", deregister, as: bob)) == "permission_denied")
     }
 
     @Test("params are checked by the method's own type, naming the field and never its value")

@@ -28,7 +28,7 @@ private struct DecodedJWS {
 }
 
 /// A transport that answers from a script and keeps what it was sent.
-private final class ScriptedTransport: HTTPTransport, @unchecked Sendable {
+final class ScriptedTransport: HTTPTransport, @unchecked Sendable {
     private let lock = NSLock()
     private var answers: [HTTPResponse]
     private(set) var sent: [HTTPRequest] = []
@@ -44,6 +44,10 @@ private final class ScriptedTransport: HTTPTransport, @unchecked Sendable {
 
     func header(_ name: String, of index: Int) -> String? {
         lock.withLock { sent[index].headers.first { $0.name == name }?.value }
+    }
+
+    func request(_ index: Int) -> HTTPRequest {
+        lock.withLock { sent[index] }
     }
 }
 

@@ -94,7 +94,7 @@ struct ProviderFileCommandTests {
             "PKCE methods:            S256", "DPoP algorithms:         ES256", "PAR endpoint:            \(server.issuer)/",
             "token endpoint auth:     client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, none",
             "grants:                  authorization_code, refresh_token, password, client_credentials",
-            "device endpoint:         none", "registration endpoint:   none",
+            "device endpoint:         none", "registration endpoint:   \(server.issuer)/registration",
             "warning: the provider does not list the device_code grant",
         ] {
             #expect(added.stderr.contains(line), "\(line) in \(added.stderr)")
@@ -105,7 +105,8 @@ struct ProviderFileCommandTests {
         #expect(offer["issuer"] as? String == server.issuer && offer["require_pushed_authorization_requests"] as? Bool == false)
         #expect(offer["grants"] as? [String] == ["password", "authorization_code", "client_credentials"], "\(offer)")
         #expect(
-            (offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true && offer["registration_endpoint"] == nil,
+            (offer["pushed_authorization_request_endpoint"] as? String)?.hasPrefix(server.issuer) == true
+                && offer["registration_endpoint"] as? String == server.issuer + "/registration",
             "\(offer)"
         )
         // The answer is what docs/rpc.schema.json says: its required keys, no other.
@@ -134,5 +135,169 @@ struct ProviderFileCommandTests {
         ])
         #expect(unreachable.status != 0 && unreachable.stderr.contains("network_error"), "\(unreachable.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/x.json"), "nothing is written when discovery fails")
+    }
+
+    @Test(
+        "add --register: RFC 7591 registration at idpyoidc through the daemon, the provider ready, a browser sign-in through the registered client (public, and private_key_jwt with a generated key); remove deletes the client at the provider (RFC 7592), after which its token requests are invalid_client; a refused delete keeps the files; secrets never printed or logged"
+    )
+    func register() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
+        let daemon = try DaemonProcess(providers: [:])
+        let directory = daemon.providersDirectory
+        let file = directory + "/idpy.json"
+        let registrationFile = directory + "/idpy.registration"
+        let add = [
+            "provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--register", "--scope", "openid", "--ca-file", server.caFile,
+        ]
+
+        let dryRun = try daemon.cli(add + ["--dry-run"])
+        #expect(dryRun.status == 0 && dryRun.stderr.contains("--dry-run registers nothing"), "\(dryRun.stderr)")
+        #expect(dryRun.stdout.contains(#""client_id" : "registered-by-provider-add""#), "\(dryRun.stdout)")
+        #expect(try server.idpyStats()["registrations"] as? Int == 0 && !FileManager.default.fileExists(atPath: file))
+
+        let added = try daemon.cli(add)
+        #expect(added.status == 0, "\(added.stdout) \(added.stderr)")
+        #expect(added.stdout.contains("Registered the client ") && added.stdout.contains("idpy is ready"), "\(added.stdout)")
+        let provider = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        let clientID = try #require(provider["client_id"] as? String)
+        #expect(provider["grants"] as? [String] == ["authorization_code"] && provider["client_secret_file"] == nil, "a public client: \(provider)")
+        let record = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: registrationFile))) as? [String: Any])
+        let accessToken = try #require(record["registration_access_token"] as? String)
+        #expect(record["client_id"] as? String == clientID && (record["registration_client_uri"] as? String)?.hasPrefix(server.issuer) == true)
+        #expect(try FileManager.default.attributesOfItem(atPath: registrationFile)[.posixPermissions] as? Int == 0o600)
+        #expect(!(try String(contentsOfFile: file, encoding: .utf8)).contains("registration"), "the provider file holds no registration secret")
+        #expect(!added.stdout.contains(accessToken) && !added.stderr.contains(accessToken))
+        let again = try daemon.cli(add)
+        #expect(again.status == 5 && again.stderr.contains("[provider_file.exists]"), "\(again.stderr)")
+        #expect(try server.idpyStats()["registrations"] as? Int == 1, "nothing is registered for a file that would not be written")
+        for wrong in [["--client-id", "x"], ["--initial-access-token-file", "/nonexistent"]] {
+            let usage = try daemon.cli(
+                (wrong.first == "--client-id" ? add : add.filter { $0 != "--register" }) + wrong + ["--dry-run"]
+            )
+            #expect(usage.status == 64 && usage.stderr.contains("--register"), "\(wrong): \(usage.stderr)")
+        }
+        // An initial access token (idpyoidc's open registration refuses any Bearer token); an empty token file.
+        let tokenFile = scratch.path + "/initial-access-token"
+        try "initial-access-cli-secret\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let withToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
+        #expect(
+            withToken.status == 6 && withToken.stderr.contains("refused the initial access token") && withToken.stderr.contains("[registration_refused]"),
+            "\(withToken.stderr)"
+        )
+        #expect(!withToken.stdout.contains("initial-access-cli-secret") && !withToken.stderr.contains("initial-access-cli-secret"))
+        try "\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let emptyToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
+        #expect(emptyToken.status == 5 && emptyToken.stderr.contains("[provider_file.unreadable]"), "\(emptyToken.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/third.json"))
+
+        // A browser sign-in through the registered client (idpyoidc signs alice in at once).
+        func browserSignIn(_ provider: String, client: String) throws {
+            let login = try daemon.backgroundCLI(["login", provider, "--browser", "--no-browser"])
+            try login.waitForOutput("Ctrl-C cancels it")
+            let url = try #require(login.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
+            #expect(URLComponents(string: url)?.queryItems?.first { $0.name == "client_id" }?.value == client, "\(url)")
+            let authorize = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-o", "/dev/null", "-w", "%{redirect_url}", url])
+            let redirect = authorize.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(redirect.hasPrefix("http://127.0.0.1:"), "\(authorize)")
+            #expect(try Interactive.get(redirect).status == 200)
+            #expect(try login.waitForExit() == 0, "\(login.stderr)")
+            #expect(try daemon.cli(["token", provider]).status == 0)
+        }
+        try browserSignIn("idpy", client: clientID)
+        #expect((try server.idpyStats()["client_auth"] as? [String: Any])?[clientID] as? String == "none")
+
+        // A token request for the client: known (a bogus code is invalid_grant), later unknown.
+        func tokenError() throws -> String {
+            let answer = try run(
+                URL(fileURLWithPath: "/usr/bin/curl"),
+                [
+                    "-sS", "--cacert", server.caFile, "--data-urlencode", "client_id=\(clientID)", "-d",
+                    "grant_type=authorization_code&code=bogus&redirect_uri=http://127.0.0.1:1/callback&code_verifier=\(String(repeating: "v", count: 43))",
+                    server.issuer + "/token",
+                ]
+            )
+            let body = try JSONSerialization.jsonObject(with: Data(answer.stdout.utf8)) as? [String: Any]
+            return body?["error"] as? String ?? answer.stdout
+        }
+        #expect(try tokenError() != "invalid_client")
+
+        // A provider that refuses the delete: the files stay (here: a registration access token it does not know).
+        let original = try Data(contentsOf: URL(fileURLWithPath: registrationFile))
+        try Data(String(decoding: original, as: UTF8.self).replacingOccurrences(of: accessToken, with: "not-the-token").utf8)
+            .write(to: URL(fileURLWithPath: registrationFile))
+        let refused = try daemon.cli(["provider", "remove", "idpy", "--providers-dir", directory, "--yes"])
+        #expect(refused.status == 6 && refused.stderr.contains("[registration_refused]") && refused.stderr.contains("nothing was removed"), "\(refused.stderr)")
+        #expect(FileManager.default.fileExists(atPath: file) && FileManager.default.fileExists(atPath: registrationFile))
+        try original.write(to: URL(fileURLWithPath: registrationFile))
+
+        let removed = try daemon.cli(["provider", "remove", "idpy", "--providers-dir", directory, "--yes"])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stdout.contains("Deleted the client \(clientID) at the provider."), "\(removed.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: file) && !FileManager.default.fileExists(atPath: registrationFile))
+        #expect(try server.idpyStats()["deregistrations"] as? Int == 1)
+        #expect(try tokenError() == "invalid_client")
+
+        // A confidential client: private_key_jwt with a key the daemon generated, in other.key.
+        let other = try daemon.cli(add.map { $0 == "idpy" ? "other" : $0 } + ["--private-key-jwt"])
+        #expect(other.status == 0 && other.stdout.contains("private_key_jwt"), "\(other.stdout) \(other.stderr)")
+        let otherProvider = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/other.json"))) as? [String: Any]
+        )
+        let otherClient = try #require(otherProvider["client_id"] as? String)
+        #expect(otherProvider["client_auth"] as? String == "private_key_jwt" && otherProvider["client_key_file"] as? String == directory + "/other.key")
+        #expect((otherProvider["client_key_id"] as? String)?.hasPrefix("authgate-") == true && otherProvider["client_secret_file"] == nil, "\(otherProvider)")
+        #expect(try FileManager.default.attributesOfItem(atPath: directory + "/other.key")[.posixPermissions] as? Int == 0o600)
+        try browserSignIn("other", client: otherClient)
+        #expect((try server.idpyStats()["client_auth"] as? [String: Any])?[otherClient] as? String == "private_key_jwt")
+        #expect(!other.stdout.contains("PRIVATE KEY") && !daemon.logText.contains("PRIVATE KEY"))
+
+        // --force removes the files of a client the provider will not delete, and says it stays.
+        let otherRegistration = directory + "/other.registration"
+        let otherRecord = try String(contentsOfFile: otherRegistration, encoding: .utf8)
+        let otherToken = try #require(
+            (try JSONSerialization.jsonObject(with: Data(otherRecord.utf8)) as? [String: Any])?["registration_access_token"] as? String
+        )
+        try otherRecord.replacingOccurrences(of: otherToken, with: "not-the-token").write(toFile: otherRegistration, atomically: true, encoding: .utf8)
+        let forced = try daemon.cli(["provider", "remove", "other", "--providers-dir", directory, "--yes", "--force"])
+        #expect(forced.status == 0 && forced.stderr.contains("stays registered at the provider"), "\(forced.stderr)")
+        for leftover in ["other.json", "other.registration", "other.key"] {
+            #expect(!FileManager.default.fileExists(atPath: directory + "/" + leftover), "\(leftover)")
+        }
+
+        // The RPC's refusals: no registration endpoint, a refused registration, a non-https URI.
+        try server.setIdpyMode("no-registration")
+        let registerParams: [String: Any] = [
+            "issuer": server.issuer, "ca_file": server.caFile, "grants": ["authorization_code"], "redirect_uris": ["http://127.0.0.1/callback"],
+            "initial_access_token": "initial-access-secret",
+        ]
+        let unsupported = try call(try daemon.connect(), "provider.register", registerParams)
+        #expect(unsupported.errorReason == "unsupported_grant" && "\(unsupported)".contains("no registration_endpoint"), "\(unsupported)")
+        try server.setIdpyMode("normal")
+        // idpyoidc's open registration takes a Bearer token for client authentication, and refuses it.
+        let tokenRefused = try call(try daemon.connect(), "provider.register", registerParams)
+        #expect(
+            tokenRefused.errorReason == "registration_refused" && "\(tokenRefused)".contains("refused the initial access token (HTTP 401)"),
+            "\(tokenRefused)"
+        )
+        var deviceOnly = registerParams
+        deviceOnly["grants"] = ["device_code"]
+        deviceOnly["initial_access_token"] = nil
+        deviceOnly["redirect_uris"] = [String]()
+        let refusal = try call(try daemon.connect(), "provider.register", deviceOnly)
+        #expect(
+            refusal.errorReason == "registration_refused" && "\(refusal)".contains("invalid_request (the provider says: Missing required attribute"),
+            "\(refusal)"
+        )
+        let plain = try call(
+            try daemon.connect(),
+            "provider.deregister",
+            ["registration_client_uri": "http://127.0.0.1:1/registration_api", "registration_access_token": "registration-access-secret"]
+        )
+        #expect(plain.errorReason == "validation_failed" && "\(plain)".contains("registration_client_uri"), "\(plain)")
+        for secret in [accessToken, otherToken, "initial-access-secret", "initial-access-cli-secret", "registration-access-secret"] {
+            #expect(!daemon.logText.contains(secret), "\(secret) in the daemon's log")
+            #expect(!"\(unsupported)\(tokenRefused)\(refusal)\(plain)".contains(secret))
+        }
     }
 }

@@ -710,6 +710,45 @@ def t_code_flow_confidential(s: IdpyServer) -> None:
     expect(answer, 400, "invalid_request")
 
 
+def t_registration(s: IdpyServer) -> None:
+    """RFC 7591 registration of a public client, a code flow through it, the RFC 7592 read and
+    delete; then its token requests are invalid_client. A refused registration."""
+    discovery = s.http.get(s.url("/.well-known/openid-configuration")).json()
+    check(discovery.get("registration_endpoint") == s.url("/registration"), f"registration_endpoint {discovery}")
+    request = {"redirect_uris": ["http://127.0.0.1/callback"], "grant_types": ["authorization_code", "refresh_token"],
+               "response_types": ["code"], "token_endpoint_auth_method": "none", "application_type": "native",
+               "client_name": "selftest"}
+    client = expect(s.http.post(s.url("/registration"), json=request), 201)
+    check(client["client_id"] and "client_secret" not in client and client["token_endpoint_auth_method"] == "none"
+          and client["redirect_uris"] == request["redirect_uris"], f"registration {client}")
+    uri, rat = client["registration_client_uri"], client["registration_access_token"]
+    check(uri.startswith(s.url("/registration_api?")), f"registration_client_uri {uri}")
+    verifier, challenge = pkce()
+    redirect = "http://127.0.0.1:40001/callback"  # any port (RFC 8252 §7.3)
+    answer = authorize(s, {"client_id": client["client_id"], "response_type": "code", "redirect_uri": redirect,
+                           "scope": "openid", "state": "r", "code_challenge": challenge, "code_challenge_method": "S256"})
+    check(answer.status_code == 302, f"authorization {answer.status_code} {answer.text[:200]}")
+    code = parse_qs(urlsplit(answer.headers["Location"]).query)["code"][0]
+    data = {"grant_type": "authorization_code", "code": code, "redirect_uri": redirect, "code_verifier": verifier,
+            "client_id": client["client_id"]}
+    body = expect(s.token(data), 200)
+    expect(s.token({"grant_type": "refresh_token", "refresh_token": body["refresh_token"],
+                    "client_id": client["client_id"]}), 200)
+    read = expect(s.http.get(uri, headers={"Authorization": f"Bearer {rat}"}), 200)
+    check(read["client_id"] == client["client_id"], f"read {read}")
+    expect(s.http.get(uri, headers={"Authorization": "Bearer wrong"}), 401, "invalid_token")
+    expect(s.http.delete(uri, headers={"Authorization": "Bearer wrong"}), 401, "invalid_token")
+    deleted = s.http.delete(uri, headers={"Authorization": f"Bearer {rat}"})
+    check(deleted.status_code == 204 and not deleted.content, f"delete {deleted.status_code} {deleted.text}")
+    expect(s.token({**data, "grant_type": "refresh_token", "refresh_token": body["refresh_token"]}), 401, "invalid_client")
+    expect(s.http.delete(uri, headers={"Authorization": f"Bearer {rat}"}), 401, "invalid_token")
+    refused = expect(s.http.post(s.url("/registration"), json={**request, "redirect_uris": ["ftp://x"],
+                                                               "application_type": "web"}), 400, "invalid_redirect_uri")
+    check(refused.get("error_description"), f"refusal {refused}")
+    stats = s.stats()
+    check(stats["registrations"] >= 1 and stats["deregistrations"] >= 1, f"stats {stats}")
+
+
 def t_expiry(s: IdpyServer) -> None:
     body = expect(s.token({"grant_type": "client_credentials"},
                           auth=("authgate-exchange", s.secret("authgate-exchange"))), 200)
@@ -845,7 +884,7 @@ def main() -> None:
             ("dpop refresh", t_dpop_refresh), ("private_key_jwt", t_private_key_jwt),
             ("client_secret_jwt", t_client_secret_jwt), ("client_secret_basic", t_client_secret_basic),
             ("token exchange", t_token_exchange), ("par", t_par), ("par with dpop or pkjwt", t_par_dpop_and_confidential),
-            ("code flow", t_code_flow_confidential),
+            ("code flow", t_code_flow_confidential), ("registration", t_registration),
             ("stats", t_stats)]]
         checks += [("expiry", t_expiry, short), ("mtls", t_mtls, mtls),
                    ("parallel and restart", lambda _: t_parallel_and_stop(tmp), None)]

@@ -1,7 +1,8 @@
 """A real OAuth 2.0 / OpenID Connect authorization server built on idpyoidc 5.0.0, over TLS on
 127.0.0.1, for what the django-oauth-toolkit server of launch.py lacks: DPoP (RFC 9449) with
 server nonces, private_key_jwt and client_secret_jwt (RFC 7523), mutual TLS (RFC 8705),
-pushed authorization requests (RFC 9126) and token exchange (RFC 8693).
+pushed authorization requests (RFC 9126), token exchange (RFC 8693) and dynamic client
+registration (RFC 7591, with the RFC 7592 read and delete).
 
     .venv/bin/python Tests/idp/idpy_server.py --workdir DIR [--port N] [--mtls]
         [--access-token-lifetime SECONDS (3600)]
@@ -16,7 +17,8 @@ When it listens, one line of JSON goes to stdout:
                                        "DIR/authgate-pkjwt-ec-key.pem", "key_id": ..., ...}, ...},
      "users": {"alice": "alice-password-1"},
      "endpoints": {"discovery", "authorization", "par", "token", "userinfo", "jwks",
-                   "resource", "control", "stats", and with --mtls "mtls_token", "mtls_par"}}
+                   "resource", "control", "stats", "registration", and with --mtls "mtls_token",
+                   "mtls_par"}}
 
 then it serves until SIGTERM or SIGINT (or until its parent dies) and exits 0. One line per
 request goes to stderr (no secrets, tokens or codes), which the caller must drain.
@@ -61,6 +63,20 @@ jwks_uri. Refresh tokens rotate: the one used stops working (400 invalid_grant).
 twice fails and revokes what it gave. client_credentials gives no refresh token; its sub is
 the client_id.
 
+Dynamic client registration (open: no initial access token): POST /registration with an
+RFC 7591 JSON request answers 201 with client_id, registration_client_uri
+(https://127.0.0.1:N/registration_api?client_id=ID) and registration_access_token, and
+client_secret for the client_secret_* token_endpoint_auth_methods only (none: a public client;
+private_key_jwt: its jwks, registered with it, sign its assertions). idpyoidc checks
+the request: redirect URIs must be https, except for application_type "native" (http to
+127.0.0.1 or localhost) or a "web" client with response_types ["code"]; grant_types must be ones
+the server lists (else 400 invalid_request "Don't support proposed grant_types_supported");
+a bad redirect URI is 400 invalid_redirect_uri. A registered client gets the scopes of the
+configured ones; its registered http://127.0.0.1/PATH matches any port (RFC 8252 §7.3) as theirs
+does. GET registration_client_uri with Authorization: Bearer <registration_access_token> reads
+the registration (RFC 7592 §2.1); DELETE deletes the client (RFC 7592 §2.3: 204, then its
+token requests get 401 invalid_client); a wrong token or a deleted client: 401 invalid_token.
+
 Rules worth knowing:
   - JWT client assertions (verified by idpyoidc, with stricter checks in idpy_addons.py): aud
     must hold the issuer or the URL of the endpoint (token endpoint; at PAR, the PAR or token
@@ -94,6 +110,7 @@ Endpoints (the issuer is the origin):
   GET  /.well-known/openid-configuration (also /.well-known/oauth-authorization-server)
   GET  /jwks    GET /authorization    POST /par    POST /token    GET|POST /userinfo
   POST /mtls/token, POST /mtls/par      the mtls_endpoint_aliases (same handlers), with --mtls
+  POST /registration    GET|DELETE /registration_api?client_id=ID    (see above)
   GET  /resource    a protected resource: accepts Authorization: DPoP <token> with a DPoP
                     proof for GET https://127.0.0.1:N/resource (ath, cnf.jkt match), or
                     Bearer <token> for a token without cnf.jkt; 200 {"sub", "client_id",
@@ -107,6 +124,7 @@ Control (not counted in the statistics):
   GET  /test/stats   {"mode", "requests": {"POST /token": n, ...}, "token_requests",
                      "par_requests", "authorization_requests", "resource_requests",
                      "dpop_proofs" (seen at /token, /par, /resource and /userinfo),
+                     "registrations" (201s at /registration), "deregistrations" (DELETEs done),
                      "dpop_proofs_refused", "nonce_challenges", "client_auth": {client_id:
                      the method its last authenticated request used}, "last_token_request":
                      {"path", "client_id", "grant_type", "auth_method", "dpop_jkt", "status",
@@ -124,6 +142,7 @@ Modes:
                  WWW-Authenticate: DPoP error="use_dpop_nonce" and a DPoP-Nonce header
   par-fail       the PAR endpoint answers 500 {"error": "server_error"}
   par-error      the PAR endpoint answers 400 {"error": "invalid_request"}
+  no-registration the discovery document names no registration_endpoint (the endpoint still works)
 """
 
 import argparse
@@ -175,7 +194,8 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 REFRESH_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:refresh_token"
 TOKEN_EXCHANGE = addons.TOKEN_EXCHANGE
 CODE, REFRESH, PASSWORD, CLIENT_CREDENTIALS = "authorization_code", "refresh_token", "password", "client_credentials"
-MODES = {"normal", "require-nonce", "nonce-always", "refuse-dpop", "resource-nonce", "par-fail", "par-error"}
+MODES = {"normal", "require-nonce", "nonce-always", "refuse-dpop", "resource-nonce", "par-fail", "par-error",
+         "no-registration"}
 # The client authentication methods the token and PAR endpoints try, in this order (idpyoidc's
 # names: "public" is "none").
 AUTHN_METHODS = ["client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt",
@@ -331,6 +351,13 @@ def idpy_configuration(issuer: str, workdir: Path, lifetime: int) -> dict:
                 }}},
             "userinfo": {"path": "userinfo", "class": "idpyoidc.server.oidc.userinfo.UserInfo",
                          "kwargs": {"client_authn_method": ["bearer_header"]}},
+            # RFC 7591 dynamic client registration, open (no initial access token), and the
+            # RFC 7592 read of a registration with its registration_access_token.
+            "registration": {"path": "registration", "class": "idpyoidc.server.oidc.registration.Registration",
+                             "kwargs": {"client_authn_method": None, "client_secret_expires": False}},
+            "registration_read": {"path": "registration_api",
+                                  "class": "idpyoidc.server.oidc.read_registration.RegistrationRead",
+                                  "kwargs": {"client_authn_method": ["bearer_header"]}},
         },
         "authentication": {"auto": {"acr": ACR, "class": addons.AutoLogin,
                                     "kwargs": {"user": "alice", "passwords": USERS}}},
@@ -354,6 +381,24 @@ def idpy_configuration(issuer: str, workdir: Path, lifetime: int) -> dict:
                                                    "kwargs": {}}}},
         "template_dir": str(state / "templates"),
     }
+
+
+def registered_client(cinfo: dict) -> None:
+    """What a client registered at /registration (RFC 7591) needs here beyond what idpyoidc
+    stores: the authentication methods idpyoidc checks at each endpoint (from its
+    token_endpoint_auth_method, default client_secret_basic as RFC 7591 §2 says) and the scopes,
+    as the configured clients have them."""
+    method = cinfo.setdefault("token_endpoint_auth_method", "client_secret_basic")
+    cinfo.update({
+        "client_authn_method": IDPY_AUTHN.get(method, [method]),
+        "authorization_endpoint_client_authn_method": ["pushed_authz", "public"],
+        "userinfo_endpoint_client_authn_method": ["bearer_header"],
+        "allowed_scopes": SCOPES,
+        "default_scopes": DEFAULT_SCOPES,
+    })
+    cinfo.setdefault("grant_types_supported", cinfo.get("grant_types") or [CODE])
+    if not method.startswith("client_secret"):
+        cinfo.pop("client_secret", None)
 
 
 def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Certificate) -> Server:
@@ -388,6 +433,17 @@ def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Cer
     # What idpyoidc's grant helpers look at to answer token_type DPoP for a request with a
     # verified proof (its own DPoP add-on is not used, see idpy_addons.py).
     context.add_on["dpop"] = {"algs_supported": addons.DPOP_ALGS}
+
+    # idpyoidc's registration logs a summary of the new client's keys before it has any, which
+    # fails (cryptojwt's IssuerNotFound) for a client without jwks: give it an empty key set first.
+    registration = idp.get_endpoint("registration")
+    register = registration.do_client_registration
+
+    def do_client_registration(request, client_id, ignore=None):
+        context.keyjar.return_issuer(client_id)
+        return register(request, client_id, ignore)
+
+    registration.do_client_registration = do_client_registration
 
     for client_id, spec in CLIENTS.items():
         if spec.mtls and not args.mtls:
@@ -473,7 +529,8 @@ class State:
         return {"mode": self.mode, "requests": dict(self.requests),
                 **{name: self.counts[name] for name in (
                     "token_requests", "par_requests", "authorization_requests", "resource_requests",
-                    "dpop_proofs", "dpop_proofs_refused", "nonce_challenges")},
+                    "dpop_proofs", "dpop_proofs_refused", "nonce_challenges", "registrations",
+                    "deregistrations")},
                 "client_auth": dict(self.client_auth), "last_token_request": self.last_token_request}
 
 
@@ -535,7 +592,7 @@ class Handler(BaseHTTPRequestHandler):
             self.note = f"{answer.body['error']}: {answer.body.get('error_description', '')}"
         self.send(answer)
 
-    do_GET = do_POST = dispatch
+    do_GET = do_POST = do_DELETE = dispatch
 
     def send(self, answer: Answer) -> None:
         body = answer.body
@@ -711,7 +768,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def discovery(self) -> Answer:
         _, _, result = self.run_endpoint("provider_config", {})
-        return Answer(200, dict(result["response_args"]))
+        document = dict(result["response_args"])
+        if self.state.mode == "no-registration":
+            document.pop("registration_endpoint", None)
+        return Answer(200, document)
 
     def jwks(self) -> Answer:
         return Answer(200, self.idp.context.keyjar.export_jwks())
@@ -859,6 +919,62 @@ class Handler(BaseHTTPRequestHandler):
                             "token_type": "DPoP" if "jkt" in (payload.get("cnf") or {}) else "Bearer",
                             "cnf": payload.get("cnf")})
 
+    # -- dynamic client registration
+
+    def register(self) -> Answer:
+        """POST /registration: idpyoidc's RFC 7591 registration, then what this server's other
+        clients have that idpyoidc leaves out (see registered_client)."""
+        self.state.counts["registrations"] += 1
+        answer, _, result = self.run_endpoint("registration", self.body.decode("utf-8", "replace"))
+        if answer is not None:
+            return answer
+        response = dict(result["response_args"])
+        cinfo = self.idp.context.cdb[response["client_id"]]
+        registered_client(cinfo)
+        if not cinfo["token_endpoint_auth_method"].startswith("client_secret"):  # a secret only to use one
+            response.pop("client_secret", None)
+            response.pop("client_secret_expires_at", None)
+        self.note = f"client_id={response['client_id']} auth_method={cinfo['token_endpoint_auth_method']}"
+        return Answer(201, response)
+
+    def registered(self) -> tuple[Answer | None, str]:
+        """The client of the registration_client_uri's client_id, when the request's Bearer
+        token is its registration_access_token (RFC 7592 §3: else 401 invalid_token)."""
+        client_id = self.query().get("client_id", "")
+        authorization = self.headers.get("Authorization") or ""
+        token = authorization[7:] if authorization.startswith("Bearer ") else ""
+        cinfo = self.idp.context.cdb.get(client_id)
+        if not token or cinfo is None or not secrets.compare_digest(cinfo.get("registration_access_token", ""), token):
+            return Answer(401, {"error": "invalid_token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'}), client_id
+        return None, client_id
+
+    def read_registration(self) -> Answer:
+        """GET /registration_api?client_id=ID: RFC 7592 §2.1, idpyoidc's registration_read."""
+        refusal, client_id = self.registered()
+        if refusal is not None:
+            return refusal
+        # The token was checked above (idpyoidc's own check applies the client's token endpoint
+        # authentication methods to this endpoint too).
+        result = self.idp.get_endpoint("registration_read").process_request({"client_id": client_id})
+        return Answer(200, dict(result["response_args"]))
+
+    def delete_registration(self) -> Answer:
+        """DELETE /registration_api?client_id=ID: RFC 7592 §2.3, which idpyoidc 5.0.0 does not
+        implement (it has registration and registration_read only). The client is removed from
+        the client database with its keys and registration access token: its token requests
+        then fail invalid_client. 204 with no body; an unknown client or a wrong token 401."""
+        refusal, client_id = self.registered()
+        if refusal is not None:
+            return refusal
+        context = self.idp.context
+        cinfo = context.cdb.pop(client_id)
+        context.registration_access_token.pop(cinfo.get("registration_access_token"), None)
+        if client_id in context.keyjar:
+            del context.keyjar[client_id]
+        self.state.counts["deregistrations"] += 1
+        self.note = f"client_id={client_id} deleted"
+        return Answer(204, None)
+
     # -- control
 
     def get_mode(self) -> Answer:
@@ -896,6 +1012,9 @@ ROUTES = {
     ("GET", "/userinfo"): Handler.userinfo,
     ("POST", "/userinfo"): Handler.userinfo,
     ("GET", "/resource"): Handler.resource,
+    ("POST", "/registration"): Handler.register,
+    ("GET", "/registration_api"): Handler.read_registration,
+    ("DELETE", "/registration_api"): Handler.delete_registration,
     ("GET", "/test/mode"): Handler.get_mode,
     ("POST", "/test/mode"): Handler.set_mode,
     ("GET", "/test/stats"): Handler.stats,
@@ -967,6 +1086,7 @@ def main() -> None:
                 "resource": f"{issuer}/resource",
                 "control": f"{issuer}/test/mode",
                 "stats": f"{issuer}/test/stats",
+                "registration": f"{issuer}/registration",
             },
         }
         if args.mtls:

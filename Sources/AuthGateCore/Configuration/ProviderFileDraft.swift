@@ -14,6 +14,11 @@ public struct ProviderFileDraft: Sendable {
     public var clientID: String?
     /// The file holding the client secret (never the secret itself).
     public var clientSecretFile: String?
+    /// `client_auth` with `client_key_file` and `client_key_id`: a private_key_jwt client (a
+    /// dynamically registered one's generated key).
+    public var clientAuth: String?
+    public var clientKeyFile: String?
+    public var clientKeyID: String?
     public var grants: [Grant] = []
     public var scopes: [String] = []
     public var caFile: String?
@@ -33,6 +38,9 @@ public struct ProviderFileDraft: Sendable {
         if let issuer { document["issuer"] = .string(issuer) }
         if let clientID { document["client_id"] = .string(clientID) }
         if let clientSecretFile { document["client_secret_file"] = .string(clientSecretFile) }
+        if let clientAuth { document["client_auth"] = .string(clientAuth) }
+        if let clientKeyFile { document["client_key_file"] = .string(clientKeyFile) }
+        if let clientKeyID { document["client_key_id"] = .string(clientKeyID) }
         if !grants.isEmpty { document["grants"] = .array(grants.map { .string($0.rawValue) }) }
         if !scopes.isEmpty { document["scopes"] = .array(scopes.map(JSONValue.string)) }
         if let caFile { document["tls"] = .object(["ca_file": .string(caFile)]) }
@@ -89,13 +97,40 @@ public enum ProviderFileStore {
         if !force, FileManager.default.fileExists(atPath: target) {
             throw ProviderFileError("provider_file.exists", "\(target) exists; pass --force to replace it.")
         }
+        try atomicWrite(text, to: target, directory: directory, mode: 0o644)
+    }
+
+    /// `ID.registration` beside `ID.json`: what `provider remove` needs to delete a dynamically
+    /// registered client at the provider (RFC 7592), mode 0600. Not `*.json`, so the daemon does
+    /// not read it as a provider.
+    public static func registrationPath(id: String, directory: String) -> String {
+        (directory.hasSuffix("/") ? directory : directory + "/") + id + ".registration"
+    }
+
+    /// `ID.client-secret` beside `ID.json`: the client secret a registration issued, mode 0600.
+    public static func clientSecretPath(id: String, directory: String) -> String {
+        (directory.hasSuffix("/") ? directory : directory + "/") + id + ".client-secret"
+    }
+
+    /// `ID.key` beside `ID.json`: the private key generated for a private_key_jwt client, mode 0600.
+    public static func clientKeyPath(id: String, directory: String) -> String {
+        (directory.hasSuffix("/") ? directory : directory + "/") + id + ".key"
+    }
+
+    /// Writes a secret `text` to `target` (in `directory`) atomically, mode 0600, replacing it.
+    /// - Throws: `provider_file.unwritable`.
+    public static func writePrivate(_ text: String, to target: String, directory: String) throws(ProviderFileError) {
+        try atomicWrite(text, to: target, directory: directory, mode: 0o600)
+    }
+
+    private static func atomicWrite(_ text: String, to target: String, directory: String, mode: mode_t) throws(ProviderFileError) {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         } catch {
             throw ProviderFileError("provider_file.unwritable", "The providers directory \(directory) cannot be created.")
         }
-        let temporary = path(id: ".\(id.rawValue).\(getpid()).tmp", directory: directory)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let temporary = (directory.hasSuffix("/") ? directory : directory + "/") + ".\(target.split(separator: "/").last ?? "file").\(getpid()).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
         guard descriptor >= 0 else {
             throw ProviderFileError("provider_file.unwritable", "\(directory) is not writable (\(String(cString: strerror(errno)))).")
         }

@@ -45,6 +45,10 @@ public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     /// The session store or its key cannot be used for what was asked: the keyring or the
     /// key file fails, or the key is a systemd credential, which the daemon cannot change.
     case storageUnavailable = "storage_unavailable"
+    /// The provider refused a dynamic client registration (RFC 7591 §3.2.2: its `error` and
+    /// `error_description` in the message; or a missing or refused initial access token), or
+    /// the deletion of a registered client (RFC 7592 §2.3).
+    case registrationRefused = "registration_refused"
     case internalError = "internal_error"
 }
 

@@ -415,14 +415,7 @@ struct MethodHandlers {
                 "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may run discovery for a new provider."
             )
         }
-        var caBundle: [UInt8]?
-        if let file = params.caFile {
-            guard file.hasPrefix("/") else { throw .validationFailed([FieldError(field: "ca_file", message: "must be an absolute path")]) }
-            switch FileTrust.read(file, as: .certificate, maximumSize: 4 << 20) {
-            case .success(let bytes): caBundle = bytes
-            case .failure(let problem): throw .validationFailed([FieldError(field: "ca_file", message: "\(problem.refused ? "refused: " : "")\(problem)")])
-            }
-        }
+        let caBundle = try readCABundle(params.caFile)
         let metadata = try await ProviderDiscovery.discover(issuer: params.issuer, caBundle: caBundle)
         return ProviderOffer(
             issuer: params.issuer,

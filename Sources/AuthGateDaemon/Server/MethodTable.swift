@@ -98,6 +98,8 @@ enum MethodTable {
         case .daemonInfo: .withoutParams { await $0.daemonInfo() }
         case .configReload: .withoutParams { try await $0.configReload() }
         case .providerDiscover: .withParams { try await $0.providerDiscover($1) }
+        case .providerRegister: .withParams { try await $0.providerRegister($1) }
+        case .providerDeregister: .withParams { try await $0.providerDeregister($1) }
         case .metrics: .withoutParams { try await $0.metrics() }
         case .storageRekey: .withoutParams { try await $0.storageRekey() }
         }

@@ -145,6 +145,16 @@ struct ProviderFiles: ParsableCommand {
                 by the daemon's own rules before it is written (atomically), never replaces an existing \
                 file without --force, and the daemon is asked to reload. Secrets stay in their own files: \
                 --client-secret-file names one, the JSON never holds a secret.
+
+                --register registers a public client at the issuer's registration endpoint (RFC 7591, \
+                through the daemon): the redirect URI http://127.0.0.1/callback (any port, RFC 8252), the \
+                authorization_code and refresh_token grants and device_code when the provider offers it \
+                (or the --grant ones). The file gets the client id the provider assigned; a client secret, \
+                if one is issued, goes to ID.client-secret, and the registration_client_uri and \
+                registration_access_token (RFC 7592) to ID.registration, both 0600 beside the file, so \
+                that provider remove can delete the client at the provider. With --private-key-jwt the \
+                client is confidential instead: the daemon generates an ES256 key, registers its public \
+                JWK, and the private key goes to ID.key (0600). --dry-run registers nothing.
                 """
         )
 
@@ -183,6 +193,15 @@ struct ProviderFiles: ParsableCommand {
         @Option(help: ArgumentHelp("An absolute path to a file holding the client secret.", valueName: "path"))
         var clientSecretFile: String?
 
+        @Flag(help: "Register a client at the issuer's registration endpoint (RFC 7591) instead of --client-id.")
+        var register = false
+
+        @Option(help: ArgumentHelp("A file holding the initial access token the provider demands for --register.", valueName: "path"))
+        var initialAccessTokenFile: String?
+
+        @Flag(help: "With --register: a confidential client that signs private_key_jwt assertions (RFC 7523) with a key the daemon generates (ID.key).")
+        var privateKeyJWT = false
+
         @Option(name: .customLong("grant"), help: "A grant (repeatable): password, device_code, authorization_code, client_credentials.")
         var grants: [String] = []
 
@@ -203,6 +222,7 @@ struct ProviderFiles: ParsableCommand {
 
         func run() throws {
             let id = try ProviderFiles.id(name)
+            try checkRegistrationOptions()
             var draft = ProviderFileDraft()
             draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
             for (option, value) in [("host", host), ("tenant", tenant), ("realm", realm), ("authorization_server", authorizationServer)] {
@@ -215,6 +235,7 @@ struct ProviderFiles: ParsableCommand {
             draft.scopes = scopes
             draft.caFile = caFile
             draft.storage = try storage.map { try ProviderFiles.choice($0, as: ProviderConfiguration.Storage.self, option: "--storage") }
+            prepareRegistration(&draft)
             let directory = location.directory
             let report = draft.check(id: id.rawValue, directory: directory)
             guard report.configuration != nil else {
@@ -234,6 +255,7 @@ struct ProviderFiles: ParsableCommand {
                 // --dry-run's standard output is the file alone.
                 let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
                 if !global.json || dryRun { describe(ProviderFiles.describe(offer, chosen: draft.grants)) }
+                if register { return try registerAndWrite(draft, offer: offer, id: id, directory: directory) }
             }
             if dryRun { return print(draft.json(), terminator: "") }
             do {
@@ -251,7 +273,13 @@ struct ProviderFiles: ParsableCommand {
 
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete a provider file and make the daemon unload it (its sessions are signed out)."
+            abstract: "Delete a provider file and make the daemon unload it (its sessions are signed out).",
+            discussion: """
+                A client that provider add --register registered (ID.registration beside the file) is \
+                deleted at the provider first (RFC 7592, through the daemon), then ID.json, \
+                ID.registration, ID.client-secret and ID.key. When the provider refuses the delete, nothing is \
+                removed unless --force.
+                """
         )
 
         @OptionGroup var global: GlobalOptions
@@ -262,6 +290,9 @@ struct ProviderFiles: ParsableCommand {
 
         @Flag(help: "Do not ask for confirmation.")
         var yes = false
+
+        @Flag(help: "Remove the files even when the provider refuses to delete the dynamically registered client.")
+        var force = false
 
         func run() throws {
             let id = try ProviderFiles.id(name)
@@ -275,8 +306,10 @@ struct ProviderFiles: ParsableCommand {
                     throw CLIError(message: "Nothing was removed. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
                 }
             }
+            try deregister(id: id)
             do {
                 try ProviderFileStore.remove(id: id, directory: location.directory)
+                ProviderRegistrationFiles.removeFiles(id: id, directory: location.directory)
             } catch {
                 throw CLIError(
                     message: "\(error.message) [\(error.code)]",

@@ -28,8 +28,8 @@ from ._auth import AuthGateAuth
 from ._client import Client, Token, default_socket
 from ._errors import (ERRORS, AuthGateError, DaemonUnreachable, DPoPRejected, InternalError, InvalidCredentials,
                       InvalidParams, LoginRequired, NetworkError, PermissionDenied, ProtocolError, ProviderUnavailable,
-                      RateLimited, ServerError, ServiceUnavailable, UnknownProvider, UnsupportedGrant,
-                      ValidationFailed)
+                      RateLimited, RegistrationRefused, ServerError, ServiceUnavailable, UnknownProvider,
+                      UnsupportedGrant, ValidationFailed)
 
 #: The client's version: always the daemon's it was released with (`daemon.info`'s `version`).
 __version__ = "0.1.0"
@@ -43,7 +43,7 @@ __all__ = [
     "AuthGateError", "DaemonUnreachable", "ProtocolError", "ERRORS",
     "LoginRequired", "InvalidCredentials", "UnknownProvider", "ProviderUnavailable", "UnsupportedGrant",
     "PermissionDenied", "RateLimited", "NetworkError", "ServiceUnavailable", "ServerError", "ValidationFailed",
-    "InvalidParams", "InternalError", "DPoPRejected",
+    "InvalidParams", "InternalError", "DPoPRejected", "RegistrationRefused",
 ]
 
 for _public in (Client, AsyncClient, Token, AuthGateAuth, AuthGateError, DaemonUnreachable, ProtocolError):

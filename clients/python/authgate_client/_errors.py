@@ -49,8 +49,11 @@ ValidationFailed = _error("ValidationFailed", "validation_failed", "The input wa
 InvalidParams = _error("InvalidParams", "invalid_params", "The call's parameters were refused.")
 InternalError = _error("InternalError", "internal_error", "authgated failed.")
 DPoPRejected = _error("DPoPRejected", "dpop_rejected", "The provider refused the DPoP proof of the session's key.")
+RegistrationRefused = _error("RegistrationRefused", "registration_refused",
+                             "The provider refused the dynamic client registration or the client's deletion.")
 
 #: Exception class by reason code; reasons not listed raise AuthGateError with that reason.
 ERRORS = {cls.reason: cls for cls in (LoginRequired, InvalidCredentials, UnknownProvider, ProviderUnavailable,
                                       UnsupportedGrant, PermissionDenied, RateLimited, NetworkError, ServiceUnavailable,
-                                      ServerError, ValidationFailed, InvalidParams, InternalError, DPoPRejected)}
+                                      ServerError, ValidationFailed, InvalidParams, InternalError, DPoPRejected,
+                                      RegistrationRefused)}

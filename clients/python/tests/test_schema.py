@@ -65,7 +65,8 @@ def raw(daemon):  # noqa: F811
 def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
                                         "token", "credential.get", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
-                                        "daemon.info", "config.reload", "provider.discover", "metrics", "storage.rekey"}
+                                        "daemon.info", "config.reload", "provider.discover", "provider.register",
+                                        "provider.deregister", "metrics", "storage.rekey"}
     results = {}
     for method, params in [
         ("providers.list", None),
@@ -110,6 +111,10 @@ def test_errors_carry_a_reason_the_schema_lists(raw):
         ("token.exchange", {"provider": "mock", "audience": "a", "requested_token_type": "urn:ietf:params:oauth:token-type:refresh_token"},
          "invalid_params"),
         ("provider.discover", {"issuer": "http://sso.example.test"}, "validation_failed"),
+        ("provider.register", {"issuer": "http://sso.example.test", "grants": ["authorization_code"],
+                               "redirect_uris": ["http://127.0.0.1/callback"]}, "validation_failed"),
+        ("provider.deregister", {"registration_client_uri": "http://sso.example.test/register/1",
+                                 "registration_access_token": "t"}, "validation_failed"),
     ]:
         answer = raw.call(method, params)
         assert answer.get("error", {}).get("data", {}).get("reason") == reason, answer

@@ -1,0 +1,244 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `provider add --register` and the delete of `provider remove`: RFC 7591 dynamic client
+/// registration and the RFC 7592 §2.3 delete, both run by the daemon (`provider.register`,
+/// `provider.deregister`; the CLI has no HTTP client). What RFC 7592 needs to delete the client
+/// later is kept in `ID.registration` (0600) beside the provider file, a client secret in
+/// `ID.client-secret` (0600); neither is ever printed or put into the provider JSON.
+enum ProviderRegistrationFiles {
+    /// The client id a `--dry-run` file shows: no client is registered then.
+    static let dryRunClientID = "registered-by-provider-add"
+
+    /// The redirect URI of the daemon's browser sign-in (`LoopbackRedirectListener`), registered
+    /// without a port: RFC 8252 §7.3 lets the server match it on any port, which the daemon picks
+    /// per sign-in.
+    static let loopbackRedirectURI = "http://127.0.0.1/callback"
+
+    /// `ID.registration`: JSON, 0600.
+    struct Record: Codable {
+        var clientID: String
+        var registrationClientURI: String
+        var registrationAccessToken: String
+        var registrationEndpoint: String
+        var caFile: String?
+
+        enum CodingKeys: String, CodingKey {
+            case clientID = "client_id"
+            case registrationClientURI = "registration_client_uri"
+            case registrationAccessToken = "registration_access_token"
+            case registrationEndpoint = "registration_endpoint"
+            case caFile = "ca_file"
+        }
+    }
+
+    /// The grants to register when none are given: the browser sign-in, and the device code
+    /// grant when the provider offers it.
+    static func defaultGrants(_ offer: ProviderOffer) -> [Grant] {
+        [.authorizationCode] + (offer.deviceAuthorizationEndpoint != nil && offer.grants.contains(.deviceCode) ? [.deviceCode] : [])
+    }
+
+    /// The initial access token of `--initial-access-token-file`, without surrounding whitespace.
+    static func initialAccessToken(_ path: String?) throws -> String? {
+        guard let path else { return nil }
+        guard let data = FileManager.default.contents(atPath: path),
+            case let token = String(decoding: data, as: UTF8.self).trimming(while: \.isWhitespace), !token.isEmpty
+        else {
+            throw CLIError(
+                message: "The initial access token file \(Terminal.safe(path)) cannot be read or is empty. [provider_file.unreadable]",
+                exitCode: ExitStatus.inputRefused
+            )
+        }
+        return token
+    }
+
+    /// An absolute form of the providers directory, for the `client_secret_file` the provider
+    /// file names.
+    static func absolute(_ directory: String) -> String {
+        directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
+    }
+
+    /// Deletes the client of `ID.registration` at the provider, through the daemon; nothing to do
+    /// without that file.
+    /// - Returns: the client id deleted, `nil` without a registration file.
+    static func deregister(_ global: GlobalOptions, id: ProviderID, directory: String) throws -> String? {
+        let path = ProviderFileStore.registrationPath(id: id.rawValue, directory: directory)
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard let record = try? JSONDecoder().decode(Record.self, from: data) else {
+            throw CLIError(
+                message:
+                    "\(path) is not a registration file authgate wrote; nothing was removed. Pass --force to remove the files without deleting the client at the provider. [provider_file.invalid]",
+                exitCode: ExitStatus.inputRefused
+            )
+        }
+        _ = try global.call(
+            .providerDeregister,
+            ProviderDeregisterParams(
+                registrationClientURI: record.registrationClientURI,
+                registrationAccessToken: record.registrationAccessToken,
+                caFile: record.caFile
+            ),
+            as: ProviderDeregistration.self,
+            progress: "Deleting the client at the provider…"
+        )
+        return record.clientID
+    }
+
+    /// Removes `ID.registration`, `ID.client-secret` and `ID.key` where they exist.
+    static func removeFiles(id: ProviderID, directory: String) {
+        for path in [
+            ProviderFileStore.registrationPath(id: id.rawValue, directory: directory),
+            ProviderFileStore.clientSecretPath(id: id.rawValue, directory: directory),
+            ProviderFileStore.clientKeyPath(id: id.rawValue, directory: directory),
+        ] {
+            unlink(path)
+        }
+    }
+}
+
+extension ProviderFiles.Add {
+    /// `--register`: the options that go with it.
+    func checkRegistrationOptions() throws {
+        guard register else {
+            if initialAccessTokenFile != nil || privateKeyJWT {
+                throw ValidationError("--initial-access-token-file and --private-key-jwt go with --register.")
+            }
+            return
+        }
+        guard issuer != nil else { throw ValidationError("--register needs --issuer: the registration endpoint is read from its discovery document.") }
+        guard clientID == nil, clientSecretFile == nil else {
+            throw ValidationError("--register obtains the client id (and secret) from the provider: leave out --client-id and --client-secret-file.")
+        }
+    }
+
+    /// With `--register`, the draft is checked before the provider assigns a client id and before
+    /// its discovery document says which grants it offers: a placeholder id and the browser grant.
+    func prepareRegistration(_ draft: inout ProviderFileDraft) {
+        guard register else { return }
+        draft.clientID = ProviderRegistrationFiles.dryRunClientID
+        if draft.grants.isEmpty { draft.grants = [.authorizationCode] }
+    }
+
+    /// Registers a client for `draft` at the provider `offer` describes, then writes the
+    /// provider file with its client id, the secret and registration files beside it, and
+    /// reloads. With `--dry-run`, registers nothing and prints the file with a placeholder id.
+    func registerAndWrite(_ draft: ProviderFileDraft, offer: ProviderOffer, id: ProviderID, directory: String) throws {
+        var draft = draft
+        if grants.isEmpty { draft.grants = ProviderRegistrationFiles.defaultGrants(offer) }
+        let params = ProviderRegisterParams(
+            issuer: offer.issuer,
+            caFile: caFile,
+            grants: draft.grants,
+            redirectURIs: draft.grants.contains(.authorizationCode) ? [ProviderRegistrationFiles.loopbackRedirectURI] : [],
+            tokenEndpointAuthMethod: privateKeyJWT ? "private_key_jwt" : "none",
+            clientName: "authgate (\(id.rawValue))",
+            scope: draft.scopes.isEmpty ? nil : draft.scopes.joined(separator: " "),
+            initialAccessToken: try ProviderRegistrationFiles.initialAccessToken(initialAccessTokenFile)
+        )
+        let summary =
+            (privateKeyJWT ? "a confidential client (private_key_jwt, a new ES256 key)" : "a public client (token_endpoint_auth_method none)")
+            + " for \(draft.grants.map(\.rawValue).joined(separator: ", "))"
+            + (params.redirectURIs.isEmpty ? "" : " with the redirect URI \(params.redirectURIs.joined(separator: ", "))")
+        if dryRun {
+            Terminal.writeError(
+                "--dry-run registers nothing: it would register \(summary) at \(offer.registrationEndpoint.map(Terminal.safe) ?? "(no registration endpoint)"); the file's client_id is a placeholder.\n"
+            )
+            return print(draft.json(), terminator: "")
+        }
+        guard offer.registrationEndpoint != nil else {
+            throw CLIError(
+                message:
+                    "\(Terminal.safe(offer.issuer)) offers no dynamic client registration (its discovery document names no registration_endpoint): register a client by hand and pass --client-id. [unsupported_grant]",
+                exitCode: ExitStatus.providerUnusable
+            )
+        }
+        let target = ProviderFileStore.path(id: id.rawValue, directory: directory)
+        if !force, FileManager.default.fileExists(atPath: target) {
+            throw CLIError(message: "\(target) exists; pass --force to replace it. [provider_file.exists]", exitCode: ExitStatus.inputRefused)
+        }
+        let registration = try global.call(.providerRegister, params, as: ProviderRegistration.self, progress: "Registering a client…")
+        draft.clientID = registration.clientID
+        do {
+            try write(draft, registration: registration, id: id, directory: directory)
+        } catch {
+            // No file names the client: delete it at the provider again, where that is possible.
+            if let uri = registration.registrationClientURI, let token = registration.registrationAccessToken {
+                _ = try? global.call(
+                    .providerDeregister,
+                    ProviderDeregisterParams(registrationClientURI: uri, registrationAccessToken: token, caFile: caFile),
+                    as: ProviderDeregistration.self
+                )
+            }
+            throw error
+        }
+        if !global.json {
+            print("Registered the client \(Terminal.safe(registration.clientID)) at \(Terminal.safe(registration.registrationEndpoint)): \(summary).")
+            if let granted = registration.grantTypes { print("The provider granted: \(granted.map(Terminal.safe).joined(separator: ", ")).") }
+            if registration.registrationClientURI == nil {
+                print("The provider gave no registration_client_uri (RFC 7592): provider remove cannot delete the client there.")
+            }
+            print("Wrote \(target).")
+        }
+        try ProviderFiles.reload(global, id: id)
+    }
+
+    /// The secret file, the registration file, then the provider file; the first two go again
+    /// when a later one cannot be written.
+    private func write(_ draft: ProviderFileDraft, registration: ProviderRegistration, id: ProviderID, directory: String) throws {
+        var draft = draft
+        do {
+            if let secret = registration.clientSecret {
+                let path = ProviderFileStore.clientSecretPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
+                try ProviderFileStore.writePrivate(secret, to: path, directory: directory)
+                draft.clientSecretFile = path
+            }
+            if let pem = registration.clientKeyPEM, let keyID = registration.clientKeyID {
+                let path = ProviderFileStore.clientKeyPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
+                try ProviderFileStore.writePrivate(pem, to: path, directory: directory)
+                (draft.clientAuth, draft.clientKeyFile, draft.clientKeyID) = ("private_key_jwt", path, keyID)
+            }
+            if let uri = registration.registrationClientURI, let token = registration.registrationAccessToken {
+                let record = ProviderRegistrationFiles.Record(
+                    clientID: registration.clientID,
+                    registrationClientURI: uri,
+                    registrationAccessToken: token,
+                    registrationEndpoint: registration.registrationEndpoint,
+                    caFile: caFile
+                )
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                let text = String(decoding: (try? encoder.encode(record)) ?? Data(), as: UTF8.self) + "\n"
+                try ProviderFileStore.writePrivate(text, to: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory), directory: directory)
+            }
+            try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
+        } catch {
+            ProviderRegistrationFiles.removeFiles(id: id, directory: directory)
+            throw CLIError(message: "\(error.message) [\(error.code)]", exitCode: ExitStatus.internalError)
+        }
+    }
+}
+
+extension ProviderFiles.Remove {
+    /// Deletes the registered client at the provider, if `ID.registration` says there is one;
+    /// a refusal stops the removal unless `--force`.
+    func deregister(id: ProviderID) throws {
+        do {
+            guard let clientID = try ProviderRegistrationFiles.deregister(global, id: id, directory: location.directory) else { return }
+            if !global.json { print("Deleted the client \(Terminal.safe(clientID)) at the provider.") }
+        } catch let error as CLIError {
+            guard force else {
+                throw CLIError(
+                    message: "\(error.message)\nThe client was not deleted at the provider, and nothing was removed: pass --force to remove the files anyway.",
+                    exitCode: error.exitCode
+                )
+            }
+            Terminal.writeError("authgate: \(error.message)\nThe client stays registered at the provider; removing the files (--force).\n")
+        }
+    }
+}
