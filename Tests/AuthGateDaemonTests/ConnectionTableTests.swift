@@ -3,6 +3,7 @@ import CLinux
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import Synchronization
 import Testing
 
@@ -257,7 +258,9 @@ struct ConnectionTableTests {
             logger: quiet,
             timeouts: .timeouts(logger: quiet)
         ) { handOff in handedOn.withLock { $0 = handOff } }
-        let serving = Task { await door.run() }
+        // Started on an event loop, not the cooperative pool: under load, the pool's two
+        // threads may be held by other tests' blocking waits for longer than this test waits.
+        let serving = Task(executorPreference: EventLoopTaskExecutor(MultiThreadedEventLoopGroup.singleton.next())) { await door.run() }
         let client = Array(path.utf8).withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { ag_connect_unix($0.baseAddress, $0.count) }
         }
