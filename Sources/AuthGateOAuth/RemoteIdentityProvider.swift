@@ -346,18 +346,25 @@ public actor RemoteIdentityProvider: IdentityProvider {
     }
 
     public func revoke(_ tokens: TokenSet) async {
+        _ = await revokeReporting(tokens)
+    }
+
+    public func revokeReporting(_ tokens: TokenSet) async -> RevocationOutcome {
         guard let endpoint = try? await resolvedMetadata().revocationEndpoint else {
             logger.debug("no revocation endpoint; the tokens expire on their own", metadata: ["provider.id": "\(name)"])
-            return
+            return .notOffered
         }
         do {
             let response = try await tokenEndpoint.post(endpoint, to: .revocation, Revocation.fields(tokens))
             // RFC 7009 §2.2: 200 whether or not the token was valid.
-            if response.status != 200 {
+            guard response.status == 200 else {
                 logger.notice("revocation refused", metadata: ["provider.id": "\(name)", "http.status": "\(response.status)"])
+                return .refused(status: response.status)
             }
+            return .revoked
         } catch {
             logger.notice("revocation failed", metadata: ["provider.id": "\(name)", "error.reason": "\(error.reason.rawValue)"])
+            return .failed(error.reason)
         }
     }
 

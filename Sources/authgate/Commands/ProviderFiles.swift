@@ -12,7 +12,7 @@ struct ProviderFiles: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider",
         abstract: "List, add or remove provider files (admins).",
-        subcommands: [List.self, Add.self, Remove.self]
+        subcommands: [List.self, Add.self, Remove.self, ProviderTest.self]
     )
 
     /// Where the provider files go.
