@@ -15,6 +15,19 @@ struct ProviderFiles: ParsableCommand {
         subcommands: [List.self, Add.self, Remove.self, ProviderTest.self]
     )
 
+    /// The installed docs/provider.schema.json as a `file://` URL: `PREFIX/share/doc/authgate/`
+    /// beside this binary's `PREFIX/bin`, where `scripts/install` puts it; `nil` when it is not there.
+    static func installedSchema() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        let executable = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let prefix = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast(2).joined(separator: "/")
+        let path = prefix + "/" + ProviderFileDraft.installedSchemaPath
+        guard access(path, R_OK) == 0 else { return nil }
+        return "file://" + path
+    }
+
     /// Where the provider files go.
     struct Location: ParsableArguments {
         @Option(
@@ -204,6 +217,7 @@ struct ProviderFiles: ParsableCommand {
         func run() throws {
             let id = try ProviderFiles.id(name)
             var draft = ProviderFileDraft()
+            draft.schema = ProviderFiles.installedSchema()
             draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
             for (option, value) in [("host", host), ("tenant", tenant), ("realm", realm), ("authorization_server", authorizationServer)] {
                 if let value { draft.presetOptions[option] = value }
