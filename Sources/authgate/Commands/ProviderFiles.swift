@@ -154,7 +154,8 @@ struct ProviderFiles: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a provider file into the providers directory and make the daemon load it.",
             discussion: """
-                Every answer is a flag, so it runs unattended (Ansible and friends). The file is checked \
+                Every answer is a flag, so it runs unattended (Ansible and friends); on a terminal, the \
+                issuer or preset, the client id, the grants and the scopes not given are asked for. The file is checked \
                 by the daemon's own rules before it is written (atomically), never replaces an existing \
                 file without --force, and the daemon is asked to reload. Secrets stay in their own files: \
                 --client-secret-file names one, the JSON never holds a secret.
@@ -214,8 +215,9 @@ struct ProviderFiles: ParsableCommand {
         @Flag(help: "Print the file instead of writing it.")
         var dryRun = false
 
-        func run() throws {
+        mutating func run() throws {
             let id = try ProviderFiles.id(name)
+            askForMissingAnswers()
             var draft = ProviderFileDraft()
             draft.schema = ProviderFiles.installedSchema()
             draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
