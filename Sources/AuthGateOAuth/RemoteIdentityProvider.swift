@@ -346,18 +346,25 @@ public actor RemoteIdentityProvider: IdentityProvider {
     }
 
     public func revoke(_ tokens: TokenSet) async {
+        _ = await revokeReporting(tokens)
+    }
+
+    public func revokeReporting(_ tokens: TokenSet) async -> RevocationOutcome {
         guard let endpoint = try? await resolvedMetadata().revocationEndpoint else {
             logger.debug("no revocation endpoint; the tokens expire on their own", metadata: ["provider.id": "\(name)"])
-            return
+            return .notOffered
         }
         do {
             let response = try await tokenEndpoint.post(endpoint, to: .revocation, Revocation.fields(tokens))
             // RFC 7009 §2.2: 200 whether or not the token was valid.
-            if response.status != 200 {
+            guard response.status == 200 else {
                 logger.notice("revocation refused", metadata: ["provider.id": "\(name)", "http.status": "\(response.status)"])
+                return .refused(status: response.status)
             }
+            return .revoked
         } catch {
             logger.notice("revocation failed", metadata: ["provider.id": "\(name)", "error.reason": "\(error.reason.rawValue)"])
+            return .failed(error.reason)
         }
     }
 
@@ -366,7 +373,10 @@ public actor RemoteIdentityProvider: IdentityProvider {
             throw AuthGateError(.unsupportedGrant, "\(name) has no userinfo endpoint.")
         }
         let response = try await get(endpoint, .userinfo, what: "userinfo request", bearer: tokens)
-        guard let claims = (try? JSONValue.parse(Data(response.body)))?.objectValue, claims["sub"]?.stringValue != nil else {
+        // userinfo_claims first: a provider's own names for the standard claims.
+        guard let answer = (try? JSONValue.parse(Data(response.body)))?.objectValue, case let claims = settings.quirks.standardizing(answer),
+            claims["sub"]?.stringValue != nil
+        else {
             throw ProviderFailure.malformed(name, what: "userinfo response", "it is not a JSON object with a sub")
         }
         return claims
@@ -379,7 +389,8 @@ public actor RemoteIdentityProvider: IdentityProvider {
             return SignInResult(tokens: tokens, subject: claims.sub, displayName: claims.displayName)
         }
         // No ID token (common on the password grant): ask the userinfo endpoint, best effort.
-        if isOIDC, tokens.scopes.contains("openid"), let claims = try? await userinfo(tokens) {
+        // userinfo_claims: an OAuth provider whose user endpoint says who it is (GitHub's /user).
+        if (isOIDC && tokens.scopes.contains("openid")) || !settings.quirks.userinfoClaims.isEmpty, let claims = try? await userinfo(tokens) {
             return SignInResult(
                 tokens: tokens,
                 subject: claims["sub"]?.stringValue,

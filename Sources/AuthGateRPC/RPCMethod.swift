@@ -19,6 +19,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case userinfo
     case status
     case logout
+    /// What a provider gave one of the caller's sessions, never a token (`authgate provider test`).
+    case sessionInspect = "session.inspect"
     case daemonInfo = "daemon.info"
     case configReload = "config.reload"
     /// Administrators: an issuer's discovery document, read by the daemon (`provider add --issuer`).

@@ -14,7 +14,8 @@ struct AuthGate: ParsableCommand {
         discussion: """
             Exit status: 0 success, 1 internal error, 2 daemon unreachable, 3 sign-in required, \
             4 wrong credentials, 5 input refused, 6 provider unknown or unusable, \
-            7 provider unreachable or failing, 8 not allowed or rate limited, 64 usage error.
+            7 provider unreachable or failing, 8 not allowed or rate limited, 9 a check of `provider test` failed, \
+            64 usage error.
             """,
         version: AuthGateVersion.current,
         subcommands: [

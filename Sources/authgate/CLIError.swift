@@ -54,6 +54,8 @@ enum ExitStatus {
     static let providerUnusable = ExitCode(6)
     static let providerFailing = ExitCode(7)
     static let notAllowed = ExitCode(8)
+    /// `authgate provider test`: the sign-in worked, but a check failed.
+    static let checkFailed = ExitCode(9)
 
     static func forReason(_ reason: ErrorReason) -> ExitCode {
         switch reason {

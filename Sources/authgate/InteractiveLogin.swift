@@ -30,9 +30,16 @@ struct InteractiveLogin {
     var verb: String
 
     func run() throws {
+        try report(try signIn(beginAsJSON: global.json), global: global, verb: verb)
+    }
+
+    /// The sign-in without its last line: its result.
+    /// - Parameter beginAsJSON: `login.begin`'s result goes to stdout as JSON, not as
+    ///   instructions on stderr.
+    func signIn(beginAsJSON: Bool) throws -> LoginResult {
         let params = LoginBeginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, prompt: prompt)
         let begin = try global.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
-        if global.json {
+        if beginAsJSON {
             try global.printJSON(begin)
         } else {
             Terminal.writeError(instructions(begin))
@@ -44,15 +51,13 @@ struct InteractiveLogin {
         let waiting = begin.grant == .deviceCode ? "Waiting for you to enter the code…" : "Waiting for you to sign in in the browser…"
         let cancelSource = Self.cancelOnInterrupt(flowID: begin.flowID, socket: path, provider: provider)
         defer { cancelSource.cancel() }
-        let result: LoginResult
         do {
-            result = try global.call(.loginComplete, LoginCompleteParams(flowID: begin.flowID), as: LoginResult.self, progress: waiting)
+            return try global.call(.loginComplete, LoginCompleteParams(flowID: begin.flowID), as: LoginResult.self, progress: waiting)
         } catch {
             // Ctrl-C: the handler cancelled the flow (which failed this call) and exits by itself.
             if interrupted.load(ordering: .acquiring) { while true { pause() } }
             throw error
         }
-        try report(result, global: global, verb: verb)
     }
 
     /// What the user must do, for stderr.

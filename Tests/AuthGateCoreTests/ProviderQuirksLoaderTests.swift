@@ -16,13 +16,18 @@ struct ProviderQuirksLoaderTests {
     @Test("every quirk key is read; absent, the RFC behaviour (an hour without expires_in)")
     func read() throws {
         let report = Self.load(
-            #""expires_in_default": "never", "token_errors_with_http_200": true, "$schema": "https://authgate.example/provider.schema.json", "issuer_template": "https://login.example.com/{tenantid}/v2.0", "authorization_parameters": {"prompt": "consent", "access_type": "offline"}"#
+            #""expires_in_default": "never", "token_errors_with_http_200": true, "$schema": "https://authgate.example/provider.schema.json", "issuer_template": "https://login.example.com/{tenantid}/v2.0", "authorization_parameters": {"prompt": "consent", "access_type": "offline"}, "userinfo_claims": {"sub": "id", "preferred_username": "login"}"#
         )
         let quirks = try #require(report.configuration?.settings.remote?.quirks, "\(report.problems)")
         #expect(quirks.missingLifetime == .never)
         #expect(quirks.tokenErrorsWithHTTP200)
         #expect(quirks.issuerTemplate == "https://login.example.com/{tenantid}/v2.0")
         #expect(quirks.authorizationParameters == [.init(name: "access_type", value: "offline"), .init(name: "prompt", value: "consent")])
+        #expect(quirks.userinfoClaims == ["sub": "id", "preferred_username": "login"])
+        // A number becomes its decimal string; a claim the answer has is kept; an odd value is left out.
+        let github: [String: JSONValue] = ["id": .number(583231), "login": .string("octocat"), "preferred_username": .string("kept")]
+        #expect(quirks.standardizing(github)["sub"] == .string("583231") && quirks.standardizing(github)["preferred_username"] == .string("kept"))
+        #expect(quirks.standardizing(["id": .number(1.5)])["sub"] == nil)
         #expect(Self.load(#""expires_in_default": 600"#).configuration?.settings.remote?.quirks.missingLifetime == .seconds(600))
         #expect(Self.load(#""audience": "x""#).configuration?.settings.remote?.quirks == ProviderQuirks())
         #expect(ProviderQuirks().missingLifetime == .seconds(3600))
@@ -51,6 +56,16 @@ struct ProviderQuirksLoaderTests {
         ),
         (#""authorization_parameters": ["access_type=offline"]"#, ["$.authorization_parameters: expected an object, found an array"]),
         (#""$schema": 3"#, ["$.$schema: expected a string, found a number"]),
+        (
+            #""userinfo_claims": {"uid": "id", "sub": 7, "name": "", "email": "e\u0007"}"#,
+            [
+                #"$.userinfo_claims.uid: expected one of "email", "name", "preferred_username", "sub""#,
+                "$.userinfo_claims.sub: expected a string, found a number",
+                "$.userinfo_claims.name: must not be empty",
+                "$.userinfo_claims.email: a member name is at most 128 printable characters",
+            ]
+        ),
+        (#""userinfo_claims": "id""#, ["$.userinfo_claims: expected an object, found a string"]),
     ]
 
     @Test("each mistake in a quirk key names the file, the field and what was expected", arguments: mistakes)

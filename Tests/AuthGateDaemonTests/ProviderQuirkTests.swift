@@ -158,4 +158,34 @@ struct ProviderQuirkTests {
             }
         }
     }
+
+    /// GitHub's user endpoint names the user with id and login, and has no sub:
+    /// https://docs.github.com/en/rest/users/users#get-the-authenticated-user
+    @Test("userinfo_claims: GitHub's /user (id, login, no sub) names the user at sign-in and answers userinfo; without the key it has no sub and is refused")
+    func userinfoClaims() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "no_expires_in")
+        func github(_ extra: String) -> String {
+            #"""
+            {"type": "oauth2", "client_id": "authgate", "grants": ["password"], "scopes": ["read:user"], "tls": {"ca_file": "\#(server.caFile)"},
+             "endpoints": {"token": "\#(server.issuer)/token", "userinfo": "\#(server.issuer)/user"}, "expires_in_default": "never"\#(extra)}
+            """#
+        }
+        let daemon = try DaemonProcess(providers: [
+            "github.json": github(#", "userinfo_claims": {"sub": "id", "preferred_username": "login"}"#),
+            "plain.json": github(""),
+        ])
+        try eventually(timeout: .seconds(30)) { try daemon.cli(["providers", "--json"]).stdout.components(separatedBy: #""status":"ready""#).count == 3 }
+        let connection = try daemon.connect()
+        let signedIn = try Self.signIn(connection, "github").object
+        #expect(signedIn["subject"] as? String == "583231" && signedIn["display_name"] as? String == "octocat", "\(signedIn)")
+        let claims = try call(connection, "userinfo", ["provider": "github"]).object
+        #expect(claims["sub"] as? String == "583231" && claims["preferred_username"] as? String == "octocat" && claims["login"] as? String == "octocat")
+        #expect(try daemon.cli(["status", "--json"]).stdout.contains(#""subject":"583231""#))
+
+        let plain = try Self.signIn(connection, "plain").object
+        #expect(plain["subject"] == nil, "\(plain)")
+        let refused = try call(connection, "userinfo", ["provider": "plain"])
+        #expect(refused.errorReason == "server_error" && refused.errorMessage?.contains("with a sub") == true, "\(refused)")
+    }
 }

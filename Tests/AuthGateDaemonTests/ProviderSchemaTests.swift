@@ -189,4 +189,31 @@ struct ProviderSchemaTests {
         #expect(refused.status == 1)
         #expect(refused.stdout.contains("$.expires_in_default"), "\(refused.stdout)")
     }
+
+    @Test(
+        "provider add names the installed schema in \"$schema\" (a file:// URL beside the binary's PREFIX/bin), which validates the file; nothing when it is not installed"
+    )
+    func schemaReference() throws {
+        let scratch = try ScratchDirectory()
+        let prefix = scratch.path + "/prefix"
+        let documentation = prefix + "/share/doc/authgate"
+        try FileManager.default.createDirectory(atPath: prefix + "/bin", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: documentation, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: BuiltProducts.cli.path, toPath: prefix + "/bin/authgate")
+        let add = ["provider", "add", "gh", "--providers-dir", scratch.path, "--preset", "github", "--client-id", "Iv1.abc", "--dry-run"]
+
+        let withoutSchema = try run(URL(fileURLWithPath: prefix + "/bin/authgate"), add)
+        #expect(withoutSchema.status == 0 && !withoutSchema.stdout.contains("$schema"), "\(withoutSchema)")
+        try FileManager.default.copyItem(atPath: Self.schemaPath, toPath: documentation + "/provider.schema.json")
+        let written = try run(URL(fileURLWithPath: prefix + "/bin/authgate"), add)
+        let file = try #require(try JSONSerialization.jsonObject(with: Data(written.stdout.utf8)) as? [String: Any], "\(written)")
+        let reference = try #require(file["$schema"] as? String)
+        #expect(reference == "file://" + documentation + "/provider.schema.json")
+        #expect(!(try String(contentsOfFile: Self.schemaPath, encoding: .utf8)).contains("authgate.example"), "no placeholder $id")
+        let path = scratch.path + "/gh.json"
+        try Data(written.stdout.utf8).write(to: URL(fileURLWithPath: path))
+        let tool = URL(fileURLWithPath: LoopbackServer.python).deletingLastPathComponent().appendingPathComponent("check-jsonschema")
+        let checked = try run(tool, ["--schemafile", String(reference.dropFirst("file://".count)), path])
+        #expect(checked.status == 0, "\(checked.stdout) \(checked.stderr)")
+    }
 }

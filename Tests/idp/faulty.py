@@ -15,6 +15,9 @@ Endpoints (the issuer is the origin, no path):
   POST /token                              answers as the mode says (below)
   POST /revoke                             200, or the mode's transport fault
   GET  /userinfo                           {"sub": "faulty-user", ..., "huge_number": 1e300} given a Bearer token
+  GET  /user                               GitHub's authenticated user, which has no sub: {"login": "octocat",
+                                           "id": 583231, "name": "The Octocat", "email": null} given a Bearer
+                                           token (https://docs.github.com/en/rest/users/users#get-the-authenticated-user)
   POST /device                             a device authorization response (RFC 8628)
   GET  /authorize                          302 to the redirect_uri with a code and the state;
                                            the code remembers the request's access_type
@@ -370,6 +373,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(200, {"sub": "faulty-user", "preferred_username": "faulty",
                              "name": "Faulty User", "email": "faulty@example.com", "huge_number": 1e300})
 
+    def github_user(self) -> None:
+        if self.transport_fault(self.state.mode):
+            return
+        if not self.headers.get("Authorization", "").startswith("Bearer "):
+            return self.send_json(401, {"message": "Requires authentication"})
+        self.send_json(200, {"login": "octocat", "id": 583231, "node_id": "MDQ6VXNlcjU4MzIzMQ==", "type": "User",
+                             "name": "The Octocat", "email": None})
+
     def device(self) -> None:
         self.read_form()
         if self.transport_fault(self.state.mode):
@@ -411,6 +422,7 @@ ROUTES = {
     ("POST", "/token"): Handler.token,
     ("POST", "/revoke"): Handler.revoke,
     ("GET", "/userinfo"): Handler.userinfo,
+    ("GET", "/user"): Handler.github_user,
     ("POST", "/userinfo"): Handler.userinfo,
     ("POST", "/device"): Handler.device,
     ("GET", "/_stats"): Handler.stats,

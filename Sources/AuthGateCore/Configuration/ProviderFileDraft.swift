@@ -24,11 +24,16 @@ public struct ProviderFileDraft: Sendable {
     public var caFile: String?
     public var storage: ProviderConfiguration.Storage?
 
+    /// The file's `"$schema"`, for editors: the installed schema as a `file://` URL; none when
+    /// it is not installed.
+    public var schema: String?
+
     public init() {}
 
     /// The file's JSON: sorted keys, two-space indentation, a final newline.
     public func json() -> String {
-        var document: [String: JSONValue] = ["$schema": .string(Self.schemaURL)]
+        var document: [String: JSONValue] = [:]
+        if let schema { document["$schema"] = .string(schema) }
         if let preset {
             document["preset"] = .string(preset.rawValue)
             if !presetOptions.isEmpty { document["preset_options"] = .object(presetOptions.mapValues(JSONValue.string)) }
@@ -51,8 +56,9 @@ public struct ProviderFileDraft: Sendable {
         return String(decoding: data, as: UTF8.self) + "\n"
     }
 
-    /// The `$id` of docs/provider.schema.json.
-    public static let schemaURL = "https://authgate.example/provider.schema.json"
+    /// Where docs/provider.schema.json is installed below an installation's prefix
+    /// (`scripts/install`): the binaries are in `PREFIX/bin`.
+    public static let installedSchemaPath = "share/doc/authgate/provider.schema.json"
 
     /// The file checked as the daemon will check it.
     public func check(id: String, directory: String) -> ProviderFileReport {

@@ -44,6 +44,7 @@ public enum ProviderPreset: String, Sendable, Hashable, CaseIterable {
                 ]),
                 "grants": strings(["device_code"]), "scopes": strings(["repo", "read:user"]),
                 "expires_in_default": .string("never"), "token_errors_with_http_200": .bool(true),
+                "userinfo_claims": .object(["sub": .string("id"), "preferred_username": .string("login")]),
                 "credential_helper": .object(["hosts": strings([host]), "username": .string("oauth2")]),
             ]
         case .gitlab:

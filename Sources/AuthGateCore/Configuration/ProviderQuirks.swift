@@ -23,6 +23,26 @@ public struct ProviderQuirks: Sendable, Hashable {
     /// `authorization_parameters`: extra parameters of the authorization request
     /// (`access_type=offline`, `prompt=consent`, …), sorted by name.
     public var authorizationParameters: [AuthorizationParameter] = []
+    /// `userinfo_claims`: members of the userinfo answer that stand for standard claims it
+    /// lacks, standard claim → member (GitHub's `/user` has `id` and `login`, no `sub`:
+    /// `{"sub": "id", "preferred_username": "login"}`). A number becomes its decimal string.
+    public var userinfoClaims: [String: String] = [:]
+
+    /// The standard claims `userinfo_claims` may name (OpenID Connect Core §5.1).
+    public static let mappableClaims: Set<String> = ["sub", "preferred_username", "name", "email"]
+
+    /// `claims` with the standard claims it lacks taken from the members ``userinfoClaims`` names.
+    public func standardizing(_ claims: [String: JSONValue]) -> [String: JSONValue] {
+        var claims = claims
+        for (standard, member) in userinfoClaims where claims[standard] == nil {
+            switch claims[member] {
+            case .string(let value)?: claims[standard] = .string(value)
+            case .number(let value)? where value == value.rounded() && abs(value) < 1e15: claims[standard] = .string(String(Int64(value)))
+            default: break
+            }
+        }
+        return claims
+    }
 
     /// One extra parameter of the authorization request.
     public struct AuthorizationParameter: Sendable, Hashable {
@@ -60,7 +80,7 @@ public struct ProviderQuirks: Sendable, Hashable {
 
 extension ProviderQuirks {
     /// The keys of a remote provider file these settings are read from.
-    static let keys: Set<String> = ["expires_in_default", "token_errors_with_http_200", "issuer_template", "authorization_parameters"]
+    static let keys: Set<String> = ["expires_in_default", "token_errors_with_http_200", "issuer_template", "authorization_parameters", "userinfo_claims"]
 
     /// Reads the quirk keys of a remote provider's file.
     static func read(_ root: ObjectReader, isOIDC: Bool, issuer: URL?) -> ProviderQuirks {
@@ -104,6 +124,18 @@ extension ProviderQuirks {
                 }
             }
             quirks.authorizationParameters = read
+        }
+        if let claims = root.object("userinfo_claims") {
+            for standard in claims.keys {
+                guard let member = claims.string(standard) else { continue }
+                if !mappableClaims.contains(standard) {
+                    claims.add(standard, "expected one of \(mappableClaims.sorted().map { "\"\($0)\"" }.joined(separator: ", "))")
+                } else if member.utf8.count > 128 || member.containsControlCharacters {
+                    claims.add(standard, "a member name is at most 128 printable characters")
+                } else {
+                    quirks.userinfoClaims[standard] = member
+                }
+            }
         }
         return quirks
     }

@@ -79,6 +79,9 @@ public protocol IdentityProvider: Sendable {
     /// Revokes a refresh token (RFC 7009), best effort: failures are not reported.
     func revoke(_ tokens: TokenSet) async
 
+    /// ``revoke(_:)``, saying how it went (`logout`'s `revocation`, `authgate provider test`).
+    func revokeReporting(_ tokens: TokenSet) async -> RevocationOutcome
+
     // Interactive sign-ins; providers without them keep the defaults, which refuse.
 
     /// Starts a device authorization (RFC 8628 §3.1): the code and page to show the user.
@@ -97,7 +100,26 @@ public protocol IdentityProvider: Sendable {
     func completeAuthorization(_ parameters: [String: String], request: AuthorizationRequest) async -> AuthorizationResponseOutcome
 }
 
+/// How a revocation at sign-out went (RFC 7009).
+public enum RevocationOutcome: Sendable, Equatable {
+    /// The provider answered 200: the token is revoked (or was not valid any more, §2.2).
+    case revoked
+    /// The provider has no revocation endpoint: the tokens expire on their own.
+    case notOffered
+    /// The provider answered, but not 200 (its HTTP status).
+    case refused(status: Int)
+    /// The request failed (the error's reason).
+    case failed(ErrorReason)
+    /// The provider does not say (providers that keep the default of ``IdentityProvider/revokeReporting(_:)``).
+    case unknown
+}
+
 extension IdentityProvider {
+    public func revokeReporting(_ tokens: TokenSet) async -> RevocationOutcome {
+        await revoke(tokens)
+        return .unknown
+    }
+
     /// Providers without DPoP ignore the key.
     public func refresh(_ refreshToken: Secret, variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> TokenSet {
         try await refresh(refreshToken, variant: variant)

@@ -389,7 +389,7 @@ struct MethodHandlers {
         services.logger.info("signed out", metadata: metadata(key))
         // Revocation is best effort: the local session is gone whatever the provider says.
         if let tokens = removed, let (_, client) = try? await services.registry.usableProvider(params.provider, for: caller) {
-            await client.revoke(tokens)
+            return LogoutResult(removed: true, revocation: RevocationReport(await client.revokeReporting(tokens)))
         }
         return LogoutResult(removed: true)
     }
@@ -500,7 +500,7 @@ struct MethodHandlers {
     }
 
     /// The provider the caller names, if the caller may use it, and the caller's session key there.
-    private func resolve(_ provider: String, _ session: String?) async throws(AuthGateError) -> (ProviderConfiguration, any IdentityProvider, SessionKey) {
+    func resolve(_ provider: String, _ session: String?) async throws(AuthGateError) -> (ProviderConfiguration, any IdentityProvider, SessionKey) {
         let (configuration, client) = try await services.registry.usableProvider(provider, for: caller)
         return (configuration, client, try sessionKey(configuration.id, session))
     }
@@ -512,7 +512,7 @@ struct MethodHandlers {
         return SessionKey(uid: caller.uid, provider: provider, name: name)
     }
 
-    private func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+    func metadata(_ key: SessionKey, _ extra: Logger.Metadata = [:]) -> Logger.Metadata {
         key.logMetadata(extra.merging(["peer.pid": "\(caller.pid)"]) { mine, _ in mine })
     }
 }

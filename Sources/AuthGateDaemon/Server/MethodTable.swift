@@ -95,6 +95,7 @@ enum MethodTable {
         case .userinfo: .withParams { try await $0.userinfo($1) }
         case .status: .withOptionalParams(absent: StatusParams()) { try await $0.status($1) }
         case .logout: .withParams { try await $0.logout($1) }
+        case .sessionInspect: .withParams { try await $0.sessionInspect($1) }
         case .daemonInfo: .withoutParams { await $0.daemonInfo() }
         case .configReload: .withoutParams { try await $0.configReload() }
         case .providerDiscover: .withParams { try await $0.providerDiscover($1) }

@@ -79,11 +79,14 @@ public struct LogoutParams: Sendable, Codable {
     }
 }
 
-/// `logout` result: `removed` says whether there was a session to remove.
+/// `logout` result: `removed` says whether there was a session to remove, `revocation` how
+/// its revocation at the provider went (absent when there was nothing to revoke).
 public struct LogoutResult: Sendable, Codable {
     public var removed: Bool
+    public var revocation: RevocationReport?
 
-    public init(removed: Bool) {
+    public init(removed: Bool, revocation: RevocationReport? = nil) {
         self.removed = removed
+        self.revocation = revocation
     }
 }

@@ -12,8 +12,21 @@ struct ProviderFiles: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider",
         abstract: "List, add or remove provider files (admins).",
-        subcommands: [List.self, Add.self, Remove.self]
+        subcommands: [List.self, Add.self, Remove.self, ProviderTest.self]
     )
+
+    /// The installed docs/provider.schema.json as a `file://` URL: `PREFIX/share/doc/authgate/`
+    /// beside this binary's `PREFIX/bin`, where `scripts/install` puts it; `nil` when it is not there.
+    static func installedSchema() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        let executable = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let prefix = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast(2).joined(separator: "/")
+        let path = prefix + "/" + ProviderFileDraft.installedSchemaPath
+        guard access(path, R_OK) == 0 else { return nil }
+        return "file://" + path
+    }
 
     /// Where the provider files go.
     struct Location: ParsableArguments {
@@ -141,7 +154,8 @@ struct ProviderFiles: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a provider file into the providers directory and make the daemon load it.",
             discussion: """
-                Every answer is a flag, so it runs unattended (Ansible and friends). The file is checked \
+                Every answer is a flag, so it runs unattended (Ansible and friends); on a terminal, the \
+                issuer or preset, the client id, the grants and the scopes not given are asked for. The file is checked \
                 by the daemon's own rules before it is written (atomically), never replaces an existing \
                 file without --force, and the daemon is asked to reload. Secrets stay in their own files: \
                 --client-secret-file names one, the JSON never holds a secret.
@@ -220,10 +234,12 @@ struct ProviderFiles: ParsableCommand {
         @Flag(help: "Print the file instead of writing it.")
         var dryRun = false
 
-        func run() throws {
+        mutating func run() throws {
             let id = try ProviderFiles.id(name)
             try checkRegistrationOptions()
+            askForMissingAnswers()
             var draft = ProviderFileDraft()
+            draft.schema = ProviderFiles.installedSchema()
             draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
             for (option, value) in [("host", host), ("tenant", tenant), ("realm", realm), ("authorization_server", authorizationServer)] {
                 if let value { draft.presetOptions[option] = value }

@@ -65,7 +65,7 @@ def raw(daemon):  # noqa: F811
 def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
                                         "token", "credential.get", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
-                                        "daemon.info", "config.reload", "provider.discover", "provider.register",
+                                        "session.inspect", "daemon.info", "config.reload", "provider.discover", "provider.register",
                                         "provider.deregister", "metrics", "storage.rekey"}
     results = {}
     for method, params in [
@@ -77,6 +77,7 @@ def test_every_method_answers_as_the_schema_says(raw):
                       "password": "Sturdy-passphrase-7", "password_confirmation": "Sturdy-passphrase-7", "session": "new"}),
         ("token", {"provider": "mock", "min_valid_seconds": 30}),
         ("userinfo", {"provider": "mock"}),
+        ("session.inspect", {"provider": "mock", "session": "work", "refresh": True, "userinfo": True}),
         ("credential.get", {"host": "nowhere.example.com:443", "tool": "git"}),
         ("status", {}),
         ("status", {"all": True}),
@@ -94,7 +95,10 @@ def test_every_method_answers_as_the_schema_says(raw):
     assert replaced["access_token"] != token
     # Administrators' fields are there (the daemon's own user is one in user mode), and checked.
     assert "refresh" in results["daemon.info"] and "cached_token_answers" in results["daemon.info"]
-    assert results["logout"] == {"removed": True}
+    assert results["logout"] == {"removed": True, "revocation": {"status": "revoked"}}
+    inspected = results["session.inspect"]
+    assert inspected["refresh"]["status"] == "refreshed" and inspected["userinfo"]["status"] == "answered"
+    assert inspected["refresh_token"] is True and inspected["id_token"] is None and inspected["dpop"] == {"required": False, "bound": False}
     assert results["credential.get"] is None
 
 

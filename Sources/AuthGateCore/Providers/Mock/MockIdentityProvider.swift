@@ -149,6 +149,11 @@ public actor MockIdentityProvider: IdentityProvider {
         return tokens
     }
 
+    public func revokeReporting(_ tokens: TokenSet) async -> RevocationOutcome {
+        await revoke(tokens)
+        return .revoked
+    }
+
     public func revoke(_ tokens: TokenSet) async {
         if let refreshToken = tokens.refreshToken {
             refreshTokens[refreshToken.exposedValue] = nil

@@ -1,0 +1,86 @@
+import AuthGateCore
+import AuthGateRPC
+import FoundationEssentials
+import Logging
+
+extension MethodHandlers {
+    /// `session.inspect`: what the provider gave one of the caller's own sessions (sessions are
+    /// looked up under the caller's uid), never a token: for `authgate provider test`. With
+    /// `refresh`, a forced refresh first; with `userinfo`, a userinfo request.
+    func sessionInspect(_ params: SessionInspectParams) async throws(AuthGateError) -> SessionInspection {
+        let (configuration, _, key) = try await resolve(params.provider, params.session)
+        guard let (grant, tokens, obtainedAt) = await services.sessions.inspection(of: key) else {
+            throw .loginRequired(provider: key.provider.rawValue)
+        }
+        var refresh: RefreshFacts?
+        if params.refresh == true {
+            refresh = await forcedRefresh(key, grant: grant, before: tokens)
+        }
+        var userinfo: UserinfoFacts?
+        if params.userinfo == true {
+            do throws(AuthGateError) {
+                let claims = try await self.userinfo(UserinfoParams(provider: params.provider, session: params.session))
+                userinfo = UserinfoFacts(status: .answered, claims: claims.keys.sorted())
+            } catch  where error.reason == .unsupportedGrant {
+                userinfo = UserinfoFacts(status: .notOffered, error: InspectionProblem(reason: error.reason, message: error.message))
+            } catch {
+                userinfo = UserinfoFacts(status: .failed, error: InspectionProblem(reason: error.reason, message: error.message))
+            }
+        }
+        let current = await services.sessions.inspection(of: key)?.tokens ?? tokens
+        let neverExpires = tokens.expiresAt == .distantFuture
+        services.logger.debug("session inspected", metadata: metadata(key))
+        return SessionInspection(
+            provider: key.provider.rawValue,
+            session: key.name.rawValue,
+            grant: grant,
+            tokenType: current.tokenType,
+            expiresAt: current.expiresAt == .distantFuture ? nil : current.expiresAt,
+            accessTokenLifetimeSeconds: neverExpires ? nil : Int(tokens.expiresAt.timeIntervalSince(obtainedAt).rounded()),
+            scopesRequested: configuration.scopes,
+            scopesGranted: tokens.scopes.isEmpty ? configuration.scopes : tokens.scopes,
+            idTokenExpected: configuration.kind == .oidc && configuration.scopes.contains("openid") && grant != .clientCredentials,
+            idToken: tokens.idToken.flatMap(Self.facts(ofVerified:)),
+            refreshToken: tokens.refreshToken != nil,
+            refresh: refresh,
+            userinfo: userinfo,
+            dpop: DPoPFacts(
+                required: configuration.settings.remote?.dpop == .required,
+                bound: current.proofKey != nil && current.tokenType.lowercased() == "dpop",
+                jkt: current.proofKey?.thumbprint
+            )
+        )
+    }
+
+    /// A forced refresh of the session's own token, and whether it rotated the refresh token.
+    private func forcedRefresh(_ key: SessionKey, grant: Grant, before: TokenSet) async -> RefreshFacts {
+        // client_credentials sessions are obtained again; others need their refresh token.
+        guard grant == .clientCredentials || before.refreshToken != nil else { return RefreshFacts(status: .notPossible) }
+        do {
+            _ = try await services.sessions.token(for: key, minimumValidity: 0, forceRefresh: true, bounded: !caller.isUnbounded, caller: caller)
+        } catch {
+            return RefreshFacts(status: .failed, error: InspectionProblem(reason: error.reason, message: error.message))
+        }
+        guard grant != .clientCredentials else { return RefreshFacts(status: .refreshed) }
+        let after = await services.sessions.inspection(of: key)?.tokens.refreshToken
+        return RefreshFacts(status: .refreshed, rotated: after != before.refreshToken)
+    }
+
+    /// The header's `alg` and `kid`, the `iss` and `aud`, and the claims' names of an ID token
+    /// the daemon verified when it came (a session holds no other).
+    static func facts(ofVerified idToken: Secret) -> IDTokenFacts? {
+        let parts = idToken.exposedValue.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+            let header = Base64URL.decode(String(parts[0])).flatMap({ try? JSONValue.parse(Data($0)) })?.objectValue,
+            let payload = Base64URL.decode(String(parts[1])).flatMap({ try? JSONValue.parse(Data($0)) })?.objectValue,
+            let alg = header["alg"]?.stringValue, let iss = payload["iss"]?.stringValue
+        else { return nil }
+        let audience: [String]
+        switch payload["aud"] {
+        case .string(let one): audience = [one]
+        case .array(let many): audience = many.compactMap(\.stringValue)
+        default: audience = []
+        }
+        return IDTokenFacts(alg: alg, kid: header["kid"]?.stringValue, iss: iss, aud: audience, claims: payload.keys.sorted())
+    }
+}

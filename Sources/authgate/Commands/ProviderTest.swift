@@ -1,0 +1,127 @@
+import ArgumentParser
+import AuthGateCore
+import AuthGateRPC
+
+/// `authgate provider test NAME`: a sign-in into a session of its own, then what the provider
+/// gave it, one check a line (``ProviderTestReport``), and the sign-out.
+struct ProviderTest: ParsableCommand {
+    /// The session the test signs in to, so that the user's own sessions stay as they are.
+    static let sessionName = "authgate-provider-test"
+
+    static let configuration = CommandConfiguration(
+        commandName: "test",
+        abstract: "Sign in to a provider and report what it gives: ID token, claims, scopes, lifetimes, refresh, userinfo, revocation, DPoP.",
+        discussion: """
+            Signs in with the provider's interactive grant as `authgate login` picks it (the \
+            browser with PKCE on a desktop, else the device code), or with --client-credentials, \
+            into the session "\(sessionName)" (replaced if it exists; your other sessions are not \
+            touched). Then the daemon forces a refresh and asks the userinfo endpoint, and the \
+            session is signed out (revoked at the provider) unless --keep. One line per check: \
+            ✓ passed, ✗ failed, – not applicable, with the reason; --json prints the same as one \
+            object (docs/PROVIDERS.md). No token is ever printed. Exit status 0 when no check \
+            failed, 9 when one did; a sign-in that fails exits as `authgate login` does.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The provider's id (see `authgate providers`).")
+    var provider: String
+
+    @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user.")
+    var clientCredentials = false
+
+    @Flag(help: "Sign in with a code typed on another device (device authorization grant).")
+    var device = false
+
+    @Flag(help: "Sign in in a web browser (authorization code with PKCE).")
+    var browser = false
+
+    @Flag(name: .customLong("no-browser"), help: "Do not try to open the browser; just print the URL.")
+    var noBrowser = false
+
+    @Flag(help: "Keep the test's session instead of signing it out.")
+    var keep = false
+
+    func validate() throws {
+        if [device, browser, clientCredentials].filter({ $0 }).count > 1 {
+            throw ValidationError("Choose one way to sign in: --device, --browser or --client-credentials.")
+        }
+    }
+
+    func run() throws {
+        let signIn = try signIn()
+        let inspection: SessionInspection
+        do {
+            inspection = try global.call(
+                .sessionInspect,
+                SessionInspectParams(provider: provider, session: Self.sessionName, refresh: true, userinfo: true),
+                as: SessionInspection.self,
+                progress: "Refreshing and asking for the user's claims…"
+            )
+        } catch {
+            if !keep { _ = try? signOut() }
+            throw error
+        }
+        let report = ProviderTestReport(signIn: signIn, inspection: inspection, signOut: keep ? nil : try signOut())
+        if global.json {
+            try global.printJSON(report)
+        } else {
+            print(Self.text(report), terminator: "")
+        }
+        if !report.passed { throw ExitCode(ExitStatus.checkFailed.rawValue) }
+    }
+
+    /// The sign-in, as `authgate login` would run it, into the test's session.
+    private func signIn() throws -> LoginResult {
+        var arguments = [provider] + (global.socket.map { ["--socket", $0] } ?? [])
+        if device { arguments.append("--device") }
+        if browser { arguments.append("--browser") }
+        if !clientCredentials, let grant = try Login.parse(arguments).interactiveGrant() {
+            return try InteractiveLogin(
+                global: global,
+                provider: provider,
+                grant: grant,
+                session: Self.sessionName,
+                scopes: [],
+                prompt: nil,
+                openBrowser: !noBrowser,
+                showQRCode: true,
+                verb: "Signed in to"
+            ).signIn(beginAsJSON: false)
+        }
+        let grants = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self).first { $0.id == provider }?.grants
+        guard clientCredentials || grants?.contains(.clientCredentials) == true else {
+            throw CLIError(
+                message:
+                    "\(Terminal.safe(provider)) offers no interactive sign-in (browser or device code) and no client credentials to test with [unsupported_grant]",
+                exitCode: ExitStatus.providerUnusable
+            )
+        }
+        let params = LoginParams(provider: provider, grant: .clientCredentials, session: Self.sessionName)
+        return try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
+    }
+
+    private func signOut() throws -> LogoutResult {
+        try global.call(.logout, LogoutParams(provider: provider, session: Self.sessionName), as: LogoutResult.self, progress: "Signing out…")
+    }
+
+    /// One line per check: the mark, what was checked, the detail.
+    static func text(_ report: ProviderTestReport) -> String {
+        let labels = [
+            "sign_in": "sign-in", "id_token": "ID token", "claims": "claims", "scopes": "scopes",
+            "access_token_lifetime": "access token lifetime", "refresh_token": "refresh token", "refresh": "forced refresh",
+            "userinfo": "userinfo", "revocation": "revocation", "dpop": "DPoP",
+        ]
+        let width = labels.values.map(\.count).max() ?? 0
+        var text = ""
+        for check in report.checks {
+            let mark = ["pass": "✓", "fail": "✗", "skip": "–"][check.outcome.rawValue] ?? "?"
+            let label = labels[check.name] ?? check.name
+            text += "\(mark) \(label)\(String(repeating: " ", count: width - label.count))  \(Terminal.safe(check.detail))\n"
+        }
+        let failed = report.checks.filter { $0.outcome == .fail }.count
+        text += report.passed ? "\(report.provider): every check passed.\n" : "\(report.provider): \(failed) check\(failed == 1 ? "" : "s") failed.\n"
+        return text
+    }
+}
