@@ -39,7 +39,15 @@ struct RegisteredProvider: Sendable {
                 }
             } ?? false,
             storage: configuration?.storage.rawValue,
-            credentialHelper: configuration?.credentialHelper.map { ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username, tools: $0.tools) }
+            credentialHelper: configuration?.credentialHelper.map {
+                ProviderInfo.CredentialHelperInfo(
+                    hosts: $0.hosts,
+                    username: $0.username,
+                    tools: $0.tools,
+                    paths: $0.paths.isEmpty ? nil : $0.paths,
+                    authtype: $0.authType == .basic ? nil : $0.authType.rawValue
+                )
+            }
         )
     }
 
