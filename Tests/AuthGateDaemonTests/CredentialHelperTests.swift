@@ -266,6 +266,8 @@ struct CredentialHelperTests {
         #expect(try run(git, ["config", "--global", "credential.https://\(host).useHttpPath"], environment: home).status == 1)
         let badHost = try run(helper, ["configure", "https://\(host)/"], environment: environment)
         #expect(badHost.status == 5 && badHost.stderr.contains("is not a host") && badHost.stderr.contains("[invalid_params]"), "\(badHost.stderr)")
+        let noHost = try run(helper, ["configure"], environment: environment)
+        #expect(noHost.status == 64 && noHost.stderr.contains("configure needs the host"), "\(noHost.stderr)")
         var noGit = environment
         noGit["PATH"] = bin
         let missing = try run(helper, ["configure", host], environment: noGit)

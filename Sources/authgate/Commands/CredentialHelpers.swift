@@ -195,6 +195,9 @@ struct GitCredential: ParsableCommand {
             if verbose { Terminal.writeError("\(name): \(text())\n") }
         }
         if operation == "version" { return print("\(name) (authgate) \(AuthGateVersion.current)") }
+        if operation == "configure" || operation == "unconfigure" {
+            throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST")
+        }
         let attributes = CredentialHosts.readAttributes()
         // HTTPS only: a token sent over http:// (or a protocol git did not name) is a token
         // anyone on the path may read. git asks its other helpers when this one prints nothing.
