@@ -285,6 +285,38 @@ struct ProviderConfigurationLoaderTests {
         #expect(problems(checked[1]) == ["$.credential_helper.hosts: git.example.com is claimed by \(first.file) too; a host belongs to one provider"])
     }
 
+    @Test(
+        "credential_helper.paths and authtype (issue 28 item 4): prefixes normalised to segment-ending form; providers with different prefixes share a host, the same prefix twice does not"
+    )
+    func credentialHelperPaths() throws {
+        let scoped = load(
+            #"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"], "paths": ["org-a", "/org-b/team/", "org-a/"], "authtype": "bearer"}}"#
+        )
+        let helper = try #require(scoped.configuration?.credentialHelper, "\(problems(scoped))")
+        #expect(helper.paths == ["org-a/", "org-b/team/"] && helper.authType == .bearer)
+        #expect(load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"]}}"#).configuration?.credentialHelper?.authType == .basic)
+        let bad = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"], "paths": ["/", "a/../b", "a b"], "authtype": "digest"}}"#)
+        #expect(problems(bad).count == 4, "\(problems(bad))")
+        #expect(problems(bad).first?.hasPrefix(#"$.credential_helper.paths[0]: must be a path prefix on the hosts such as "org-a/""#) == true)
+        #expect(problems(bad).last == #"$.credential_helper.authtype: expected one of "basic", "bearer", found "digest""#)
+        #expect(
+            problems(load(#"{"type": "mock", "credential_helper": {"hosts": ["g.example.com"], "paths": []}}"#)).first?.hasPrefix("$.credential_helper.paths:")
+                == true
+        )
+
+        let everyPath = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"]}}"#, id: "all")
+        let orgA = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"], "paths": ["org-a/"]}}"#, id: "a")
+        let orgB = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"], "paths": ["org-b/", "org-a/team/"]}}"#, id: "b")
+        let orgAAgain = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"], "paths": ["/org-a"]}}"#, id: "again")
+        let checked = ProviderConfigurationLoader.refusingSharedCredentialHosts([everyPath, orgA, orgB, orgAAgain])
+        #expect(checked.prefix(3).allSatisfy { $0.configuration != nil }, "\(checked.map(problems))")
+        #expect(
+            problems(checked[3]) == [
+                "$.credential_helper.paths: git.example.com/org-a/ is claimed by \(orgA.file) too; a host's path prefix belongs to one provider"
+            ]
+        )
+    }
+
     @Test("credential_helper.tools: git, docker or both (the default); anything else, or none, is a clear error (issue 28)")
     func credentialHelperTools() throws {
         let both = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"]}}"#)

@@ -22,6 +22,23 @@ struct CredentialHelperTests {
         return bin
     }
 
+    /// git's environment, its HOME (and global config) in `scratch`, with `extra`; and a bare
+    /// repository with one commit at each of `repositories` under scratch/repos, for git
+    /// http-backend to serve.
+    private static func gitHome(_ scratch: ScratchDirectory, repositories: [String], _ extra: [String: String]) throws -> [String: String] {
+        let git = URL(fileURLWithPath: "/usr/bin/git")
+        let home = [
+            "HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+        ].merging(extra) { _, new in new }
+        #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
+        #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
+        for repository in repositories {
+            #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", "\(scratch.path)/repos/\(repository)"], environment: home).status == 0)
+        }
+        return home
+    }
+
     private static func mock(hosts: [String]) -> String {
         #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": [\#(hosts.map { "\"\($0)\"" }.joined(separator: ", "))], "username": "oauth2"}}"#
     }
@@ -33,15 +50,8 @@ struct CredentialHelperTests {
     func gitThroughTheHelper() throws {
         let scratch = try ScratchDirectory()
         let repos = scratch.path + "/repos"
-        try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
         let git = URL(fileURLWithPath: "/usr/bin/git")
-        let home = [
-            "HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-        ]
-        #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
-        #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
-        #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
+        let home = try Self.gitHome(scratch, repositories: ["repo.git"], ["GIT_TERMINAL_PROMPT": "0"])
         let tokenFile = scratch.path + "/expected-token"
         try "none".write(toFile: tokenFile, atomically: true, encoding: .utf8)
         let server = try LoopbackServer(
@@ -79,21 +89,52 @@ struct CredentialHelperTests {
         #expect(recovered.status == 0, "\(recovered.stderr)")
 
         // git-credential-cache configured globally (as git-credential-oauth suggests), and the
-        // lines docs/INTEGRATIONS.md gives for authgate's hosts: the empty helper resets the
-        // list, so the cache never holds (and never serves) authgate's token for this host. A
-        // refresh is then seen by the very next git command. -verbose says who answered.
+        // lines `configure` writes for authgate's hosts: the empty helper resets the list, so
+        // the cache never holds (and never serves) authgate's token for this host. A refresh is
+        // then seen by the very next git command.
         let global = ["config", "--global"]
-        #expect(try run(git, global + ["credential.helper", "cache --timeout=30"], environment: home).status == 0)
-        #expect(try run(git, global + ["credential.https://\(host).helper", ""], environment: home).status == 0)
-        #expect(try run(git, global + ["--add", "credential.https://\(host).helper", "authgate -verbose"], environment: home).status == 0)
+        // The cache's daemon, started here by Python, which closes every other descriptor: one
+        // that git starts inherits the test's pipes (Foundation's Process leaves them open), and
+        // the test would wait for its exit.
+        let cacheSocket = scratch.path + "/cache/socket"  // the daemon makes the directory, 0700
+        let startCache = """
+            import subprocess, sys
+            subprocess.Popen(["git", "credential-cache--daemon", sys.argv[1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+            """
+        #expect(try run(URL(fileURLWithPath: LoopbackServer.python), ["-c", startCache, cacheSocket], environment: home).status == 0)
+        defer { _ = try? run(git, ["credential-cache", "--socket", cacheSocket, "exit"], environment: home) }
+        try eventually { access(cacheSocket, F_OK) == 0 }
+        #expect(try run(git, global + ["credential.helper", "cache --timeout=300 --socket \(cacheSocket)"], environment: home).status == 0)
+        let configure = try run(BuiltProducts.cli, ["git-credential", "configure", host], environment: environment)
+        #expect(configure.status == 0, "\(configure.stderr)")
         let plainLsRemote = ["-c", "http.sslCAInfo=\(server.caFile)", "ls-remote", "https://\(host)/repo.git"]
-        let cached = try run(git, plainLsRemote, environment: environment)
-        #expect(cached.status == 0, "\(cached.stderr)")
-        #expect(cached.stderr.contains("git-credential-authgate: get: \(host) answered by provider mock, session default"), "\(cached.stderr)")
-        let forced = try daemon.cli(["token", "mock", "--force-refresh"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        try forced.write(toFile: tokenFile, atomically: true, encoding: .utf8)
-        let afterRefresh = try run(git, plainLsRemote, environment: environment)
-        #expect(afterRefresh.status == 0 && afterRefresh.stdout.contains("refs/heads/"), "the refreshed token, not a cached one: \(afterRefresh.stderr)")
+        func forceRefresh() throws {
+            let forced = try daemon.cli(["token", "mock", "--force-refresh"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            try forced.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        }
+        for _ in 0..<2 {
+            let listed = try run(git, plainLsRemote, environment: environment)
+            #expect(listed.status == 0 && listed.stdout.contains("refs/heads/"), "the current token, not a cached one: \(listed.stderr)")
+            try forceRefresh()
+        }
+        // Without the reset line the cache is asked first, and serves the token it stored
+        // before the refresh: the server refuses it.
+        #expect(try run(git, global + ["--unset-all", "credential.https://\(host).helper", "^$"], environment: home).status == 0)
+        #expect(try run(git, plainLsRemote, environment: environment).status == 0, "authgate answers, and the cache stores its token")
+        try forceRefresh()
+        let stale = try run(git, plainLsRemote, environment: environment)
+        #expect(stale.status != 0, "git-credential-cache served the token from before the refresh")
+        let verbose = try run(
+            URL(fileURLWithPath: bin + "/git-credential-authgate"),
+            ["-verbose", "get"],
+            stdin: "protocol=https\nhost=\(host)\n\n",
+            environment: environment
+        )
+        #expect(
+            verbose.stderr.contains("git-credential-authgate: get: \(host) answered by provider mock, session default, user name oauth2"),
+            "\(verbose.stderr)"
+        )
         let version = try run(URL(fileURLWithPath: bin + "/git-credential-authgate"), ["version"], environment: environment)
         #expect(version.stdout == "git-credential-authgate (authgate) \(AuthGateVersion.current)\n")
         let none = try run(
@@ -119,6 +160,119 @@ struct CredentialHelperTests {
             environment: environment
         )
         #expect(expiry.stdout.contains("username=oauth2\npassword=mock_at_") && expiry.stdout.contains("password_expiry_utc="), "\(expiry.stdout)")
+    }
+
+    @Test(
+        "issue 28 item 4: configure --use-http-path; two organisations on one forge reach two providers; a user name in the URL chooses its session; authtype=Bearer when git offers it",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend"))
+    )
+    func gitPathsSessionsAndBearer() throws {
+        let scratch = try ScratchDirectory()
+        let repos = scratch.path + "/repos"
+        let git = URL(fileURLWithPath: "/usr/bin/git")
+        let home = try Self.gitHome(scratch, repositories: ["org-a/repo.git", "org-b/repo.git"], ["GIT_TERMINAL_PROMPT": "0"])
+        let server = try LoopbackServer(
+            script: "git_http.py",
+            workdir: scratch.path + "/tls",
+            arguments: ["--project-root", repos, "--path-token", "org-a/=\(scratch.path)/org-a-token", "--path-token", "org-b/=\(scratch.path)/org-b-token"]
+        )
+        let host = "127.0.0.1:\(server.port)"
+        func provider(_ path: String, _ extra: String = "") -> String {
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["\#(host)"], "paths": ["\#(path)"]\#(extra)}}"#
+        }
+        let daemon = try DaemonProcess(
+            providers: ["orga.json": provider("org-a/"), "orgb.json": provider("/org-b", #", "authtype": "bearer""#)],
+            logLevel: "info",
+            scratch: scratch
+        )
+        for (provider, session) in [("orga", "default"), ("orgb", "default"), ("orga", "alice")] {
+            let login = try daemon.cli(["login", provider, "--session", session, "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n")
+            #expect(login.status == 0, "\(login.stderr)")
+        }
+        func token(_ provider: String, _ session: String = "default") throws -> String {
+            try daemon.cli(["token", provider, "--session", session]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let (orgA, orgB, alice) = (try token("orga"), try token("orgb"), try token("orga", "alice"))
+        #expect(Set([orgA, orgB, alice]).count == 3)
+        try orgA.write(toFile: scratch.path + "/org-a-token", atomically: true, encoding: .utf8)
+        try orgB.write(toFile: scratch.path + "/org-b-token", atomically: true, encoding: .utf8)
+        let bin = try Self.links(in: scratch.path)
+        var environment = home
+        environment["PATH"] = bin + ":/usr/bin:/bin"
+        environment["AUTHGATE_SOCKET"] = daemon.socketPath
+        environment["GIT_SSL_CAINFO"] = server.caFile
+        let helper = URL(fileURLWithPath: bin + "/git-credential-authgate")
+
+        // configure writes the lines the docs show, once however often it runs.
+        for _ in 0..<2 {
+            let configure = try run(helper, ["configure", host, "--use-http-path"], environment: environment)
+            #expect(configure.status == 0, "\(configure.stderr)")
+            #expect(configure.stdout.contains("git config --global --add credential.https://\(host).helper ''\n"), "\(configure.stdout)")
+        }
+        let helpers = try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home)
+        #expect(helpers.stdout == "\nauthgate\n", "\(helpers.stdout.debugDescription)")
+        #expect(try run(git, ["config", "--global", "credential.https://\(host).useHttpPath"], environment: home).stdout == "true\n")
+
+        // Each organisation's repository gets its provider's token (the server checks), and
+        // -verbose names the provider; without the path only path-scoped providers list the
+        // host, so nothing is answered, and -verbose says to set credential.useHttpPath.
+        let lsRemote = ["-c", "http.sslCAInfo=\(server.caFile)", "ls-remote"]
+        for org in ["org-a", "org-b"] {
+            let listed = try run(git, lsRemote + ["https://\(host)/\(org)/repo.git"], environment: environment)
+            #expect(listed.status == 0 && listed.stdout.contains("refs/heads/"), "\(org): \(listed.stderr)")
+        }
+        func get(_ request: String) throws -> ProcessOutput {
+            try run(helper, ["-verbose", "get"], stdin: "protocol=https\nhost=\(host)\n\(request)\n", environment: environment)
+        }
+        let byPath = try get("path=org-a/repo.git\n")
+        #expect(byPath.stdout.contains("password=\(orgA)\n"))
+        #expect(byPath.stderr.contains("get: \(host) path org-a/repo.git answered by provider orga, session default"), "\(byPath.stderr)")
+        let noPath = try get("")
+        #expect(noPath.stdout.isEmpty && noPath.stderr.contains("git sent no path: set credential.useHttpPath"), "\(noPath.stderr)")
+
+        // The user name in the URL chooses the session of that name; the default one is not
+        // what the server wants for org-a now.
+        try alice.write(toFile: scratch.path + "/org-a-token", atomically: true, encoding: .utf8)
+        let asAlice = try run(git, lsRemote + ["https://alice@\(host)/org-a/repo.git"], environment: environment)
+        #expect(asAlice.status == 0 && asAlice.stdout.contains("refs/heads/"), "\(asAlice.stderr)")
+        let asDefault = try run(git, lsRemote + ["https://\(host)/org-a/repo.git"], environment: environment)
+        #expect(asDefault.status != 0)
+        // git erased the refused token: the path led its erase to orga, whose default session was refreshed.
+        let refreshed = try token("orga")
+        #expect(refreshed != orgA)
+        let named = try get("path=org-a/repo.git\nusername=alice\n")
+        #expect(named.stdout.hasPrefix("username=alice\npassword=\(alice)\n"))
+        #expect(named.stderr.contains("answered by provider orga, session alice (the user name git sent)"), "\(named.stderr)")
+        let unknown = try get("path=org-a/repo.git\nusername=bob\n")
+        #expect(unknown.stdout.hasPrefix("username=oauth2\npassword=\(refreshed)\n"), "no session bob: the default session, as before")
+
+        // authtype=Bearer: answered only when git offers capability[]=authtype (git 2.46 and
+        // later; this git's ls-remote above got the basic answer from the same provider).
+        let bearer = try get("path=org-b/repo.git\ncapability[]=state\ncapability[]=authtype\n")
+        let expiry = try #require(bearer.stdout.split(separator: "\n").last)
+        #expect(bearer.stdout == "capability[]=authtype\nauthtype=Bearer\ncredential=\(orgB)\n\(expiry)\n" && expiry.hasPrefix("password_expiry_utc="))
+        #expect(bearer.stderr.contains("answered by provider orgb, session default, authtype Bearer"), "\(bearer.stderr)")
+        let basic = try get("path=org-b/repo.git\n")
+        #expect(basic.stdout.hasPrefix("username=oauth2\npassword=\(orgB)\n"))
+        #expect(basic.stderr.contains("git offers no capability[]=authtype"), "\(basic.stderr)")
+        let basicForOrgA = try get("path=org-a/x.git\ncapability[]=authtype\n")
+        #expect(basicForOrgA.stdout.hasPrefix("username=oauth2\npassword=\(refreshed)\n"), "orga asks for basic")
+
+        // unconfigure removes just those lines: a line the user added for the host stays.
+        #expect(try run(git, ["config", "--global", "--add", "credential.https://\(host).helper", "store"], environment: home).status == 0)
+        let unconfigure = try run(helper, ["unconfigure", host, "--use-http-path"], environment: environment)
+        #expect(unconfigure.status == 0, "\(unconfigure.stderr)")
+        #expect(try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home).stdout == "store\n")
+        #expect(try run(git, ["config", "--global", "credential.https://\(host).useHttpPath"], environment: home).status == 1)
+        let badHost = try run(helper, ["configure", "https://\(host)/"], environment: environment)
+        #expect(badHost.status == 5 && badHost.stderr.contains("is not a host") && badHost.stderr.contains("[invalid_params]"), "\(badHost.stderr)")
+        let noHost = try run(helper, ["configure"], environment: environment)
+        #expect(noHost.status == 64 && noHost.stderr.contains("configure needs the host"), "\(noHost.stderr)")
+        var noGit = environment
+        noGit["PATH"] = bin
+        let missing = try run(helper, ["configure", host], environment: noGit)
+        #expect(missing.status == 1 && missing.stderr.contains("git is not installed") && missing.stderr.contains("[git_not_found]"), "\(missing.stderr)")
+        for secret in [orgA, orgB, alice, refreshed] { #expect(!daemon.logText.contains(secret)) }
     }
 
     @Test(
@@ -243,15 +397,8 @@ struct CredentialHelperTests {
     func signInWhereGitAsks() throws {
         let scratch = try ScratchDirectory()
         let repos = scratch.path + "/repos"
-        try FileManager.default.createDirectory(atPath: repos, withIntermediateDirectories: true)
         let git = URL(fileURLWithPath: "/usr/bin/git")
-        let home = [
-            "HOME": scratch.path, "GIT_CONFIG_NOSYSTEM": "1", "DISPLAY": "", "WAYLAND_DISPLAY": "",
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-        ]
-        #expect(try run(git, ["init", "-q", scratch.path + "/src"], environment: home).status == 0)
-        #expect(try run(git, ["-C", scratch.path + "/src", "commit", "-q", "--allow-empty", "-m", "first"], environment: home).status == 0)
-        #expect(try run(git, ["clone", "-q", "--bare", scratch.path + "/src", repos + "/repo.git"], environment: home).status == 0)
+        let home = try Self.gitHome(scratch, repositories: ["repo.git"], ["DISPLAY": "", "WAYLAND_DISPLAY": ""])
         let idp = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
         let forge = try LoopbackServer(
             script: "git_http.py",
@@ -426,6 +573,8 @@ struct CredentialHelperTests {
         arguments: [
             CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60), CredentialParams(host: "[::1]:8443", tool: "docker"),
             CredentialParams(host: #"a"b\c\#u{01}"#, tool: "git", minValidSeconds: 0),
+            CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60, path: "org-a/repo.git", username: "alice"),
+            CredentialParams(host: "git.example.com", tool: "git", path: #"p"\"#), CredentialParams(host: "git.example.com", tool: "git", username: "bob"),
         ]
     )
     func plainCredentialParams(params: CredentialParams) throws {
@@ -442,5 +591,57 @@ struct CredentialHelperTests {
     )
     func defaultPort(one: String, other: String, same: Bool) {
         #expect(CredentialHost.sameHost(one, other) == same)
+    }
+
+    /// Four providers on one forge: two organisations with their prefixes, one without paths,
+    /// and one for docker only.
+    private static let forge: [ProviderConfiguration.CredentialHelper] = [
+        .init(hosts: ["forge.example.com"], tools: ["git"], paths: ["org-a/"]),
+        .init(hosts: ["forge.example.com"], paths: ["org-b/", "org-a/team/"]),
+        .init(hosts: ["other.example.com", "forge.example.com"]),
+        .init(hosts: ["forge.example.com"], tools: ["docker"]),
+    ]
+
+    @Test(
+        "issue 28 item 4: CredentialHost.select: a prefix matches whole segments, the longest wins, a provider without paths takes the rest",
+        arguments: [
+            ("org-a/repo.git", .helper(0, prefix: "org-a/")), ("/org-a/repo.git", .helper(0, prefix: "org-a/")), ("org-a", .helper(0, prefix: "org-a/")),
+            ("org-a/team/repo.git", .helper(1, prefix: "org-a/team/")), ("org-a/teams/repo.git", .helper(0, prefix: "org-a/")),
+            ("org-b/x.git", .helper(1, prefix: "org-b/")), ("org-ab/x.git", .helper(2, prefix: nil)), ("Org-A/x.git", .helper(2, prefix: nil)),
+            ("org-a/../org-b/x.git", .helper(2, prefix: nil)), ("", .helper(2, prefix: nil)), (nil, .helper(2, prefix: nil)),
+        ] as [(String?, CredentialHost.Selection)]
+    )
+    func selectByPath(path: String?, expected: CredentialHost.Selection) {
+        #expect(CredentialHost.select(host: "forge.example.com", path: path, tool: "git", among: Self.forge) == expected)
+        #expect(CredentialHost.select(host: "forge.example.com:443", path: path, tool: "git", among: Self.forge) == expected)
+    }
+
+    @Test("issue 28 item 4: CredentialHost.select: only path-scoped providers and no path asks for useHttpPath; the tool and the host must match")
+    func selectWithoutFallback() {
+        let scoped = Array(Self.forge.prefix(2))
+        #expect(CredentialHost.select(host: "forge.example.com", path: nil, tool: "git", among: scoped) == .pathNeeded)
+        #expect(CredentialHost.select(host: "forge.example.com", path: "org-c/x.git", tool: "git", among: scoped) == .none)
+        #expect(CredentialHost.select(host: "forge.example.com", path: "org-a/x.git", tool: "docker", among: scoped) == .none)
+        #expect(CredentialHost.select(host: "forge.example.com", path: nil, tool: "docker", among: Self.forge) == .helper(2, prefix: nil))
+        #expect(CredentialHost.select(host: "other.example.com", path: "org-a/x.git", tool: "git", among: Self.forge) == .helper(2, prefix: nil))
+        #expect(CredentialHost.select(host: "forge.example.com:8443", path: "org-a/x.git", tool: "git", among: Self.forge) == .none)
+        #expect(CredentialHost.select(host: "forge.example.com", path: "org-b/x", tool: "git", among: []) == .none)
+    }
+
+    @Test(
+        "issue 28 item 4: CredentialHost.pathPrefix normalises a leading and trailing slash, and refuses what is not a path",
+        arguments: [
+            ("org-a", "org-a/"), ("/org-a/", "org-a/"), ("org-a/team", "org-a/team/"), ("", nil), ("/", nil), ("a//b", nil), ("../x", nil), ("a/./b", nil),
+            ("a b", nil), ("a?b", nil), ("a#b", nil), ("a\u{7F}", nil),
+        ] as [(String, String?)]
+    )
+    func pathPrefixes(text: String, prefix: String?) {
+        #expect(CredentialHost.pathPrefix(text) == prefix)
+    }
+
+    @Test("git's capability[] (and every key ending in []) keeps each value; any other key its last")
+    func multiValuedAttributes() {
+        let attributes = CredentialHost.gitAttributes(["capability[]=authtype", "host=a", "capability[]=state", "host=b", "", "host=c"])
+        #expect(attributes == ["capability[]": "authtype\nstate", "host": "b"])
     }
 }

@@ -6,7 +6,10 @@ Every request must carry Basic credentials whose password is what FILE holds at 
 (the test writes the session's current token there) — or, with --userinfo URL --userinfo-ca FILE,
 any token the provider's userinfo endpoint accepts, as a forge that asks the identity provider
 would — or it gets 401 with `WWW-Authenticate: Basic`; then the request is handed to `git http-backend` (CGI) for the
-repositories under REPOS. Prints {"port": N, "issuer": "https://127.0.0.1:N", "ca_file": ...}
+repositories under REPOS. `--path-token PREFIX=FILE` (repeatable) wants FILE's token for the
+paths under /PREFIX instead, as a forge whose organisations sign in with different providers.
+`Authorization: Bearer TOKEN` counts as the password TOKEN (git 2.46 and later send it when the
+helper answers authtype=Bearer). Prints {"port": N, "issuer": "https://127.0.0.1:N", "ca_file": ...}
 when it listens; serves until SIGTERM or its parent dies.
 """
 
@@ -43,7 +46,12 @@ class Handler(BaseHTTPRequestHandler):
                     return answer.status == 200
             except (urllib.error.URLError, OSError):
                 return False
-        return password == Path(self.server.token_file).read_text().strip()
+        token_file = self.server.token_file
+        for prefix, file in self.server.path_tokens:
+            if self.path.startswith("/" + prefix):
+                token_file = file
+                break
+        return token_file is not None and password == Path(token_file).read_text().strip()
 
     def serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -52,6 +60,8 @@ class Handler(BaseHTTPRequestHandler):
         password = ""
         if auth.startswith("Basic "):
             password = base64.b64decode(auth[6:]).decode(errors="replace").partition(":")[2]
+        elif auth.startswith("Bearer "):
+            password = auth[7:]
         if not self.accepts(password):
             self.send_response(401)
             self.send_header("WWW-Authenticate", 'Basic realm="git"')
@@ -87,12 +97,15 @@ def main() -> None:
     p.add_argument("--token-file")
     p.add_argument("--userinfo", help="accept any token this userinfo endpoint accepts instead")
     p.add_argument("--userinfo-ca", help="the CA file of the userinfo endpoint's TLS")
+    p.add_argument("--path-token", action="append", default=[], metavar="PREFIX=FILE",
+                   help="the paths under /PREFIX want the token in FILE (longest PREFIX first)")
     args = p.parse_args()
-    if not args.token_file and not args.userinfo:
-        p.error("give --token-file or --userinfo")
+    if not args.token_file and not args.userinfo and not args.path_token:
+        p.error("give --token-file, --path-token or --userinfo")
 
     def configure(server):
         server.token_file = args.token_file
+        server.path_tokens = sorted((tuple(item.split("=", 1)) for item in args.path_token), key=lambda pair: -len(pair[0]))
         server.userinfo, server.userinfo_ca = args.userinfo, args.userinfo_ca
         server.project_root = args.project_root
 

@@ -31,20 +31,35 @@ public struct ProviderConfiguration: Sendable, Hashable {
     public var credentialHelper: CredentialHelper?
 
     /// `credential_helper`: hosts (`host` or `host:port`, lowercase), the user name the
-    /// helpers answer with, and which helpers serve them.
+    /// helpers answer with, which helpers serve them, the path prefixes on them it serves and
+    /// how git sends its token.
     public struct CredentialHelper: Sendable, Hashable {
         public var hosts: [String]
         public var username: String
         /// `tools`: the helpers that serve these hosts (``allTools`` by default).
         public var tools: [String]
+        /// `paths`: path prefixes on the hosts (`org-a/`, normalised by
+        /// ``CredentialHost/pathPrefix(_:)``); empty: every path. See ``CredentialHost/select(host:path:tool:among:)``.
+        public var paths: [String]
+        /// `authtype`: how git sends the token.
+        public var authType: AuthType
 
         /// The helpers a provider may name in `tools`.
         public static let allTools = ["git", "docker"]
 
-        public init(hosts: [String], username: String = "oauth2", tools: [String] = allTools) {
+        /// How git's helper answers: `basic`, a user name and the token as the password (every
+        /// git), or `bearer`, `Authorization: Bearer TOKEN` when git offers `capability[]=authtype`
+        /// (git 2.46 and later; older git gets `basic`).
+        public enum AuthType: String, Sendable, Hashable, CaseIterable {
+            case basic, bearer
+        }
+
+        public init(hosts: [String], username: String = "oauth2", tools: [String] = allTools, paths: [String] = [], authType: AuthType = .basic) {
             self.hosts = hosts
             self.username = username
             self.tools = tools
+            self.paths = paths
+            self.authType = authType
         }
     }
 

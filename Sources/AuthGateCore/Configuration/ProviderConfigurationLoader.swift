@@ -30,22 +30,27 @@ public enum ProviderConfigurationLoader {
         return refusingSharedCredentialHosts(reports)
     }
 
-    /// A host the credential helpers serve belongs to one provider: a later file (by name)
-    /// claiming a host an earlier one claims is invalid, and the error names both files.
+    /// A host the credential helpers serve belongs to one provider, or each of its path
+    /// prefixes (`credential_helper.paths`) does: a later file (by name) claiming a host an
+    /// earlier one claims for every path, or a prefix of it an earlier one claims, is invalid,
+    /// and the error names both files. Providers with different prefixes on one host, and one
+    /// without `paths` beside them, share it (``CredentialHost/select(host:path:tool:among:)``).
     public static func refusingSharedCredentialHosts(_ reports: [ProviderFileReport]) -> [ProviderFileReport] {
         var owners: [String: String] = [:]
         return reports.map { report in
-            guard let hosts = report.configuration?.credentialHelper?.hosts else { return report }
-            let taken = hosts.filter { owners[$0] != nil }
-            if let host = taken.first, let owner = owners[host] {
+            guard let helper = report.configuration?.credentialHelper else { return report }
+            let claims = helper.hosts.flatMap { host in helper.paths.isEmpty ? [host] : helper.paths.map { "\(host)/\($0)" } }
+            if let claim = claims.first(where: { owners[$0] != nil }), let owner = owners[claim] {
                 return invalid(
                     report.id,
                     report.file,
-                    "$.credential_helper.hosts",
-                    "\(host) is claimed by \(owner) too; a host belongs to one provider"
+                    helper.paths.isEmpty ? "$.credential_helper.hosts" : "$.credential_helper.paths",
+                    helper.paths.isEmpty
+                        ? "\(claim) is claimed by \(owner) too; a host belongs to one provider"
+                        : "\(claim) is claimed by \(owner) too; a host's path prefix belongs to one provider"
                 )
             }
-            for host in hosts { owners[host] = report.file }
+            for claim in claims { owners[claim] = report.file }
             return report
         }
     }
@@ -189,10 +194,11 @@ private struct ProviderDocument {
         )
     }
 
-    /// `credential_helper`: `{"hosts": ["git.example.com", "registry.example.com:5000"], "username": "oauth2", "tools": ["git", "docker"]}`.
+    /// `credential_helper`: `{"hosts": ["git.example.com", "registry.example.com:5000"], "username": "oauth2", "tools": ["git", "docker"],
+    /// "paths": ["org-a/"], "authtype": "basic"}`.
     private static func readCredentialHelper(_ root: ObjectReader) -> ProviderConfiguration.CredentialHelper? {
         guard let helper = root.object("credential_helper") else { return nil }
-        helper.rejectUnknownKeys(allowed: ["hosts", "username", "tools"], context: "credential_helper")
+        helper.rejectUnknownKeys(allowed: ["hosts", "username", "tools", "paths", "authtype"], context: "credential_helper")
         var tools = ProviderConfiguration.CredentialHelper.allTools
         if let named = helper.stringArray("tools") {
             for (index, tool) in named.enumerated() where !tools.contains(tool) {
@@ -214,7 +220,22 @@ private struct ProviderDocument {
         if username.isEmpty || username.count > 256 || username.containsControlCharacters || username.contains(":") {
             helper.add("username", "must be 1–256 printable characters without a colon")
         }
-        return ProviderConfiguration.CredentialHelper(hosts: hosts, username: username, tools: tools)
+        var paths: [String] = []
+        if let named = helper.stringArray("paths") {
+            for (index, path) in named.enumerated() {
+                if let prefix = CredentialHost.pathPrefix(path) {
+                    if !paths.contains(prefix) { paths.append(prefix) }
+                } else {
+                    helper.add(
+                        "paths[\(index)]",
+                        "must be a path prefix on the hosts such as \"org-a/\": segments without spaces, ?, # or .., found \"\(path.prefix(100))\""
+                    )
+                }
+            }
+            if named.isEmpty { helper.add("paths", "must name at least one path prefix (leave it out for every path)") }
+        }
+        let authType = helper.choice("authtype", as: ProviderConfiguration.CredentialHelper.AuthType.self) ?? .basic
+        return ProviderConfiguration.CredentialHelper(hosts: hosts, username: username, tools: tools, paths: paths, authType: authType)
     }
 
     private static func readRefresh(_ root: ObjectReader) -> RefreshPolicy {

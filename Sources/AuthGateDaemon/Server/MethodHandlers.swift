@@ -187,9 +187,11 @@ struct MethodHandlers {
         )
     }
 
-    /// `credential.get`: the provider whose `credential_helper` lists `host` for `tool`, and its
-    /// default session's token (none when it needs a sign-in); `nil` when no provider the
-    /// caller may use lists the host.
+    /// `credential.get`: the provider whose `credential_helper` lists `host` for `tool` (and,
+    /// among several on one host, whose `paths` the request's `path` is under:
+    /// ``CredentialHost/select(host:path:tool:among:)``), and the token of its session the
+    /// request's `username` names, else of its default session (none when it needs a
+    /// sign-in); `nil` when no provider the caller may use matches.
     func credentialGet(_ params: CredentialParams) async throws(AuthGateError) -> CredentialResult? {
         guard let host = CredentialHost.normalize(params.host) else {
             throw .validationFailed([FieldError(field: "host", message: "must be a host name or address with an optional :port")])
@@ -197,16 +199,37 @@ struct MethodHandlers {
         guard ProviderConfiguration.CredentialHelper.allTools.contains(params.tool) else {
             throw .validationFailed([FieldError(field: "tool", message: "must be git or docker")])
         }
-        let providers = await services.registry.visible(to: caller)
-        guard
-            let (provider, helper) = providers.lazy.compactMap({ provider in provider.configuration?.credentialHelper.map { (provider, $0) } })
-                .first(where: { $0.1.tools.contains(params.tool) && $0.1.hosts.contains { CredentialHost.sameHost($0, host) } })
-        else { return nil }
+        if let path = params.path, path.utf8.count > 4096 || path.containsControlCharacters {
+            throw .validationFailed([FieldError(field: "path", message: "must be at most 4096 bytes without control characters")])
+        }
+        let helpers = await services.registry.visible(to: caller).compactMap { provider in
+            provider.configuration.flatMap { configuration in configuration.credentialHelper.map { (configuration.id, $0) } }
+        }
+        guard case .helper(let index, _) = CredentialHost.select(host: host, path: params.path, tool: params.tool, among: helpers.map(\.1)) else {
+            return nil
+        }
+        let (provider, helper) = helpers[index]
+        // The user name git sends chooses the caller's own session of that name, when there is
+        // one; any other (or the provider's own user name) leaves the default session.
+        var session: String?
+        if let username = params.username, username != helper.username, let name = SessionName(username), name != .default,
+            await services.sessions.exists(SessionKey(uid: caller.uid, provider: provider, name: name))
+        {
+            session = username
+        }
+        let answer = { (token: TokenResult?) in
+            CredentialResult(
+                provider: provider.rawValue,
+                username: session ?? helper.username,
+                session: session,
+                authtype: helper.authType == .basic ? nil : helper.authType.rawValue,
+                token: token
+            )
+        }
         do {
-            let token = try await token(TokenParams(provider: provider.id, minValidSeconds: params.minValidSeconds))
-            return CredentialResult(provider: provider.id, username: helper.username, token: token)
+            return answer(try await token(TokenParams(provider: provider.rawValue, session: session, minValidSeconds: params.minValidSeconds)))
         } catch  where error.reason == .loginRequired {
-            return CredentialResult(provider: provider.id, username: helper.username, token: nil)
+            return answer(nil)
         }
     }
 

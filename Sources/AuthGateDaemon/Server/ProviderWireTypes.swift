@@ -25,7 +25,13 @@ extension ProviderInfo {
             } ?? false,
             storage: configuration?.storage.rawValue,
             credentialHelper: configuration?.credentialHelper.map {
-                ProviderInfo.CredentialHelperInfo(hosts: $0.hosts, username: $0.username, tools: $0.tools)
+                ProviderInfo.CredentialHelperInfo(
+                    hosts: $0.hosts,
+                    username: $0.username,
+                    tools: $0.tools,
+                    paths: $0.paths.isEmpty ? nil : $0.paths,
+                    authtype: $0.authType == .basic ? nil : $0.authType.rawValue
+                )
             }
         )
     }

@@ -49,6 +49,9 @@ extension SessionManager {
     /// The narrower tokens cached for `key` (bounded by ``maximumVariantsPerSession``).
     func variantCount(for key: SessionKey) -> Int { sessions[key]?.variants.count ?? 0 }
 
+    /// Whether the session exists, in any state.
+    func exists(_ key: SessionKey) -> Bool { sessions[key] != nil }
+
     func count(uid: UInt32?) -> Int {
         guard let uid else { return sessions.count }
         return sessions.count(uid: uid)

@@ -25,11 +25,17 @@ public struct ProviderInfo: Sendable, Codable {
         public var username: String
         /// The helpers that serve the hosts (`git`, `docker`); absent from older daemons: both.
         public var tools: [String]?
+        /// `paths`: the path prefixes on the hosts it serves; absent: every path.
+        public var paths: [String]?
+        /// `authtype`: `bearer`; absent: `basic`.
+        public var authtype: String?
 
-        public init(hosts: [String], username: String, tools: [String]? = nil) {
+        public init(hosts: [String], username: String, tools: [String]? = nil, paths: [String]? = nil, authtype: String? = nil) {
             self.hosts = hosts
             self.username = username
             self.tools = tools
+            self.paths = paths
+            self.authtype = authtype
         }
     }
 

@@ -11,37 +11,53 @@ import Glibc
 /// helpers make. Everything goes through PlainCall: the helpers run in someone's `git pull` or
 /// `docker push`, and the Codable coders' first use would be most of their cost.
 enum CredentialHosts {
-    /// A host's provider and the user name the helpers answer with.
-    struct Mapping {
+    /// A provider and its `credential_helper`.
+    struct Listing {
         var provider: String
-        var username: String
+        var helper: ProviderConfiguration.CredentialHelper
     }
 
-    /// Every host a provider the caller may use lists for `tool` (`git`, `docker`: its
-    /// `credential_helper.tools`; a host belongs to one provider).
-    static func all(socket: String?, tool: String) throws -> [String: Mapping] {
-        guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return [:] }
-        var mappings: [String: Mapping] = [:]
-        for provider in providers.compactMap(\.objectValue) {
-            guard let id = provider["id"]?.stringValue, let helper = provider["credential_helper"]?.objectValue,
-                let username = helper["username"]?.stringValue, case .array(let hosts)? = helper["hosts"]
-            else { continue }
-            if case .array(let tools)? = helper["tools"], !tools.contains(where: { $0.stringValue == tool }) { continue }
-            for host in hosts.compactMap(\.stringValue) { mappings[host] = Mapping(provider: id, username: username) }
+    /// The `credential_helper` of every provider the caller may use that has one.
+    static func all(socket: String?) throws -> [Listing] {
+        guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return [] }
+        func strings(_ value: JSONValue?) -> [String]? {
+            guard case .array(let items)? = value else { return nil }
+            return items.compactMap(\.stringValue)
         }
-        return mappings
+        return providers.compactMap(\.objectValue).compactMap { provider in
+            guard let id = provider["id"]?.stringValue, let helper = provider["credential_helper"]?.objectValue,
+                let username = helper["username"]?.stringValue, let hosts = strings(helper["hosts"])
+            else { return nil }
+            return Listing(
+                provider: id,
+                helper: ProviderConfiguration.CredentialHelper(
+                    hosts: hosts,
+                    username: username,
+                    tools: strings(helper["tools"]) ?? ProviderConfiguration.CredentialHelper.allTools,
+                    paths: strings(helper["paths"]) ?? [],
+                    authType: helper["authtype"]?.stringValue.flatMap(ProviderConfiguration.CredentialHelper.AuthType.init) ?? .basic
+                )
+            )
+        }
     }
 
-    static func provider(for host: String, socket: String?, tool: String) throws -> Mapping? {
-        try all(socket: socket, tool: tool).first { CredentialHost.sameHost($0.key, host) }?.value
+    /// The provider that answers for `host` (and `path`) from `tool`, by the daemon's rule
+    /// (``CredentialHost/select(host:path:tool:among:)``), and how it was chosen.
+    static func provider(for host: String, path: String?, socket: String?, tool: String) throws -> (Listing?, CredentialHost.Selection) {
+        let listings = try all(socket: socket)
+        let selection = CredentialHost.select(host: host, path: path, tool: tool, among: listings.map(\.helper))
+        guard case .helper(let index, _) = selection else { return (nil, selection) }
+        return (listings[index], selection)
     }
 
-    /// The provider's token, valid at least `minimumValidity` seconds.
-    static func token(_ provider: String, minimumValidity: Int, socket: String?) throws -> (token: String, tokenType: String, expiresAt: Date) {
-        try PlainCall.token(
+    /// The session's token, valid at least `minimumValidity` seconds.
+    static func token(_ provider: String, session: String?, minimumValidity: Int, socket: String?) throws -> (token: String, tokenType: String, expiresAt: Date)
+    {
+        let named = session.map { #","session":\#(JSONValue.quoted($0))"# } ?? ""
+        return try PlainCall.token(
             PlainCall.result(
                 .token,
-                params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(JSONValue.quoted(provider))}"#,
+                params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(JSONValue.quoted(provider))\#(named)}"#,
                 socket: socket
             )
         )
@@ -51,11 +67,16 @@ enum CredentialHosts {
     struct Credential {
         var provider: String
         var username: String
+        /// The session the user name chose; `nil`: `default`.
+        var session: String?
+        /// `bearer` when the provider asks for `Authorization: Bearer`; `nil`: basic.
+        var authtype: String?
         var token: (token: String, tokenType: String, expiresAt: Date)
     }
 
-    /// The provider that lists `host` for `tool` and its session's token, valid at least 60 s,
-    /// in one call (`credential.get`). When the session needs a sign-in, it is run on the
+    /// The provider that lists `host` for `tool` (and the `path`, when git sends one) and the
+    /// token of its session the `username` names, else of its default session, valid at least
+    /// 60 s, in one call (`credential.get`). When the session needs a sign-in, it is run on the
     /// terminal if a person may be there (``PointOfUseSignIn``), else one sentence on stderr
     /// names `authgate login PROVIDER`.
     /// - Parameters:
@@ -64,33 +85,52 @@ enum CredentialHosts {
     ///     with the reason to give when it does not.
     /// - Returns: `nil` when no provider lists the host, or nobody could sign in: the caller
     ///   gives its protocol's "no credentials".
-    static func credential(host: String, tool: String, socket: String?, mayAsk: (Bool, why: String) = (true, "")) throws -> Credential? {
-        let params = CredentialParams(host: host, tool: tool, minValidSeconds: 60)
+    static func credential(
+        host: String,
+        tool: String,
+        socket: String?,
+        path: String? = nil,
+        username: String? = nil,
+        mayAsk: (Bool, why: String) = (true, "")
+    ) throws -> Credential? {
+        let params = CredentialParams(host: host, tool: tool, minValidSeconds: 60, path: path, username: username)
         guard let result = try PlainCall.result(.credentialGet, params: params.plainJSON, socket: socket).objectValue,
             let provider = result["provider"]?.stringValue, let username = result["username"]?.stringValue
         else { return nil }
+        let session = result["session"]?.stringValue
+        let authtype = result["authtype"]?.stringValue
         if let token = result["token"], case .object = token {
-            return Credential(provider: provider, username: username, token: try PlainCall.token(token))
+            return Credential(provider: provider, username: username, session: session, authtype: authtype, token: try PlainCall.token(token))
         }
         guard mayAsk.0 else {
-            Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: mayAsk.why))\n")
+            Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: session, why: mayAsk.why))\n")
             return nil
         }
-        guard try PointOfUseSignIn.run(provider: provider, session: nil, socket: socket, tool: tool) else {
-            Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: nil, why: "there is no terminal to run it on"))\n")
+        guard try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: tool) else {
+            Terminal.writeError("authgate: \(PointOfUseSignIn.sentence(provider: provider, session: session, why: "there is no terminal to run it on"))\n")
             return nil
         }
-        return Credential(provider: provider, username: username, token: try token(provider, minimumValidity: 60, socket: socket))
+        return Credential(
+            provider: provider,
+            username: username,
+            session: session,
+            authtype: authtype,
+            token: try token(provider, session: session, minimumValidity: 60, socket: socket)
+        )
     }
 
     /// Tells the daemon an API refused `accessToken` (`token.rejected`): if it is the current
     /// one, the session is refreshed. Best effort: the helper's caller has failed already.
-    static func rejected(_ provider: String, accessToken: String, socket: String?) {
-        _ = try? PlainCall.result(
-            .tokenRejected,
-            params: #"{"access_token":\#(JSONValue.quoted(accessToken)),"provider":\#(JSONValue.quoted(provider))}"#,
-            socket: socket
-        )
+    /// - Returns: Whether the daemon took it (not: the session does not exist).
+    @discardableResult
+    static func rejected(_ provider: String, session: String? = nil, accessToken: String, socket: String?) -> Bool {
+        let named = session.map { #","session":\#(JSONValue.quoted($0))"# } ?? ""
+        return
+            (try? PlainCall.result(
+                .tokenRejected,
+                params: #"{"access_token":\#(JSONValue.quoted(accessToken)),"provider":\#(JSONValue.quoted(provider))\#(named)}"#,
+                socket: socket
+            )) != nil
     }
 
     /// Reads `key=value` lines from stdin until a blank line or the end (git's credential protocol).
@@ -103,15 +143,21 @@ enum CredentialHosts {
 /// name it was run by; also `authgate git-credential …`): git's credential helper protocol.
 /// `get` for an `https` request to a host a provider lists answers its user name and the
 /// session's token; for any other host or protocol (or none named) it answers nothing, so git
-/// asks its other helpers.
+/// asks its other helpers. `configure HOST` / `unconfigure HOST` write and remove the git
+/// config lines that make this helper the only one for the host.
 struct GitCredential: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "git-credential",
         abstract: "git's credential helper: a token for the hosts a provider's credential_helper lists.",
         discussion: """
-            git config --global credential.https://git.example.com.helper authgate (git runs git-credential-authgate). \
-            With -verbose (credential.helper "authgate -verbose"), the helper says on stderr which provider and session \
-            answered, or why none did; `git-credential-authgate version` prints the version.
+            `authgate git-credential configure git.example.com` sets it up for a host in ~/.gitconfig: \
+            credential.https://git.example.com.helper '' (which keeps helpers configured for every host, such as \
+            cache or libsecret, out of this one), then credential.https://git.example.com.helper authgate (git runs \
+            git-credential-authgate); with --use-http-path also credential.https://git.example.com.useHttpPath true, \
+            for providers with credential_helper.paths. Running it again changes nothing; \
+            `unconfigure git.example.com` removes those lines. With -verbose (credential.helper "authgate -verbose"), \
+            the helper says on stderr which provider and session answered, or why none did; \
+            `git-credential-authgate version` prints the version.
             """
     )
 
@@ -120,11 +166,24 @@ struct GitCredential: ParsableCommand {
     @Flag(name: .customLong("verbose", withSingleDash: true), help: "Say on stderr which provider and session answered, or why none did.")
     var verbose = false
 
-    @Argument(help: "get, store, erase or version (git says which).")
+    @Argument(help: "get, store, erase or version (git says which), or configure or unconfigure.")
     var operation: String
 
+    @Argument(help: "configure, unconfigure: the host (host or host:port) whose git config lines to write or remove.")
+    var host: String?
+
+    @Flag(help: "configure: also set credential.https://HOST.useHttpPath true; unconfigure: also remove it.")
+    var useHttpPath = false
+
     func run() throws {
-        try Self.perform(operation, socket: global.socket, verbose: verbose)
+        switch operation {
+        case "configure", "unconfigure":
+            guard let host else { throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST") }
+            try GitConfiguration.apply(configure: operation == "configure", host: host, useHttpPath: useHttpPath)
+        default:
+            guard host == nil, !useHttpPath else { throw ValidationError("a host and --use-http-path are for configure and unconfigure") }
+            try Self.perform(operation, socket: global.socket, verbose: verbose)
+        }
     }
 
     static let name = "git-credential-authgate"
@@ -136,6 +195,9 @@ struct GitCredential: ParsableCommand {
             if verbose { Terminal.writeError("\(name): \(text())\n") }
         }
         if operation == "version" { return print("\(name) (authgate) \(AuthGateVersion.current)") }
+        if operation == "configure" || operation == "unconfigure" {
+            throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST")
+        }
         let attributes = CredentialHosts.readAttributes()
         // HTTPS only: a token sent over http:// (or a protocol git did not name) is a token
         // anyone on the path may read. git asks its other helpers when this one prints nothing.
@@ -145,6 +207,10 @@ struct GitCredential: ParsableCommand {
         guard let host = attributes["host"].flatMap(CredentialHost.normalize) else {
             return say("\(operation): nothing for host=\(Terminal.safe(attributes["host"] ?? "(none)")): not a host name")
         }
+        // git sends the path with credential.useHttpPath, and a user name from the URL or credential.username.
+        let path = attributes["path"]
+        let username = attributes["username"]
+        let place = host + (path.map { " path \(Terminal.safe($0))" } ?? "")
         switch operation {
         case "get":
             // git asks its other helpers, then the user, when this one prints nothing.
@@ -154,27 +220,112 @@ struct GitCredential: ParsableCommand {
                     host: host,
                     tool: "git",
                     socket: socket,
+                    path: path,
+                    username: username,
                     mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")
                 )
             else {
-                return say("get: no token for \(host): no provider you may use lists it for git, or its session needs a sign-in (see above)")
+                if verbose, path == nil, case (_, .pathNeeded)? = try? CredentialHosts.provider(for: host, path: nil, socket: socket, tool: "git") {
+                    return say(
+                        "get: no token for \(host): only providers with credential_helper.paths list it, and git sent no path: set credential.useHttpPath (authgate git-credential configure \(host) --use-http-path)"
+                    )
+                }
+                return say("get: no token for \(place): no provider you may use lists it for git, or its session needs a sign-in (see above)")
             }
+            let offered = attributes["capability[]"]?.split(separator: "\n").contains("authtype") == true
+            let bearer = credential.authtype == "bearer" && offered
             say(
-                "get: \(host) answered by provider \(Terminal.safe(credential.provider)), session default, user name \(Terminal.safe(credential.username)), token valid until \(Kubectl.rfc3339(credential.token.expiresAt))"
+                "get: \(place) answered by provider \(Terminal.safe(credential.provider)), session \(Terminal.safe(credential.session ?? "default"))"
+                    + (credential.session == nil ? "" : " (the user name git sent)")
+                    + (bearer ? ", authtype Bearer" : ", user name \(Terminal.safe(credential.username))")
+                    + (credential.authtype == "bearer" && !offered
+                        ? " (the provider asks for Bearer, but git offers no capability[]=authtype: git 2.46 or later does)" : "")
+                    + ", token valid until \(Kubectl.rfc3339(credential.token.expiresAt))"
             )
-            print(
-                "username=\(credential.username)\npassword=\(credential.token.token)\npassword_expiry_utc=\(Int(credential.token.expiresAt.timeIntervalSince1970))"
-            )
-        case "erase":
-            // The password git tried was refused: if it is still the session's token, the
-            // session is refreshed, so the next `get` returns a new one.
-            guard let password = attributes["password"], let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "git") else {
-                return say("erase: nothing to do for \(host)")
+            let expiry = "password_expiry_utc=\(Int(credential.token.expiresAt.timeIntervalSince1970))"
+            if bearer {
+                // git-credential(1): the capability first, then the fields that depend on it; git
+                // sends `Authorization: Bearer TOKEN`, and username and password are not used.
+                print("capability[]=authtype\nauthtype=Bearer\ncredential=\(credential.token.token)\n\(expiry)")
+            } else {
+                print("username=\(credential.username)\npassword=\(credential.token.token)\n\(expiry)")
             }
-            CredentialHosts.rejected(mapping.provider, accessToken: password, socket: socket)
-            say("erase: told provider \(Terminal.safe(mapping.provider)) that \(host) refused its token (the session is refreshed if it was current)")
+        case "erase":
+            // The token git tried was refused: if it is still the session's, the session is
+            // refreshed, so the next `get` returns a new one.
+            guard let refused = attributes["password"] ?? attributes["credential"],
+                case (let listing?, _) = try CredentialHosts.provider(for: host, path: path, socket: socket, tool: "git")
+            else {
+                return say("erase: nothing to do for \(place)")
+            }
+            // The session the user name chose, if there is one; else the default session.
+            let named = username.flatMap { $0 == listing.helper.username || SessionName($0) == nil ? nil : $0 }
+            let session = named.flatMap { CredentialHosts.rejected(listing.provider, session: $0, accessToken: refused, socket: socket) ? $0 : nil }
+            if session == nil { CredentialHosts.rejected(listing.provider, accessToken: refused, socket: socket) }
+            say(
+                "erase: told provider \(Terminal.safe(listing.provider)) that \(place) refused the token of session \(Terminal.safe(session ?? "default")) (the session is refreshed if it was current)"
+            )
         default:
             say("\(operation): nothing to do (the daemon keeps the session)")  // store
+        }
+    }
+}
+
+/// `authgate git-credential configure|unconfigure HOST`: the git config lines
+/// docs/INTEGRATIONS.md shows, written and removed with `git config --global` (git run as a
+/// child process).
+enum GitConfiguration {
+    /// The lines for `host`, as `git config` arguments, and what `unconfigure` matches to
+    /// remove them: the empty helper (a reset: helpers configured for every host, such as
+    /// `cache` or `libsecret`, are not asked for this one, nor told to store its token), then
+    /// `authgate`.
+    static func apply(configure: Bool, host text: String, useHttpPath: Bool) throws {
+        guard let host = CredentialHost.normalize(text) else {
+            throw CLIError(
+                message: "\(Terminal.safe(text)) is not a host: give host or host:port, without a scheme or path [invalid_params]",
+                exitCode: ExitStatus.inputRefused
+            )
+        }
+        let helperKey = "credential.https://\(host).helper"
+        let pathKey = "credential.https://\(host).useHttpPath"
+        // Removes this helper's lines (an `authgate …` helper and the reset) and nothing else;
+        // status 5: there were none.
+        try git(["config", "--global", "--unset-all", helperKey, "^(authgate( .*)?)?$"], allowing: [5])
+        if useHttpPath { try git(["config", "--global", "--unset-all", pathKey], allowing: [5]) }
+        guard configure else {
+            return Terminal.writeError("authgate: removed git's credential lines for https://\(host)\(useHttpPath ? ", and its useHttpPath" : "").\n")
+        }
+        var lines = [["config", "--global", "--add", helperKey, ""], ["config", "--global", "--add", helperKey, "authgate"]]
+        if useHttpPath { lines.append(["config", "--global", pathKey, "true"]) }
+        for line in lines {
+            try git(line, allowing: [])
+            print("git " + line.map { $0.isEmpty ? "''" : $0 }.joined(separator: " "))
+        }
+    }
+
+    /// Runs `git ARGUMENTS` with this process's stdin, stdout and stderr, and waits for it.
+    /// - Parameter allowing: Exit statuses other than 0 that are not a failure.
+    private static func git(_ arguments: [String], allowing: Set<Int32>) throws {
+        let argv: [UnsafeMutablePointer<CChar>?] = (["git"] + arguments).map { strdup($0) } + [nil]
+        defer { for item in argv { free(item) } }
+        var pid: pid_t = 0
+        let failed = posix_spawnp(&pid, "git", nil, nil, argv, environ)
+        guard failed == 0 else {
+            throw CLIError(
+                message: failed == ENOENT
+                    ? "git is not installed (no git in PATH): install it, then run this again [git_not_found]"
+                    : "cannot run git: \(String(cString: strerror(failed))) [internal_error]",
+                exitCode: ExitStatus.internalError
+            )
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        let code = Supervisor.exitStatus(status)
+        guard code == 0 || allowing.contains(code) else {
+            throw CLIError(
+                message: "git \(arguments.prefix(3).joined(separator: " ")) … failed with status \(code) [internal_error]",
+                exitCode: ExitStatus.internalError
+            )
         }
     }
 }
@@ -241,13 +392,15 @@ struct DockerCredential: ParsableCommand {
                 #"{"Secret":\#(JSONValue.quoted(credential.token.token)),"ServerURL":\#(JSONValue.quoted(serverURL)),"Username":\#(JSONValue.quoted(credential.username))}"#
             )
         case "list":
-            let servers = try CredentialHosts.all(socket: socket, tool: "docker").sorted { $0.key < $1.key }
-            print("{" + servers.map { "\(JSONValue.quoted($0.key)):\(JSONValue.quoted($0.value.username))" }.joined(separator: ",") + "}")
+            // A provider with paths serves git only: docker's requests name no path.
+            let servers = try CredentialHosts.all(socket: socket).filter { $0.helper.tools.contains("docker") && $0.helper.paths.isEmpty }
+                .flatMap { listing in listing.helper.hosts.map { ($0, listing.helper.username) } }.sorted { $0.0 < $1.0 }
+            print("{" + servers.map { "\(JSONValue.quoted($0.0)):\(JSONValue.quoted($0.1))" }.joined(separator: ",") + "}")
         case "erase":
             // docker logout: the session ends, as signing out of the registry means.
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                let mapping = try CredentialHosts.provider(for: host, socket: socket, tool: "docker")
+                let mapping = try CredentialHosts.provider(for: host, path: nil, socket: socket, tool: "docker").0
             else {
                 print(notFound)
                 throw ExitCode(1)
@@ -262,7 +415,7 @@ struct DockerCredential: ParsableCommand {
             // docker login: the daemon signs in with the provider, never with a password docker holds.
             let payload = (try? JSONValue.parse(Data((readLine(strippingNewline: true) ?? "").utf8)))?.objectValue
             let host = payload?["ServerURL"]?.stringValue.flatMap(CredentialHost.fromServerURL)
-            let provider = try host.flatMap { try CredentialHosts.provider(for: $0, socket: socket, tool: "docker") }?.provider
+            let provider = try host.flatMap { try CredentialHosts.provider(for: $0, path: nil, socket: socket, tool: "docker").0 }?.provider
             print(
                 "authgate does not store credentials from docker login: sign in with `authgate login \(provider.map(Terminal.safe) ?? "PROVIDER")`, and docker gets the session's token. [invalid_request]"
             )
