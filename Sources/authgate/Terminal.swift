@@ -80,9 +80,11 @@ enum Terminal {
         }.joined(separator: "\n")
     }
 
-    /// A date as local time, e.g. `2026-11-22 14:03:05 (in 4 min)`.
+    /// A date as local time, e.g. `2026-11-22 14:03:05 (in 4 min)`; `never` for the expiry of a
+    /// token that never expires (the daemon's `4001-01-01T00:00:00Z`, `expires_in_default: "never"`).
     static func describe(_ date: Date?, now: Date = Date()) -> String {
         guard let date else { return "-" }
+        guard date < .distantFuture else { return "never" }
         let seconds = Int(date.timeIntervalSince(now).rounded())
         let magnitude = abs(seconds)
         let relative =
@@ -93,6 +95,12 @@ enum Terminal {
             default: "\((magnitude + 43_200) / 86_400) d"
             }
         return "\(localTime(date)) (\(seconds >= 0 ? "in \(relative)" : "\(relative) ago"))"
+    }
+
+    /// How long a token is valid, for a sentence: `valid until 2026-11-22 14:03:05 (in 4 min)`,
+    /// or `valid with no expiry` for one that never expires.
+    static func validity(_ expiresAt: Date, now: Date = Date()) -> String {
+        expiresAt < .distantFuture ? "valid until \(describe(expiresAt, now: now))" : "valid with no expiry"
     }
 
     /// `yyyy-MM-dd HH:mm:ss` in the local time zone, through the C library (DateFormatter would

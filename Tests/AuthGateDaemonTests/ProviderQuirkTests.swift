@@ -51,6 +51,11 @@ struct ProviderQuirkTests {
         let token = try call(connection, "token", ["provider": "never", "min_valid_seconds": 3600])
         #expect(token.result != nil, "\(token)")
         #expect(try server.tokenRequests() == before)
+        // People read "never", not the year 4001 the RPC carries.
+        let status = try daemon.cli(["status", "never"]).stdout
+        #expect(status.contains("never") && !status.contains("4001"), "\(status)")
+        let sink = try daemon.cli(["sink", "never", "--file", scratch.path + "/token", "--once"])
+        #expect(sink.stderr.contains("the token is valid with no expiry") && !sink.stderr.contains("4001"), "\(sink.stderr)")
     }
 
     /// GitHub answers device-flow polling errors with HTTP 200:

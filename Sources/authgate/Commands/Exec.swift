@@ -248,14 +248,14 @@ final class Supervisor {
                     try? writeFile(current)
                     switch onChange {
                     case .restart:
-                        Terminal.writeError("authgate exec: a new token (valid until \(Terminal.describe(token.expiresAt))); restarting the command.\n")
+                        Terminal.writeError("authgate exec: a new token (\(Terminal.validity(token.expiresAt))); restarting the command.\n")
                         if !stopping {
                             stopping = true
                             kill(child, SIGTERM)
                         }
                     case .signal(let signal):
                         Terminal.writeError(
-                            "authgate exec: a new token (valid until \(Terminal.describe(token.expiresAt))); sent the command signal \(signal).\n"
+                            "authgate exec: a new token (\(Terminal.validity(token.expiresAt))); sent the command signal \(signal).\n"
                         )
                         kill(child, signal)
                     }

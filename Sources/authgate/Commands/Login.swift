@@ -116,5 +116,5 @@ func report(_ result: LoginResult, global: GlobalOptions, verb: String) throws {
     // The name the user knows; the subject is often opaque ("1", a UUID).
     let who = (result.displayName ?? result.subject).map { " as \(Terminal.safe($0))" } ?? ""
     let session = result.session == "default" ? "" : " (session \(result.session))"
-    print("\(verb) \(result.provider)\(who)\(session). The access token is valid until \(Terminal.describe(result.expiresAt)).")
+    print("\(verb) \(result.provider)\(who)\(session). The access token is \(Terminal.validity(result.expiresAt)).")
 }

@@ -187,7 +187,7 @@ struct Sink: ParsableCommand {
             Terminal.writeError("authgate sink: cannot write \(Terminal.safe(file)): \(error)\n")
             return false
         }
-        Terminal.writeError("authgate sink: wrote \(Terminal.safe(file)) (the token is valid until \(Terminal.describe(token.expiresAt))).\n")
+        Terminal.writeError("authgate sink: wrote \(Terminal.safe(file)) (the token is \(Terminal.validity(token.expiresAt))).\n")
         return true
     }
 
