@@ -7,13 +7,13 @@ import FoundationEssentials
 /// and the coders' first use (type metadata and conformance lookups in the static binary)
 /// costs about as much as the rest of the process (docs/BENCHMARKS.md).
 enum PlainCall {
-    /// The `result` of `method` called with `params` (a JSON object written by the caller);
-    /// an error answer is reported as any call's (CLIError, with its reason and exit status).
-    static func result(_ method: RPCMethod, params: String, socket: String?) throws -> JSONValue {
+    /// The `result` of `method` called with `params`; an error answer is reported as any call's
+    /// (CLIError, with its reason and exit status).
+    static func result(_ method: RPCMethod, params: [String: JSONValue] = [:], socket: String?) throws -> JSONValue {
         let path = socket ?? SocketLocation.forClient()
         do {
             let connection = try RPCConnection(path: path)
-            try connection.send(Array(#"{"id":1,"jsonrpc":"2.0","method":"\#(method.rawValue)","params":\#(params)}"#.utf8) + [0x0A])
+            try connection.send(requestLine(method, params: params))
             guard let reply = try connection.receiveLine() else { throw RPCClientError.protocolError("the daemon closed the connection") }
             if let result = (try? JSONValue.parse(Data(reply)))?.objectValue?["result"] {
                 return result
@@ -26,7 +26,8 @@ enum PlainCall {
         }
     }
 
-    /// The request line (newline included) that calls `method` with `params`, as id 1.
+    /// The request line (newline included) that calls `method` with `params`, as id 1: the
+    /// members in sorted order, as the daemon's front door reads a plain call.
     static func requestLine(_ method: RPCMethod, params: [String: JSONValue]) -> [UInt8] {
         var line = JSONValue.object([
             "id": .number(1), "jsonrpc": .string("2.0"), "method": .string(method.rawValue),
@@ -39,10 +40,10 @@ enum PlainCall {
     /// ``result(_:params:socket:)`` with the params encoded from their RPC type (for calls
     /// rarer than the helpers' plain ones, where the encoder's first use does not matter).
     static func result<Params: Encodable>(_ method: RPCMethod, _ params: Params, socket: String?) throws -> JSONValue {
-        guard let encoded = try? RPCCoding.makeEncoder().encode(params) else {
+        guard let encoded = try? RPCCoding.makeEncoder().encode(params), case .object(let members)? = try? JSONValue.parse(encoded) else {
             throw CLIError(message: "cannot encode the \(method.rawValue) call", exitCode: ExitStatus.internalError)
         }
-        return try result(method, params: String(decoding: encoded, as: UTF8.self), socket: socket)
+        return try result(method, params: members, socket: socket)
     }
 
     /// `2026-11-25T10:04:12Z`, as the daemon writes dates, without Foundation's date parsing

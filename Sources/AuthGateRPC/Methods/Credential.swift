@@ -1,4 +1,4 @@
-import AuthGateCore
+public import AuthGateCore
 
 /// `credential.get` params: what git's and docker's credential helpers ask in one call — the
 /// token for a host, with the provider that lists it for that tool.
@@ -29,17 +29,16 @@ public struct CredentialParams: Sendable, Codable, Equatable {
         case minValidSeconds = "min_valid_seconds"
     }
 
-    /// The params as the JSON encoder writes them (sorted keys, absent members left out),
-    /// without the encoder: the helpers run before each of git's and docker's requests, and the
+    /// The params as JSON values, for the CLI's plain writer (sorted keys, absent members left
+    /// out, as the encoder writes them) instead of the encoder: the helpers run before each of git's and docker's requests, and the
     /// coders' first use would be most of their cost (docs/BENCHMARKS.md). Tested equal to the
     /// encoder's output.
-    public var plainJSON: String {
-        let members = [
-            #""host":\#(JSONValue.quoted(host))"#, minValidSeconds.map { #""min_valid_seconds":\#($0)"# },
-            path.map { #""path":\#(JSONValue.quoted($0))"# }, #""tool":\#(JSONValue.quoted(tool))"#,
-            username.map { #""username":\#(JSONValue.quoted($0))"# },
-        ]
-        return "{" + members.compactMap { $0 }.joined(separator: ",") + "}"
+    public var plainParams: [String: JSONValue] {
+        var params: [String: JSONValue] = ["host": .string(host), "tool": .string(tool)]
+        if let minValidSeconds { params["min_valid_seconds"] = .number(Double(minValidSeconds)) }
+        if let path { params["path"] = .string(path) }
+        if let username { params["username"] = .string(username) }
+        return params
     }
 }
 

@@ -19,7 +19,7 @@ enum CredentialHosts {
 
     /// The `credential_helper` of every provider the caller may use that has one.
     static func all(socket: String?) throws -> [Listing] {
-        guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return [] }
+        guard case .array(let providers) = try PlainCall.result(.providersList, socket: socket) else { return [] }
         func strings(_ value: JSONValue?) -> [String]? {
             guard case .array(let items)? = value else { return nil }
             return items.compactMap(\.stringValue)
@@ -53,14 +53,9 @@ enum CredentialHosts {
     /// The session's token, valid at least `minimumValidity` seconds.
     static func token(_ provider: String, session: String?, minimumValidity: Int, socket: String?) throws -> (token: String, tokenType: String, expiresAt: Date)
     {
-        let named = session.map { #","session":\#(JSONValue.quoted($0))"# } ?? ""
-        return try PlainCall.token(
-            PlainCall.result(
-                .token,
-                params: #"{"min_valid_seconds":\#(minimumValidity),"provider":\#(JSONValue.quoted(provider))\#(named)}"#,
-                socket: socket
-            )
-        )
+        var params: [String: JSONValue] = ["min_valid_seconds": .number(Double(minimumValidity)), "provider": .string(provider)]
+        if let session { params["session"] = .string(session) }
+        return try PlainCall.token(PlainCall.result(.token, params: params, socket: socket))
     }
 
     /// What a helper answers for a host.
@@ -94,7 +89,7 @@ enum CredentialHosts {
         mayAsk: (Bool, why: String) = (true, "")
     ) throws -> Credential? {
         let params = CredentialParams(host: host, tool: tool, minValidSeconds: 60, path: path, username: username)
-        guard let result = try PlainCall.result(.credentialGet, params: params.plainJSON, socket: socket).objectValue,
+        guard let result = try PlainCall.result(.credentialGet, params: params.plainParams, socket: socket).objectValue,
             let provider = result["provider"]?.stringValue, let username = result["username"]?.stringValue
         else { return nil }
         let session = result["session"]?.stringValue
@@ -124,13 +119,9 @@ enum CredentialHosts {
     /// - Returns: Whether the daemon took it (not: the session does not exist).
     @discardableResult
     static func rejected(_ provider: String, session: String? = nil, accessToken: String, socket: String?) -> Bool {
-        let named = session.map { #","session":\#(JSONValue.quoted($0))"# } ?? ""
-        return
-            (try? PlainCall.result(
-                .tokenRejected,
-                params: #"{"access_token":\#(JSONValue.quoted(accessToken)),"provider":\#(JSONValue.quoted(provider))\#(named)}"#,
-                socket: socket
-            )) != nil
+        var params: [String: JSONValue] = ["access_token": .string(accessToken), "provider": .string(provider)]
+        if let session { params["session"] = .string(session) }
+        return (try? PlainCall.result(.tokenRejected, params: params, socket: socket)) != nil
     }
 
     /// Reads `key=value` lines from stdin until a blank line or the end (git's credential protocol).
@@ -388,14 +379,17 @@ struct DockerCredential: ParsableCommand {
                 print(notFound)
                 throw ExitCode(1)
             }
-            print(
-                #"{"Secret":\#(JSONValue.quoted(credential.token.token)),"ServerURL":\#(JSONValue.quoted(serverURL)),"Username":\#(JSONValue.quoted(credential.username))}"#
-            )
+            let answer = JSONValue.object([
+                "Secret": .string(credential.token.token), "ServerURL": .string(serverURL), "Username": .string(credential.username),
+            ])
+            print(String(decoding: answer.jsonBytes, as: UTF8.self))
         case "list":
             // A provider with paths serves git only: docker's requests name no path.
             let servers = try CredentialHosts.all(socket: socket).filter { $0.helper.tools.contains("docker") && $0.helper.paths.isEmpty }
-                .flatMap { listing in listing.helper.hosts.map { ($0, listing.helper.username) } }.sorted { $0.0 < $1.0 }
-            print("{" + servers.map { "\(JSONValue.quoted($0.0)):\(JSONValue.quoted($0.1))" }.joined(separator: ",") + "}")
+                .flatMap { listing in listing.helper.hosts.map { ($0, JSONValue.string(listing.helper.username)) } }
+            // A host belongs to one provider (the loader refuses a second); the first would win.
+            let answer = JSONValue.object(Dictionary(servers, uniquingKeysWith: { first, _ in first }))
+            print(String(decoding: answer.jsonBytes, as: UTF8.self))
         case "erase":
             // docker logout: the session ends, as signing out of the registry means.
             let serverURL = readLine(strippingNewline: true) ?? ""

@@ -118,16 +118,20 @@ struct Kubectl: ParsableCommand {
             let access = try PlainCall.token(result)
             (token, expiresAt) = (access.token, access.expiresAt)
         }
-        // Written by hand, like the plain request: the coders' first use would be most of the cost.
-        print(
-            #"{"apiVersion":\#(JSONValue.quoted(apiVersion)),"kind":"ExecCredential","status":{"expirationTimestamp":"\#(rfc3339(expiresAt))","token":\#(JSONValue.quoted(token))}}"#
-        )
+        // Written with Core's plain writer, like the request: the coders' first use would be
+        // most of the cost.
+        let credential = JSONValue.object([
+            "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"),
+            "status": .object(["expirationTimestamp": .string(rfc3339(expiresAt)), "token": .string(token)]),
+        ])
+        print(String(decoding: credential.jsonBytes, as: UTF8.self))
     }
 
     /// The `token` (or, with an audience, `token.exchange`) result.
     private static func fetch(provider: String, session: String?, socket: String?, options: Options, force: Bool) throws -> JSONValue {
         if !force, options.isPlain {
-            let params = #"{"min_valid_seconds":60,"provider":\#(JSONValue.quoted(provider))\#(session.map { #","session":\#(JSONValue.quoted($0))"# } ?? "")}"#
+            var params: [String: JSONValue] = ["min_valid_seconds": .number(60), "provider": .string(provider)]
+            if let session { params["session"] = .string(session) }
             return try PlainCall.result(.token, params: params, socket: socket)
         }
         let scopes = options.scopes.isEmpty ? nil : options.scopes
@@ -160,7 +164,7 @@ struct Kubectl: ParsableCommand {
 
     /// `id` for an `oidc` provider, `access` for any other.
     private static func providerTokenType(_ provider: String, socket: String?) throws -> TokenType {
-        guard case .array(let providers) = try PlainCall.result(.providersList, params: "{}", socket: socket) else { return .access }
+        guard case .array(let providers) = try PlainCall.result(.providersList, socket: socket) else { return .access }
         let type = providers.compactMap(\.objectValue).first { $0["id"]?.stringValue == provider }?["type"]?.stringValue
         return type == "oidc" ? .id : .access
     }
