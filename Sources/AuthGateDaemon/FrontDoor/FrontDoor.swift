@@ -9,8 +9,9 @@ import Glibc
 #endif
 
 /// Accepts every connection to the daemon's socket, on one thread with its own epoll, and
-/// answers plain `token` calls for a current token right there; every other connection is
-/// handed on to NIO, with what was read from it, to be served by ``RPCConnectionHandler``.
+/// answers plain `token` and `credential.get` calls for a current token right there; every
+/// other connection is handed on to NIO, with what was read from it, to be served by
+/// ``RPCConnectionHandler``.
 ///
 /// Most callers are short-lived processes (`authgate token`, the credential helpers) that
 /// open a connection, ask for a token and close it. Through NIO alone such a connection costs
