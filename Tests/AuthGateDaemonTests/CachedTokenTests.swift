@@ -306,7 +306,7 @@ struct CachedTokenTests {
         let answers = CachedTokenAnswers(tokens: broadcast.published, providers: providers)
         var recent = RecentTokenAnswers()
         func answer(_ line: ByteBuffer, uid: UInt32 = 1000) -> String? {
-            line.withUnsafeReadableBytes { bytes in recent.withAnswer(to: bytes, uid: uid, from: answers) { String(decoding: $0, as: UTF8.self) } }
+            line.withUnsafeReadableBytes { bytes in recent.withAnswer(to: bytes, uid: uid, from: answers) { String(decoding: $0, as: UTF8.self) }?.result }
         }
         func accessToken(_ line: String?) -> String? {
             let reply = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]

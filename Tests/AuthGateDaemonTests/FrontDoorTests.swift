@@ -90,6 +90,10 @@ struct FrontDoorTests {
         #expect(git.status == 0 && git.stdout.hasPrefix("username=me\npassword=mock_at_"))
         #expect(docker.status == 0 && docker.stdout.contains(#""Username":"me""#))
         #expect(try cachedAnswers(daemon) == before + 3)
+        // Counted as what they are: four credential.get calls (one by the dispatcher), no token call.
+        let metrics = try daemon.cli(["metrics"]).stdout
+        #expect(MetricsTests.value(metrics, #"authgate_rpc_requests_total{method="credential.get",outcome="ok"}"#) == 4, "\(metrics)")
+        #expect(MetricsTests.value(metrics, #"authgate_rpc_requests_total{method="token",outcome="ok"}"#) ?? 0 == 0)
 
         // Another member (a later version's `path`): the dispatcher reads the line.
         let withPath = line.replacingOccurrences(of: #""tool":"git""#, with: #""path":"org/repo","tool":"git""#)

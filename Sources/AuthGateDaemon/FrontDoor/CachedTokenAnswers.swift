@@ -43,17 +43,17 @@ struct CachedTokenAnswers: Sendable {
     func answer<Answer>(to line: UnsafeRawBufferPointer, uid: UInt32, _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> Answer? {
         let start = ContinuousClock.now
         guard let found = lookUp(line, uid: uid, write) else { return nil }
-        metrics?.cachedTokenAnswers(1, eachWithin: .now - start)
+        metrics?.cachedAnswers(found.method, 1, eachWithin: .now - start)
         return found.answer
     }
 
-    /// ``answer(to:uid:_:)`` without the metrics, and until when the token stays valid enough
-    /// for this request.
+    /// ``answer(to:uid:_:)`` without the metrics, until when the token stays valid enough for
+    /// this request, and the method answered (for the metrics).
     func lookUp<Answer>(
         _ line: UnsafeRawBufferPointer,
         uid: UInt32,
         _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer
-    ) -> (answer: Answer, validUntil: Date)? {
+    ) -> (answer: Answer, validUntil: Date, method: RPCMethod)? {
         guard let request = PlainTokenRequest(line) else { return nil }
         let minimumValidity = request.minimumValidity ?? TokenParams.defaultMinimumValidity
         switch request.target {
@@ -64,7 +64,7 @@ struct CachedTokenAnswers: Sendable {
                     minimumValidity: minimumValidity
                 )
             else { return nil }
-            return (write(request.id, found.result), found.validUntil)
+            return (write(request.id, found.result), found.validUntil, .token)
         case .credential(let host, let tool):
             guard let route = providers.credentialRoute(host: host, tool: tool),
                 let found = tokens.result(
@@ -72,7 +72,7 @@ struct CachedTokenAnswers: Sendable {
                     minimumValidity: minimumValidity
                 )
             else { return nil }
-            return (write(request.id, route.result(token: found.result)), found.validUntil)
+            return (write(request.id, route.result(token: found.result)), found.validUntil, .credentialGet)
         }
     }
 

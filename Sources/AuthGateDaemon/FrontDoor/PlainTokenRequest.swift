@@ -24,6 +24,14 @@ struct PlainTokenRequest {
         /// `credential.get`: the default session of the provider that lists `host` for `tool`
         /// (both as sent; ``CredentialRoutes`` reads them).
         case credential(host: String, tool: String)
+
+        /// The method the line calls.
+        var method: RPCMethod {
+            switch self {
+            case .session: .token
+            case .credential: .credentialGet
+            }
+        }
     }
 
     /// The `id` exactly as sent (a canonical integer, or a string with its quotes), echoed
