@@ -121,11 +121,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         let decoded = try? RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(bytes))
         if let plain = bytes.withUnsafeBytes({ PlainTokenRequest($0) }) {
             // Whatever the scanner accepts, the decoder must read the same way.
-            guard let decoded, decoded.envelope.method == "token", decoded.envelope.jsonrpc == "2.0",
-                let params = try? decoded.params.get() as? TokenParams,
-                params.provider == plain.provider, params.session == plain.session,
-                params.minValidSeconds == plain.minimumValidity, params.forceRefresh != true,
-                params.scopes == nil, params.resource == nil,
+            guard let decoded, decoded.envelope.jsonrpc == "2.0", Self.sameRequest(plain, decoded),
                 (try? RPCCoding.makeDecoder().decode(RPCID.self, from: Data(plain.id))) == decoded.envelope.id
             else {
                 fatalError("the scanner and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
@@ -137,6 +133,19 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             if let answer, !answer.isEmpty, (try? JSONValue.parse(answer)) == nil {
                 fatalError("the dispatcher answered something that is not JSON")
             }
+        }
+    }
+
+    /// Whether the decoder read the call the scanner read.
+    private static func sameRequest(_ plain: PlainTokenRequest, _ decoded: DecodedRequest) -> Bool {
+        switch plain.target {
+        case .session(let provider, let session):
+            guard decoded.envelope.method == "token", let params = try? decoded.params.get() as? TokenParams else { return false }
+            return params.provider == provider && params.session == session && params.minValidSeconds == plain.minimumValidity
+                && params.forceRefresh != true && params.scopes == nil && params.resource == nil
+        case .credential(let host, let tool):
+            guard decoded.envelope.method == "credential.get", let params = try? decoded.params.get() as? CredentialParams else { return false }
+            return params == CredentialParams(host: host, tool: tool, minValidSeconds: plain.minimumValidity)
         }
     }
 

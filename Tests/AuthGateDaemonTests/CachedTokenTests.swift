@@ -40,8 +40,7 @@ struct CachedTokenTests {
         let decoded = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(line.utf8))
         let params = try #require(try decoded.params.get() as? TokenParams)
         #expect(decoded.envelope.method == "token" && decoded.envelope.jsonrpc == "2.0")
-        #expect(request.provider == params.provider)
-        #expect(request.session == params.session)
+        #expect(request.target == .session(provider: params.provider, session: params.session))
         #expect(request.minimumValidity == params.minValidSeconds)
         #expect(params.forceRefresh != true && params.scopes == nil && params.resource == nil)
         // The id is echoed as sent; it must mean what the dispatcher's re-encoded id means.
@@ -84,6 +83,145 @@ struct CachedTokenTests {
     )
     func refusedLines(_ line: String) {
         #expect(scan(line) == nil)
+    }
+
+    @Test(
+        "plain credential.get lines are read exactly as the JSON decoder reads them",
+        arguments: [
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"git.example.com","min_valid_seconds":60,"tool":"git"}}"#,
+            #"{"params":{"tool":"docker","host":"Registry.example.com:5000"},"method":"credential.get","id":"d","jsonrpc":"2.0"}"#,
+            #" { "jsonrpc" : "2.0" , "id" : 3 , "method" : "credential.get" , "params" : { "host" : "[::1]:443" , "tool" : "git" , "min_valid_seconds" : 0 } } "#,
+        ]
+    )
+    func acceptedCredentialLines(_ line: String) throws {
+        let request = try #require(scan(line), "the scanner should accept \(line)")
+        let decoded = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(line.utf8))
+        let params = try #require(try decoded.params.get() as? CredentialParams)
+        #expect(decoded.envelope.method == "credential.get")
+        #expect(request.target == .credential(host: params.host, tool: params.tool))
+        #expect(request.minimumValidity == params.minValidSeconds)
+        #expect(try RPCCoding.makeDecoder().decode(RPCID.self, from: Data(request.id)) == decoded.envelope.id)
+    }
+
+    @Test(
+        "a credential.get line with any other member, or a token line with credential.get's, goes to the full decoder",
+        arguments: [
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","path":"org/repo","tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","tool":"git","username":"me"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","session":"work","tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"force_refresh":false,"host":"h.example.com","tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","provider":"mock","tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","tool":"git","tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"provider":"mock"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"token","params":{"host":"h.example.com","tool":"git"}}"#,
+            #"{"id":1,"jsonrpc":"2.0","method":"token","params":{"provider":"mock","tool":"git"}}"#,
+        ]
+    )
+    func refusedCredentialLines(_ line: String) {
+        #expect(scan(line) == nil)
+    }
+
+    // MARK: Which provider answers credential.get
+
+    private func claim(_ provider: String, _ hosts: [String], tools: [String] = ["git", "docker"], open: Bool = true) -> CredentialRoutes.Claim {
+        CredentialRoutes.Claim(provider: provider, helper: .init(hosts: hosts, username: "u-\(provider)", tools: tools), open: open)
+    }
+
+    private func route(_ routes: [CredentialRoutes.Key: CredentialRoutes.Route], _ host: String, _ tool: String = "git") -> String? {
+        CredentialRoutes.key(host: host, tool: tool).flatMap { routes[$0]?.provider }
+    }
+
+    @Test("a host routes to the one provider that lists it for the tool; the scheme's default port is the same as none")
+    func credentialRoutes() {
+        let routes = CredentialRoutes.routes([
+            claim("corp", ["Git.Example.com:443", "registry.example.com:5000"]),
+            claim("gitonly", ["forge.example.com"], tools: ["git"]),
+            claim("twice", ["twice.example.com", "twice.example.com:443"]),
+        ])
+        #expect(route(routes, "git.example.com") == "corp")
+        #expect(route(routes, "GIT.example.com:443", "docker") == "corp")
+        #expect(route(routes, "registry.example.com:5000") == "corp")
+        #expect(route(routes, "registry.example.com") == nil, "another port is another server")
+        #expect(route(routes, "git.example.com:8443") == nil)
+        #expect(route(routes, "forge.example.com") == "gitonly")
+        #expect(route(routes, "forge.example.com", "docker") == nil, "not listed for docker")
+        #expect(route(routes, "forge.example.com", "svn") == nil)
+        #expect(route(routes, "twice.example.com:443") == "twice", "one provider listing a host twice is still one provider")
+        #expect(route(routes, "not a host") == nil)
+        #expect(routes[CredentialRoutes.Key(tool: "git", host: "git.example.com")] == CredentialRoutes.Route(provider: "corp", username: "u-corp"))
+    }
+
+    @Test("a host two providers list, or one of a provider not open to everyone, has no route")
+    func credentialRoutesLeftToTheDispatcher() {
+        let routes = CredentialRoutes.routes([
+            claim("a", ["shared.example.com", "a.example.com"]),
+            claim("b", ["shared.example.com:443", "b.example.com"]),
+            claim("ruled", ["ruled.example.com", "mixed.example.com"], open: false),
+            claim("open", ["mixed.example.com"]),
+        ])
+        #expect(route(routes, "shared.example.com") == nil)
+        #expect(route(routes, "a.example.com") == "a" && route(routes, "b.example.com") == "b")
+        #expect(route(routes, "ruled.example.com") == nil)
+        #expect(route(routes, "mixed.example.com") == nil, "the dispatcher may choose the ruled provider for callers it admits")
+    }
+
+    @Test("credential.get is answered from a published token with the dispatcher's bytes, and handed on whenever the choice is not plain")
+    func credentialAnswers() async throws {
+        let clock = ManualClock()
+        let broadcast = SessionBroadcast(now: { [clock] in clock.now })
+        let sessions = SessionManager(logger: quiet, observer: broadcast, now: { [clock] in clock.now }, random: { [clock] in clock.random })
+        func provider(_ id: String, hosts: [String], access: String = "") -> RegisteredProvider {
+            let helper = #","credential_helper":{"hosts":[\#(hosts.map { "\"\($0)\"" }.joined(separator: ","))],"username":"me-\#(id)"}"#
+            return mockProvider(id: id, access: helper + access, now: { [clock] in clock.now })
+        }
+        let registered = provider("mock", hosts: ["git.example.com"])
+        let client = try #require(registered.client)
+        let providers = [
+            registered, provider("one", hosts: ["shared.example.com"]), provider("two", hosts: ["shared.example.com"]),
+            provider("ruled", hosts: ["ruled.example.com"], access: #","access":{"users":["root"]}"#),
+        ]
+        #expect(providers.allSatisfy { $0.configuration != nil })
+        let answers = answers(broadcast, open: providers)
+        _ = await sessions.store(
+            try await client.signIn(PasswordCredentials(username: "u", password: Secret("p-password-1"))),
+            grant: .password,
+            binding: SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory),
+            for: key
+        )
+        let handedOut = try await sessions.token(for: key, minimumValidity: 10, forceRefresh: false)
+        // Every provider's session has that token published, so only the route decides.
+        for id in ["one", "two", "ruled"] {
+            broadcast.published.publish(handedOut, obtainedAt: clock.now, for: SessionKey(uid: 1000, provider: ProviderID(id)!, name: .default))
+        }
+        func line(_ host: String, tool: String = "git", minimumValidity: Int = 30, extra: String = "") -> ByteBuffer {
+            ByteBuffer(
+                string:
+                    #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"\#(host)","min_valid_seconds":\#(minimumValidity),\#(extra)"tool":"\#(tool)"}}"#
+            )
+        }
+        func answer(_ line: ByteBuffer, uid: UInt32 = 1000) -> String? {
+            answers.answer(to: line, uid: uid, allocator: ByteBufferAllocator()).map { String(buffer: $0) }
+        }
+
+        let dispatcherResult = try RPCCoding.makeEncoder().encode(CredentialResult(provider: "mock", username: "me-mock", token: TokenResult(handedOut)))
+        let expected = #"{"id":1,"jsonrpc":"2.0","result":"# + String(decoding: dispatcherResult, as: UTF8.self) + "}\n"
+        #expect(answer(line("git.example.com")) == expected, "the dispatcher's bytes")
+        #expect(answer(line("Git.Example.com:443", tool: "docker")) == expected)
+
+        #expect(answer(line("unknown.example.com")) == nil, "no provider lists it")
+        #expect(answer(line("git.example.com:8443")) == nil)
+        #expect(answer(line("shared.example.com")) == nil, "two providers list it")
+        #expect(answer(line("ruled.example.com")) == nil, "a provider with access rules is decided per caller")
+        #expect(answer(line("git.example.com", tool: "svn")) == nil)
+        #expect(answer(line("git.example.com", extra: #""path":"org/repo","#)) == nil, "another member")
+        #expect(answer(line("git.example.com", extra: #""username":"me","#)) == nil)
+        #expect(answer(line("git.example.com"), uid: 1001) == nil, "another uid has no session")
+        #expect(answer(line("git.example.com", minimumValidity: 60)) == nil, "60 s is all the token lives: the manager decides")
+        clock.advance(by: 35)
+        #expect(answer(line("git.example.com")) == nil, "25 s left is less than the 30 asked")
+        #expect(answer(line("git.example.com", minimumValidity: 20)) != nil)
     }
 
     // MARK: Published tokens follow the session manager
@@ -168,7 +306,7 @@ struct CachedTokenTests {
         let answers = CachedTokenAnswers(tokens: broadcast.published, providers: providers)
         var recent = RecentTokenAnswers()
         func answer(_ line: ByteBuffer, uid: UInt32 = 1000) -> String? {
-            line.withUnsafeReadableBytes { bytes in recent.withAnswer(to: bytes, uid: uid, from: answers) { String(decoding: $0, as: UTF8.self) } }
+            line.withUnsafeReadableBytes { bytes in recent.withAnswer(to: bytes, uid: uid, from: answers) { String(decoding: $0, as: UTF8.self) }?.result }
         }
         func accessToken(_ line: String?) -> String? {
             let reply = line.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) } as? [String: Any]

@@ -69,6 +69,39 @@ struct FrontDoorTests {
         #expect(try cachedAnswers(daemon) == answered + 1, "answered at the front door")
     }
 
+    @Test("git's and docker's `credential.get` line is answered at the front door, with the dispatcher's bytes; a line with another member is not")
+    func credentialLineIsPlain() throws {
+        let provider =
+            #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "username": "me"}}"#
+        let daemon = try DaemonProcess(providers: ["mock.json": provider], logLevel: "info")
+        #expect(try exchange(daemon.connect(), Self.login).result != nil)
+        // The line the helpers write (PlainCall, CredentialParams.plainJSON).
+        let params = CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60).plainJSON
+        let line = #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":\#(params)}"#
+        let before = try cachedAnswers(daemon)
+        let viaDispatcher = try daemon.connect().callRaw(line)
+        #expect(try cachedAnswers(daemon) == before, "the first answer comes from the session manager, which publishes the token")
+        #expect(try daemon.connect().callRaw(line) == viaDispatcher, "the same bytes from the front door")
+        #expect(try cachedAnswers(daemon) == before + 1, "answered at the front door")
+
+        // The helpers themselves write that line.
+        let git = try daemon.cli(["git-credential", "get"], stdin: "protocol=https\nhost=git.example.com:443\n\n")
+        let docker = try daemon.cli(["docker-credential", "get"], stdin: "git.example.com\n")
+        #expect(git.status == 0 && git.stdout.hasPrefix("username=me\npassword=mock_at_"))
+        #expect(docker.status == 0 && docker.stdout.contains(#""Username":"me""#))
+        #expect(try cachedAnswers(daemon) == before + 3)
+        // Counted as what they are: four credential.get calls (one by the dispatcher), no token call.
+        let metrics = try daemon.cli(["metrics"]).stdout
+        #expect(MetricsTests.value(metrics, #"authgate_rpc_requests_total{method="credential.get",outcome="ok"}"#) == 4, "\(metrics)")
+        #expect(MetricsTests.value(metrics, #"authgate_rpc_requests_total{method="token",outcome="ok"}"#) ?? 0 == 0)
+
+        // Another member (a later version's `path`): the dispatcher reads the line.
+        let withPath = line.replacingOccurrences(of: #""tool":"git""#, with: #""path":"org/repo","tool":"git""#)
+        let answer = try exchange(daemon.connect(), withPath)
+        #expect(answer["id"] as? Int == 1)
+        #expect(try cachedAnswers(daemon) == before + 3, "not answered at the front door")
+    }
+
     @Test("connections held at the front door keep the deadlines: nothing sent within 2 s, or idle after a cached answer")
     func deadlines() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--idle-timeout", "1"], logLevel: "info")

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateRPC
 import CLinux
 import Logging
 import NIOCore
@@ -9,8 +10,9 @@ import Glibc
 #endif
 
 /// Accepts every connection to the daemon's socket, on one thread with its own epoll, and
-/// answers plain `token` calls for a current token right there; every other connection is
-/// handed on to NIO, with what was read from it, to be served by ``RPCConnectionHandler``.
+/// answers plain `token` and `credential.get` calls for a current token right there; every
+/// other connection is handed on to NIO, with what was read from it, to be served by
+/// ``RPCConnectionHandler``.
 ///
 /// Most callers are short-lived processes (`authgate token`, the credential helpers) that
 /// open a connection, ask for a token and close it. Through NIO alone such a connection costs
@@ -147,11 +149,13 @@ final class FrontDoor: Sendable {
         var table: ConnectionTable
         let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: readCapacity, alignment: 16)
         var recent = RecentTokenAnswers()
-        /// Answers given in this batch of events, counted in the metrics when it ends: one clock
-        /// read and two atomic additions for all of them instead of per answer (the metrics'
+        /// Answers given in this batch of events, `token` and `credential.get` calls, counted in
+        /// the metrics when it ends: one clock read, and two atomic additions for all the
+        /// answers to one method, instead of per answer (the metrics'
         /// cost: docs/BENCHMARKS.md). Each answer is recorded with its batch's time, from
         /// `epoll_wait`'s return to the last answer: an upper bound of its own.
-        var answeredInBatch = 0
+        var tokensAnsweredInBatch = 0
+        var credentialsAnsweredInBatch = 0
 
         init(door: FrontDoor) {
             self.door = door
@@ -183,10 +187,13 @@ final class FrontDoor: Sendable {
                     default: read(Int32(truncatingIfNeeded: tags[index]), now)
                     }
                 }
-                if answeredInBatch > 0 {
-                    door.answers.metrics?.cachedTokenAnswers(answeredInBatch, eachWithin: .nanoseconds(Self.uptime() - now))
-                    answeredInBatch = 0
+                if tokensAnsweredInBatch + credentialsAnsweredInBatch > 0, let metrics = door.answers.metrics {
+                    let within = Duration.nanoseconds(Self.uptime() - now)
+                    if tokensAnsweredInBatch > 0 { metrics.cachedAnswers(.token, tokensAnsweredInBatch, eachWithin: within) }
+                    if credentialsAnsweredInBatch > 0 { metrics.cachedAnswers(.credentialGet, credentialsAnsweredInBatch, eachWithin: within) }
                 }
+                tokensAnsweredInBatch = 0
+                credentialsAnsweredInBatch = 0
             }
         }
 
@@ -251,9 +258,9 @@ final class FrontDoor: Sendable {
                     guard sent >= 0 || errno == EAGAIN else { return .failed }
                     return .part(Array(answer[max(0, sent)...]))
                 }
-                if let sent {
-                    answeredInBatch += 1
-                    step = table.answered(descriptor, sent)
+                if let answered = sent {
+                    if answered.method == .token { tokensAnsweredInBatch += 1 } else { credentialsAnsweredInBatch += 1 }
+                    step = table.answered(descriptor, answered.result)
                 } else {
                     step = table.unanswered(bytes, on: descriptor)
                 }

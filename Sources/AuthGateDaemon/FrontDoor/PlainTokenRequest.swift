@@ -1,29 +1,50 @@
 import AuthGateRPC
 
-/// A `token` request in the plain shape that clients send for a cached token, read by a
-/// scanner that allocates nothing but the two names:
+/// A request for a token in the plain shape that clients send, read by a scanner that
+/// allocates nothing but the two names. Either a `token` call:
 ///
 ///     {"id":7,"jsonrpc":"2.0","method":"token","params":{"provider":"corp"}}
 ///
-/// in any key order and spacing, with an optional `session`, `min_valid_seconds` (0…86400) and
-/// `"force_refresh":false`. Anything else — another method or member, an escape sequence,
-/// non-ASCII text, a number that is not a plain integer, a repeated key — is not recognized,
-/// and the line goes to the full JSON decoder, which answers it or says precisely what is wrong.
-/// So this scanner never has to be right about errors, only about the lines it accepts, and
-/// for those it reads exactly what the decoder would.
+/// with an optional `session`, `min_valid_seconds` (0…86400) and `"force_refresh":false`; or a
+/// `credential.get` call as git's and docker's helpers write it (``CredentialParams/plainJSON``):
+///
+///     {"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"git.example.com","min_valid_seconds":60,"tool":"git"}}
+///
+/// with exactly `host`, `tool` and an optional `min_valid_seconds`; both in any key order and
+/// spacing. Anything else — another method or member, an escape sequence, non-ASCII text, a
+/// number that is not a plain integer, a repeated key — is not recognized, and the line goes to
+/// the full JSON decoder, which answers it or says precisely what is wrong. So this scanner
+/// never has to be right about errors, only about the lines it accepts, and for those it reads
+/// exactly what the decoder would.
 struct PlainTokenRequest {
+    /// Whose token is asked for.
+    enum Target: Equatable {
+        /// `token`: a session of a provider.
+        case session(provider: String, session: String?)
+        /// `credential.get`: the default session of the provider that lists `host` for `tool`
+        /// (both as sent; ``CredentialRoutes`` reads them).
+        case credential(host: String, tool: String)
+
+        /// The method the line calls.
+        var method: RPCMethod {
+            switch self {
+            case .session: .token
+            case .credential: .credentialGet
+            }
+        }
+    }
+
     /// The `id` exactly as sent (a canonical integer, or a string with its quotes), echoed
     /// into the answer; both forms mean the same to a JSON reader as the decoder's re-encoding.
     var id: [UInt8]
-    var provider: String
-    var session: String?
+    var target: Target
     var minimumValidity: Int?
 
     init?(_ bytes: UnsafeRawBufferPointer) {
         var scanner = Scanner(bytes: bytes)
         var id: [UInt8]?
         var sawVersion = false
-        var sawMethod = false
+        var method: String?
         var params: Params?
         guard scanner.take(UInt8(ascii: "{")) else { return nil }
         repeat {
@@ -36,8 +57,8 @@ struct PlainTokenRequest {
                 guard id == nil, let range = scanner.peek == UInt8(ascii: "\"") ? scanner.quotedString() : scanner.integer() else { return nil }
                 id = Array(bytes[range])
             case "method":
-                guard !sawMethod, scanner.string().map(scanner.text) == "token" else { return nil }
-                sawMethod = true
+                guard method == nil, let range = scanner.string() else { return nil }
+                method = scanner.text(range)
             case "params":
                 guard params == nil, let read = Params(&scanner) else { return nil }
                 params = read
@@ -45,24 +66,30 @@ struct PlainTokenRequest {
                 return nil
             }
         } while scanner.take(UInt8(ascii: ","))
-        guard scanner.take(UInt8(ascii: "}")), scanner.atEnd, sawVersion, sawMethod, let id, let params else { return nil }
+        guard scanner.take(UInt8(ascii: "}")), scanner.atEnd, sawVersion, let method, let id, let params else { return nil }
+        switch (method, params.provider, params.host, params.tool) {
+        case ("token", let provider?, nil, nil):
+            target = .session(provider: provider, session: params.session)
+        case ("credential.get", nil, let host?, let tool?) where params.session == nil && !params.sawForceRefresh:
+            target = .credential(host: host, tool: tool)
+        default:
+            return nil
+        }
         self.id = id
-        provider = params.provider
-        session = params.session
         minimumValidity = params.minimumValidity
     }
 
-    /// `{"provider":…, "session":…, "min_valid_seconds":…, "force_refresh":false}`.
+    /// The members of either call's params, each at most once: which call may have which is
+    /// decided once the method is known (it may come after the params).
     private struct Params {
-        var provider: String
+        var provider: String?
         var session: String?
+        var host: String?
+        var tool: String?
         var minimumValidity: Int?
+        var sawForceRefresh = false
 
         init?(_ scanner: inout Scanner) {
-            var provider: String?
-            var session: String?
-            var minimumValidity: Int?
-            var sawForceRefresh = false
             guard scanner.take(UInt8(ascii: "{")) else { return nil }
             repeat {
                 guard let key = scanner.key() else { return nil }
@@ -73,6 +100,12 @@ struct PlainTokenRequest {
                 case "session":
                     guard session == nil, let range = scanner.string() else { return nil }
                     session = scanner.text(range)
+                case "host":
+                    guard host == nil, let range = scanner.string() else { return nil }
+                    host = scanner.text(range)
+                case "tool":
+                    guard tool == nil, let range = scanner.string() else { return nil }
+                    tool = scanner.text(range)
                 case "min_valid_seconds":
                     guard minimumValidity == nil, let range = scanner.integer(), let value = Int(scanner.text(range)),
                         TokenParams.minimumValidityRange.contains(value)
@@ -85,10 +118,7 @@ struct PlainTokenRequest {
                     return nil
                 }
             } while scanner.take(UInt8(ascii: ","))
-            guard scanner.take(UInt8(ascii: "}")), let provider else { return nil }
-            self.provider = provider
-            self.session = session
-            self.minimumValidity = minimumValidity
+            guard scanner.take(UInt8(ascii: "}")) else { return nil }
         }
     }
 }

@@ -1,3 +1,4 @@
+import AuthGateRPC
 import FoundationEssentials
 
 /// What the front door (one thread) remembers of its last answers: the same line from the same
@@ -16,6 +17,7 @@ struct RecentTokenAnswers {
         var answer: [UInt8]
         var generation: CachedTokenAnswers.Generation
         var validUntil: Date
+        var method: RPCMethod
     }
 
     /// A handful: one per line in use at once (users × providers × sessions asked for).
@@ -24,14 +26,15 @@ struct RecentTokenAnswers {
     private var nextReplaced = 0
 
     /// Calls `body` with the answer line (newline included) to `line` from `uid`, and returns
-    /// its result; `nil` when the line is not answered from the cache at all. The metrics are
-    /// the caller's (the front door counts its answers per batch of events).
+    /// its result and the method answered; `nil` when the line is not answered from the cache
+    /// at all. The metrics are the caller's (the front door counts its answers per batch of
+    /// events).
     mutating func withAnswer<Result>(
         to line: UnsafeRawBufferPointer,
         uid: UInt32,
         from answers: CachedTokenAnswers,
         _ body: (UnsafeRawBufferPointer) -> Result
-    ) -> Result? {
+    ) -> (result: Result, method: RPCMethod)? {
         let generation = answers.generation
         for index in entries.indices where entries[index].uid == uid && entries[index].line.elementsEqual(line) {
             guard entries[index].generation == generation, answers.tokens.currentTime < entries[index].validUntil else {
@@ -39,7 +42,7 @@ struct RecentTokenAnswers {
                 break
             }
             answers.tokens.countAnswer()
-            return entries[index].answer.withUnsafeBytes(body)
+            return (entries[index].answer.withUnsafeBytes(body), entries[index].method)
         }
         guard
             let found = answers.lookUp(
@@ -53,13 +56,20 @@ struct RecentTokenAnswers {
                 }
             )
         else { return nil }
-        let entry = Entry(uid: uid, line: Array(line), answer: found.answer, generation: generation, validUntil: found.validUntil)
+        let entry = Entry(
+            uid: uid,
+            line: Array(line),
+            answer: found.answer,
+            generation: generation,
+            validUntil: found.validUntil,
+            method: found.method
+        )
         if entries.count < Self.capacity {
             entries.append(entry)
         } else {
             entries[nextReplaced] = entry
             nextReplaced = (nextReplaced + 1) % Self.capacity
         }
-        return found.answer.withUnsafeBytes(body)
+        return (found.answer.withUnsafeBytes(body), found.method)
     }
 }

@@ -27,8 +27,8 @@ final class DaemonMetrics: Sendable {
     static let ok = "ok"
 
     private let cachedTokenAnswers: Counter
-    private let cachedTokenRequests: Counter
-    private let cachedTokenDuration: DurationHistogram
+    /// The request counter and duration of each method answered from a published token.
+    private let cachedRequests: [RPCMethod: (requests: Counter, duration: DurationHistogram)]
 
     /// Request durations: a cached `token` answer takes tens of microseconds, a sign-in seconds.
     static let requestBuckets: [Duration] = [
@@ -48,10 +48,16 @@ final class DaemonMetrics: Sendable {
     ]
 
     init() {
-        let token = [("method", RPCMethod.token.rawValue)]
         cachedTokenAnswers = registry.makeCounter(descriptor: Family.cachedAnswers, )
-        cachedTokenRequests = registry.makeCounter(descriptor: Family.rpcRequests, labels: token + [("outcome", Self.ok)])
-        cachedTokenDuration = registry.makeDurationHistogram(descriptor: Family.rpcDuration, labels: token, buckets: Self.requestBuckets)
+        var cachedRequests: [RPCMethod: (requests: Counter, duration: DurationHistogram)] = [:]
+        for method in [RPCMethod.token, .credentialGet] {
+            let labels = [("method", method.rawValue)]
+            cachedRequests[method] = (
+                registry.makeCounter(descriptor: Family.rpcRequests, labels: labels + [("outcome", Self.ok)]),
+                registry.makeDurationHistogram(descriptor: Family.rpcDuration, labels: labels, buckets: Self.requestBuckets)
+            )
+        }
+        self.cachedRequests = cachedRequests
         // Counters whose label sets are known up front start at 0, so that rate() sees their first increase.
         for cause in ConnectionRefusal.allCases {
             _ = registry.makeCounter(descriptor: Family.connectionsRefused, labels: [("cause", cause.rawValue)])
@@ -72,13 +78,15 @@ final class DaemonMetrics: Sendable {
         registry.makeDurationHistogram(descriptor: Family.rpcDuration, labels: [("method", method)], buckets: Self.requestBuckets).record(duration)
     }
 
-    /// `count` `token` calls answered from a published token (``CachedTokenAnswers``), each
-    /// within `duration`: three handles made once, so that the hot path costs two atomic
-    /// additions per batch of answers (the front door's) and a histogram update per answer.
-    func cachedTokenAnswers(_ count: Int, eachWithin duration: Duration) {
+    /// `count` calls of `method` (`token` or `credential.get`) answered from a published token
+    /// (``CachedTokenAnswers``), each within `duration`: handles made once, so that the hot path
+    /// costs two atomic additions per batch of answers (the front door's) and a histogram
+    /// update per answer.
+    func cachedAnswers(_ method: RPCMethod, _ count: Int, eachWithin duration: Duration) {
         cachedTokenAnswers.increment(by: Int64(count))
-        cachedTokenRequests.increment(by: Int64(count))
-        for _ in 0..<count { cachedTokenDuration.record(duration) }
+        guard let handles = cachedRequests[method] else { return }
+        handles.requests.increment(by: Int64(count))
+        for _ in 0..<count { handles.duration.record(duration) }
     }
 
     /// One request to a provider: `outcome` is the HTTP status class, or what stopped it.

@@ -2,20 +2,33 @@ import AuthGateCore
 import Synchronization
 
 /// The ids of the providers that ``ProviderRegistry/usableProvider(_:for:)`` admits every
-/// caller to: usable and without access rules. Updated by the registry with every change of a
-/// provider, and read from any thread; a provider with access rules is never in it, because
-/// the rules are decided per caller in the registry.
+/// caller to: usable and without access rules, and the ``CredentialRoutes`` through them.
+/// Updated by the registry with every change of a provider, and read from any thread; a
+/// provider with access rules is never in it, because the rules are decided per caller in the
+/// registry.
 final class OpenProviders: Sendable {
-    private let ids = Mutex<Set<String>>([])
+    private struct Published {
+        var ids: Set<String> = []
+        var routes: [CredentialRoutes.Key: CredentialRoutes.Route] = [:]
+    }
+
+    private let published = Mutex(Published())
     private let executableRules = Atomic<Bool>(false)
     private let changes = Atomic<UInt64>(0)
 
     func update(_ providers: some Sequence<RegisteredProvider>) {
-        let open = providers.filter { provider in
-            guard provider.status != .invalid, provider.client != nil, let configuration = provider.configuration else { return false }
-            return configuration.access.admitsEveryone
-        }
-        ids.withLock { $0 = Set(open.map(\.id)) }
+        let open = Set(
+            providers.filter { provider in
+                guard provider.status != .invalid, provider.client != nil, let configuration = provider.configuration else { return false }
+                return configuration.access.admitsEveryone
+            }.map(\.id)
+        )
+        let routes = CredentialRoutes.routes(
+            providers.compactMap { provider in
+                provider.configuration?.credentialHelper.map { CredentialRoutes.Claim(provider: provider.id, helper: $0, open: open.contains(provider.id)) }
+            }
+        )
+        published.withLock { $0 = Published(ids: open, routes: routes) }
         executableRules.store(providers.contains { $0.configuration?.access.executables != nil }, ordering: .releasing)
         changes.add(1, ordering: .releasing)
     }
@@ -28,6 +41,12 @@ final class OpenProviders: Sendable {
     var anyExecutableRule: Bool { executableRules.load(ordering: .acquiring) }
 
     func contains(_ id: String) -> Bool {
-        ids.withLock { $0.contains(id) }
+        published.withLock { $0.ids.contains(id) }
+    }
+
+    /// The provider that answers `credential.get` for `host` and `tool` for every caller, if one does.
+    func credentialRoute(host: String, tool: String) -> CredentialRoutes.Route? {
+        guard let key = CredentialRoutes.key(host: host, tool: tool) else { return nil }
+        return published.withLock { $0.routes[key] }
     }
 }

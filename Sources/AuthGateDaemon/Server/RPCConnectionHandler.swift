@@ -6,8 +6,11 @@ import NIOCore
 
 /// Serves one connection: answers its request lines in order, one at a time.
 ///
-/// A plain `token` call for a current token is answered right here, on the connection's event
-/// loop (``CachedTokenAnswers``). Any other line becomes a request task (owned by
+/// A plain `token` or `credential.get` call for a current token is answered right here, on the
+/// connection's event loop (``CachedTokenAnswers``): the front door answers such lines only on
+/// connections it still holds, and a client that made another call first, or sends several
+/// lines at once, is served here (what that saves: docs/BENCHMARKS.md, "The NIO handler's
+/// cached path"). Any other line becomes a request task (owned by
 /// ``OpenConnections``) that runs the dispatcher; lines that arrive meanwhile wait their turn,
 /// and once a whole line waits the socket is not read again until it is answered, so a client
 /// cannot queue more than one read's worth of lines (an unfinished line behind a slow request
