@@ -125,8 +125,19 @@ struct CachedTokenTests {
 
     // MARK: Which provider answers credential.get
 
-    private func claim(_ provider: String, _ hosts: [String], tools: [String] = ["git", "docker"], open: Bool = true) -> CredentialRoutes.Claim {
-        CredentialRoutes.Claim(provider: provider, helper: .init(hosts: hosts, username: "u-\(provider)", tools: tools), open: open)
+    private func claim(
+        _ provider: String,
+        _ hosts: [String],
+        tools: [String] = ["git", "docker"],
+        paths: [String] = [],
+        authType: ProviderConfiguration.CredentialHelper.AuthType = .basic,
+        open: Bool = true
+    ) -> CredentialRoutes.Claim {
+        CredentialRoutes.Claim(
+            provider: provider,
+            helper: .init(hosts: hosts, username: "u-\(provider)", tools: tools, paths: paths, authType: authType),
+            open: open
+        )
     }
 
     private func route(_ routes: [CredentialRoutes.Key: CredentialRoutes.Route], _ host: String, _ tool: String = "git") -> String? {
@@ -139,6 +150,7 @@ struct CachedTokenTests {
             claim("corp", ["Git.Example.com:443", "registry.example.com:5000"]),
             claim("gitonly", ["forge.example.com"], tools: ["git"]),
             claim("twice", ["twice.example.com", "twice.example.com:443"]),
+            claim("bearer", ["bearer.example.com"], authType: .bearer),
         ])
         #expect(route(routes, "git.example.com") == "corp")
         #expect(route(routes, "GIT.example.com:443", "docker") == "corp")
@@ -151,20 +163,26 @@ struct CachedTokenTests {
         #expect(route(routes, "twice.example.com:443") == "twice", "one provider listing a host twice is still one provider")
         #expect(route(routes, "not a host") == nil)
         #expect(routes[CredentialRoutes.Key(tool: "git", host: "git.example.com")] == CredentialRoutes.Route(provider: "corp", username: "u-corp"))
+        #expect(
+            routes[CredentialRoutes.Key(tool: "git", host: "bearer.example.com")]
+                == CredentialRoutes.Route(provider: "bearer", username: "u-bearer", authtype: "bearer")
+        )
     }
 
-    @Test("a host two providers list, or one of a provider not open to everyone, has no route")
+    @Test("a host two providers list, or one of a provider not open to everyone or with paths, has no route")
     func credentialRoutesLeftToTheDispatcher() {
         let routes = CredentialRoutes.routes([
             claim("a", ["shared.example.com", "a.example.com"]),
             claim("b", ["shared.example.com:443", "b.example.com"]),
             claim("ruled", ["ruled.example.com", "mixed.example.com"], open: false),
             claim("open", ["mixed.example.com"]),
+            claim("org", ["forge.example.com"], paths: ["org-a/"]),
         ])
         #expect(route(routes, "shared.example.com") == nil)
         #expect(route(routes, "a.example.com") == "a" && route(routes, "b.example.com") == "b")
         #expect(route(routes, "ruled.example.com") == nil)
         #expect(route(routes, "mixed.example.com") == nil, "the dispatcher may choose the ruled provider for callers it admits")
+        #expect(route(routes, "forge.example.com") == nil, "a provider with paths answers by the path, which the plain line has not")
     }
 
     @Test("credential.get is answered from a published token with the dispatcher's bytes, and handed on whenever the choice is not plain")
@@ -205,6 +223,16 @@ struct CachedTokenTests {
             answers.answer(to: line, uid: uid, allocator: ByteBufferAllocator()).map { String(buffer: $0) }
         }
 
+        let bearer = CredentialRoutes.Route(provider: "b", username: "me-b", authtype: "bearer").result(token: Array(#"{"t":1}"#.utf8))
+        #expect(
+            String(decoding: bearer, as: UTF8.self)
+                == String(
+                    decoding: try RPCCoding.makeEncoder().encode(CredentialResult(provider: "b", username: "me-b", authtype: "bearer", token: nil)),
+                    as: UTF8.self
+                )
+                .replacingOccurrences(of: #""username""#, with: #""token":{"t":1},"username""#),
+            "a bearer provider's answer is the dispatcher's too"
+        )
         let dispatcherResult = try RPCCoding.makeEncoder().encode(CredentialResult(provider: "mock", username: "me-mock", token: TokenResult(handedOut)))
         let expected = #"{"id":1,"jsonrpc":"2.0","result":"# + String(decoding: dispatcherResult, as: UTF8.self) + "}\n"
         #expect(answer(line("git.example.com")) == expected, "the dispatcher's bytes")

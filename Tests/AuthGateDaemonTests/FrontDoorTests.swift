@@ -1,3 +1,4 @@
+import AuthGateCore
 import AuthGateRPC
 import Foundation
 import NIOCore
@@ -75,9 +76,10 @@ struct FrontDoorTests {
             #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "username": "me"}}"#
         let daemon = try DaemonProcess(providers: ["mock.json": provider], logLevel: "info")
         #expect(try exchange(daemon.connect(), Self.login).result != nil)
-        // The line the helpers write (PlainCall, CredentialParams.plainJSON).
-        let params = CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60).plainJSON
-        let line = #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":\#(params)}"#
+        // The line the helpers write (PlainCall.requestLine with CredentialParams.plainParams).
+        let params = CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60).plainParams
+        let request = JSONValue.object(["id": .number(1), "jsonrpc": .string("2.0"), "method": .string("credential.get"), "params": .object(params)])
+        let line = String(decoding: request.jsonBytes, as: UTF8.self)
         let before = try cachedAnswers(daemon)
         let viaDispatcher = try daemon.connect().callRaw(line)
         #expect(try cachedAnswers(daemon) == before, "the first answer comes from the session manager, which publishes the token")

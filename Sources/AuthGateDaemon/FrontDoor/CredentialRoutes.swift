@@ -9,7 +9,9 @@ import AuthGateCore
 /// is the same for every caller: exactly one provider lists the host for the tool, and anyone
 /// may use it (it is open, as ``OpenProviders`` counts it). A host two providers list (one of
 /// them possibly hidden from some callers by access rules) or one of a provider with access
-/// rules, or unusable, has no route, and the dispatcher decides.
+/// rules, or unusable, has no route, and the dispatcher decides. So has a host of a provider
+/// that names `paths`: which provider answers then depends on the path git sends
+/// (``CredentialHost/select(host:path:tool:among:)``), and the plain line carries none.
 enum CredentialRoutes {
     /// A tool and a host, normalized (``key(host:tool:)``).
     struct Key: Hashable, Sendable {
@@ -21,11 +23,18 @@ enum CredentialRoutes {
     struct Route: Equatable, Sendable {
         var provider: String
         var username: String
+        /// `bearer` when the provider asks git for `Authorization: Bearer`; `nil`: `basic`.
+        var authtype: String? = nil
 
         /// The `credential.get` result with `token`, an encoded `TokenResult`: `CredentialResult`
-        /// as the dispatcher encodes it (sorted keys).
+        /// as the dispatcher encodes it (sorted keys; no `session`, the default one answers).
         func result(token: [UInt8]) -> [UInt8] {
-            Array(#"{"provider":\#(JSONValue.quoted(provider)),"token":"#.utf8) + token + Array(#","username":\#(JSONValue.quoted(username))}"#.utf8)
+            var bytes = Array("{".utf8)
+            if let authtype { bytes += #""authtype":\#(JSONValue.quoted(authtype)),"#.utf8 }
+            bytes += #""provider":\#(JSONValue.quoted(provider)),"token":"#.utf8
+            bytes += token
+            bytes += #","username":\#(JSONValue.quoted(username))}"#.utf8
+            return bytes
         }
     }
 
@@ -45,8 +54,12 @@ enum CredentialRoutes {
             for key in keys { claimants[key, default: []].append(claim) }
         }
         return claimants.compactMapValues { claims in
-            guard claims.count == 1, let claim = claims.first, claim.open else { return nil }
-            return Route(provider: claim.provider, username: claim.helper.username)
+            guard claims.count == 1, let claim = claims.first, claim.open, claim.helper.paths.isEmpty else { return nil }
+            return Route(
+                provider: claim.provider,
+                username: claim.helper.username,
+                authtype: claim.helper.authType == .basic ? nil : claim.helper.authType.rawValue
+            )
         }
     }
 
