@@ -216,34 +216,6 @@ final class DaemonProcess: Sendable {
     }
 }
 
-/// `authgate ARGUMENTS` running in the background against a daemon (a sink, `exec` as a
-/// supervisor), its stderr collected; killed when the test lets go of it.
-final class BackgroundCLI {
-    let process = Process()
-    let errors = SharedText()
-
-    init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
-        process.executableURL = BuiltProducts.cli
-        process.arguments = arguments
-        process.environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
-        let pipe = Pipe()
-        process.standardError = pipe
-        collect(pipe.fileHandleForReading, into: errors)
-        try process.run()
-    }
-
-    /// Its exit status once it has ended (within `timeout`).
-    func status(timeout: Duration = .seconds(15)) throws -> Int32 {
-        try eventually(timeout: timeout) { !process.isRunning }
-        return process.terminationStatus
-    }
-
-    deinit {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-
 /// Text appended from one thread and read from another (a child's output).
 final class SharedText: Sendable {
     private let value = Mutex("")

@@ -24,23 +24,22 @@ struct ExecSupervisorTests {
         let interrupted = scratch + "/interrupted"
         // Records the token it was started with; on SIGINT records that and exits 42.
         let script = #"echo "$AUTHGATE_TOKEN" >> "$0"; trap 'echo INT >> "$1"; exit 42' INT; while :; do sleep 0.1; done"#
-        let supervisor = try BackgroundCLI(
-            daemon,
+        let supervisor = try daemon.backgroundCLI(
             ["exec", "mock", "--min-valid", "0", "--restart-on-change", "--", "/bin/sh", "-c", script, seen, interrupted]
         )
         try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
         let tokens = Self.lines(seen)
         #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "a new token each start: \(tokens)")
-        #expect(supervisor.errors.text.contains("restarting the command"))
+        #expect(supervisor.stderr.contains("restarting the command"))
         // The newest start has the daemon's current token (or the one before, if a refresh is under way).
         try eventually {
             Self.lines(seen).last == (try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         }
 
-        kill(supervisor.process.processIdentifier, SIGINT)
-        #expect(try supervisor.status() == 42, "\(supervisor.errors.text)")
+        kill(supervisor.pid, SIGINT)
+        #expect(try supervisor.waitForExit() == 42, "\(supervisor.stderr)")
         #expect(Self.lines(interrupted) == ["INT"])
-        #expect(!supervisor.errors.text.contains("mock_at_"), "no token on stderr")
+        #expect(!supervisor.stderr.contains("mock_at_"), "no token on stderr")
     }
 
     @Test("--signal-on-change HUP: the command keeps running, gets SIGHUP after each new token is in --token-file and reads it there; SIGTERM passes as 128+15")
@@ -52,8 +51,7 @@ struct ExecSupervisorTests {
         let seen = scratch + "/seen"
         let starts = scratch + "/starts"
         let script = #"echo start >> "$2"; cat "$0" >> "$1"; trap 'cat "$0" >> "$1"' HUP; while :; do sleep 0.1; done"#
-        let supervisor = try BackgroundCLI(
-            daemon,
+        let supervisor = try daemon.backgroundCLI(
             [
                 "exec", "mock", "--min-valid", "0", "--signal-on-change", "HUP", "--token-file", tokenFile, "--",
                 "/bin/sh", "-c", script, tokenFile, seen, starts,
@@ -65,8 +63,8 @@ struct ExecSupervisorTests {
         #expect(Self.lines(starts) == ["start"], "started once")
         #expect(try FileManager.default.attributesOfItem(atPath: tokenFile)[.posixPermissions] as? Int == 0o400)
 
-        kill(supervisor.process.processIdentifier, SIGTERM)
-        #expect(try supervisor.status() == 128 + SIGTERM, "\(supervisor.errors.text)")
+        kill(supervisor.pid, SIGTERM)
+        #expect(try supervisor.waitForExit() == 128 + SIGTERM, "\(supervisor.stderr)")
     }
 
     @Test("the supervisor passes the command's own exit status on, refuses flags that do not fit, and without the flags exec stays an execvp")

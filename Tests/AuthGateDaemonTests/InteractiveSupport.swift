@@ -100,6 +100,23 @@ enum Interactive {
     }
 }
 
+extension Interactive {
+    /// Plays the user of a browser sign-in that `cli` (`login --browser --no-browser`, `provider
+    /// test`…) runs in the background, at a provider that redirects at once (idpyoidc's NoAuthn,
+    /// the faulty provider): a GET of the authorization URL it prints, and of the redirect.
+    /// - Returns: The authorization URL.
+    @discardableResult
+    static func approveInBrowser(_ cli: BackgroundProcess, _ server: LoopbackServer) throws -> String {
+        try cli.waitForOutput("Ctrl-C cancels it")
+        let url = try #require(cli.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
+        let authorize = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-o", "/dev/null", "-w", "%{redirect_url}", url])
+        let redirect = authorize.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(redirect.hasPrefix("http://127.0.0.1:"), "\(authorize)")
+        #expect(try get(redirect).status == 200)
+        return url
+    }
+}
+
 /// A process running in the background, its output collected as it comes.
 final class BackgroundProcess: Sendable {
     private let process: Process
@@ -125,6 +142,7 @@ final class BackgroundProcess: Sendable {
     var stdout: String { stdoutText.text }
     var stderr: String { stderrText.text }
     var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
 
     /// Waits until stdout or stderr contains `text`.
     func waitForOutput(_ text: String, timeout: Duration = .seconds(30)) throws {

@@ -1,3 +1,4 @@
+import AuthGateRPC
 import Foundation
 import Testing
 
@@ -148,7 +149,8 @@ struct ProviderFileCommandTests {
         let file = directory + "/idpy.json"
         let registrationFile = directory + "/idpy.registration"
         let add = [
-            "provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--register", "--scope", "openid", "--ca-file", server.caFile,
+            "provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--register", "--scope", "openid", "--scope", "profile",
+            "--scope", "email", "--ca-file", server.caFile,
         ]
 
         let dryRun = try daemon.cli(add + ["--dry-run"])
@@ -194,18 +196,23 @@ struct ProviderFileCommandTests {
         // A browser sign-in through the registered client (idpyoidc signs alice in at once).
         func browserSignIn(_ provider: String, client: String) throws {
             let login = try daemon.backgroundCLI(["login", provider, "--browser", "--no-browser"])
-            try login.waitForOutput("Ctrl-C cancels it")
-            let url = try #require(login.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
+            let url = try Interactive.approveInBrowser(login, server)
             #expect(URLComponents(string: url)?.queryItems?.first { $0.name == "client_id" }?.value == client, "\(url)")
-            let authorize = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-o", "/dev/null", "-w", "%{redirect_url}", url])
-            let redirect = authorize.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            #expect(redirect.hasPrefix("http://127.0.0.1:"), "\(authorize)")
-            #expect(try Interactive.get(redirect).status == 200)
             #expect(try login.waitForExit() == 0, "\(login.stderr)")
             #expect(try daemon.cli(["token", provider]).status == 0)
         }
         try browserSignIn("idpy", client: clientID)
         #expect((try server.idpyStats()["client_auth"] as? [String: Any])?[clientID] as? String == "none")
+        // `provider test` through the registered client: every check it can make passes (this
+        // test server has no revocation endpoint: not applicable).
+        let test = try daemon.backgroundCLI(["provider", "test", "idpy", "--browser", "--no-browser", "--json"])
+        try Interactive.approveInBrowser(test, server)
+        #expect(try test.waitForExit() == 0, "\(test.stdout)\n\(test.stderr)")
+        let report = try JSONDecoder().decode(ProviderTestReport.self, from: Data(test.stdout.utf8))
+        let failed = report.checks.filter { $0.outcome == .fail }.map(\.name)
+        let passed = Set(report.checks.filter { $0.outcome == .pass }.map(\.name))
+        #expect(report.passed && failed.isEmpty, "\(test.stdout)")
+        #expect(passed.isSuperset(of: ["sign_in", "id_token", "claims", "scopes", "refresh_token", "refresh", "userinfo"]), "\(test.stdout)")
 
         // A token request for the client: known (a bogus code is invalid_grant), later unknown.
         func tokenError() throws -> String {

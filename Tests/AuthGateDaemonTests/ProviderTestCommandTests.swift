@@ -7,18 +7,6 @@ import Testing
 /// provider, the daemon's `session.inspect` reports, and the session is signed out.
 @Suite("authgate provider test against real providers")
 struct ProviderTestCommandTests {
-    /// The browser sign-in of a `provider test` running in the background: the provider
-    /// redirects at once (idpyoidc's NoAuthn, the faulty provider), so a plain GET of the
-    /// authorization URL and of its redirect is the user.
-    private func signInInBrowser(_ cli: BackgroundProcess, _ server: LoopbackServer) throws {
-        try cli.waitForOutput("Ctrl-C cancels it")
-        let url = try #require(cli.stderr.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first { $0.hasPrefix("https://") })
-        let authorize = try run(URL(fileURLWithPath: "/usr/bin/curl"), ["-sS", "--cacert", server.caFile, "-o", "/dev/null", "-w", "%{redirect_url}", url])
-        let redirect = authorize.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(redirect.hasPrefix("http://127.0.0.1:"), "\(authorize)")
-        #expect(try Interactive.get(redirect).status == 200)
-    }
-
     @Test(
         "idpyoidc, browser with DPoP: every check passes (revocation not applicable: no endpoint), --json parsed, exit 0, no session left, no token anywhere"
     )
@@ -32,7 +20,7 @@ struct ProviderTestCommandTests {
         let daemon = try DaemonProcess(providers: ["corp.json": provider])
         try daemon.waitForLog("provider ready")
         let cli = try daemon.backgroundCLI(["provider", "test", "corp", "--json", "--no-browser"])
-        try signInInBrowser(cli, server)
+        try Interactive.approveInBrowser(cli, server)
         #expect(try cli.waitForExit() == 0, "\(cli.stdout)\n\(cli.stderr)")
         let report = try JSONDecoder().decode(ProviderTestReport.self, from: Data(cli.stdout.utf8))
         let outcomes = Dictionary(uniqueKeysWithValues: report.checks.map { ($0.name, $0.outcome) })
@@ -70,7 +58,7 @@ struct ProviderTestCommandTests {
         try daemon.waitForLog("provider ready")
 
         let kept = try daemon.backgroundCLI(["provider", "test", "google", "--keep", "--no-browser"])
-        try signInInBrowser(kept, server)
+        try Interactive.approveInBrowser(kept, server)
         #expect(try kept.waitForExit() == 9, "\(kept.stdout)\n\(kept.stderr)")
         let lines = kept.stdout.split(separator: "\n").map(String.init)
         #expect(lines.contains { $0.hasPrefix("✗ refresh token") && $0.contains("none issued") }, "\(kept.stdout)")
@@ -84,7 +72,7 @@ struct ProviderTestCommandTests {
         #expect(try server.stats()["requests"].map { "\($0)" }?.contains("POST /revoke") != true, "a kept session is not revoked")
 
         let signedOut = try daemon.backgroundCLI(["provider", "test", "google", "--no-browser"])
-        try signInInBrowser(signedOut, server)
+        try Interactive.approveInBrowser(signedOut, server)
         #expect(try signedOut.waitForExit() == 9, "\(signedOut.stderr)")
         #expect(signedOut.stdout.contains("✓ revocation"), "\(signedOut.stdout)")
         #expect(!(try daemon.cli(["status", "--json"]).stdout.contains("authgate-provider-test")))

@@ -420,8 +420,7 @@ struct SinkTests {
         let file = scratch + "/token"
         let runs = scratch + "/runs"
         // It ignores SIGTERM, so that only the SIGKILL stops it.
-        let sink = try BackgroundCLI(
-            daemon,
+        let sink = try daemon.backgroundCLI(
             [
                 "sink", "mock", "--file", file, "--on-change-timeout", "3", "--on-change", "/bin/sh", "-c",
                 "echo $$ >> \(scratch)/pids; cat \(file) >> \(runs); trap '' TERM; exec sleep 600",
@@ -439,24 +438,24 @@ struct SinkTests {
         let first = started()[0] + "\n"
         // The next refresh is written while the first run still hangs (it ends only with the SIGKILL).
         try eventually { ((try? String(contentsOfFile: file, encoding: .utf8)) ?? first) != first }
-        #expect(!sink.errors.text.contains("sent it SIGKILL"), "written while the first run still ran: \(sink.errors.text)")
+        #expect(!sink.stderr.contains("sent it SIGKILL"), "written while the first run still ran: \(sink.stderr)")
         #expect(started().count == 1, "one run at a time")
-        try eventually(timeout: .seconds(30)) { sink.errors.text.contains("ignored SIGTERM; sent it SIGKILL") }
-        #expect(sink.errors.text.contains("--on-change /bin/sh still ran after 3 s; sent it SIGTERM"), "\(sink.errors.text)")
+        try eventually(timeout: .seconds(30)) { sink.stderr.contains("ignored SIGTERM; sent it SIGKILL") }
+        #expect(sink.stderr.contains("--on-change /bin/sh still ran after 3 s; sent it SIGTERM"), "\(sink.stderr)")
         // The sink says so once it has reaped the run, a moment after the SIGKILL.
-        try? eventually { sink.errors.text.contains("--on-change /bin/sh was killed by signal 9") }
-        #expect(sink.errors.text.contains("--on-change /bin/sh was killed by signal 9"), "\(sink.errors.text)")
+        try? eventually { sink.stderr.contains("--on-change /bin/sh was killed by signal 9") }
+        #expect(sink.stderr.contains("--on-change /bin/sh was killed by signal 9"), "\(sink.stderr)")
         // The writes that came meanwhile make one more run, with the newest token.
         try eventually { started().count == 2 }
-        #expect(sink.process.isRunning, "a failing --on-change is not fatal")
+        #expect(sink.isRunning, "a failing --on-change is not fatal")
     }
 
     @Test("issue 30: a sink started before the sign-in writes the file within a second of it, says once why it waits, and says why it removes the file")
     func sinkSeesTheSignIn() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--idle-timeout", "1"], logLevel: "info")
         let file = daemon.scratch.path + "/token"
-        let sink = try BackgroundCLI(daemon, ["sink", "mock", "--file", file])
-        try eventually { sink.errors.text.contains("waiting for a sign-in") }
+        let sink = try daemon.backgroundCLI(["sink", "mock", "--file", file])
+        try eventually { sink.stderr.contains("waiting for a sign-in") }
         // At least a second goes by (a connection opened now is closed as idle): a sink that
         // retried (the old 1 s, 2 s, 4 s… backoff) would have asked again by then; this one
         // asked once, then waits on the daemon.
@@ -473,11 +472,11 @@ struct SinkTests {
         let latency = ContinuousClock.now - signedIn
         print("sink: the file appeared \(latency) after `authgate login` returned (\(signedIn - asked) after it started)")
         #expect(latency < .seconds(1), "\(latency): told by the daemon, not found by a retry")
-        #expect(Self.occurrences(of: "waiting for a sign-in", in: sink.errors.text) == 1, "\(sink.errors.text)")
-        #expect(sink.errors.text.contains("[login_required]; waiting for a sign-in."), "\(sink.errors.text)")
+        #expect(Self.occurrences(of: "waiting for a sign-in", in: sink.stderr) == 1, "\(sink.stderr)")
+        #expect(sink.stderr.contains("[login_required]; waiting for a sign-in."), "\(sink.stderr)")
 
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
-        try eventually { sink.errors.text.contains("removed \(file): the session ended (logged_out)") }
+        try eventually { sink.stderr.contains("removed \(file): the session ended (logged_out)") }
         // Signed in again, much later than any retry's first steps: still at once.
         try daemon.signIn()
         try eventually(timeout: .seconds(3)) { FileManager.default.fileExists(atPath: file) }
