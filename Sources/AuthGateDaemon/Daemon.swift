@@ -71,9 +71,8 @@ public enum Daemon {
     public static func run(_ configuration: DaemonConfiguration, logger: Logger) async -> ExitStatus {
         // Everything the daemon creates is private unless it says otherwise (socket, state).
         umask(0o077)
-        // SIGHUP's default action ends the process, and the reload service traps it only once
-        // it runs, after the socket may already serve: one that comes in between (a `systemctl
-        // reload` right after the start) must not kill the daemon.
+        // SIGHUP's default action ends the process: ignored until the reload service's trap
+        // (below, registered before the socket serves) takes it.
         signal(SIGHUP, SIG_IGN)
         for problem in ProcessHardening.apply() {
             logger.warning("\(problem)")
@@ -174,6 +173,10 @@ public enum Daemon {
             onListening: { notifier.ready() },
             onStopping: { notifier.stopping() }
         )
+        // SIGHUP's trap, registered before any service runs: a SIGHUP once the socket serves (a
+        // `systemctl reload` right after the start) is a reload, not lost while the reload
+        // service was still starting.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
         // The group stops its services in reverse order, each after the one behind it has
         // finished: the socket first (no new requests; open ones are closed), then the
         // metrics, reloads and validation, then the pending sign-ins, then the sessions and
@@ -186,7 +189,7 @@ public enum Daemon {
             .init(service: RefreshScheduler(sessions: sessions)),
             .init(service: LoginFlowService(flows: flows)),
             .init(service: validator),
-            .init(service: HangupSignalService(reloader: reloader, logger: logger)),
+            .init(service: HangupSignalService(signals: hangups, reloader: reloader, logger: logger)),
         ]
         if let exposition, let metricsListenerStatus {
             services.append(
@@ -242,12 +245,14 @@ public enum Daemon {
 
 /// SIGHUP reloads `providers.d`, like `config.reload`.
 private struct HangupSignalService: Service, CustomStringConvertible {
+    /// SIGHUP, trapped since before the socket served.
+    let signals: UnixSignalsSequence
     let reloader: ProviderReloader
     let logger: Logger
     var description: String { "HangupSignalService" }
 
     func run() async throws {
-        for await _ in await UnixSignalsSequence(trapping: .sighup).cancelOnGracefulShutdown() {
+        for await _ in signals.cancelOnGracefulShutdown() {
             logger.notice("SIGHUP received: reloading the providers")
             // The reloader logs the outcome; a failed reload leaves the providers as they were.
             _ = try? await reloader.reload()
