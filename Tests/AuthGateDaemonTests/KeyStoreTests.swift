@@ -63,8 +63,15 @@ struct KeyStoreTests {
     @Test("a secret-tool that hangs is stopped after the timeout; `auto` falls back to the file and says why")
     func hangingKeyring() throws {
         let tool = scratch.path + "/hanging-secret-tool"
-        try Data("#!/bin/sh\nexec sleep 30\n".utf8).write(to: URL(fileURLWithPath: tool))
-        chmod(tool, 0o755)
+        // Written by a shell of its own: a file this process held open for writing could be
+        // inherited by a child another test forks at that moment, and the exec below would then
+        // fail with ETXTBSY ("Text file busy") instead of hanging.
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/bin/sh")
+        writer.arguments = ["-c", #"printf '#!/bin/sh\nexec sleep 30\n' > "$0" && chmod 755 "$0""#, tool]
+        try writer.run()
+        writer.waitUntilExit()
+        #expect(writer.terminationStatus == 0)
         let keeper = StorageKeyKeeper(
             stateDirectory: state,
             credentialsDirectory: nil,
@@ -77,7 +84,10 @@ struct KeyStoreTests {
         let opened = try keeper.open()
         #expect(ContinuousClock.now - start < .seconds(3))
         #expect(opened.location == .file(path: state + "/authgate.key"))
-        #expect(opened.notices.contains { $0.contains("did not answer within") && $0.contains("kept in \(state)/authgate.key instead") })
+        #expect(
+            opened.notices.contains { $0.contains("did not answer within") && $0.contains("kept in \(state)/authgate.key instead") },
+            "\(opened.notices)"
+        )
         #expect(try keyFile() == opened.sealing)
 
         var strict = keeper
