@@ -32,7 +32,12 @@ struct AuthGate: ParsableCommand {
         // Installed as links: git-credential-authgate and docker-credential-authgate are the
         // helpers themselves (git and docker run them by those names).
         let invokedAs = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
-        let helper = ["git-credential-authgate": "git-credential", "docker-credential-authgate": "docker-credential"][invokedAs]
+        let helper: String? =
+            switch invokedAs {
+            case "git-credential-authgate": "git-credential"
+            case "docker-credential-authgate": "docker-credential"
+            default: nil
+            }
         let arguments = (helper.map { [$0] } ?? []) + CommandLine.arguments.dropFirst()
         do {
             if helper == "docker-credential" { return try DockerCredential.serve(Array(CommandLine.arguments.dropFirst()), socket: nil) }

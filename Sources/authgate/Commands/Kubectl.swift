@@ -81,7 +81,7 @@ struct Kubectl: ParsableCommand {
 
     /// The plugin itself; `authgate kubectl PROVIDER` comes here without the argument parser.
     static func printCredential(provider: String, session: String?, socket: String?, options: Options = Options()) throws {
-        let info = ProcessInfo.processInfo.environment["KUBERNETES_EXEC_INFO"]
+        let info = ProcessEnvironment.value("KUBERNETES_EXEC_INFO")
             .flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
         let apiVersion = info?.apiVersion.flatMap { Self.apiVersions.contains($0) ? $0 : nil } ?? Self.apiVersions[0]
         let fetch = { (force: Bool) throws -> JSONValue in try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
