@@ -18,8 +18,9 @@ import Logging
 ///
 /// Built in debug mode only (it reaches the modules' internals with `@testable`); empty in release.
 public enum FuzzTarget: String, CaseIterable, Sendable {
-    /// An RPC line: the cached path's scanner against the JSON decoder (differential), then
-    /// the whole dispatcher, which must answer every line.
+    /// An RPC line: the cached path's scanner and the CLI's plain JSON reader against the JSON
+    /// decoder (differential), then the whole dispatcher, which must answer every line (and
+    /// whose answer the plain reader must read as the decoder does).
     case rpcLine = "rpc-line"
     /// A provider file's bytes through the configuration loader.
     case providerFile = "provider-file"
@@ -127,12 +128,23 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
                 fatalError("the scanner and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
             }
         }
+        plainReaderAgrees(bytes)
         let dispatcher = Fixtures.dispatcher
         wait {
             let answer = await dispatcher.respond(to: Data(bytes), from: PeerCredentials(pid: 1, uid: 1000, gid: 1000))
             if let answer, !answer.isEmpty, (try? JSONValue.parse(answer)) == nil {
                 fatalError("the dispatcher answered something that is not JSON")
             }
+            // The CLI reads the daemon's answers with the plain reader.
+            if let answer { plainReaderAgrees(Array(answer)) }
+        }
+    }
+
+    /// Whatever the CLI's plain JSON reader reads, the JSON decoder reads as the same value.
+    private static func plainReaderAgrees(_ bytes: [UInt8]) {
+        guard let plain = JSONValue.readPlain(bytes) else { return }
+        guard (try? JSONValue.parse(Data(bytes))) == plain else {
+            fatalError("the plain JSON reader and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
         }
     }
 

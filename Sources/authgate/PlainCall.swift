@@ -15,7 +15,7 @@ enum PlainCall {
             let connection = try RPCConnection(path: path)
             try connection.send(requestLine(method, params: params))
             guard let reply = try connection.receiveLine() else { throw RPCClientError.protocolError("the daemon closed the connection") }
-            if let result = (try? JSONValue.parse(Data(reply)))?.objectValue?["result"] {
+            if let result = (JSONValue.readPlain(reply) ?? (try? JSONValue.parse(Data(reply))))?.objectValue?["result"] {
                 return result
             }
             // An error (or nonsense): the ordinary decoder says which, with the daemon's reason.

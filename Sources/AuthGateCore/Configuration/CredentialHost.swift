@@ -48,7 +48,10 @@ public enum CredentialHost {
     /// git's credential protocol: `key=value` lines up to a blank line; a line without `=` is
     /// skipped, and a key given twice keeps its last value — except a multi-valued key, whose
     /// name ends in `[]` (`capability[]`, `wwwauth[]`): it keeps every value, one per line.
-    public static func gitAttributes(_ lines: some Sequence<String>) -> [String: String] {
+    /// The lines are an array, not any sequence: a generic sequence's conformances are looked
+    /// up at run time in the credential helper, a whole process git runs before each request,
+    /// and each lookup scans every conformance of the static binary (docs/BENCHMARKS.md).
+    public static func gitAttributes(_ lines: [String]) -> [String: String] {
         var attributes: [String: String] = [:]
         for line in lines {
             if line.isEmpty { break }

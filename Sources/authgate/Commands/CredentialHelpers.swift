@@ -126,7 +126,9 @@ enum CredentialHosts {
 
     /// Reads `key=value` lines from stdin until a blank line or the end (git's credential protocol).
     static func readAttributes() -> [String: String] {
-        CredentialHost.gitAttributes(AnyIterator { readLine(strippingNewline: true) }.prefix(1000))
+        var lines: [String] = []
+        while lines.count < 1000, let line = readLine(strippingNewline: true), !line.isEmpty { lines.append(line) }
+        return CredentialHost.gitAttributes(lines)
     }
 }
 
@@ -205,7 +207,7 @@ struct GitCredential: ParsableCommand {
         switch operation {
         case "get":
             // git asks its other helpers, then the user, when this one prints nothing.
-            let mayAsk = ProcessInfo.processInfo.environment["GIT_TERMINAL_PROMPT"] != "0"
+            let mayAsk = ProcessEnvironment.value("GIT_TERMINAL_PROMPT") != "0"
             guard
                 let credential = try CredentialHosts.credential(
                     host: host,
