@@ -179,7 +179,7 @@ struct ProviderFileCommandTests {
             )
             #expect(usage.status == 64 && usage.stderr.contains("--register"), "\(wrong): \(usage.stderr)")
         }
-        // An initial access token (idpyoidc's open registration refuses any Bearer token); an empty token file.
+        // An initial access token where registration is open (idpyoidc refuses any Bearer token); an empty token file.
         let tokenFile = scratch.path + "/initial-access-token"
         try "initial-access-cli-secret\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
         let withToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
@@ -192,6 +192,35 @@ struct ProviderFileCommandTests {
         let emptyToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
         #expect(emptyToken.status == 5 && emptyToken.stderr.contains("[provider_file.unreadable]"), "\(emptyToken.stderr)")
         #expect(!FileManager.default.fileExists(atPath: directory + "/third.json"))
+
+        // A provider that demands an initial access token (the server's initial-access-token
+        // mode, as Keycloak's client registration does): refused without it and with another
+        // one, registered with it; the token is never printed or logged.
+        let mode = try run(
+            URL(fileURLWithPath: "/usr/bin/curl"),
+            ["-sS", "--fail", "--cacert", server.caFile, "-d", "mode=initial-access-token", server.issuer + "/test/mode"]
+        )
+        let initialAccessToken = try #require((try JSONSerialization.jsonObject(with: Data(mode.stdout.utf8)) as? [String: Any])?["nonce"] as? String)
+        let gated = add.map { $0 == "idpy" ? "gated" : $0 }
+        let withoutToken = try daemon.cli(gated)
+        #expect(
+            withoutToken.status == 6 && withoutToken.stderr.contains("demands an initial access token")
+                && withoutToken.stderr.contains("--initial-access-token-file") && withoutToken.stderr.contains("[registration_refused]"),
+            "\(withoutToken.stderr)"
+        )
+        try "initial-access-cli-secret\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let wrongToken = try daemon.cli(gated + ["--initial-access-token-file", tokenFile])
+        #expect(wrongToken.status == 6 && wrongToken.stderr.contains("refused the initial access token"), "\(wrongToken.stderr)")
+        try (initialAccessToken + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let rightToken = try daemon.cli(gated + ["--initial-access-token-file", tokenFile])
+        #expect(rightToken.status == 0 && rightToken.stdout.contains("Registered the client "), "\(rightToken.stdout) \(rightToken.stderr)")
+        #expect(FileManager.default.fileExists(atPath: directory + "/gated.json") && FileManager.default.fileExists(atPath: directory + "/gated.registration"))
+        #expect(try server.idpyStats()["registrations"] as? Int == 2, "one registration: the one with the token")
+        for output in [withoutToken, wrongToken, rightToken] {
+            #expect(!output.stdout.contains(initialAccessToken) && !output.stderr.contains(initialAccessToken))
+        }
+        #expect(!daemon.logText.contains(initialAccessToken) && !daemon.logText.contains("initial-access-cli-secret"))
+        try server.setIdpyMode("normal")
 
         // A browser sign-in through the registered client (idpyoidc signs alice in at once).
         func browserSignIn(_ provider: String, client: String) throws {

@@ -747,6 +747,16 @@ def t_registration(s: IdpyServer) -> None:
     check(refused.get("error_description"), f"refusal {refused}")
     stats = s.stats()
     check(stats["registrations"] >= 1 and stats["deregistrations"] >= 1, f"stats {stats}")
+    # The initial-access-token mode: the mode's nonce as Bearer, else 401 invalid_token.
+    token = s.mode("initial-access-token")["nonce"]
+    try:
+        expect(s.http.post(s.url("/registration"), json=request), 401, "invalid_token")
+        expect(s.http.post(s.url("/registration"), json=request, headers={"Authorization": "Bearer wrong"}), 401, "invalid_token")
+        gated = expect(s.http.post(s.url("/registration"), json=request, headers={"Authorization": f"Bearer {token}"}), 201)
+        check(gated["client_id"] and gated["client_id"] != client["client_id"], f"gated registration {gated}")
+        check(s.stats()["registrations"] == stats["registrations"] + 1, "only the registration with the token counts")
+    finally:
+        s.mode("normal")
 
 
 def t_expiry(s: IdpyServer) -> None:

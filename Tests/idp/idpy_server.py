@@ -143,6 +143,11 @@ Modes:
   par-fail       the PAR endpoint answers 500 {"error": "server_error"}
   par-error      the PAR endpoint answers 400 {"error": "invalid_request"}
   no-registration the discovery document names no registration_endpoint (the endpoint still works)
+  initial-access-token  POST /registration wants Authorization: Bearer <the mode's nonce> (the
+                 initial access token of RFC 7591 §3, as Keycloak's client registration
+                 demands one): without it or with another, 401 {"error": "invalid_token"} and
+                 WWW-Authenticate: Bearer error="invalid_token" (RFC 6750 §3.1); with it, the
+                 registration as normal (the header is not passed on to idpyoidc)
 """
 
 import argparse
@@ -195,7 +200,7 @@ REFRESH_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:refresh_token"
 TOKEN_EXCHANGE = addons.TOKEN_EXCHANGE
 CODE, REFRESH, PASSWORD, CLIENT_CREDENTIALS = "authorization_code", "refresh_token", "password", "client_credentials"
 MODES = {"normal", "require-nonce", "nonce-always", "refuse-dpop", "resource-nonce", "par-fail", "par-error",
-         "no-registration"}
+         "no-registration", "initial-access-token"}
 # The client authentication methods the token and PAR endpoints try, in this order (idpyoidc's
 # names: "public" is "none").
 AUTHN_METHODS = ["client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt",
@@ -924,10 +929,15 @@ class Handler(BaseHTTPRequestHandler):
     def register(self) -> Answer:
         """POST /registration: idpyoidc's RFC 7591 registration, then what this server's other
         clients have that idpyoidc leaves out (see registered_client)."""
-        self.state.counts["registrations"] += 1
+        if self.state.mode == "initial-access-token":
+            scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+            if scheme != "Bearer" or not secrets.compare_digest(token.encode(), self.state.nonce.encode()):
+                return Answer(401, {"error": "invalid_token"}, {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+            del self.headers["Authorization"]
         answer, _, result = self.run_endpoint("registration", self.body.decode("utf-8", "replace"))
         if answer is not None:
             return answer
+        self.state.counts["registrations"] += 1
         response = dict(result["response_args"])
         cinfo = self.idp.context.cdb[response["client_id"]]
         registered_client(cinfo)
