@@ -347,47 +347,15 @@ struct CredentialHelperTests {
         idp: LoopbackServer,
         environment: [String: String]
     ) throws -> (status: Int, output: String) {
-        let script = #"""
-            import json, os, pty, re, select, subprocess, sys, time
-            python, play, ca, command = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execvp(command[0], command)
-            out, approved, deadline = b"", None, time.monotonic() + 90
-            while time.monotonic() < deadline:
-                r, _, _ = select.select([fd], [], [], 0.1)
-                if r:
-                    try:
-                        chunk = os.read(fd, 65536)
-                    except OSError:
-                        break
-                    if not chunk:
-                        break
-                    out += chunk
-                if approved is None:
-                    found = re.search(rb"(https://[^\s()]*user_code=[^\s()]+)", out)
-                    if found:
-                        approved = subprocess.run([python, play, "device", "--ca-file", ca, "--verification-uri", found.group(1).decode(),
-                                                   "--username", "alice", "--password", "alice-password-1"], capture_output=True, text=True).stdout
-            else:
-                os.kill(pid, 9)
-            _, status = os.waitpid(pid, 0)
-            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "approved": approved, "output": out.decode("utf-8", "replace")}))
-            """#
-        let result = try run(
-            URL(fileURLWithPath: LoopbackServer.python),
-            ["-c", script, LoopbackServer.python, Interactive.playUser, idp.caFile] + command,
+        let shown = try OnTerminal.run(
+            command,
+            steps: [.approveDeviceCode(pattern: #"(https://[^\s()]*user_code=[^\s()]+)"#, idp: idp)],
             environment: environment
         )
-        guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-            let status = object["status"] as? Int, let output = object["output"] as? String
-        else {
-            throw TestFailure("the pty driver failed: \(result.stderr)")
+        guard shown.approvals.first?.contains("Authorized") == true else {
+            throw TestFailure("the device code was not approved (\(shown.approvals.first ?? "never shown")); the terminal showed:\n\(shown.output)")
         }
-        guard (object["approved"] as? String)?.contains("Authorized") == true else {
-            throw TestFailure("the device code was not approved (\(object["approved"] ?? "never shown")); the terminal showed:\n\(output)")
-        }
-        return (status, output)
+        return (shown.status, shown.output)
     }
 
     @Test(

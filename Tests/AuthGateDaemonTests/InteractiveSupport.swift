@@ -183,44 +183,67 @@ extension DaemonProcess {
     /// returns what it printed (stdout and stderr together, as a terminal shows them) and its
     /// exit status.
     func cliInterruptedOnTerminal(_ arguments: [String], after text: String) throws -> (status: Int32, output: String) {
-        let script = #"""
-            import os, pty, select, sys, time, json
-            wanted = sys.argv[1].encode()
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execv(sys.argv[2], sys.argv[2:])
-            out = b""
-            sent = False
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                r, _, _ = select.select([fd], [], [], 0.1)
-                if r:
-                    try:
-                        chunk = os.read(fd, 65536)
-                    except OSError:
-                        break
-                    if not chunk:
-                        break
-                    out += chunk
-                if not sent and wanted in out:
-                    time.sleep(0.3)
-                    os.write(fd, b"\x03")
-                    sent = True
-            _, status = os.waitpid(pid, 0)
-            print(json.dumps({"sent": sent, "status": os.waitstatus_to_exitcode(status), "output": out.decode("utf-8", "replace")}))
-            """#
-        let result = try run(
-            URL(fileURLWithPath: LoopbackServer.python),
-            ["-c", script, text, BuiltProducts.cli.path] + arguments,
+        let shown = try OnTerminal.run(
+            [BuiltProducts.cli.path] + arguments,
+            steps: [.interrupt(after: text)],
             environment: ["AUTHGATE_SOCKET": socketPath, "DISPLAY": "", "WAYLAND_DISPLAY": ""]
         )
-        guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
-            let status = object["status"] as? Int, let output = object["output"] as? String
-        else {
-            throw TestFailure("the pty driver failed: \(result.stderr)")
+        guard shown.done == 1 else { throw TestFailure("\"\(text)\" never appeared; output:\n\(shown.output)") }
+        return (Int32(shown.status), shown.output)
+    }
+}
+
+/// A command run under a pseudo-terminal (its controlling terminal, as a person's shell gives
+/// it) with the person played by Tests/idp/on_terminal.py: one driver for every test of what
+/// the CLI does on a terminal.
+enum OnTerminal {
+    static let driver = LoopbackServer.repository.appendingPathComponent("Tests/idp/on_terminal.py").path
+
+    /// What the person does, in order, each once its text has shown.
+    enum Step {
+        /// Types `line` and Return once `prompt` shows in the last line.
+        case type(_ line: String, after: String)
+        /// Types Ctrl-C once `text` shows.
+        case interrupt(after: String)
+        /// Approves, as alice at `idp`, the device code whose verification URI (with the user
+        /// code) is group 1 of the first match of `pattern`.
+        case approveDeviceCode(pattern: String, idp: LoopbackServer)
+
+        var json: [String: Any] {
+            switch self {
+            case .type(let line, let prompt): ["after": prompt, "type": line]
+            case .interrupt(let text): ["after": text, "interrupt": true]
+            case .approveDeviceCode(let pattern, let idp):
+                [
+                    "after_pattern": pattern,
+                    "approve_device": [
+                        "python": LoopbackServer.python, "play_user": Interactive.playUser, "ca_file": idp.caFile, "username": "alice",
+                        "password": "alice-password-1",
+                    ],
+                ]
+            }
         }
-        guard object["sent"] as? Bool == true else { throw TestFailure("\"\(text)\" never appeared; output:\n\(output)") }
-        return (Int32(status), output)
+    }
+
+    /// What the terminal showed (stdout and stderr together, CR LF line ends), the command's
+    /// exit status, how many steps were done and what each approval printed.
+    struct Shown {
+        var status: Int
+        var output: String
+        var done: Int
+        var approvals: [String]
+    }
+
+    /// Runs `command` on a terminal of its own, doing `steps`; it is killed after 90 s.
+    static func run(_ command: [String], steps: [Step], environment: [String: String]) throws -> Shown {
+        let plan = String(decoding: try JSONSerialization.data(withJSONObject: steps.map(\.json)), as: UTF8.self)
+        let result = try AuthGateDaemonTests.run(URL(fileURLWithPath: LoopbackServer.python), [driver, plan] + command, environment: environment)
+        guard let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+            let status = object["status"] as? Int, let output = object["output"] as? String, let done = object["done"] as? Int
+        else {
+            throw TestFailure("on_terminal.py failed: \(result.stderr)")
+        }
+        return Shown(status: status, output: output, done: done, approvals: object["approvals"] as? [String] ?? [])
     }
 }
 

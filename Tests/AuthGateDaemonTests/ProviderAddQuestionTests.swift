@@ -9,37 +9,12 @@ struct ProviderAddQuestionTests {
     /// output (stdout and stderr together, as a terminal shows them) and exit status.
     private func onTerminal(_ daemon: DaemonProcess, _ arguments: [String], answers: [(prompt: String, answer: String)]) throws -> (status: Int, output: String)
     {
-        let script = #"""
-            import json, os, pty, select, sys, time
-            answers = json.loads(sys.argv[1])
-            pid, fd = pty.fork()
-            if pid == 0:
-                os.execv(sys.argv[2], sys.argv[2:])
-            out, given, deadline = b"", 0, time.monotonic() + 60
-            while time.monotonic() < deadline:
-                r, _, _ = select.select([fd], [], [], 0.1)
-                if r:
-                    try:
-                        chunk = os.read(fd, 65536)
-                    except OSError:
-                        break
-                    if not chunk:
-                        break
-                    out += chunk
-                if given < len(answers) and answers[given][0].encode() in out.split(b"\n")[-1]:
-                    os.write(fd, answers[given][1].encode() + b"\n")
-                    given += 1
-            _, status = os.waitpid(pid, 0)
-            print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": out.decode("utf-8", "replace")}))
-            """#
-        let pairs = String(decoding: try JSONSerialization.data(withJSONObject: answers.map { [$0.prompt, $0.answer] }), as: UTF8.self)
-        let result = try run(
-            URL(fileURLWithPath: LoopbackServer.python),
-            ["-c", script, pairs, BuiltProducts.cli.path] + arguments,
+        let shown = try OnTerminal.run(
+            [BuiltProducts.cli.path] + arguments,
+            steps: answers.map { .type($0.answer, after: $0.prompt) },
             environment: ["AUTHGATE_SOCKET": daemon.socketPath]
         )
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stderr)")
-        return (object["status"] as? Int ?? -1, object["output"] as? String ?? "")
+        return (shown.status, shown.output)
     }
 
     /// The JSON file `--dry-run` printed at the end of a terminal's output (CR LF line ends).
