@@ -238,28 +238,8 @@ private enum Fixtures {
             file: "mock.json"
         )
         let registry = ProviderRegistry([RegisteredProvider.make(mock, logger: quiet)])
-        let broadcast = SessionBroadcast()
-        let sessions = SessionManager(logger: quiet, observer: broadcast)
-        let flows = LoginFlowManager(sessions: sessions, settings: LoginFlowSettings(), logger: quiet)
-        let reloader = ProviderReloader(
-            directory: "/nonexistent/providers.d",
-            registry: registry,
-            sessions: sessions,
-            validator: ProviderValidator(registry: registry, logger: quiet),
-            logger: quiet
-        )
-        return RPCDispatcher(
-            services: DaemonServices(
-                registry: registry,
-                sessions: sessions,
-                flows: flows,
-                reloader: reloader,
-                throttle: LoginThrottle(),
-                context: DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock"),
-                logger: quiet,
-                broadcast: broadcast
-            )
-        )
+        let context = DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock")
+        return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet))
     }()
 }
 

@@ -19,33 +19,8 @@ struct MethodHandlerTests {
         let file = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 300}"#
         let report = ProviderConfigurationLoader.parse(Data(file.utf8), id: "mock", file: "mock.json")
         let registry = ProviderRegistry([RegisteredProvider.make(report, now: { [clock] in clock.now }, logger: quiet)])
-        let broadcast = SessionBroadcast(now: { [clock] in clock.now })
-        let sessions = SessionManager(logger: quiet, observer: broadcast, now: { [clock] in clock.now }, random: { 0 })
-        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
-        let reloader = ProviderReloader(
-            directory: "/nonexistent/providers.d",
-            registry: registry,
-            sessions: sessions,
-            validator: ProviderValidator(registry: registry, logger: quiet),
-            logger: quiet
-        )
-        return RPCDispatcher(
-            services: DaemonServices(
-                registry: registry,
-                sessions: sessions,
-                flows: flows,
-                reloader: reloader,
-                throttle: LoginThrottle(),
-                context: DaemonContext(
-                    configDirectory: "/nonexistent",
-                    mode: .system,
-                    socketPath: "/nonexistent/s.sock",
-                    adminGroup: "no-such-group-here"
-                ),
-                logger: quiet,
-                broadcast: broadcast
-            )
-        )
+        let context = DaemonContext(configDirectory: "/nonexistent", mode: .system, socketPath: "/nonexistent/s.sock", adminGroup: "no-such-group-here")
+        return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet, now: { [clock] in clock.now }, random: { 0 }))
     }
 
     /// Sends one request and returns the answer as a JSON object.

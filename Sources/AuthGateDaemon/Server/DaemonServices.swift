@@ -1,4 +1,5 @@
 import AuthGateCore
+import FoundationEssentials
 import Logging
 
 /// The daemon's long-lived parts that answer RPC methods, shared by every connection: what
@@ -23,4 +24,36 @@ struct DaemonServices: Sendable {
     /// The session store and its key, for `storage.rekey` and `daemon.info`; `nil` in tests
     /// that run without one.
     var persistence: SessionPersistence?
+}
+
+extension DaemonServices {
+    /// The services over `registry` with nothing on disk — no session store, no metrics, no
+    /// provider directory to reload — on the clock `now`: how the in-process tests of the
+    /// methods (`MethodHandlerTests`) and the `rpc-line` fuzz target run the dispatcher.
+    static func inMemory(
+        registry: ProviderRegistry,
+        context: DaemonContext,
+        logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) -> DaemonServices {
+        let broadcast = SessionBroadcast(now: now)
+        let sessions = SessionManager(logger: logger, observer: broadcast, now: now, random: random)
+        return DaemonServices(
+            registry: registry,
+            sessions: sessions,
+            flows: LoginFlowManager(sessions: sessions, logger: logger),
+            reloader: ProviderReloader(
+                directory: "/nonexistent/providers.d",
+                registry: registry,
+                sessions: sessions,
+                validator: ProviderValidator(registry: registry, logger: logger),
+                logger: logger
+            ),
+            throttle: LoginThrottle(),
+            context: context,
+            logger: logger,
+            broadcast: broadcast
+        )
+    }
 }
