@@ -25,29 +25,22 @@ struct Login: ParsableCommand {
     @Option(help: ArgumentHelp("Scopes to ask for (repeatable).", valueName: "scope"))
     var scope: [String] = []
 
-    @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user (a service's own token).")
-    var clientCredentials = false
-
-    @Flag(help: "Sign in with a code typed on another device (device authorization grant).")
-    var device = false
-
-    @Flag(help: "Sign in in a web browser (authorization code with PKCE).")
-    var browser = false
-
-    @Flag(name: .customLong("no-browser"), help: "Do not try to open the browser; just print the URL.")
-    var noBrowser = false
+    @OptionGroup var method: SignInMethodOptions
 
     @Flag(name: .customLong("no-qr"), help: "Do not draw a QR code of the device sign-in page.")
     var noQR = false
 
+    /// Whether a user name or password was given: the password grant.
+    private var userNamed: Bool { username != nil || passwordStdin }
+
     func validate() throws {
-        if [device, browser, clientCredentials, username != nil || passwordStdin].filter({ $0 }).count > 1 {
+        if method.chosen + (userNamed ? 1 : 0) > 1 {
             throw ValidationError("Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin.")
         }
     }
 
     func run() throws {
-        if let grant = try interactiveGrant() {
+        if let grant = try method.interactiveGrant(for: provider, userNamed: userNamed, global: global) {
             return try InteractiveLogin(
                 global: global,
                 provider: provider,
@@ -55,12 +48,12 @@ struct Login: ParsableCommand {
                 session: session,
                 scopes: scope,
                 prompt: nil,
-                openBrowser: !noBrowser,
+                openBrowser: !method.noBrowser,
                 showQRCode: !noQR,
                 verb: "Signed in to"
             ).run()
         }
-        if clientCredentials {
+        if method.clientCredentials {
             let params = LoginParams(provider: provider, grant: .clientCredentials, session: session, scopes: scope.isEmpty ? nil : scope)
             let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
             return try report(result, global: global, verb: "Signed in to")
@@ -82,13 +75,30 @@ struct Login: ParsableCommand {
     }
 }
 
-extension Login {
-    /// The interactive grant to use: the one asked for, else (no username, no password on
-    /// stdin) one the provider offers: the browser on a desktop, the device code elsewhere.
-    func interactiveGrant() throws -> Grant? {
+/// The ways to sign in that `authgate login` and `authgate provider test` both take.
+struct SignInMethodOptions: ParsableArguments {
+    @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user (a service's own token).")
+    var clientCredentials = false
+
+    @Flag(help: "Sign in with a code typed on another device (device authorization grant).")
+    var device = false
+
+    @Flag(help: "Sign in in a web browser (authorization code with PKCE).")
+    var browser = false
+
+    @Flag(name: .customLong("no-browser"), help: "Do not try to open the browser; just print the URL.")
+    var noBrowser = false
+
+    /// How many of `--device`, `--browser` and `--client-credentials` were given.
+    var chosen: Int { [device, browser, clientCredentials].filter { $0 }.count }
+
+    /// The interactive grant to use: the one asked for, else (no client credentials, and no
+    /// user name or password when `userNamed` is false) one `provider` offers: the browser on a
+    /// desktop, the device code elsewhere; `nil` for the password or client credentials grant.
+    func interactiveGrant(for provider: String, userNamed: Bool, global: GlobalOptions) throws -> Grant? {
         if device { return .deviceCode }
         if browser { return .authorizationCode }
-        if clientCredentials || username != nil || passwordStdin { return nil }
+        if clientCredentials || userNamed { return nil }
         let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         guard let grants = providers.first(where: { $0.id == provider })?.grants else { return nil }
         let hasBrowser = grants.contains(.authorizationCode)

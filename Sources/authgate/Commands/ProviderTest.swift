@@ -28,23 +28,13 @@ struct ProviderTest: ParsableCommand {
     @Argument(help: "The provider's id (see `authgate providers`).")
     var provider: String
 
-    @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user.")
-    var clientCredentials = false
-
-    @Flag(help: "Sign in with a code typed on another device (device authorization grant).")
-    var device = false
-
-    @Flag(help: "Sign in in a web browser (authorization code with PKCE).")
-    var browser = false
-
-    @Flag(name: .customLong("no-browser"), help: "Do not try to open the browser; just print the URL.")
-    var noBrowser = false
+    @OptionGroup var method: SignInMethodOptions
 
     @Flag(help: "Keep the test's session instead of signing it out.")
     var keep = false
 
     func validate() throws {
-        if [device, browser, clientCredentials].filter({ $0 }).count > 1 {
+        if method.chosen > 1 {
             throw ValidationError("Choose one way to sign in: --device, --browser or --client-credentials.")
         }
     }
@@ -74,10 +64,7 @@ struct ProviderTest: ParsableCommand {
 
     /// The sign-in, as `authgate login` would run it, into the test's session.
     private func signIn() throws -> LoginResult {
-        var arguments = [provider] + (global.socket.map { ["--socket", $0] } ?? [])
-        if device { arguments.append("--device") }
-        if browser { arguments.append("--browser") }
-        if !clientCredentials, let grant = try Login.parse(arguments).interactiveGrant() {
+        if let grant = try method.interactiveGrant(for: provider, userNamed: false, global: global) {
             return try InteractiveLogin(
                 global: global,
                 provider: provider,
@@ -85,13 +72,13 @@ struct ProviderTest: ParsableCommand {
                 session: Self.sessionName,
                 scopes: [],
                 prompt: nil,
-                openBrowser: !noBrowser,
+                openBrowser: !method.noBrowser,
                 showQRCode: true,
                 verb: "Signed in to"
             ).signIn(beginAsJSON: false)
         }
         let grants = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self).first { $0.id == provider }?.grants
-        guard clientCredentials || grants?.contains(.clientCredentials) == true else {
+        guard method.clientCredentials || grants?.contains(.clientCredentials) == true else {
             throw CLIError(
                 message:
                     "\(Terminal.safe(provider)) offers no interactive sign-in (browser or device code) and no client credentials to test with [unsupported_grant]",
