@@ -185,9 +185,19 @@ private struct PlainJSONReader {
             _ = take(UInt8(ascii: "+")) || take(UInt8(ascii: "-"))
             guard digits() > 0 else { return nil }
         }
-        guard offset - start <= 32, let value = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<offset]), as: UTF8.self)),
-            value.isFinite
-        else { return nil }
+        let text = UnsafeBufferPointer(rebasing: bytes[start..<offset])
+        guard offset - start <= 32, let value = Double(String(decoding: text, as: UTF8.self)), value.isFinite else { return nil }
+        // Below the normal range (1e-400 is refused by the decoder as not representable) is
+        // left to the decoder; a zero only when every digit before the exponent is one.
+        if value == 0 {
+            guard
+                text.prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }).allSatisfy({
+                    $0 == UInt8(ascii: "0") || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-")
+                })
+            else { return nil }
+        } else if value.magnitude < Double.leastNormalMagnitude {
+            return nil
+        }
         return value
     }
 }
