@@ -1,4 +1,4 @@
-public import AuthGateCore
+import AuthGateCore
 public import FoundationEssentials
 
 /// The endpoints and capabilities of a provider: from OpenID Connect Discovery for `oidc`,
@@ -116,16 +116,4 @@ public struct ProviderMetadata: Sendable, Hashable {
 struct MetadataError: Error {
     var message: String
     init(_ message: String) { self.message = message }
-}
-
-/// The wire name of a grant in `grant_types_supported` (RFC 8414 §2).
-extension Grant {
-    public var wireName: String {
-        switch self {
-        case .password: "password"
-        case .deviceCode: "urn:ietf:params:oauth:grant-type:device_code"
-        case .authorizationCode: "authorization_code"
-        case .clientCredentials: "client_credentials"
-        }
-    }
 }

@@ -222,6 +222,18 @@ struct ProviderFileCommandTests {
         #expect(!daemon.logText.contains(initialAccessToken) && !daemon.logText.contains("initial-access-cli-secret"))
         try server.setIdpyMode("normal")
 
+        // Asked for more than the provider registers (idpyoidc drops the device code grant):
+        // the file lists what was granted.
+        let partial = try daemon.cli(add.map { $0 == "idpy" ? "partial" : $0 } + ["--grant", "authorization_code", "--grant", "device_code"])
+        #expect(
+            partial.status == 0 && partial.stdout.contains("Left out of the file, as the provider did not grant them: device_code."),
+            "\(partial.stdout) \(partial.stderr)"
+        )
+        let partialFile = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/partial.json"))) as? [String: Any]
+        )
+        #expect(partialFile["grants"] as? [String] == ["authorization_code"], "\(partialFile)")
+
         // A browser sign-in through the registered client (idpyoidc signs alice in at once).
         func browserSignIn(_ provider: String, client: String) throws {
             let login = try daemon.backgroundCLI(["login", provider, "--browser", "--no-browser"])
@@ -310,6 +322,7 @@ struct ProviderFileCommandTests {
         let unsupported = try call(try daemon.connect(), "provider.register", registerParams)
         #expect(unsupported.errorReason == "unsupported_grant" && "\(unsupported)".contains("no registration_endpoint"), "\(unsupported)")
         try server.setIdpyMode("normal")
+
         // idpyoidc's open registration takes a Bearer token for client authentication, and refuses it.
         let tokenRefused = try call(try daemon.connect(), "provider.register", registerParams)
         #expect(

@@ -115,6 +115,17 @@ public enum Grant: String, Sendable, Hashable, CaseIterable, Codable {
     case deviceCode = "device_code"
     case authorizationCode = "authorization_code"
     case clientCredentials = "client_credentials"
+
+    /// The grant's name on the wire: in `grant_types_supported` (RFC 8414 §2) and a client's
+    /// `grant_types` (RFC 7591 §2).
+    public var wireName: String {
+        switch self {
+        case .password: "password"
+        case .deviceCode: "urn:ietf:params:oauth:grant-type:device_code"
+        case .authorizationCode: "authorization_code"
+        case .clientCredentials: "client_credentials"
+        }
+    }
 }
 
 /// When sessions are refreshed (`refresh` in the file).

@@ -164,6 +164,10 @@ extension ProviderFiles.Add {
         }
         let registration = try global.call(.providerRegister, params, as: ProviderRegistration.self, progress: "Registering a client…")
         draft.clientID = registration.clientID
+        // The provider may register fewer grants than asked (RFC 7591 §3.2.1 answers what it
+        // registered): the file lists only those, so that no sign-in is offered that would fail.
+        let refused = registration.grantTypes.map { granted in draft.grants.filter { !granted.contains($0.wireName) } } ?? []
+        if !refused.isEmpty, refused.count < draft.grants.count { draft.grants.removeAll { refused.contains($0) } }
         do {
             try write(draft, registration: registration, id: id, directory: directory)
         } catch {
@@ -180,6 +184,13 @@ extension ProviderFiles.Add {
         if !global.json {
             print("Registered the client \(Terminal.safe(registration.clientID)) at \(Terminal.safe(registration.registrationEndpoint)): \(summary).")
             if let granted = registration.grantTypes { print("The provider granted: \(granted.map(Terminal.safe).joined(separator: ", ")).") }
+            if !refused.isEmpty {
+                print(
+                    refused.count < params.grants.count
+                        ? "Left out of the file, as the provider did not grant them: \(refused.map(\.rawValue).joined(separator: ", "))."
+                        : "The provider granted none of the grants asked for; the file keeps them, and sign-ins may be refused."
+                )
+            }
             if registration.registrationClientURI == nil {
                 print("The provider gave no registration_client_uri (RFC 7592): provider remove cannot delete the client there.")
             }
