@@ -233,6 +233,16 @@ struct ProviderFileCommandTests {
             try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/partial.json"))) as? [String: Any]
         )
         #expect(partialFile["grants"] as? [String] == ["authorization_code"], "\(partialFile)")
+        // --force over it: a new client, and the earlier one deleted at the provider.
+        let replaced = try daemon.cli(add.map { $0 == "idpy" ? "partial" : $0 } + ["--force"])
+        let earlierClient = try #require(partialFile["client_id"] as? String)
+        #expect(
+            replaced.status == 0 && replaced.stdout.contains("Deleted the earlier client \(earlierClient) at the provider."),
+            "\(replaced.stdout) \(replaced.stderr)"
+        )
+        #expect(try server.idpyStats()["deregistrations"] as? Int == 1)
+        let replacedFile = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/partial.json"))) as? [String: Any]
+        #expect((replacedFile?["client_id"] as? String).map { $0 != earlierClient } == true, "\(String(describing: replacedFile))")
 
         // A browser sign-in through the registered client (idpyoidc signs alice in at once).
         func browserSignIn(_ provider: String, client: String) throws {
@@ -283,7 +293,7 @@ struct ProviderFileCommandTests {
         #expect(removed.status == 0, "\(removed.stderr)")
         #expect(removed.stdout.contains("Deleted the client \(clientID) at the provider."), "\(removed.stdout)")
         #expect(!FileManager.default.fileExists(atPath: file) && !FileManager.default.fileExists(atPath: registrationFile))
-        #expect(try server.idpyStats()["deregistrations"] as? Int == 1)
+        #expect(try server.idpyStats()["deregistrations"] as? Int == 2)
         #expect(try tokenError() == "invalid_client")
 
         // A confidential client: private_key_jwt with a key the daemon generated, in other.key.

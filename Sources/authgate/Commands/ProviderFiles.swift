@@ -228,7 +228,7 @@ struct ProviderFiles: ParsableCommand {
         @Option(help: "memory or persistent.")
         var storage: String?
 
-        @Flag(help: "Replace an existing file.")
+        @Flag(help: "Replace an existing file (with --register, the client registered for it is deleted at the provider once the new one is written).")
         var force = false
 
         @Flag(help: "Print the file instead of writing it.")

@@ -69,14 +69,26 @@ enum ProviderRegistrationFiles {
     /// - Returns: the client id deleted, `nil` without a registration file.
     static func deregister(_ global: GlobalOptions, id: ProviderID, directory: String) throws -> String? {
         let path = ProviderFileStore.registrationPath(id: id.rawValue, directory: directory)
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
-        guard let record = try? JSONDecoder().decode(Record.self, from: data) else {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        guard let record = record(id: id, directory: directory) else {
             throw CLIError(
                 message:
                     "\(path) is not a registration file authgate wrote; nothing was removed. Pass --force to remove the files without deleting the client at the provider. [provider_file.invalid]",
                 exitCode: ExitStatus.inputRefused
             )
         }
+        return try deregister(global, record)
+    }
+
+    /// What `ID.registration` holds; `nil` when there is no such file or it is not one authgate wrote.
+    static func record(id: ProviderID, directory: String) -> Record? {
+        FileManager.default.contents(atPath: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory))
+            .flatMap { try? JSONDecoder().decode(Record.self, from: $0) }
+    }
+
+    /// Deletes the client of `record` at the provider, through the daemon.
+    /// - Returns: the client id deleted.
+    static func deregister(_ global: GlobalOptions, _ record: Record) throws -> String {
         _ = try global.call(
             .providerDeregister,
             ProviderDeregisterParams(
@@ -162,6 +174,9 @@ extension ProviderFiles.Add {
         if !force, FileManager.default.fileExists(atPath: target) {
             throw CLIError(message: "\(target) exists; pass --force to replace it. [provider_file.exists]", exitCode: ExitStatus.inputRefused)
         }
+        // --force over a client `add --register` made: it is deleted at the provider once the
+        // new one is written, so replacing the file leaves no client behind.
+        let earlier = force ? ProviderRegistrationFiles.record(id: id, directory: directory) : nil
         let registration = try global.call(.providerRegister, params, as: ProviderRegistration.self, progress: "Registering a client…")
         draft.clientID = registration.clientID
         // The provider may register fewer grants than asked (RFC 7591 §3.2.1 answers what it
@@ -195,6 +210,15 @@ extension ProviderFiles.Add {
                 print("The provider gave no registration_client_uri (RFC 7592): provider remove cannot delete the client there.")
             }
             print("Wrote \(target).")
+        }
+        // (A provider that answered with the same client id again keeps it.)
+        if let earlier, earlier.clientID != registration.clientID {
+            do {
+                let deleted = try ProviderRegistrationFiles.deregister(global, earlier)
+                if !global.json { print("Deleted the earlier client \(Terminal.safe(deleted)) at the provider.") }
+            } catch let error as CLIError {
+                Terminal.writeError("authgate: \(error.message)\nThe earlier client \(Terminal.safe(earlier.clientID)) stays registered at the provider.\n")
+            }
         }
         try ProviderFiles.reload(global, id: id)
     }
