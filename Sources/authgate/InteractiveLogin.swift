@@ -39,6 +39,10 @@ struct InteractiveLogin {
     func signIn(beginAsJSON: Bool) throws -> LoginResult {
         let params = LoginBeginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, prompt: prompt)
         let begin = try global.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
+        // Ctrl-C cancels the flow from here on, before the instructions promise it.
+        let path = global.socket ?? SocketLocation.forClient()
+        let stopCancelling = Self.cancelOnInterrupt(flowID: begin.flowID, socket: path, provider: provider)
+        defer { stopCancelling() }
         if beginAsJSON {
             try global.printJSON(begin)
         } else {
@@ -47,10 +51,7 @@ struct InteractiveLogin {
         if begin.grant == .authorizationCode, openBrowser, let url = begin.authorizationURL {
             Self.openInBrowser(url)
         }
-        let path = global.socket ?? SocketLocation.forClient()
         let waiting = begin.grant == .deviceCode ? "Waiting for you to enter the code…" : "Waiting for you to sign in in the browser…"
-        let cancelSource = Self.cancelOnInterrupt(flowID: begin.flowID, socket: path, provider: provider)
-        defer { cancelSource.cancel() }
         do {
             return try global.call(.loginComplete, LoginCompleteParams(flowID: begin.flowID), as: LoginResult.self, progress: waiting)
         } catch {
@@ -104,8 +105,10 @@ struct InteractiveLogin {
     }
 
     /// Ctrl-C while waiting: cancel the flow at the daemon, say so, exit 130.
-    private static func cancelOnInterrupt(flowID: String, socket: String, provider: String) -> any DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
+    /// - Returns: What ends that, giving SIGINT back its earlier disposition (`provider test`
+    ///   and the helpers go on after the sign-in, and Ctrl-C must stop them as usual).
+    private static func cancelOnInterrupt(flowID: String, socket: String, provider: String) -> () -> Void {
+        let earlier = signal(SIGINT, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue.global())
         source.setEventHandler {
             guard !interrupted.exchange(true, ordering: .acquiringAndReleasing) else { return }
@@ -118,7 +121,10 @@ struct InteractiveLogin {
             exit(130)
         }
         source.resume()
-        return source
+        return {
+            source.cancel()
+            signal(SIGINT, earlier)
+        }
     }
 }
 

@@ -61,6 +61,9 @@ def act(step: dict, fd: int, output: bytes, approvals: list) -> bool:
     elif step.get("interrupt"):
         if step["after"].encode() not in output:
             return False
+        # The CLI ignores SIGINT and arms a dispatch source for it before it prints the text;
+        # libdispatch arms the source on another thread, a moment later, and a Ctrl-C typed
+        # in between would be ignored. Nothing on the terminal says when it is armed.
         time.sleep(0.3)
         os.write(fd, b"\x03")
     else:
