@@ -5,7 +5,7 @@ public import FoundationEssentials
 /// What a token file holds (`authgate sink --format`, `authgate exec --token-file`): the
 /// bytes for one token, made the same way every time.
 ///
-/// `nginx` and `env` put the token into another program's syntax unquoted, so they take only
+/// `nginx` and `env` put the token into another program's syntax (inside its quotes), so they take only
 /// tokens of RFC 6750's `b64token` characters (letters, digits, `-._~+/` and trailing `=`),
 /// which is what JWTs and the usual opaque tokens are; a token with anything else (a quote, a
 /// `$`, a space) is refused rather than written where it could end the string early.
@@ -18,7 +18,7 @@ public enum TokenFileFormat: Sendable {
     case json
     /// `proxy_set_header Authorization "TYPE TOKEN";`, an nginx include for a `location`.
     case nginx
-    /// `NAME=TOKEN`, for systemd's `EnvironmentFile=` or a shell's `set -a; . FILE`.
+    /// `NAME='TOKEN'`, for systemd's `EnvironmentFile=` or a shell's `set -a; . FILE`.
     case env(name: String)
     /// A file of the user's with `{{placeholders}}` (see ``TokenTemplate``).
     case template(TokenTemplate)
@@ -53,7 +53,10 @@ public enum TokenFileFormat: Sendable {
             return Array("proxy_set_header Authorization \"\(token.tokenType) \(value)\";\n".utf8)
         case .env(let name):
             try Self.checkPlain(value, for: "env")
-            return Array("\(name)=\(value)\n".utf8)
+            // Quoted: a shell's `. FILE` expands a `~` at the start of an unquoted value and
+            // after a `:` in an assignment, and b64token allows `~`; systemd's
+            // EnvironmentFile= removes single quotes too.
+            return Array("\(name)='\(value)'\n".utf8)
         case .template(let template):
             return Array(template.render(token, now: now).utf8)
         }
@@ -78,7 +81,7 @@ public enum TokenFileFormat: Sendable {
     private static func checkPlain(_ text: String, for format: String, what: String = "token") throws(Refusal) {
         guard isPlain(text) else {
             throw Refusal(
-                description: "the \(what) holds characters the \(format) format cannot write unquoted (only letters, digits, -._~+/ and a trailing =)"
+                description: "the \(what) holds characters the \(format) format cannot write (only letters, digits, -._~+/ and a trailing =)"
             )
         }
     }
@@ -91,7 +94,7 @@ public enum TokenFileFormat: Sendable {
 /// `2026-11-25T23:30:00Z`) and `{{expires_in}}` (whole seconds from the write to the expiry).
 /// Spaces inside the braces are allowed (`{{ token }}`). There are no conditions, loops,
 /// filters or commands; every other `{{…}}` is refused when the template is read, with its
-/// line, and so is a `{{` that is not closed.
+/// line, and so is a `{{` that is not closed, and a template without `{{token}}`.
 public struct TokenTemplate: Sendable, Equatable {
     public enum Placeholder: String, Sendable, CaseIterable {
         case token
@@ -141,6 +144,9 @@ public struct TokenTemplate: Sendable, Equatable {
             rest = afterOpen[close.upperBound...]
         }
         if !rest.isEmpty { parts.append(.text(String(rest))) }
+        // A template without the token writes the same file every time: a file named by
+        // mistake (or on purpose: root's sink would copy it to the service) is not a template.
+        guard parts.contains(.placeholder(.token)) else { throw Problem(description: "it has no {{token}}") }
         self.parts = parts
     }
 

@@ -120,7 +120,8 @@ public enum Daemon {
             configDirectory: configuration.providersDirectory,
             mode: configuration.mode,
             socketPath: configuration.socketPath,
-            adminGroup: configuration.adminGroup
+            adminGroup: configuration.adminGroup,
+            servesAdmin: configuration.servesAdmin
         )
         let validator = ProviderValidator(registry: registry, logger: logger)
         let reloader = ProviderReloader(

@@ -29,6 +29,8 @@ public struct DaemonConfiguration: Sendable {
     public var limits: ConnectionLimits
     /// Members may reload and list every user's sessions.
     public var adminGroup: String = DaemonConfiguration.defaultAdminGroup
+    /// `--no-admin`: the socket serves no admin method to anyone (for forwarding over SSH).
+    public var servesAdmin = true
     /// How long interactive sign-ins (device code, browser) may take.
     public var loginFlows: LoginFlowSettings
     /// Sessions one user may hold (root and the daemon's own user excepted).

@@ -8,15 +8,20 @@ public struct DaemonContext: Sendable {
     public var socketPath: String
     /// Members of this group may reload and list every user's sessions.
     public var adminGroup: String
+    /// `false` (`authgated --no-admin`): no caller gets the admin methods, not even root or
+    /// the daemon's own user, for a socket forwarded to another host.
+    public var servesAdmin: Bool
 
     public init(
         startedAt: ContinuousClock.Instant = .now,
         configDirectory: String,
         mode: DaemonMode,
         socketPath: String,
-        adminGroup: String = DaemonConfiguration.defaultAdminGroup
+        adminGroup: String = DaemonConfiguration.defaultAdminGroup,
+        servesAdmin: Bool = true
     ) {
         self.adminGroup = adminGroup
+        self.servesAdmin = servesAdmin
         self.startedAt = startedAt
         self.configDirectory = configDirectory
         self.mode = mode

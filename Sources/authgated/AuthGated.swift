@@ -43,6 +43,16 @@ struct AuthGated: AsyncParsableCommand {
     @Option(name: .customLong("admin-group"), help: ArgumentHelp("Group whose members may reload and list every user's sessions.", valueName: "group"))
     var adminGroup = DaemonConfiguration.defaultAdminGroup
 
+    @Flag(
+        name: .customLong("no-admin"),
+        help: """
+            Serve no admin method (reload, provider discovery and registration, rekey, metrics, every user's \
+            sessions) to anyone, root and the daemon's own user included: for a daemon whose socket is forwarded \
+            to another host (ssh -R), where every connection arrives as your uid.
+            """
+    )
+    var noAdmin = false
+
     @Flag(help: "Refuse to start when any provider file is invalid.")
     var strict = false
 
@@ -127,6 +137,7 @@ struct AuthGated: AsyncParsableCommand {
             )
         )
         configuration.adminGroup = adminGroup
+        configuration.servesAdmin = !noAdmin
         configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         configuration.maximumSessionsPerUser = maximumSessionsPerUser
         configuration.metricsAddress = metricsListen.flatMap(MetricsAddress.init)

@@ -196,7 +196,10 @@ struct KeyringTests {
         #expect(!FileManager.default.fileExists(atPath: copy.path + "/state/authgate.key"))
     }
 
-    @Test("a key file from before moves into the keyring, and the file goes once the keyring hands it back", KeyringTests.needsKeyring)
+    @Test(
+        "a key file from before is replaced by a new key in the keyring: the sessions are sealed again with it, the file goes, and a copy of the old file opens nothing written after",
+        KeyringTests.needsKeyring
+    )
     func migration() throws {
         let keyring = try KeyringSession()
         var daemon = try DaemonProcess(providers: ["mock.json": persistentMock], arguments: auto, environment: withoutSessionBus)
@@ -206,9 +209,15 @@ struct KeyringTests {
 
         daemon = try restart(daemon, arguments: auto, environment: keyring.environment)
         try daemon.waitForLog("was moved from")
-        #expect(try keyring.storedKey() == old)
+        try daemon.waitForLog("storage key change finished")
+        let moved = try #require(try keyring.storedKey())
+        #expect(moved != old, "the keyring holds a new key, not the file's")
         #expect(fileKey(daemon) == nil)
         #expect(try daemon.cli(["token", "mock"]).stdout == token)
+        #expect(try opens(daemon, with: moved) && !opens(daemon, with: old), "the old file's key opens nothing sealed after the move")
+        // A session written after the move is sealed with the keyring's key only.
+        _ = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin", "--session", "later"], stdin: "demo-password-1\n")
+        #expect(try opens(daemon, with: moved) && !opens(daemon, with: old))
     }
 
     @Test(

@@ -5,6 +5,10 @@ import Testing
 @testable import AuthGateCore
 @testable import AuthGateDaemon
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The dispatcher and the method handlers in process: a mock provider and the session manager
 /// on one injected clock, the caller's credentials made up, the answers read as JSON. The
 /// process-level tests prove the socket; these prove the methods.
@@ -15,11 +19,17 @@ struct MethodHandlerTests {
     private let alice = PeerCredentials(pid: 4242, uid: 1000, gid: 1000)
     private let bob = PeerCredentials(pid: 4343, uid: 1001, gid: 1001)
 
-    private func dispatcher() -> RPCDispatcher {
+    private func dispatcher(servesAdmin: Bool = true) -> RPCDispatcher {
         let file = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 300}"#
         let report = ProviderConfigurationLoader.parse(Data(file.utf8), id: "mock", file: "mock.json")
         let registry = ProviderRegistry([RegisteredProvider.make(report, now: { [clock] in clock.now }, logger: quiet)])
-        let context = DaemonContext(configDirectory: "/nonexistent", mode: .system, socketPath: "/nonexistent/s.sock", adminGroup: "no-such-group-here")
+        let context = DaemonContext(
+            configDirectory: "/nonexistent",
+            mode: .system,
+            socketPath: "/nonexistent/s.sock",
+            adminGroup: "no-such-group-here",
+            servesAdmin: servesAdmin
+        )
         return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet, now: { [clock] in clock.now }, random: { 0 }))
     }
 
@@ -68,6 +78,48 @@ struct MethodHandlerTests {
         #expect(reason(try await call(dispatcher, "provider.register", register, as: bob)) == "permission_denied")
         let deregister = ["registration_client_uri": "https://sso.example.com/register/1", "registration_access_token": "t"]
         #expect(reason(try await call(dispatcher, "provider.deregister", deregister, as: bob)) == "permission_denied")
+    }
+
+    @Test(
+        "--no-admin: over such a socket (one forwarded with ssh -R) every admin method answers permission_denied to the daemon's own uid and root, and no connection reaches a loopback listener; sign-in and tokens still work"
+    )
+    func noAdmin() async throws {
+        // A loopback listener that discovery, registration and deregistration would reach.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(listener >= 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+        }
+        #expect(bound && listen(listener, 8) == 0)
+        _ = fcntl(listener, F_SETFL, O_NONBLOCK)
+        let origin = "https://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
+
+        let dispatcher = dispatcher(servesAdmin: false)
+        let me = PeerCredentials(pid: 4444, uid: UInt32(geteuid()), gid: UInt32(getegid()))
+        let root = PeerCredentials(pid: 4545, uid: 0, gid: 0)
+        let register: [String: Any] = ["issuer": origin, "grants": ["authorization_code"], "redirect_uris": ["http://127.0.0.1/callback"]]
+        let deregister = ["registration_client_uri": origin + "/register/1", "registration_access_token": "t"]
+        for caller in [me, root] {
+            for (method, params) in [
+                ("config.reload", nil), ("provider.discover", ["issuer": origin]), ("provider.register", register),
+                ("provider.deregister", deregister), ("storage.rekey", nil), ("metrics", nil), ("status", ["all": true]),
+            ] as [(String, [String: Any]?)] {
+                let answer = try await call(dispatcher, method, params, as: caller)
+                #expect(reason(answer) == "permission_denied", "\(method): \(answer)")
+                #expect(String(describing: answer).contains("--no-admin"), "\(method) says why")
+            }
+        }
+        #expect(accept(listener, nil, nil) < 0 && errno == EAGAIN, "nothing reached the loopback listener")
+        let login = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"], as: me)
+        #expect((login["result"] as? [String: Any])?["state"] as? String == "authenticated", "\(login)")
+        #expect((try await call(dispatcher, "token", ["provider": "mock"], as: me))["result"] != nil)
+        let info = try #require(try await call(dispatcher, "daemon.info", as: me)["result"] as? [String: Any])
+        #expect(info["refresh"] == nil, "no admin-only figures in daemon.info either")
     }
 
     @Test("params are checked by the method's own type, naming the field and never its value")

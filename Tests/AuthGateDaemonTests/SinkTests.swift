@@ -176,7 +176,7 @@ struct SinkTests {
         let token = TokenResult(accessToken: Secret("eyJ.a-b_c~d+e/f=="), tokenType: "Bearer", expiresAt: expiry, scopes: ["openid"], idToken: nil)
         let text = { (bytes: [UInt8]) in String(decoding: bytes, as: UTF8.self) }
         #expect(text(try TokenFileFormat.nginx.render(token)) == "proxy_set_header Authorization \"Bearer eyJ.a-b_c~d+e/f==\";\n")
-        #expect(text(try TokenFileFormat.env(name: "API_TOKEN").render(token)) == "API_TOKEN=eyJ.a-b_c~d+e/f==\n")
+        #expect(text(try TokenFileFormat.env(name: "API_TOKEN").render(token)) == "API_TOKEN='eyJ.a-b_c~d+e/f=='\n")
         var dpop = token
         dpop.tokenType = "DPoP"
         #expect(text(try TokenFileFormat.nginx.render(dpop)) == "proxy_set_header Authorization \"DPoP eyJ.a-b_c~d+e/f==\";\n")
@@ -188,6 +188,14 @@ struct SinkTests {
             #expect(throws: TokenFileFormat.Refusal.self) { try TokenFileFormat.env(name: "T").render(odd) }
             #expect(text(try TokenFileFormat.raw.render(odd)) == bad + "\n")
         }
+        // A shell expands `~` at the start of an unquoted value (b64token has no `:`, after which it would too).
+        let envFile = FileManager.default.temporaryDirectory.appendingPathComponent("authgate-env-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: envFile) }
+        var tilde = token
+        tilde.accessToken = Secret("~root/x")
+        try Data(try TokenFileFormat.env(name: "T").render(tilde)).write(to: URL(fileURLWithPath: envFile))
+        let shell = try run(URL(fileURLWithPath: "/usr/bin/env"), ["-i", "HOME=/home/h", "/bin/sh", "-c", #"set -a; . "$0"; printf %s "$T""#, envFile])
+        #expect(shell.status == 0 && shell.stdout == "~root/x", "\(shell)")
         #expect(
             TokenFileFormat.isVariableName("API_TOKEN_2") && !TokenFileFormat.isVariableName("2X") && !TokenFileFormat.isVariableName("A-B")
                 && !TokenFileFormat.isVariableName("")
@@ -205,6 +213,7 @@ struct SinkTests {
             ("{{token}} {{ }}", "line 1: unknown placeholder {{}}"),
             ("x\n\n{{token", "line 3: a {{ is not closed by }}"),
             ("{{exec ls}}", "unknown placeholder {{exec ls}}"),
+            ("root:x:0:0:root:/root:/bin/bash\n{{expires_at}}\n", "it has no {{token}}"),
         ] {
             #expect(throws: TokenTemplate.Problem.self) { try TokenTemplate(parsing: bad) }
             do {
@@ -480,5 +489,139 @@ struct SinkTests {
         // Signed in again, much later than any retry's first steps: still at once.
         try daemon.signIn()
         try eventually(timeout: .seconds(3)) { FileManager.default.fileExists(atPath: file) }
+    }
+
+    /// A root-only file, as /etc/shadow is: what another user would have root's sink copy.
+    private static func rootSecret(in directory: String) throws -> String {
+        let secret = directory + "/root-only"
+        try "ROOT-ONLY-CONTENT {{token}}\n".write(toFile: secret, atomically: false, encoding: .utf8)
+        #expect(chmod(secret, 0o600) == 0)
+        return secret
+    }
+
+    @Test(
+        "the template is read by the daemon's file-trust rule: another user's file, directory or link (to a root-only file) and a link as the template are refused, and nothing is written",
+        .enabled(if: getuid() == 0)
+    )
+    func templateIsTrusted() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let scratch = daemon.scratch.path
+        let secret = try Self.rootSecret(in: scratch)
+        let output = scratch + "/out"
+        func sink(_ template: String) throws -> ProcessOutput {
+            try daemon.cli(["sink", "mock", "--file", output, "--format", "template", "--template", template, "--owner", "nobody", "--once"])
+        }
+        // The service user's directory, with their link to the root-only file in it.
+        let theirs = scratch + "/svc"
+        try FileManager.default.createDirectory(atPath: theirs, withIntermediateDirectories: false)
+        #expect(chown(theirs, Self.otherUID, Self.otherUID) == 0)
+        try FileManager.default.createSymbolicLink(atPath: theirs + "/t", withDestinationPath: secret)
+        #expect(lchown(theirs + "/t", Self.otherUID, Self.otherUID) == 0)
+        let inTheirs = try sink(theirs + "/t")
+        #expect(
+            inTheirs.status == 64 && inTheirs.stderr.contains("the directory \(theirs) above the template \(theirs)/t is owned by uid 65534"),
+            "\(inTheirs)"
+        )
+        // Their link in a sticky root directory (as /tmp), to root's directory.
+        let sticky = scratch + "/sticky"
+        try FileManager.default.createDirectory(atPath: sticky, withIntermediateDirectories: false)
+        #expect(chmod(sticky, 0o1777) == 0)
+        try FileManager.default.createSymbolicLink(atPath: sticky + "/d", withDestinationPath: scratch)
+        #expect(lchown(sticky + "/d", Self.otherUID, Self.otherUID) == 0)
+        let throughLink = try sink(sticky + "/d/root-only")
+        #expect(throughLink.status == 64 && throughLink.stderr.contains("the symbolic link \(sticky)/d above the template"), "\(throughLink)")
+        // A file of theirs in root's directory.
+        try "{{token}}\n".write(toFile: scratch + "/their-template", atomically: false, encoding: .utf8)
+        #expect(chown(scratch + "/their-template", Self.otherUID, Self.otherUID) == 0)
+        let theirFile = try sink(scratch + "/their-template")
+        #expect(theirFile.status == 64 && theirFile.stderr.contains("is owned by uid 65534"), "\(theirFile)")
+        // A link as the template itself, even root's.
+        try FileManager.default.createSymbolicLink(atPath: scratch + "/link", withDestinationPath: secret)
+        let link = try sink(scratch + "/link")
+        #expect(link.status == 64 && link.stderr.contains("the template \(scratch)/link is a symbolic link"), "\(link)")
+        // Not a regular file.
+        let fifo = try sink("/dev/null")
+        #expect(fifo.status == 64 && fifo.stderr.contains("is not a regular file"), "\(fifo)")
+        #expect(!FileManager.default.fileExists(atPath: output), "nothing was copied")
+        for result in [inTheirs, throughLink, theirFile, link] { #expect(!result.stdout.contains("ROOT-ONLY") && !result.stderr.contains("ROOT-ONLY")) }
+
+        // Root's own template in root's directory is used.
+        let fine = try sink(secret)
+        #expect(fine.status == 0, "\(fine)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8).hasPrefix("ROOT-ONLY-CONTENT "))
+    }
+
+    @Test(
+        "--mkdir checks before it makes: under another user's directory or through their link it makes nothing, and 150 raced swaps of a new directory for a link never re-own or re-mode the victim",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
+    )
+    func mkdirChecksFirst() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let scratch = daemon.scratch.path
+        chmod(scratch, 0o755)
+        let evil = scratch + "/evil"
+        try FileManager.default.createDirectory(atPath: evil, withIntermediateDirectories: false)
+        #expect(chown(evil, Self.otherUID, Self.otherUID) == 0)
+        let under = try daemon.cli(["sink", "mock", "--file", evil + "/sub/token", "--mkdir", "--group", "nogroup", "--once"])
+        #expect(under.status == 64 && under.stderr.contains("the directory \(evil) above the token file"), "\(under)")
+        #expect(Self.entries(evil).isEmpty, "no directory left behind: \(Self.entries(evil))")
+
+        // Their link, in a sticky directory, into a root-only 0700 directory.
+        let vault = scratch + "/vault"
+        try FileManager.default.createDirectory(atPath: vault, withIntermediateDirectories: false)
+        #expect(chmod(vault, 0o700) == 0)
+        let sticky = scratch + "/sticky"
+        try FileManager.default.createDirectory(atPath: sticky, withIntermediateDirectories: false)
+        #expect(chmod(sticky, 0o1777) == 0)
+        try FileManager.default.createSymbolicLink(atPath: sticky + "/v", withDestinationPath: vault)
+        #expect(lchown(sticky + "/v", Self.otherUID, Self.otherUID) == 0)
+        let linked = try daemon.cli(["sink", "mock", "--file", sticky + "/v/new/token", "--mkdir", "--once"])
+        #expect(linked.status == 64 && linked.stderr.contains("the symbolic link \(sticky)/v"), "\(linked)")
+        #expect(Self.entries(vault).isEmpty, "no directory made in the vault: \(Self.entries(vault))")
+
+        // The race: the other user swaps each directory the sink makes in their directory for a
+        // link to a root-only file, as fast as they can, while root's sink runs 150 times.
+        let victim = try Self.rootSecret(in: vault)
+        let racer = Process()
+        racer.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        racer.arguments = [
+            "--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c",
+            """
+            import os, sys, time
+            d, victim, end = sys.argv[1], sys.argv[2], time.monotonic() + 60
+            n = 0
+            while time.monotonic() < end and not os.path.exists(d + '/stop'):
+                try:
+                    os.rename(d + '/sub', d + '/old%d' % n); n += 1
+                    os.symlink(victim, d + '/sub')
+                except OSError:
+                    pass
+                try:
+                    if os.path.islink(d + '/sub'): os.unlink(d + '/sub')
+                except OSError:
+                    pass
+            """, evil, victim,
+        ]
+        try racer.run()
+        defer {
+            _ = FileManager.default.createFile(atPath: evil + "/stop", contents: nil)
+            racer.waitUntilExit()
+        }
+        for _ in 0..<150 {
+            let attempt = try daemon.cli(["sink", "mock", "--file", evil + "/sub/token", "--mkdir", "--group", "nogroup", "--once"])
+            #expect(attempt.status == 64, "\(attempt)")
+        }
+        let attributes = try FileManager.default.attributesOfItem(atPath: victim)
+        let (mode, uid, gid) = (
+            attributes[.posixPermissions] as? Int, (attributes[.ownerAccountID] as? NSNumber)?.intValue,
+            (attributes[.groupOwnerAccountID] as? NSNumber)?.intValue
+        )
+        #expect(
+            mode == 0o600 && uid == 0 && gid == 0,
+            "the victim is as it was: mode \(String(describing: mode)) uid \(String(describing: uid)) gid \(String(describing: gid))"
+        )
+        #expect(Self.entries(evil).allSatisfy { !$0.hasPrefix("old") }, "the sink never made a directory there")
     }
 }

@@ -20,6 +20,8 @@ public enum FileTrust {
         case certificate
         /// A file the CLI writes a token into (`authgate sink`).
         case tokenFile
+        /// A template the sink fills with the token (`authgate sink --template`).
+        case template
 
         var noun: String {
             switch self {
@@ -28,6 +30,7 @@ public enum FileTrust {
             case .secret: "secret file"
             case .certificate: "CA file"
             case .tokenFile: "token file"
+            case .template: "template"
             }
         }
     }
@@ -60,7 +63,43 @@ public enum FileTrust {
         let real = String(cString: resolved)
         free(resolved)
         if let problem = directoryProblem(above: real, path: path, kind: kind, owners: owners) { return .failure(problem) }
-        let descriptor = open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        return readOpened(open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK), path: path, kind: kind, maximumSize: maximumSize, owners: owners)
+    }
+
+    /// Reads a file the way ``read(_:as:maximumSize:owners:)`` does, but reaches it as
+    /// ``openDirectory(of:as:owners:creating:)`` reaches a file it writes: every directory on
+    /// the path walked and checked from `/`, a symbolic link on the way followed only when root
+    /// or the caller owns it, and the file itself opened relative to the last directory with
+    /// `O_NOFOLLOW`. For a process that may run as root and reads a path another user may have
+    /// named (`authgate sink --template`): `realpath` would follow anyone's link first.
+    public static func readWithoutForeignLinks(
+        _ path: String,
+        as kind: Kind,
+        maximumSize: Int,
+        owners: Set<UInt32> = trustedOwners
+    ) -> Result<[UInt8], FileTrustProblem> {
+        let directory: TrustedDirectory
+        switch openDirectory(of: path, as: kind, owners: owners) {
+        case .success(let opened): directory = opened
+        case .failure(let problem): return .failure(problem)
+        }
+        defer { close(directory.descriptor) }
+        let descriptor = openat(directory.descriptor, directory.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        if descriptor < 0, errno == ELOOP {
+            return .failure(FileTrustProblem("the \(kind.noun) \(path) is a symbolic link; name the file itself", refused: true))
+        }
+        return readOpened(descriptor, path: path, kind: kind, maximumSize: maximumSize, owners: owners)
+    }
+
+    /// The checks on an opened file (`fstat`: a regular file, the owner and mode rules, the
+    /// size) and its bytes; closes `descriptor`.
+    private static func readOpened(
+        _ descriptor: Int32,
+        path: String,
+        kind: Kind,
+        maximumSize: Int,
+        owners: Set<UInt32>
+    ) -> Result<[UInt8], FileTrustProblem> {
         guard descriptor >= 0 else {
             return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
         }
@@ -151,11 +190,17 @@ public enum FileTrust {
     ///   - path: The file's path, as the user gave it; it names a file, not a directory.
     ///   - kind: What the file is, for the sentences.
     ///   - owners: Who may own the directories (root and the caller by default).
+    ///   - creating: Whether a missing directory is made (`authgate sink --mkdir`): only where
+    ///     the walk has reached, with `mkdirat` in the checked directory, then opened with
+    ///     `O_NOFOLLOW` and given its group and mode by `fchown`/`fchmod` on that descriptor —
+    ///     nothing by path, so a path that is refused makes no directory, and a link swapped in
+    ///     after `mkdirat` is never followed or re-owned.
     /// - Returns: The open directory and the file's name in it, or why it is not used.
     public static func openDirectory(
         of path: String,
         as kind: Kind,
-        owners: Set<UInt32> = trustedOwners
+        owners: Set<UInt32> = trustedOwners,
+        creating: DirectoryCreation? = nil
     )
         -> Result<TrustedDirectory, FileTrustProblem>
     {
@@ -194,9 +239,24 @@ public enum FileTrust {
 
         if let problem = enter(open("/", pathOnly | O_DIRECTORY | O_CLOEXEC)) { return .failure(problem) }
         var links = 0
+        var created: [String] = []
         while let component = pending.popLast() {
             if component == "." { continue }
             var info = stat()
+            if fstatat(current, String(component), &info, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT, let creating, component != ".." {
+                let made = makeDirectory(String(component), in: current, creating)
+                walked.append(component)
+                switch made {
+                case .success(let descriptor):
+                    created.append(shown)
+                    if let problem = enter(descriptor) { return .failure(problem) }
+                    continue
+                case .failure(let failure):
+                    return .failure(
+                        FileTrustProblem("cannot create the directory \(shown) of the \(kind.noun) \(path): \(failure.reason)", refused: false)
+                    )
+                }
+            }
             guard fstatat(current, String(component), &info, AT_SYMLINK_NOFOLLOW) == 0 else {
                 return .failure(
                     FileTrustProblem(
@@ -239,7 +299,13 @@ public enum FileTrust {
         // A readable descriptor of the same directory, for fsync after a rename; a directory
         // the caller may only search keeps the path descriptor, and is not synced.
         let readable = openat(current, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        let directory = TrustedDirectory(descriptor: readable >= 0 ? readable : current, path: shown, name: String(name), canSync: readable >= 0)
+        let directory = TrustedDirectory(
+            descriptor: readable >= 0 ? readable : current,
+            path: shown,
+            name: String(name),
+            canSync: readable >= 0,
+            created: created
+        )
         if readable < 0 { current = -1 }  // handed over
         return .success(directory)
     }
@@ -248,6 +314,25 @@ public enum FileTrust {
     /// the directory. Linux's value (every architecture but alpha, parisc and sparc); glibc
     /// defines the name only under `_GNU_SOURCE`, which Swift's Glibc module does not set.
     private static var pathOnly: Int32 { 0o10_000_000 }
+
+    /// A new directory `name` in `parent`, opened (never through a link) and given the mode and
+    /// group of `creating` on its descriptor; the error's text when it cannot be.
+    private static func makeDirectory(_ name: String, in parent: Int32, _ creating: DirectoryCreation) -> Result<Int32, DirectoryCreation.Failure> {
+        func failure() -> Result<Int32, DirectoryCreation.Failure> { .failure(DirectoryCreation.Failure(String(cString: strerror(errno)))) }
+        // 0700 until the fchmod: nobody else can enter it while it is not what it will be.
+        guard mkdirat(parent, name, 0o700) == 0 else { return failure() }
+        let descriptor = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return failure() }
+        if let group = creating.group, fchown(descriptor, uid_t.max, group) != 0 {
+            close(descriptor)
+            return failure()
+        }
+        guard fchmod(descriptor, creating.mode) == 0 else {
+            close(descriptor)
+            return failure()
+        }
+        return .success(descriptor)
+    }
 
     private static func readLink(_ directory: Int32, _ name: String) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
@@ -302,4 +387,24 @@ public struct TrustedDirectory: Sendable {
     public var name: String
     /// Whether ``descriptor`` may be fsynced (it is not a search-only `O_PATH` descriptor).
     public var canSync: Bool
+    /// The directories the walk made (``DirectoryCreation``), outermost first.
+    public var created: [String] = []
+}
+
+/// How ``FileTrust/openDirectory(of:as:owners:creating:)`` makes the directories it misses.
+public struct DirectoryCreation: Sendable {
+    /// The new directories' mode (the umask does not apply).
+    public var mode: UInt32
+    /// Their group, or `nil` for the caller's.
+    public var group: UInt32?
+
+    public init(mode: UInt32, group: UInt32?) {
+        self.mode = mode
+        self.group = group
+    }
+
+    struct Failure: Error {
+        var reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
 }

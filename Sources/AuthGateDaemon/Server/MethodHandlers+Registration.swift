@@ -102,7 +102,15 @@ extension MethodHandlers {
         return ProviderDeregistration(deleted: true)
     }
 
-    private func requireAdmin(_ what: String) throws(AuthGateError) {
+    /// Refuses a caller who does not administer this daemon: not root, its own user or a
+    /// member of the admin group, or anyone at all on a daemon started with `--no-admin`.
+    func requireAdmin(_ what: String) throws(AuthGateError) {
+        guard services.context.servesAdmin else {
+            throw AuthGateError(
+                .permissionDenied,
+                "This daemon was started with --no-admin: nobody may \(what) through its socket (a socket forwarded over SSH, docs/SECURITY.md)."
+            )
+        }
         guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
             throw AuthGateError(
                 .permissionDenied,

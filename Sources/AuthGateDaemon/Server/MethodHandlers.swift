@@ -394,12 +394,7 @@ struct MethodHandlers {
         guard params.all == true else {
             return await services.sessions.status(uid: caller.uid, provider: provider).map { SessionStatus($0, showingUID: false) }
         }
-        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(
-                .permissionDenied,
-                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may list every user's sessions."
-            )
-        }
+        try requireAdmin("list every user's sessions")
         return await services.sessions.status(uid: nil, provider: provider).map { SessionStatus($0, showingUID: true) }
     }
 
@@ -419,12 +414,7 @@ struct MethodHandlers {
 
     /// Admins only: reads `providers.d` again and answers with the per-provider report.
     func configReload() async throws(AuthGateError) -> [ProviderReloadReport] {
-        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(
-                .permissionDenied,
-                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may reload the providers."
-            )
-        }
+        try requireAdmin("reload the providers")
         services.logger.notice("reload requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         return try await services.reloader.reload().map(ProviderReloadReport.init)
     }
@@ -432,12 +422,7 @@ struct MethodHandlers {
     /// Administrators only: an issuer's discovery document, fetched here (the CLI links no
     /// HTTP client), with the checks a provider's validation makes.
     func providerDiscover(_ params: ProviderDiscoverParams) async throws(AuthGateError) -> ProviderOffer {
-        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(
-                .permissionDenied,
-                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may run discovery for a new provider."
-            )
-        }
+        try requireAdmin("run discovery for a new provider")
         let caBundle = try readCABundle(params.caFile)
         let metadata = try await ProviderDiscovery.discover(issuer: params.issuer, caBundle: caBundle)
         return ProviderOffer(
@@ -459,12 +444,7 @@ struct MethodHandlers {
 
     /// Administrators only: the metrics as Prometheus's text exposition.
     func metrics() async throws(AuthGateError) -> MetricsResult {
-        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(
-                .permissionDenied,
-                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may read the metrics."
-            )
-        }
+        try requireAdmin("read the metrics")
         guard let exposition = services.exposition else { throw AuthGateError(.methodNotFound, "This daemon keeps no metrics (it runs with --no-metrics).") }
         return MetricsResult(contentType: MetricsExposition.contentType, text: await exposition.text())
     }
@@ -472,12 +452,7 @@ struct MethodHandlers {
     /// Administrators only: every sessions file sealed again under a new storage key, which
     /// then replaces the old one where it lives (``SessionPersistence/rekey()``).
     func storageRekey() async throws(AuthGateError) -> StorageRekeyResult {
-        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(
-                .permissionDenied,
-                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may change the storage key."
-            )
-        }
+        try requireAdmin("change the storage key")
         guard let persistence = services.persistence else { throw AuthGateError(.storageUnavailable, "This daemon has no session store.") }
         services.logger.notice("rekey requested", metadata: ["peer.uid": "\(caller.uid)", "peer.pid": "\(caller.pid)"])
         // Child processes, fsyncs and the store's lock: off the event loops and the actors' threads.
@@ -504,7 +479,7 @@ struct MethodHandlers {
     }
 
     func daemonInfo() async -> DaemonInfo {
-        let isAdmin = AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup)
+        let isAdmin = services.context.servesAdmin && AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup)
         let uptime = ContinuousClock.now - services.context.startedAt
         return DaemonInfo(
             version: AuthGateVersion.current,

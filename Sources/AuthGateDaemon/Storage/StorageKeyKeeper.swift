@@ -43,8 +43,8 @@ enum KeyLocation: Sendable, Equatable {
     }
 }
 
-/// Finds the storage key where ``KeyStoreChoice`` says, creates it on first use, moves it from
-/// the state directory into the user's keyring, and stores the keys of a `rekey`.
+/// Finds the storage key where ``KeyStoreChoice`` says, creates it on first use, replaces the
+/// state directory's key by a new one in the user's keyring, and stores the keys of a `rekey`.
 ///
 /// Order: the systemd credential (system service) > the Secret Service (per-user daemon,
 /// `auto` or `secret-service`) > `<state directory>/authgate.key`. What a copy of the state
@@ -158,20 +158,28 @@ struct StorageKeyKeeper: Sendable {
             return opened
         }
         if let stateKey {
-            // Migration: the file's key into the keyring; the file goes only after the keyring
-            // has handed the key back, and once every session file opens with it (finish).
+            // Migration, as a rekey: a new key into the keyring (not the file's: every earlier
+            // copy of the file, in a backup or a synced home, would still open what is sealed
+            // from now on), every session file sealed again with it, and then the file removed
+            // (finish). A crash between the steps leaves the keyring's key and the file's, which
+            // the branch above finishes at the next start.
             if StorageFiles.pathStatus(nextKeyPath) != nil {
                 return try fallBack("a rekey of \(stateKeyPath) was interrupted; it is finished with the file before the key moves")
             }
-            switch keyring.storeAndVerify(stateKey, as: .current) {
+            let key = StorageKey.generate()
+            switch keyring.storeAndVerify(key, as: .current) {
             case .failure(let failure):
                 return try fallBack("the key could not be moved into the Secret Service: \(failure)")
             case .success:
                 return Opened(
                     location: .secretService,
-                    sealing: stateKey,
+                    sealing: key,
+                    opening: [stateKey],
                     finish: .removeStateFile,
-                    notices: ["the storage key was moved from \(stateKeyPath) into \(SecretServiceKeyring.locationText); the file is removed"]
+                    notices: [
+                        "the storage key was moved from \(stateKeyPath) into \(SecretServiceKeyring.locationText) as a new key; "
+                            + "the sessions are sealed again with it and the file is removed"
+                    ]
                 )
             }
         }

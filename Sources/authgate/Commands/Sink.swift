@@ -29,13 +29,14 @@ struct Sink: ParsableCommand {
             Run it as the service's user, e.g. from a systemd unit (systemd/authgate-sink@.service), or as root \
             with --owner/--group. The file is replaced atomically on each refresh or sign-in, and removed when the \
             session ends. Formats: raw (the token), header (Authorization: Bearer TOKEN), json (the token result), \
-            nginx (proxy_set_header Authorization "Bearer TOKEN"; for an include), env (NAME=TOKEN for systemd's \
+            nginx (proxy_set_header Authorization "Bearer TOKEN"; for an include), env (NAME='TOKEN' for systemd's \
             EnvironmentFile=, --env NAME) and template (--template FILE with {{token}}, {{token_type}}, \
             {{expires_at}} and {{expires_in}}, nothing else). Started before the sign-in, it writes the file the \
             moment a sign-in happens. Exits non-zero with a sentence when the provider is unknown or refused to \
             you, and with --once when the file was not written; waits for the daemon and for a sign-in otherwise. \
             Refuses (exit 64) a directory on the file's path that another user owns or may change, a symbolic \
-            link another user owns, a --mode others may write, and a template with an unknown placeholder.
+            link another user owns, a --mode others may write, and a template that is not a regular file of root's \
+            or yours in such directories, has an unknown placeholder or lacks {{token}}.
             """
     )
 
@@ -120,10 +121,14 @@ struct Sink: ParsableCommand {
         }
         let fileFormat = try makeFormat()
         let ownership = try FileOwnership(owner: owner, group: group)
-        if mkdir { try Self.makeParents(of: file, group: ownership.gid) }
+        // --mkdir makes the missing directories during the walk, each in a directory already
+        // checked, and never by path (FileTrust.openDirectory).
+        let creating = mkdir ? DirectoryCreation(mode: ownership.gid == nil ? 0o700 : 0o750, group: ownership.gid) : nil
         let tokenFile: TokenFile
-        switch FileTrust.openDirectory(of: file, as: .tokenFile) {
-        case .success(let directory): tokenFile = TokenFile(directory, shown: file, ownership: ownership)
+        switch FileTrust.openDirectory(of: file, as: .tokenFile, creating: creating) {
+        case .success(let directory):
+            for made in directory.created { Terminal.writeError("authgate sink: created the directory \(Terminal.safe(made)).\n") }
+            tokenFile = TokenFile(directory, shown: file, ownership: ownership)
         case .failure(let problem):
             throw CLIError(message: "the sink writes no file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
         }
@@ -164,9 +169,16 @@ struct Sink: ParsableCommand {
         case .nginx: return .nginx
         case .env: return .env(name: env)
         case .template:
+            // A root sink copies the template into a file it gives the service: read it as the
+            // daemon reads a file it trusts (root's or the caller's, in directories nobody else
+            // may change, no link another user owns, a regular file of at most 1 MiB), or a
+            // service user could have it copy any root-only file to them.
             let path = template ?? ""
-            guard let text = Self.readText(path) else {
-                throw CLIError(message: "cannot read the template \(Terminal.safe(path)): \(String(cString: strerror(errno))).", exitCode: .validationFailure)
+            let text: String
+            switch FileTrust.readWithoutForeignLinks(path, as: .template, maximumSize: 1 << 20) {
+            case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
+            case .failure(let problem):
+                throw CLIError(message: "the sink does not use the template: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
             }
             do throws(TokenTemplate.Problem) {
                 return .template(try TokenTemplate(parsing: text))
@@ -189,52 +201,6 @@ struct Sink: ParsableCommand {
         }
         Terminal.writeError("authgate sink: wrote \(Terminal.safe(file)) (the token is \(Terminal.validity(token.expiresAt))).\n")
         return true
-    }
-
-    /// The whole file at `path`, as UTF-8; `nil` (errno set) when it cannot be read.
-    private static func readText(_ path: String) -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else { return nil }
-            if count == 0 { break }
-            bytes += chunk[..<count]
-            guard bytes.count <= 1 << 20 else {
-                errno = EFBIG
-                return nil
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// `--mkdir`: creates the missing directories above `path`, 0700 (0750 and `group` when given).
-    private static func makeParents(of path: String, group: gid_t?) throws {
-        let components = path.split(separator: "/", omittingEmptySubsequences: false).dropLast()
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in components where !component.isEmpty {
-            prefix += "/" + component
-            if Glibc.mkdir(prefix, group == nil ? 0o700 : 0o750) == 0 {
-                // mkdir's mode is cut by the umask.
-                if let group, chown(prefix, uid_t.max, group) != 0 || chmod(prefix, 0o750) != 0 {
-                    throw CLIError(
-                        message: "cannot give \(Terminal.safe(prefix)) its group: \(String(cString: strerror(errno))).",
-                        exitCode: ExitStatus.internalError
-                    )
-                }
-                if group == nil { chmod(prefix, 0o700) }
-                Terminal.writeError("authgate sink: created the directory \(Terminal.safe(prefix)).\n")
-            } else if errno != EEXIST {
-                throw CLIError(
-                    message: "cannot create the directory \(Terminal.safe(prefix)): \(String(cString: strerror(errno))).",
-                    exitCode: .validationFailure
-                )
-            }
-        }
     }
 }
 
