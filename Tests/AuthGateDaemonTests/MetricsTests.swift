@@ -2,6 +2,8 @@ import AuthGateRPC
 import Foundation
 import Testing
 
+@testable import AuthGateDaemon
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -182,6 +184,81 @@ struct MetricsTests {
         #expect(early.status == 503, "\(early)")
         try eventually(timeout: .seconds(20)) { try Self.get("http://127.0.0.1:\(port)/readyz").status == 200 }
         try daemon.waitForLog("provider ready", timeout: .seconds(10))
+    }
+
+    @Test(
+        "the listener's places: a newcomer to a full table (or to its address's full share) displaces the oldest connection without a request head; refused only when every place is answering"
+    )
+    func places() {
+        var table = MetricsPlaces(maximum: 4, maximumPerPeer: 2)
+        #expect(table.admit(peer: "a") == .admitted(id: 0, displacing: nil))
+        #expect(table.admit(peer: "a") == .admitted(id: 1, displacing: nil))
+        // a's share is full: its oldest idle place goes.
+        #expect(table.admit(peer: "a") == .admitted(id: 2, displacing: 0))
+        table.headReceived(1)
+        table.headReceived(2)
+        // a's two places are answering: a third from a is refused.
+        #expect(table.admit(peer: "a") == .refused)
+        #expect(table.admit(peer: "b") == .admitted(id: 3, displacing: nil))
+        #expect(table.admit(peer: "c") == .admitted(id: 4, displacing: nil))
+        // Full: the oldest idle place of anyone (b's) goes, not the answering ones.
+        #expect(table.admit(peer: "d") == .admitted(id: 5, displacing: 3))
+        #expect(table.places.map(\.id) == [1, 2, 4, 5])
+        table.headReceived(4)
+        table.headReceived(5)
+        #expect(table.admit(peer: "e") == .refused, "every place is answering")
+        table.leave(1)
+        #expect(table.admit(peer: "e") == .admitted(id: 6, displacing: nil))
+    }
+
+    @Test(
+        "a hog holding every place with idle connections from four loopback addresses, reopened as they close, leaves /healthz answering at least half of 20 probes"
+    )
+    func hogDoesNotStarveProbes() throws {
+        let port = try Self.freePort()
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--metrics-listen", "127.0.0.1:\(port)"])
+        defer { withExtendedLifetime(daemon) {} }
+        try eventually { try Self.get("http://127.0.0.1:\(port)/healthz").status == 200 }
+        // 4 idle connections from each of 127.0.0.1–4, each reopened the moment it closes.
+        let hog = Process()
+        hog.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        hog.arguments = [
+            "-c",
+            """
+            import select, socket, sys, time
+            port, end = int(sys.argv[1]), time.monotonic() + 60
+            def open_one(source):
+                s = socket.socket(); s.bind((source, 0)); s.connect(('127.0.0.1', port)); return s
+            held = {open_one('127.0.0.%d' % (1 + i // 4)): '127.0.0.%d' % (1 + i // 4) for i in range(16)}
+            print('holding', flush=True)
+            while time.monotonic() < end and sys.stdin.readable():
+                ready, _, _ = select.select(list(held) + [sys.stdin], [], [], 0.05)
+                if sys.stdin in ready: break
+                for s in ready:
+                    if s.recv(1) == b'':
+                        source = held.pop(s); s.close()
+                        try: held[open_one(source)] = source
+                        except OSError: pass
+            """,
+            "\(port)",
+        ]
+        let input = Pipe()
+        let output = Pipe()
+        hog.standardInput = input
+        hog.standardOutput = output
+        try hog.run()
+        defer {
+            try? input.fileHandleForWriting.close()
+            hog.waitUntilExit()
+        }
+        let line = output.fileHandleForReading.availableData
+        #expect(String(decoding: line, as: UTF8.self).hasPrefix("holding"))
+        var answered = 0
+        for _ in 0..<20 {
+            if (try? Self.get("http://127.0.0.1:\(port)/healthz").status) == 200 { answered += 1 }
+        }
+        #expect(answered >= 10, "\(answered) of 20 probes answered")
+        #expect(hog.isRunning, "the hog held on all along")
     }
 
     @Test("the metrics method is for administrators only")

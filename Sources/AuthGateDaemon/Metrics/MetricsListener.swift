@@ -45,7 +45,9 @@ public struct MetricsAddress: Sendable, Hashable, CustomStringConvertible {
 ///
 /// One request per connection (`Connection: close`), whose head must arrive within
 /// ``requestTimeout``, at most ``maximumConnections`` at once and ``maximumConnectionsPerPeer``
-/// from one address: a scraper needs no more, and anyone who can reach the port gets no more.
+/// from one address: a scraper needs no more, and anyone who can reach the port gets no more;
+/// a newcomer to a full table displaces the oldest connection that has sent no request yet
+/// (``MetricsPlaces``).
 /// Every connection's task belongs to the listener's task group, which the graceful shutdown
 /// ends.
 ///
@@ -109,23 +111,14 @@ struct MetricsListener: Service, CustomStringConvertible {
             )
         }
         logger.notice("serving metrics", metadata: ["metrics.address": "\(where_)", "metrics.bind_attempts": "\(attempts + 1)"])
-        let open = OpenCount()
-        let peers = PeerCounts()
+        let places = OpenPlaces(MetricsPlaces(maximum: Self.maximumConnections, maximumPerPeer: Self.maximumConnectionsPerPeer))
         await withGracefulShutdownHandler {
             await accepted.serveAll(from: server) { connection in
                 let peer = connection.channel.remoteAddress?.ipAddress ?? "-"
-                guard open.value.add(1, ordering: .relaxed).newValue <= Self.maximumConnections,
-                    peers.enter(peer, maximum: Self.maximumConnectionsPerPeer)
-                else {
-                    open.value.subtract(1, ordering: .relaxed)
-                    return nil
-                }
-                return {
-                    open.value.subtract(1, ordering: .relaxed)
-                    peers.leave(peer)
-                }
+                guard let id = places.admit(peer: peer, channel: connection.channel) else { return nil }
+                return { places.leave(id) }
             } serve: { connection in
-                await serve(connection)
+                await serve(connection) { places.headReceived(ObjectIdentifier(connection.channel)) }
             }
         } onGracefulShutdown: {
             server.channel.close(promise: nil)
@@ -149,8 +142,8 @@ struct MetricsListener: Service, CustomStringConvertible {
         return try await bootstrap.bind(host: address.host, port: address.port, childChannelInitializer: initializer)
     }
 
-    private func serve(_ connection: Connection) async {
-        try? await OneRequestHTTP.serve(connection, timeout: Self.requestTimeout) { request, outbound in
+    private func serve(_ connection: Connection, headReceived: @escaping @Sendable () -> Void) async {
+        try? await OneRequestHTTP.serve(connection, timeout: Self.requestTimeout, headReceived: headReceived) { request, outbound in
             let (status, contentType, body) = await answer(request)
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: contentType)
@@ -185,33 +178,49 @@ struct MetricsListener: Service, CustomStringConvertible {
     }
 }
 
-/// The metrics listener's open connections, shared by its connection tasks.
-private final class OpenCount: Sendable {
-    let value = Atomic<Int>(0)
-}
+/// The metrics listener's ``MetricsPlaces`` and the channels holding them, shared by its
+/// accept loop and connection tasks; closes the connection a newcomer displaces.
+private final class OpenPlaces: Sendable {
+    private struct State {
+        var places: MetricsPlaces
+        var channels: [Int: any Channel] = [:]
+        var ids: [ObjectIdentifier: Int] = [:]
+    }
 
-/// The metrics listener's open connections by peer address.
-private final class PeerCounts: Sendable {
-    private let counts = Mutex<[String: Int]>([:])
+    private let state: Mutex<State>
 
-    /// Counts one more from `peer`, unless it holds `maximum` already.
-    func enter(_ peer: String, maximum: Int) -> Bool {
-        counts.withLock { counts in
-            guard counts[peer, default: 0] < maximum else { return false }
-            counts[peer, default: 0] += 1
-            return true
+    init(_ places: MetricsPlaces) {
+        state = Mutex(State(places: places))
+    }
+
+    /// The connection's place, or `nil` to close it at once.
+    func admit(peer: String, channel: any Channel) -> Int? {
+        let (id, displaced): (Int?, (any Channel)?) = state.withLock { state in
+            guard case .admitted(let id, let displacing) = state.places.admit(peer: peer) else { return (nil, nil) }
+            state.channels[id] = channel
+            state.ids[ObjectIdentifier(channel)] = id
+            guard let displacing, let old = state.channels.removeValue(forKey: displacing) else { return (id, nil) }
+            state.ids[ObjectIdentifier(old)] = nil
+            return (id, old)
+        }
+        displaced?.close(promise: nil)
+        return id
+    }
+
+    func headReceived(_ channel: ObjectIdentifier) {
+        state.withLock { state in
+            if let id = state.ids[channel] { state.places.headReceived(id) }
         }
     }
 
-    func leave(_ peer: String) {
-        counts.withLock { counts in
-            let left = counts[peer, default: 1] - 1
-            counts[peer] = left > 0 ? left : nil
+    func leave(_ id: Int) {
+        state.withLock { state in
+            state.places.leave(id)
+            if let channel = state.channels.removeValue(forKey: id) { state.ids[ObjectIdentifier(channel)] = nil }
         }
     }
 }
 
-/// Whether the metrics listener serves, and why not, for `daemon.info`.
 final class MetricsListenerStatus: Sendable {
     struct State: Sendable {
         var address: String

@@ -3,14 +3,15 @@ import NIOHTTP1
 
 /// The one-request HTTP/1 connections of the daemon's two small HTTP servers (the browser
 /// sign-in's redirect listener and the metrics endpoint): the request's head must arrive
-/// within `timeout` of connecting, `respond` answers it, and the connection is closed; it is
-/// closed at once when the serving task is cancelled.
+/// within `timeout` of connecting (`headReceived` is told when it has), `respond` answers it,
+/// and the connection is closed; it is closed at once when the serving task is cancelled.
 enum OneRequestHTTP {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
     static func serve(
         _ connection: Connection,
         timeout: TimeAmount,
+        headReceived: @Sendable () -> Void = {},
         respond: (HTTPRequestHead, NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws -> Void
     ) async throws {
         let channel = connection.channel
@@ -23,6 +24,7 @@ enum OneRequestHTTP {
                     switch part {
                     case .head(let requestHead):
                         head = requestHead
+                        headReceived()
                     case .body:
                         continue
                     case .end:
