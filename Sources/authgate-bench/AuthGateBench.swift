@@ -43,7 +43,7 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
-    @Option(help: "Only these parts: hot, metrics, cli, memory, startup, refresh, sink.")
+    @Option(help: "Only these parts: hot, metrics, cli, memory, burst, startup, refresh, sink.")
     var only: [String] = []
 
     @Option(help: "Scales the refresh loads' durations (1: 2, 5 and 1 minutes).")
@@ -51,11 +51,12 @@ struct AuthGateBench: ParsableCommand {
 
     func run() throws {
         let work = try WorkDirectory()
-        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "startup", "refresh", "sink"] : only)
+        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "burst", "startup", "refresh", "sink"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
         if parts.contains("metrics") { print(try metricsCost(work)) }
         if parts.contains("cli") { print(try cliProcess(work)) }
         if parts.contains("memory") { print(try memory(work)) }
+        if parts.contains("burst") { print(try memoryAfterBurst(work)) }
         if parts.contains("startup"), let python {
             print(try startUp(work, python: python))
         }
@@ -270,7 +271,7 @@ struct AuthGateBench: ParsableCommand {
         guard failed == 0 else { throw BenchError("\(failed) sign-ins failed") }
     }
 
-    private func mebibytes(_ kib: Int) -> String { String(format: "%.1f", Double(kib) / 1024) }
+    func mebibytes(_ kib: Int) -> String { String(format: "%.1f", Double(kib) / 1024) }
 
     // MARK: 4. Start-up with 50 providers, one slow
 

@@ -44,9 +44,19 @@ enum PointOfUseSignIn {
             }
             close(terminal)
         }
-        Terminal.writeError("\(tool) asks authgate for a token of \(Terminal.safe(provider)), whose session needs a sign-in.\n")
+        // The account named: under `sudo -u deploy git pull` the session filled is deploy's.
+        Terminal.writeError(
+            "\(tool) asks authgate for a token of \(Terminal.safe(provider)) for the local account \(Terminal.safe(localAccount)), whose session needs a sign-in.\n"
+        )
         try login.run()
         return true
+    }
+
+    /// The account this process runs as (the daemon keys sessions by it): its name, or its uid.
+    static var localAccount: String {
+        let uid = geteuid()
+        guard let entry = getpwuid(uid), let name = entry.pointee.pw_name else { return "uid \(uid)" }
+        return "\(String(cString: name)) (uid \(uid))"
     }
 
     /// Whether a terminal can be opened (a person may be there).

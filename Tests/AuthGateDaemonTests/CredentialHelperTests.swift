@@ -427,6 +427,7 @@ struct CredentialHelperTests {
         let signedIn = try Self.onTerminalApprovingDeviceCode(["/usr/bin/git"] + lsRemote, idp: idp, environment: environment)
         #expect(signedIn.status == 0 && signedIn.output.contains("refs/heads/"), "\(signedIn.output)")
         #expect(signedIn.output.contains("git asks authgate for a token of corp") && signedIn.output.contains("Signed in to corp"), "\(signedIn.output)")
+        #expect(signedIn.output.contains("for the local account ") && signedIn.output.contains("(uid \(geteuid()))"), "names whose session it fills")
         let after = try run(git, lsRemote, environment: noPrompt, prefix: setsid)
         #expect(after.status == 0 && after.stdout.contains("refs/heads/"), "\(after.stderr)")
         let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -191,6 +191,13 @@ struct ProviderFileCommandTests {
         try "\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
         let emptyToken = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", tokenFile])
         #expect(emptyToken.status == 5 && emptyToken.stderr.contains("[provider_file.unreadable]"), "\(emptyToken.stderr)")
+        // Not through a link, and not a device or FIFO that never ends.
+        try "initial-access-cli-secret\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: tokenFile + ".link", withDestinationPath: tokenFile)
+        for unreadable in [tokenFile + ".link", "/dev/zero"] {
+            let refused = try daemon.cli(add.map { $0 == "idpy" ? "third" : $0 } + ["--initial-access-token-file", unreadable])
+            #expect(refused.status == 5 && refused.stderr.contains("not a link) or is empty. [provider_file.unreadable]"), "\(unreadable): \(refused.stderr)")
+        }
         #expect(!FileManager.default.fileExists(atPath: directory + "/third.json"))
 
         // A provider that demands an initial access token (the server's initial-access-token
@@ -358,5 +365,36 @@ struct ProviderFileCommandTests {
             #expect(!daemon.logText.contains(secret), "\(secret) in the daemon's log")
             #expect(!"\(unsupported)\(tokenRefused)\(refusal)\(plain)".contains(secret))
         }
+    }
+
+    @Test(
+        "add --register --private-key-jwt as root for a daemon running as another user: the key file is root:the daemon's group 0640 (the registration root's 0600), and the daemon reports the registered provider ready",
+        .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
+    )
+    func registerForAnotherUsersDaemon() throws {
+        let idp = try ScratchDirectory()
+        chmod(idp.path, 0o755)
+        let server = try LoopbackServer.idpy(workdir: idp.path + "/idp")
+        // The daemon runs as nobody (uid and group 65534), as the system unit's User=authgate.
+        let scratch = try ScratchDirectory()
+        chown(scratch.path, 65534, 65534)
+        let daemon = try DaemonProcess(
+            providers: [:],
+            scratch: scratch,
+            launcher: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        )
+        let directory = daemon.providersDirectory
+        let added = try daemon.cli([
+            "provider", "add", "svc", "--providers-dir", directory, "--issuer", server.issuer, "--register", "--private-key-jwt",
+            "--scope", "openid", "--ca-file", server.caFile,
+        ])
+        #expect(added.status == 0 && added.stdout.contains("svc is ready"), "\(added.stdout) \(added.stderr)")
+        let key = try FileManager.default.attributesOfItem(atPath: directory + "/svc.key")
+        #expect(key[.posixPermissions] as? Int == 0o640, "\(key)")
+        #expect((key[.ownerAccountID] as? NSNumber)?.intValue == 0 && (key[.groupOwnerAccountID] as? NSNumber)?.intValue == 65534, "\(key)")
+        // The registration's access token is for provider remove, run by an admin: root's alone.
+        #expect(try FileManager.default.attributesOfItem(atPath: directory + "/svc.registration")[.posixPermissions] as? Int == 0o600)
+        let providers = try daemon.cli(["providers"])
+        #expect(providers.stdout.split(separator: "\n").contains { $0.hasPrefix("svc ") && $0.contains("ready") }, "\(providers.stdout)")
     }
 }

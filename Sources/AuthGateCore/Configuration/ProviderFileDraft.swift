@@ -103,7 +103,7 @@ public enum ProviderFileStore {
         if !force, FileManager.default.fileExists(atPath: target) {
             throw ProviderFileError("provider_file.exists", "\(target) exists; pass --force to replace it.")
         }
-        try atomicWrite(text, to: target, directory: directory, mode: 0o644)
+        try atomicWrite(text, to: target, directory: directory, mode: 0o644, replacing: force)
     }
 
     /// `ID.registration` beside `ID.json`: what `provider remove` needs to delete a dynamically
@@ -123,13 +123,32 @@ public enum ProviderFileStore {
         (directory.hasSuffix("/") ? directory : directory + "/") + id + ".key"
     }
 
-    /// Writes a secret `text` to `target` (in `directory`) atomically, mode 0600, replacing it.
-    /// - Throws: `provider_file.unwritable`.
-    public static func writePrivate(_ text: String, to target: String, directory: String) throws(ProviderFileError) {
-        try atomicWrite(text, to: target, directory: directory, mode: 0o600)
+    /// Writes a secret `text` to `target` (in `directory`) atomically: mode 0600, or 0640 and
+    /// the group `readableBy` (root's file for a daemon that runs as another user, as its
+    /// documented secret files are). An existing file is replaced only when `replacing`.
+    /// - Throws: `provider_file.exists`, `provider_file.unwritable`.
+    public static func writePrivate(
+        _ text: String,
+        to target: String,
+        directory: String,
+        replacing: Bool,
+        readableBy group: UInt32? = nil
+    ) throws(ProviderFileError) {
+        try atomicWrite(text, to: target, directory: directory, mode: group == nil ? 0o600 : 0o640, group: group, replacing: replacing)
     }
 
-    private static func atomicWrite(_ text: String, to target: String, directory: String, mode: mode_t) throws(ProviderFileError) {
+    /// Writes a temporary file in `directory`, then puts it at `target`: `rename` over it when
+    /// `replacing`, else `link`, which fails when `target` exists, so that of two concurrent
+    /// writers one wins and the other is told (a check for the file, then a `rename`, let both
+    /// succeed, one over the other).
+    private static func atomicWrite(
+        _ text: String,
+        to target: String,
+        directory: String,
+        mode: mode_t,
+        group: UInt32? = nil,
+        replacing: Bool
+    ) throws(ProviderFileError) {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         } catch {
@@ -140,14 +159,21 @@ public enum ProviderFileStore {
         guard descriptor >= 0 else {
             throw ProviderFileError("provider_file.unwritable", "\(directory) is not writable (\(String(cString: strerror(errno)))).")
         }
+        // Given its group and mode before anything is in it (the umask cut the open's mode).
+        let owned = (group.map { fchown(descriptor, uid_t.max, $0) == 0 } ?? true) && fchmod(descriptor, mode) == 0
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
         let synced = fsync(descriptor) == 0
         close(descriptor)
-        guard written == bytes.count, synced, rename(temporary, target) == 0 else {
-            unlink(temporary)
+        defer { unlink(temporary) }  // after a rename, nothing is there any more
+        guard owned, written == bytes.count, synced else {
             throw ProviderFileError("provider_file.unwritable", "\(target) could not be written (\(String(cString: strerror(errno)))).")
         }
+        if replacing ? rename(temporary, target) == 0 : link(temporary, target) == 0 { return }
+        if !replacing, errno == EEXIST {
+            throw ProviderFileError("provider_file.exists", "\(target) exists (written meanwhile by another command); pass --force to replace it.")
+        }
+        throw ProviderFileError("provider_file.unwritable", "\(target) could not be written (\(String(cString: strerror(errno)))).")
     }
 
     /// Deletes `ID.json`.

@@ -489,6 +489,8 @@ struct MethodHandlers {
             configDir: services.context.configDirectory,
             mode: services.context.mode.rawValue,
             socket: services.context.socketPath,
+            daemonUID: UInt32(geteuid()),
+            daemonGID: UInt32(getegid()),
             cachedTokenAnswers: isAdmin ? services.broadcast.published.answerCount : nil,
             refresh: isAdmin ? RefreshStatistics(await services.sessions.refreshStatistics()) : nil,
             metricsListener: isAdmin

@@ -1,4 +1,6 @@
+import CLinux
 import NIOCore
+import NIOPosix
 import Synchronization
 
 /// The connections the RPC server serves (counted against `ConnectionLimits.maximumConnections`),
@@ -28,7 +30,19 @@ final class OpenConnections: Sendable {
         var requests: [UInt64: Task<Void, Never>] = [:]
         var nextRequest: UInt64 = 0
         var stopped = false
+        /// The most connections admitted at once since the heap was last trimmed.
+        var peakSinceTrim = 0
+        /// The trim planned for when the connections are gone (``trimDelay``).
+        var trim: Scheduled<Void>?
     }
+
+    /// How many connections at once make a burst whose memory is given back once they are
+    /// gone: a client or two never pays for a trim.
+    static let burst = 16
+    /// How long after the last connection of a burst closed the heap is trimmed: the
+    /// connections' buffers are freed when NIO lets go of their channels, a moment after they
+    /// give their places back; a burst starting meanwhile is trimmed after it instead.
+    static let trimDelay: TimeAmount = .seconds(1)
 
     private let state = Mutex(State())
 
@@ -50,14 +64,36 @@ final class OpenConnections: Sendable {
             if admission == .admitted {
                 state.admitted += 1
                 state.byUID[uid, default: 0] += 1
+                state.peakSinceTrim = max(state.peakSinceTrim, state.admitted)
+                state.trim?.cancel()
+                state.trim = nil
             }
             return admission
         }
     }
 
-    /// Gives back the place of an admitted connection that was closed before NIO served it.
+    /// Gives back the place of an admitted connection (closed, wherever it was served). The
+    /// last connection of a burst plans a trim of the heap (``trimDelay``): 200 connections
+    /// pipelining lines they never read grow the daemon by tens of MiB, which glibc would keep
+    /// for good once they are gone (third review, item 7).
     func release(uid: UInt32) {
-        state.withLock { $0.release(uid: uid) }
+        state.withLock { state in
+            state.release(uid: uid)
+            guard state.admitted == 0, state.peakSinceTrim >= Self.burst, state.trim == nil, !state.stopped else { return }
+            state.trim = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: Self.trimDelay) {
+                self.trimmed()
+            }
+        }
+    }
+
+    private func trimmed() {
+        let due = state.withLock { state -> Bool in
+            guard state.trim != nil, state.admitted == 0 else { return false }
+            state.trim = nil
+            state.peakSinceTrim = 0
+            return true
+        }
+        if due { _ = ag_release_free_memory() }
     }
 
     /// Keeps `channel`, which adopts `connection` (``ClientConnection/adopt()``), until it
@@ -101,6 +137,8 @@ final class OpenConnections: Sendable {
     func stop() async {
         let (channels, requests) = state.withLock { state in
             state.stopped = true
+            state.trim?.cancel()
+            state.trim = nil
             return (Array(state.channels.values), Array(state.requests.values))
         }
         for channel in channels { channel.close(promise: nil) }

@@ -12,6 +12,10 @@ public struct DaemonInfo: Sendable, Codable {
     /// `system` or `user`.
     public var mode: String
     public var socket: String
+    /// The user and group the daemon runs as: where files it must read are written for it
+    /// (`provider add --register` as root for a daemon running as `authgate`).
+    public var daemonUID: UInt32?
+    public var daemonGID: UInt32?
     /// `token` calls answered on an event loop from a session's published answer since the
     /// daemon started, for every caller; shown to administrators only.
     public var cachedTokenAnswers: Int?
@@ -31,6 +35,8 @@ public struct DaemonInfo: Sendable, Codable {
         configDir: String,
         mode: String,
         socket: String,
+        daemonUID: UInt32? = nil,
+        daemonGID: UInt32? = nil,
         cachedTokenAnswers: Int? = nil,
         refresh: RefreshStatistics? = nil,
         metricsListener: MetricsListenerInfo? = nil,
@@ -47,12 +53,16 @@ public struct DaemonInfo: Sendable, Codable {
         self.configDir = configDir
         self.mode = mode
         self.socket = socket
+        self.daemonUID = daemonUID
+        self.daemonGID = daemonGID
     }
 
     private enum CodingKeys: String, CodingKey {
         case version, providers, sessions, mode, socket
         case uptimeSeconds = "uptime_seconds"
         case configDir = "config_dir"
+        case daemonUID = "daemon_uid"
+        case daemonGID = "daemon_gid"
         case cachedTokenAnswers = "cached_token_answers"
         case refresh
         case metricsListener = "metrics_listener"

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -196,6 +197,13 @@ static inline int ag_peer_credentials(int fd, int *pid, unsigned *uid, unsigned 
     *uid = credentials.uid;
     *gid = credentials.gid;
     return 0;
+}
+
+/// Gives the heap's free memory back to the kernel, every arena's (glibc keeps what a burst
+/// freed for reuse, and gives back on its own only the top of the main arena). Returns 1 when
+/// some memory was released.
+static inline int ag_release_free_memory(void) {
+    return malloc_trim(0);
 }
 
 /// Names the calling thread (`ps -T`, `top -H`, /proc/PID/task/TID/comm): at most 15 bytes.

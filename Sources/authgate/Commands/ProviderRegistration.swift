@@ -45,17 +45,38 @@ enum ProviderRegistrationFiles {
     }
 
     /// The initial access token of `--initial-access-token-file`, without surrounding whitespace.
+    /// Read with `O_NOFOLLOW`, as a regular file of at most 64 KiB.
     static func initialAccessToken(_ path: String?) throws -> String? {
         guard let path else { return nil }
-        guard let data = FileManager.default.contents(atPath: path),
-            case let token = String(decoding: data, as: UTF8.self).trimming(while: \.isWhitespace), !token.isEmpty
+        guard let bytes = readSmallFile(path, maximumSize: 64 << 10),
+            case let token = String(decoding: bytes, as: UTF8.self).trimming(while: \.isWhitespace), !token.isEmpty
         else {
             throw CLIError(
-                message: "The initial access token file \(Terminal.safe(path)) cannot be read or is empty. [provider_file.unreadable]",
+                message:
+                    "The initial access token file \(Terminal.safe(path)) cannot be read (it must be a regular file of at most 64 KiB, not a link) or is empty. [provider_file.unreadable]",
                 exitCode: ExitStatus.inputRefused
             )
         }
         return token
+    }
+
+    /// The bytes of a regular file at `path` (not a link, a FIFO or a device) of at most
+    /// `maximumSize` bytes; `nil` otherwise.
+    private static func readSmallFile(_ path: String, maximumSize: Int) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) <= maximumSize else { return nil }
+        var bytes = [UInt8](repeating: 0, count: maximumSize + 1)
+        var count = 0
+        while count < bytes.count {
+            let read = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + count, $0.count - count) }
+            if read < 0, errno == EINTR { continue }
+            guard read > 0 else { break }
+            count += read
+        }
+        return count <= maximumSize ? Array(bytes.prefix(count)) : nil
     }
 
     /// An absolute form of the providers directory, for the `client_secret_file` the provider
@@ -223,19 +244,32 @@ extension ProviderFiles.Add {
         try ProviderFiles.reload(global, id: id)
     }
 
-    /// The secret file, the registration file, then the provider file; the first two go again
-    /// when a later one cannot be written.
+    /// The secret file, the registration file, then the provider file. Without `--force` none
+    /// replaces a file (two concurrent adds: one wins, the other is refused and deletes its
+    /// client); with it, each file replaced is kept aside until the provider file is written.
+    /// When a later file cannot be written, the files this command wrote go and the ones it
+    /// replaced come back, so the earlier provider file still finds its own.
     private func write(_ draft: ProviderFileDraft, registration: ProviderRegistration, id: ProviderID, directory: String) throws {
         var draft = draft
-        do {
+        let reader = try daemonReader()
+        var written: [String] = []
+        var replaced: [(target: String, kept: String)] = []
+        // The daemon reads the secret and the key; the registration file is the CLI's alone.
+        func put(_ text: String, at path: String, forDaemon: Bool = true) throws(ProviderFileError) {
+            let kept = path + ".replaced-\(getpid())"
+            if force, link(path, kept) == 0 { replaced.append((path, kept)) }
+            try ProviderFileStore.writePrivate(text, to: path, directory: directory, replacing: force, readableBy: forDaemon ? reader : nil)
+            written.append(path)
+        }
+        do throws(ProviderFileError) {
             if let secret = registration.clientSecret {
                 let path = ProviderFileStore.clientSecretPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
-                try ProviderFileStore.writePrivate(secret, to: path, directory: directory)
+                try put(secret, at: path)
                 draft.clientSecretFile = path
             }
             if let pem = registration.clientKeyPEM, let keyID = registration.clientKeyID {
                 let path = ProviderFileStore.clientKeyPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
-                try ProviderFileStore.writePrivate(pem, to: path, directory: directory)
+                try put(pem, at: path)
                 (draft.clientAuth, draft.clientKeyFile, draft.clientKeyID) = ("private_key_jwt", path, keyID)
             }
             if let uri = registration.registrationClientURI, let token = registration.registrationAccessToken {
@@ -249,13 +283,29 @@ extension ProviderFiles.Add {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 let text = String(decoding: (try? encoder.encode(record)) ?? Data(), as: UTF8.self) + "\n"
-                try ProviderFileStore.writePrivate(text, to: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory), directory: directory)
+                try put(text, at: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory), forDaemon: false)
             }
             try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
         } catch {
-            ProviderRegistrationFiles.removeFiles(id: id, directory: directory)
-            throw CLIError(message: "\(error.message) [\(error.code)]", exitCode: ExitStatus.internalError)
+            for path in written { unlink(path) }
+            for file in replaced { rename(file.kept, file.target) }
+            throw CLIError(
+                message: "\(error.message) [\(error.code)]",
+                exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError
+            )
         }
+        for file in replaced { unlink(file.kept) }
+    }
+
+    /// The group the secret files are given to: the daemon's, when root writes them for a
+    /// daemon that runs as another user (the system unit's `User=authgate`), so that it can read
+    /// them (`root:authgate 0640`, as docs/CONFIGURATION.md asks of secret files); `nil` (0600,
+    /// the writer's) otherwise.
+    private func daemonReader() throws -> UInt32? {
+        guard geteuid() == 0 else { return nil }
+        let info = try global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
+        guard let uid = info.daemonUID, uid != 0, let gid = info.daemonGID else { return nil }
+        return gid
     }
 }
 
