@@ -1,4 +1,5 @@
-# Shared by scripts/run and scripts/test: install what a fresh Debian machine with Swift lacks.
+# Shared by the scripts: install what a fresh Debian machine with Swift lacks — for building and
+# running only (scripts/run, scripts/install), or for the tests too (scripts/test).
 # shellcheck shell=bash
 
 # Runs apt-get as root, through sudo when we are not root.
@@ -13,45 +14,95 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# libcurl's development files (provider HTTP goes through libcurl), pkg-config to find them,
-# curl, which the tests use to ask the test servers things directly, and, for the tests of
-# the service (scripts/verify-units, running clients as other users), systemd-analyze,
-# setpriv and useradd; Prometheus for the metrics tests; dbus, gnome-keyring and secret-tool
-# for the storage key in the Secret Service; sshd and ssh for the agent over `ssh -R`.
-ensure_system_packages() {
-    local missing=()
-    command -v pkg-config >/dev/null || missing+=(pkg-config)
-    command -v curl >/dev/null || missing+=(curl)
-    command -v systemd-analyze >/dev/null || missing+=(systemd)
-    command -v setpriv >/dev/null || missing+=(util-linux)
-    command -v useradd >/dev/null || missing+=(passwd)
-    dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q "install ok installed" || missing+=(libcurl4-openssl-dev)
-    # The metrics tests: promtool checks the exposition and the alert rules, a Prometheus
-    # server scrapes --metrics-listen.
-    command -v promtool >/dev/null && command -v prometheus >/dev/null || missing+=(prometheus)
-    # The storage key in the Secret Service (KeyringTests): a private session bus, a real
-    # gnome-keyring-daemon on it, and secret-tool, which the daemon itself runs.
-    command -v dbus-daemon >/dev/null && command -v dbus-send >/dev/null || missing+=(dbus)
-    command -v gnome-keyring-daemon >/dev/null || missing+=(gnome-keyring)
-    command -v secret-tool >/dev/null || missing+=(libsecret-tools)
-    # The agent forwarded over SSH (SSHForwardingTests): a real sshd on a loopback port, with
-    # its own configuration and host key, and the ssh client that forwards the socket.
-    [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
-    command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || missing+=(openssh-client)
-    # The sink's nginx format, loaded by a real nginx (SinkTests).
-    command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
-    command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
-    if [ ${#missing[@]} -gt 0 ]; then
-        apt_install "${missing[@]}"
-    fi
+# What building and running need, and nothing more (scripts/run, scripts/install):
+# libcurl's development files (provider HTTP goes through libcurl) and pkg-config to find them.
+# Prints the missing packages' names.
+missing_build_packages() {
+    command -v pkg-config >/dev/null || echo pkg-config
+    dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q "install ok installed" || echo libcurl4-openssl-dev
 }
 
-# Release binaries: authgated, and authgate as a fully static executable: with no dynamic
+# What only the tests (and the benchmark) use; prints the missing packages' names: curl, which
+# the tests use to ask the test servers things directly; for the tests of the service
+# (scripts/verify-units, running clients as other users), systemd-analyze, setpriv and useradd;
+# Prometheus for the metrics tests; dbus, gnome-keyring and secret-tool for the storage key in
+# the Secret Service; sshd and ssh for the agent over `ssh -R`; nginx for the sink's nginx format.
+missing_test_packages() {
+    command -v curl >/dev/null || echo curl
+    command -v systemd-analyze >/dev/null || echo systemd
+    command -v setpriv >/dev/null || echo util-linux
+    command -v useradd >/dev/null || echo passwd
+    # The metrics tests: promtool checks the exposition and the alert rules, a Prometheus
+    # server scrapes --metrics-listen.
+    command -v promtool >/dev/null && command -v prometheus >/dev/null || echo prometheus
+    # The storage key in the Secret Service (KeyringTests): a private session bus, a real
+    # gnome-keyring-daemon on it, and secret-tool, which the daemon itself runs.
+    command -v dbus-daemon >/dev/null && command -v dbus-send >/dev/null || echo dbus
+    command -v gnome-keyring-daemon >/dev/null || echo gnome-keyring
+    command -v secret-tool >/dev/null || echo libsecret-tools
+    # The agent forwarded over SSH (SSHForwardingTests): a real sshd on a loopback port, with
+    # its own configuration and host key, and the ssh client that forwards the socket.
+    [ -x /usr/sbin/sshd ] || echo openssh-server
+    command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || echo openssh-client
+    # The sink's nginx format, loaded by a real nginx (SinkTests).
+    command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || echo nginx
+    # Provider traffic through an HTTP proxy (ProxyTests).
+    command -v tinyproxy >/dev/null || echo tinyproxy
+}
+
+ensure_swift() {
+    command -v swift >/dev/null || { echo "error: swift is not on PATH (install Swift 6.1 or newer first)" >&2; exit 1; }
+}
+
+# scripts/package: debhelper and dpkg-dev pack the package, lintian checks it; the package's
+# test (scripts/test-package) makes a clean Debian 12 root with mmdebstrap.
+ensure_package_tools() {
+    local missing=()
+    command -v dh >/dev/null || missing+=(debhelper)
+    command -v dpkg-buildpackage >/dev/null || missing+=(dpkg-dev)
+    command -v lintian >/dev/null || missing+=(lintian)
+    command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+    if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+}
+
+# scripts/run and scripts/install: what building and running need.
+ensure_build_packages() {
+    ensure_swift
+    local missing
+    mapfile -t missing < <(missing_build_packages)
+    if [ ${#missing[@]} -gt 0 ]; then apt_install "${missing[@]}"; fi
+}
+
+# scripts/test, the benchmark, fuzzing and coverage: also what the tests use. Several of these
+# packages are daemons (nginx, prometheus, sshd, dbus) that Debian would start and enable as
+# services on install; the tests start their own, so a policy-rc.d keeps Debian from starting
+# any during this install (the standard way: invoke-rc.d asks it, and exit 101 means "no").
+ensure_system_packages() {
+    ensure_build_packages
+    local missing
+    mapfile -t missing < <(missing_test_packages)
+    [ ${#missing[@]} -gt 0 ] || return 0
+    echo "==> the tests need these Debian packages, installed now without starting their services: ${missing[*]}" >&2
+    local sudo="" policy=/usr/sbin/policy-rc.d placed=0
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# Placed by authgate scripts/test for one apt-get install: start no service.\nexit 101\n' | $sudo tee "$policy" >/dev/null
+        $sudo chmod 0755 "$policy"
+        placed=1
+    fi
+    local status=0
+    (apt_install "${missing[@]}") || status=$?
+    if [ "$placed" -eq 1 ]; then $sudo rm -f "$policy"; fi
+    return "$status"
+}
+
+# Release binaries: authgated with the Swift runtime linked statically (it runs where no Swift
+# is installed: the Debian package), and authgate as a fully static executable: with no dynamic
 # loading it starts in about 3 ms instead of 15 ms inside $(...) (docs/BENCHMARKS.md). The CLI
 # builds in a scratch path of its own so that the two sets of flags do not rebuild each
 # other's modules.
 build_release() {
-    swift build -c release --product authgated >&2
+    swift build -c release --static-swift-stdlib --product authgated >&2
     swift build -c release --product authgate --static-swift-stdlib -Xswiftc -static-executable --scratch-path .build/static >&2
 }
 release_daemon_dir() { swift build -c release --show-bin-path; }

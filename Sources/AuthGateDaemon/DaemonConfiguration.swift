@@ -101,8 +101,10 @@ public struct DaemonConfiguration: Sendable {
                     ?? (environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path) + "/.config"
                 return config + "/authgate/providers.d"
             }()
+        // Absolute, as `daemon.info` reports it: `authgate provider add` writes where it says.
+        let absoluteProviders = providersDirectory.hasPrefix("/") ? providersDirectory : FileManager.default.currentDirectoryPath + "/" + providersDirectory
         var configuration = DaemonConfiguration(
-            providersDirectory: providersDirectory,
+            providersDirectory: absoluteProviders,
             socketPath: socket ?? (mode == .system ? SocketLocation.systemSocket : SocketLocation.userSocket(environment: environment)),
             stateDirectory: stateDirectory ?? (mode == .system ? "/var/lib/authgate" : SocketLocation.userStateDirectory(environment: environment)),
             mode: mode,

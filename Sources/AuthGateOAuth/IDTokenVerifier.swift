@@ -29,7 +29,7 @@ struct IDTokenClaims: JWTPayload {
 /// Verifies ID tokens against the provider's JWKS.
 ///
 /// Keys are added one by one (jwt-kit refuses a whole set for one odd key) and the odd ones
-/// are reported. A token signed with an unknown `kid` makes it fetch the JWKS once more (the
+/// are reported; a key without a `kid` is kept for tokens that name none. A token signed with an unknown `kid` makes it fetch the JWKS once more (the
 /// provider may have rotated its keys); a `kid` still unknown after that fails.
 actor IDTokenVerifier {
     /// Clock skew tolerated on `exp` and `iat`.
@@ -42,7 +42,34 @@ actor IDTokenVerifier {
     private let fetchJWKS: @Sendable () async throws(AuthGateError) -> [UInt8]
     private var keys = JWTKeyCollection()
     private var kids: Set<String> = []
+    /// Every usable key, named or not (RFC 7517 makes `kid` optional), with the fields that say
+    /// which algorithms it fits: a token that names no `kid` is verified with the only published
+    /// key that fits its `alg` (OIDC Core §10.1 asks for a `kid` in the header only when there
+    /// are several keys).
+    private var published: [PublishedKey] = []
     private var loaded = false
+
+    /// A usable key of the JWKS and what it fits.
+    private struct PublishedKey: Sendable {
+        var jwk: JWK
+        var kid: String?
+        var kty: String?
+        var crv: String?
+        var alg: String?
+
+        /// Whether the key can have made a signature with `algorithm` (RFC 7518 §3.1, RFC 8037).
+        func fits(_ algorithm: String) -> Bool {
+            if let alg, alg != algorithm { return false }
+            switch algorithm {
+            case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512": return kty == "RSA"
+            case "ES256": return kty == "EC" && crv == "P-256"
+            case "ES384": return kty == "EC" && crv == "P-384"
+            case "ES512": return kty == "EC" && crv == "P-521"
+            case "EdDSA": return kty == "OKP"
+            default: return false
+            }
+        }
+    }
 
     init(provider: String, fetchJWKS: @escaping @Sendable () async throws(AuthGateError) -> [UInt8]) {
         self.provider = provider
@@ -59,25 +86,34 @@ actor IDTokenVerifier {
         }
         let collection = JWTKeyCollection()
         var found: Set<String> = []
+        var usable: [PublishedKey] = []
         var skipped: [String] = []
         for (index, entry) in entries.enumerated() {
-            let kid = entry.objectValue?["kid"]?.stringValue
+            let fields = entry.objectValue ?? [:]
+            let kid = fields["kid"]?.stringValue
             do {
-                let jwk = try JSONDecoder().decode(JWK.self, from: try JSONEncoder().encode(entry))
-                guard let kid else { throw JWTError.invalidJWK(reason: "no kid") }
-                try await collection.add(jwk: jwk)
-                found.insert(kid)
-            } catch {
-                skipped.append(
-                    "JWKS key #\(index)\(kid.map { " (kid \($0))" } ?? "") was skipped: \(kid == nil ? "it has no kid" : "unsupported or malformed")"
+                var jwk = try JSONDecoder().decode(JWK.self, from: try JSONEncoder().encode(entry))
+                if let kid {
+                    try await collection.add(jwk: jwk)
+                    found.insert(kid)
+                } else {
+                    // Checked by a collection of its own under a name no header can give it.
+                    jwk.keyIdentifier = JWKIdentifier(string: "")
+                    try await JWTKeyCollection().add(jwk: jwk)
+                }
+                usable.append(
+                    PublishedKey(jwk: jwk, kid: kid, kty: fields["kty"]?.stringValue, crv: fields["crv"]?.stringValue, alg: fields["alg"]?.stringValue)
                 )
+            } catch {
+                skipped.append("JWKS key #\(index)\(kid.map { " (kid \($0))" } ?? "") was skipped: unsupported or malformed")
             }
         }
-        guard !found.isEmpty else {
+        guard !usable.isEmpty else {
             throw ProviderFailure.malformed(provider, what: "JWKS", "it holds no usable signing key")
         }
         keys = collection
         kids = found
+        published = usable
         loaded = true
         return skipped
     }
@@ -108,12 +144,28 @@ actor IDTokenVerifier {
         if let kid = header.kid, !kids.contains(kid) {
             throw failure("it is signed with a key the provider does not publish (kid \(kid.prefix(64)))")
         }
-        if header.kid == nil, kids.count != 1 {
-            throw failure("it names no key (kid) and the provider publishes several")
+        var verifier = keys
+        if header.kid == nil {
+            // No kid: the one published key that fits the token's algorithm, named or not.
+            let fitting = published.filter { $0.fits(algorithm) }
+            guard fitting.count == 1, var only = fitting.first?.jwk else {
+                throw failure(
+                    fitting.isEmpty
+                        ? "it names no key (kid) and the provider publishes none for its algorithm \(algorithm)"
+                        : "it names no key (kid) and the provider publishes several for its algorithm \(algorithm)"
+                )
+            }
+            only.keyIdentifier = only.keyIdentifier ?? JWKIdentifier(string: "")
+            verifier = JWTKeyCollection()
+            do {
+                try await verifier.add(jwk: only, isDefault: true)
+            } catch {
+                throw failure("its key cannot be used")
+            }
         }
         let claims: IDTokenClaims
         do {
-            claims = try await keys.verify(token.exposedValue, as: IDTokenClaims.self)
+            claims = try await verifier.verify(token.exposedValue, as: IDTokenClaims.self)
         } catch {
             throw failure("its signature does not verify")
         }

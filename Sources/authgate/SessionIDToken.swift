@@ -28,6 +28,8 @@ enum SessionIDToken {
     /// the provider's tokens cannot meet). Otherwise the session is refreshed (`refresh`: a
     /// `token` call with `force_refresh`) and its new ID token taken.
     /// - Parameter refreshed: `result` comes from a refresh the caller forced.
+    /// - Parameter accessTokenInstead: How the command asks for the access token instead, for
+    ///   the sentences (each command has its own flag).
     /// - Throws: A sentence with `login_required` when the session has no ID token, or the
     ///   refresh brought no new one.
     static func current(
@@ -35,17 +37,18 @@ enum SessionIDToken {
         provider: String,
         session: String?,
         refreshed: Bool,
+        accessTokenInstead: String = "use --token-type access",
         now: Date = Date(),
         refresh: () throws -> JSONValue
     ) throws -> Current {
         let signIn = "authgate login \(Terminal.safe(provider))\(session.map { " --session \(Terminal.safe($0))" } ?? "")"
         let noNewToken =
-            "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or use --token-type access. [login_required]"
+            "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or \(accessTokenInstead). [login_required]"
         guard let first = usable(result, now: now) else {
             throw CLIError(
                 message: refreshed
                     ? noNewToken
-                    : "The session with \(Terminal.safe(provider)) has no ID token: sign in with the openid scope (\(signIn)), or use --token-type access. [login_required]",
+                    : "The session with \(Terminal.safe(provider)) has no ID token: sign in with the openid scope (\(signIn)), or \(accessTokenInstead). [login_required]",
                 exitCode: ExitStatus.signInRequired
             )
         }

@@ -9,7 +9,7 @@ import Glibc
 /// The `authgate` CLI end to end against a real daemon.
 @Suite("authgate, the CLI")
 struct CLITests {
-    @Test("the README's tour: providers, login, token, status, info, logout")
+    @Test("the README's tour: providers, login, token, status, info, logout; a piped password without --password-stdin")
     func tour() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
         let providers = try daemon.cli(["providers"])
@@ -36,6 +36,14 @@ struct CLITests {
         #expect(object["sessions"] as? Int == 1)
         #expect(object["mode"] as? String == "user")
 
+        // The mock issues no ID token: token --id-token says so, naming token's own way out.
+        let noIDToken = try daemon.cli(["token", "mock", "--id-token"])
+        #expect(
+            noIDToken.status == 3 && noIDToken.stderr.contains("leave out --id-token for the access token")
+                && !noIDToken.stderr.contains("--token-type"),
+            "\(noIDToken)"
+        )
+
         let json = try daemon.cli(["token", "mock", "--json"])
         let tokenObject = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(tokenObject["access_token"] as? String == value)
@@ -46,6 +54,13 @@ struct CLITests {
         #expect(after.status == 3)
         #expect(after.stdout.isEmpty)
         #expect(after.stderr == "authgate: You are not signed in to mock; run `authgate login mock`. [login_required]\n")
+
+        // A password piped without --password-stdin is read from the first line, as the README
+        // says (it was the argument parser's usage text and exit 64); a wrong one is one sentence.
+        let piped = try daemon.cli(["login", "mock", "--username", "demo"], stdin: "demo-password-1\n")
+        #expect(piped.status == 0 && piped.stdout.hasPrefix("Signed in to mock as mock:demo."), "\(piped)")
+        let wrong = try daemon.cli(["login", "mock", "--username", "demo"], stdin: "not-the-password\n")
+        #expect(wrong.status != 64 && wrong.stderr.hasSuffix("[invalid_credentials]\n") && !wrong.stderr.contains("Usage"), "\(wrong)")
     }
 
     @Test("register signs the new user in")
@@ -79,7 +94,8 @@ struct CLITests {
             ["register", "mock", "--username", "dave", "--email", "d@example.com", "--password-stdin"], "good-password-1\nother-password-1\n", 5,
             "password_confirmation: does not match the password"
         ),
-        (["login", "mock", "--username", "demo"], "", 64, "--password-stdin"),
+        // Stdin that is no terminal holds the password (its first line), with or without --password-stdin.
+        (["login", "mock", "--username", "demo"], "", 5, "password must not be empty. [validation_failed]"),
     ]
 
     @Test("each failure prints one clear sentence with its reason and exits with its class's status", arguments: failures)

@@ -264,6 +264,19 @@ struct CredentialHelperTests {
         #expect(unconfigure.status == 0, "\(unconfigure.stderr)")
         #expect(try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home).stdout == "store\n")
         #expect(try run(git, ["config", "--global", "credential.https://\(host).useHttpPath"], environment: home).status == 1)
+        // Where git-credential-authgate is not on PATH (only scripts/install makes the link), the
+        // line names this very program, which git runs through the shell: it still works.
+        var noLinks = environment
+        noLinks["PATH"] = "/usr/bin:/bin"
+        let direct = try run(BuiltProducts.cli, ["git-credential", "configure", host, "--use-http-path"], environment: noLinks)
+        #expect(direct.status == 0, "\(direct.stderr)")
+        let line = try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home).stdout
+        #expect(line == "store\n\n!'\(BuiltProducts.cli.resolvingSymlinksInPath().path)' git-credential\n", "\(line.debugDescription)")
+        try refreshed.write(toFile: scratch.path + "/org-a-token", atomically: true, encoding: .utf8)
+        let throughLine = try run(git, lsRemote + ["https://\(host)/org-a/repo.git"], environment: noLinks)
+        #expect(throughLine.status == 0 && throughLine.stdout.contains("refs/heads/"), "\(throughLine.stderr)")
+        #expect(try run(BuiltProducts.cli, ["git-credential", "unconfigure", host, "--use-http-path"], environment: noLinks).status == 0)
+        #expect(try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home).stdout == "store\n")
         let badHost = try run(helper, ["configure", "https://\(host)/"], environment: environment)
         #expect(badHost.status == 5 && badHost.stderr.contains("is not a host") && badHost.stderr.contains("[invalid_params]"), "\(badHost.stderr)")
         let noHost = try run(helper, ["configure"], environment: environment)
@@ -612,5 +625,51 @@ struct CredentialHelperTests {
     func multiValuedAttributes() {
         let attributes = CredentialHost.gitAttributes(["capability[]=authtype", "host=a", "capability[]=state", "host=b", "", "host=c"])
         #expect(attributes == ["capability[]": "authtype\nstate", "host": "b"])
+    }
+
+    @Test(
+        "docker-credential configure/unconfigure REGISTRY: the credHelpers entry in docker's config.json, the rest of the file kept, idempotent; a file that is not docker's JSON is left alone"
+    )
+    func dockerConfigure() throws {
+        let scratch = try ScratchDirectory()
+        let config = scratch.path + "/docker/config.json"
+        let environment = ["DOCKER_CONFIG": scratch.path + "/docker", "PATH": "/usr/bin:/bin"]
+        func document() throws -> [String: Any] {
+            try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: config))) as? [String: Any])
+        }
+        // No file yet: made, 0600 in a 0700 directory.
+        let first = try run(BuiltProducts.cli, ["docker-credential", "configure", "registry.example.com:5000"], environment: environment)
+        #expect(first.status == 0, "\(first)")
+        #expect((try document()["credHelpers"] as? [String: String]) == ["registry.example.com:5000": "authgate"])
+        #expect(try FileManager.default.attributesOfItem(atPath: config)[.posixPermissions] as? Int == 0o600)
+        // docker's own entries stay.
+        let existing = #"{"auths": {"ghcr.io": {"auth": "dXNlcjpwYXNz"}}, "credHelpers": {"gcr.io": "gcloud"}, "experimental": "enabled"}"#
+        try existing.write(toFile: config, atomically: false, encoding: .utf8)
+        for _ in 0..<2 {
+            #expect(try run(BuiltProducts.cli, ["docker-credential", "configure", "registry.example.com"], environment: environment).status == 0)
+        }
+        var written = try document()
+        #expect((written["credHelpers"] as? [String: String]) == ["gcr.io": "gcloud", "registry.example.com": "authgate"], "\(written)")
+        #expect(
+            ((written["auths"] as? [String: Any])?["ghcr.io"] as? [String: String])?["auth"] == "dXNlcjpwYXNz"
+                && written["experimental"] as? String == "enabled"
+        )
+        let removed = try run(BuiltProducts.cli, ["docker-credential", "unconfigure", "registry.example.com"], environment: environment)
+        #expect(removed.status == 0 && removed.stdout.contains("removed the credHelpers entry"), "\(removed)")
+        written = try document()
+        #expect((written["credHelpers"] as? [String: String]) == ["gcr.io": "gcloud"] && written["auths"] != nil, "\(written)")
+        let again = try run(BuiltProducts.cli, ["docker-credential", "unconfigure", "registry.example.com"], environment: environment)
+        #expect(again.status == 0 && again.stdout.contains("nothing to remove"))
+        // Another helper's entry is not removed.
+        let theirs = try run(BuiltProducts.cli, ["docker-credential", "unconfigure", "gcr.io"], environment: environment)
+        let kept = try document()["credHelpers"] as? [String: String]
+        #expect(theirs.status == 0 && kept == ["gcr.io": "gcloud"])
+        // Not a JSON object: refused, the file as it was.
+        try "[1, 2".write(toFile: config, atomically: false, encoding: .utf8)
+        let broken = try run(BuiltProducts.cli, ["docker-credential", "configure", "registry.example.com"], environment: environment)
+        #expect(broken.status == 5 && broken.stderr.contains("is not a JSON object docker wrote"), "\(broken)")
+        #expect(try String(contentsOfFile: config, encoding: .utf8) == "[1, 2")
+        let bad = try run(BuiltProducts.cli, ["docker-credential", "configure", "https://registry.example.com/"], environment: environment)
+        #expect(bad.status == 5 && bad.stderr.contains("is not a registry"), "\(bad)")
     }
 }

@@ -73,4 +73,32 @@ struct InstallTests {
             #expect(!FileManager.default.fileExists(atPath: stage.path + file), "\(file) is removed")
         }
     }
+
+    @Test(
+        "the quick start installs what building and running need, nothing of the tests: scripts/run and scripts/install ask for the build packages only, and no test service is among them"
+    )
+    func quickStartInstallsNoTestService() throws {
+        let repository = LoopbackServer.repository.path
+        // A PATH with grep alone: every package looks missing, so each function names all it installs.
+        let scratch = try ScratchDirectory()
+        try FileManager.default.createSymbolicLink(atPath: scratch.path + "/grep", withDestinationPath: "/usr/bin/grep")
+        func names(_ function: String) throws -> Set<String> {
+            let listed = try run(
+                URL(fileURLWithPath: "/bin/bash"),
+                ["-c", "cd \"$0\" && source scripts/lib.sh && \(function)", repository],
+                environment: ["PATH": scratch.path]
+            )
+            return Set(listed.stdout.split(separator: "\n").map(String.init))
+        }
+        let build = try names("missing_build_packages")
+        #expect(build == ["pkg-config", "libcurl4-openssl-dev"], "\(build)")
+        let test = try names("missing_test_packages")
+        // (nginx and sshd are looked for at their absolute paths too, so they need not show here.)
+        #expect(["prometheus", "dbus", "gnome-keyring", "libsecret-tools", "curl"].allSatisfy(test.contains) && build.isDisjoint(with: test), "\(test)")
+        for script in ["scripts/run", "scripts/install"] {
+            let text = try String(contentsOfFile: repository + "/" + script, encoding: .utf8)
+            #expect(text.contains("ensure_build_packages") && !text.contains("ensure_system_packages"), "\(script)")
+        }
+        #expect(try String(contentsOfFile: repository + "/scripts/test", encoding: .utf8).contains("ensure_system_packages"))
+    }
 }

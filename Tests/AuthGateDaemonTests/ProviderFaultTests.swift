@@ -83,6 +83,18 @@ struct ProviderFaultTests {
         #expect(try server.requestCount("GET /jwks") == before + 1)
     }
 
+    @Test(
+        "a JWKS whose only key has no kid (RFC 7517 makes it optional) is usable: the provider is ready and an ID token naming no kid is verified with that key"
+    )
+    func keyWithoutKid() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "no_kid")
+        let daemon = try DaemonProcess(providers: ["faulty.json": faultyProvider(server)])
+        try daemon.waitForLog("provider ready")
+        let reply = try exchange(try daemon.connect(), signIn)
+        #expect((reply.result as? [String: Any])?["subject"] as? String == "faulty-user", "the ID token was verified: \(reply)")
+    }
+
     @Test("empty fields are refused before any request reaches the provider")
     func noRequestForEmptyFields() throws {
         let scratch = try ScratchDirectory()

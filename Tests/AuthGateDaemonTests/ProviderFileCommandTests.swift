@@ -86,11 +86,28 @@ struct ProviderFileCommandTests {
         let daemon = try DaemonProcess(providers: [:])
         let directory = daemon.providersDirectory
 
-        let added = try daemon.cli([
+        let add = [
             "provider", "add", "idpy", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-par",
             "--grant", "authorization_code", "--grant", "device_code", "--scope", "openid", "--ca-file", server.caFile, "--dry-run",
-        ])
+        ]
+        // No device endpoint in the discovery document: the device code grant is refused, or
+        // takes --device-endpoint; --credential-host fills credential_helper, no JSON by hand.
+        let noDevice = try daemon.cli(add)
+        #expect(
+            noDevice.status == 5 && noDevice.stderr.contains("names no device authorization endpoint") && noDevice.stdout.isEmpty,
+            "\(noDevice)"
+        )
+        let added = try daemon.cli(
+            add + [
+                "--device-endpoint", server.issuer + "/device", "--credential-host", "git.example.com/org-a", "--credential-host",
+                "git.example.com/org-b",
+            ]
+        )
         #expect(added.status == 0, "\(added.stderr)")
+        let file = try #require(try JSONSerialization.jsonObject(with: Data(added.stdout.utf8)) as? [String: Any])
+        #expect((file["endpoints"] as? [String: Any])?["device_authorization"] as? String == server.issuer + "/device", "\(file)")
+        let helper = file["credential_helper"] as? [String: Any]
+        #expect(helper?["hosts"] as? [String] == ["git.example.com"] && helper?["paths"] as? [String] == ["org-a", "org-b"], "\(file)")
         for line in [
             "PKCE methods:            S256", "DPoP algorithms:         ES256", "PAR endpoint:            \(server.issuer)/",
             "token endpoint auth:     client_secret_basic, client_secret_post, client_secret_jwt, private_key_jwt, none",
@@ -231,7 +248,11 @@ struct ProviderFileCommandTests {
 
         // Asked for more than the provider registers (idpyoidc drops the device code grant):
         // the file lists what was granted.
-        let partial = try daemon.cli(add.map { $0 == "idpy" ? "partial" : $0 } + ["--grant", "authorization_code", "--grant", "device_code"])
+        let partial = try daemon.cli(
+            add.map { $0 == "idpy" ? "partial" : $0 } + [
+                "--grant", "authorization_code", "--grant", "device_code", "--device-endpoint", server.issuer + "/device",
+            ]
+        )
         #expect(
             partial.status == 0 && partial.stdout.contains("Left out of the file, as the provider did not grant them: device_code."),
             "\(partial.stdout) \(partial.stderr)"
@@ -396,5 +417,56 @@ struct ProviderFileCommandTests {
         #expect(try FileManager.default.attributesOfItem(atPath: directory + "/svc.registration")[.posixPermissions] as? Int == 0o600)
         let providers = try daemon.cli(["providers"])
         #expect(providers.stdout.split(separator: "\n").contains { $0.hasPrefix("svc ") && $0.contains("ready") }, "\(providers.stdout)")
+    }
+
+    @Test(
+        "list and remove (and add, by the same code) use the directory the daemon reads (daemon.info), not a guess; a change where the daemon does not read is an error naming both directories, never \"gone\"; no daemon: refused with the reason"
+    )
+    func directoryTheDaemonReads() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        // No --providers-dir: the daemon's own directory.
+        let list = try daemon.cli(["provider", "list"])
+        #expect(list.status == 0 && list.stdout.contains(daemon.providersDirectory + "/mock.json"), "\(list.stdout)")
+        // Elsewhere: written, but the daemon does not load it, and says so.
+        let elsewhere = try ScratchDirectory()
+        let wrong = try daemon.cli(["provider", "remove", "mock", "--yes", "--providers-dir", elsewhere.path])
+        #expect(wrong.status == 5 && wrong.stderr.contains("[provider_file.not_found]"), "\(wrong)")
+        try FileManager.default.copyItem(atPath: daemon.providersDirectory + "/mock.json", toPath: elsewhere.path + "/mock.json")
+        let stillThere = try daemon.cli(["provider", "remove", "mock", "--yes", "--providers-dir", elsewhere.path])
+        #expect(
+            stillThere.status == 5 && stillThere.stderr.contains("still has mock") && stillThere.stderr.contains("(it reads \(daemon.providersDirectory))")
+                && stillThere.stderr.contains("[provider_file.not_loaded]") && !stillThere.stdout.contains("is gone"),
+            "\(stillThere)"
+        )
+        // The daemon's directory: removed and gone.
+        let removed = try daemon.cli(["provider", "remove", "mock", "--yes"])
+        #expect(removed.status == 0 && removed.stdout.contains("mock is gone"), "\(removed)")
+        // No daemon to ask: refused, with what to do.
+        let orphan = try run(BuiltProducts.cli, ["provider", "list", "--socket", elsewhere.path + "/none.sock"])
+        #expect(orphan.status == 2 && orphan.stderr.contains("pass --providers-dir DIR"), "\(orphan)")
+    }
+
+    @Test(
+        "add --register --grant client_credentials: checked as it will be once registered (a confidential client whose secret the provider issues), registered, ready, and its token served on first use with no login"
+    )
+    func registerServiceClient() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
+        let daemon = try DaemonProcess(providers: [:])
+        let directory = daemon.providersDirectory
+        let add = [
+            "provider", "add", "svc", "--providers-dir", directory, "--issuer", server.issuer, "--register", "--grant", "client_credentials",
+            "--ca-file", server.caFile,
+        ]
+        let dryRun = try daemon.cli(add + ["--dry-run"])
+        #expect(dryRun.status == 0 && dryRun.stderr.contains("a confidential client (client_secret_basic"), "\(dryRun)")
+        let added = try daemon.cli(add)
+        #expect(added.status == 0 && added.stdout.contains("svc is ready"), "\(added.stdout) \(added.stderr)")
+        let file = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/svc.json"))) as? [String: Any])
+        #expect(file["grants"] as? [String] == ["client_credentials"] && file["client_secret_file"] as? String == directory + "/svc.client-secret", "\(file)")
+        let token = try daemon.cli(["token", "svc"])
+        #expect(token.status == 0 && !token.stdout.isEmpty, "\(token)")
+        let secret = try String(contentsOfFile: directory + "/svc.client-secret", encoding: .utf8)
+        #expect(!added.stdout.contains(secret) && !daemon.logText.contains(secret))
     }
 }

@@ -113,6 +113,55 @@ struct RealProviderTests {
         #expect(!daemon.logText.contains(secret))
     }
 
+    @Test(
+        "a service's provider (client credentials only) signs in on first use: sink, token and helpers with no login, one sign-in for 8 concurrent first callers, login without --client-credentials asks no user name, logout then token signs in anew; no message says to run authgate login"
+    )
+    func clientCredentialsOnFirstUse() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        let secretFile = server.secretFile(client: "authgate-service")
+        let service = #"""
+            {"type": "oauth2", "endpoints": {"token": "\#(server.endpoints["token"] ?? "")"}, "client_id": "authgate-service",
+             "client_secret_file": "\#(secretFile)", "grants": ["client_credentials"], "scopes": ["read"], "tls": {"ca_file": "\#(server.caFile)"}}
+            """#
+        let daemon = try DaemonProcess(providers: ["svc.json": service])
+        try daemon.waitForLog("provider ready")
+        var outputs: [ProcessOutput] = []
+        func firstUses() -> Int { daemon.logText.components(separatedBy: "signed in on first use").count - 1 }
+
+        // The sink (token.watch) on a daemon nobody signed in to.
+        let file = scratch.path + "/token"
+        let sink = try daemon.cli(["sink", "svc", "--file", file, "--once"])
+        outputs.append(sink)
+        #expect(sink.status == 0, "\(sink)")
+        let written = try String(contentsOfFile: file, encoding: .utf8).trimmingCharacters(in: .newlines)
+        let token = try daemon.cli(["token", "svc"])
+        outputs.append(token)
+        #expect(token.status == 0 && token.stdout == written + "\n", "the session the sink's first use made")
+        #expect(firstUses() == 1)
+
+        // Eight first callers of another session at once: one sign-in.
+        let callers = try (0..<8).map { _ in try daemon.backgroundCLI(["token", "svc", "--session", "burst"]) }
+        for caller in callers { #expect(try caller.waitForExit() == 0, "\(caller.stderr)") }
+        #expect(Set(callers.map(\.stdout)).count == 1 && callers[0].stdout != token.stdout, "one token for all eight")
+        #expect(firstUses() == 2, "single flight: \(firstUses()) sign-ins")
+
+        // login with no flag: the client credentials grant, no user name asked (no terminal here).
+        let login = try daemon.cli(["login", "svc", "--session", "manual"])
+        outputs.append(login)
+        #expect(login.status == 0 && login.stdout.contains("Signed in to svc"), "\(login)")
+        // Signed out, the next token signs in anew.
+        #expect(try daemon.cli(["logout", "svc"]).status == 0)
+        let again = try daemon.cli(["token", "svc"])
+        outputs.append(again)
+        #expect(again.status == 0 && again.stdout != token.stdout && firstUses() == 3, "\(again)")
+        for output in outputs + callers.map({ ProcessOutput(status: 0, stdout: $0.stdout, stderr: $0.stderr) }) {
+            #expect(!output.stderr.contains("authgate login"), "\(output.stderr)")
+        }
+        let secret = try String(contentsOfFile: secretFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!daemon.logText.contains(secret))
+    }
+
     @Test("server down: network_error, unreachable, then ready again by itself when it returns")
     func outage() throws {
         let scratch = try ScratchDirectory()

@@ -234,7 +234,9 @@ struct MetricsListenerReviewTests {
         }
     }
 
-    @Test("item 5: one peer holds at most 4 of the listener's connections (a fifth is closed at once), and a silent one is closed by the 2 s head deadline")
+    @Test(
+        "item 5: one peer holds at most 4 of the listener's connections: a fifth displaces the oldest one that sent no request, at once (third review, item 3), and a silent one is closed by the 2 s head deadline"
+    )
     func perPeerLimitAndHeadDeadline() throws {
         let port = try MetricsTests.freePort()
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--metrics-listen", "127.0.0.1:\(port)"], logLevel: "info")
@@ -258,21 +260,21 @@ struct MetricsListenerReviewTests {
         var byte: UInt8 = 0
         let opened = ContinuousClock.now
         // The listener accepts in the background, and the health check's connection may still
-        // count for a moment: more connections are kept open until one is closed at once, which
-        // must happen by the fifth one the listener holds, long before the 2 s head deadline.
+        // count for a moment: more connections are opened until the oldest held one is closed,
+        // which must happen by the fifth one the listener holds, long before the head deadline.
         var probes: [Int32] = []
         defer { for item in probes { close(item) } }
-        var refused = false
+        var displaced = false
+        var quick = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(held[0], SOL_SOCKET, SO_RCVTIMEO, &quick, socklen_t(MemoryLayout<timeval>.size))
         try? eventually(timeout: .seconds(1.5)) {
-            let probe = try open()
-            probes.append(probe)
-            var quick = timeval(tv_sec: 0, tv_usec: 100_000)
-            setsockopt(probe, SOL_SOCKET, SO_RCVTIMEO, &quick, socklen_t(MemoryLayout<timeval>.size))
-            refused = recv(probe, &byte, 1, 0) == 0
-            return refused
+            probes.append(try open())
+            displaced = recv(held[0], &byte, 1, 0) == 0
+            return displaced
         }
-        #expect(refused && probes.count <= 2, "refused after \(probes.count) more")
-        #expect(recv(held[0], &byte, 1, 0) <= 0, "a silent one is closed by the head deadline")
+        #expect(displaced && probes.count <= 2 && ContinuousClock.now - opened < .seconds(2), "displaced after \(probes.count) more")
+        let silent = try #require(probes.last)
+        #expect(recv(silent, &byte, 1, 0) <= 0, "a silent one is closed by the head deadline")
         #expect(ContinuousClock.now - opened < .seconds(5))
         #expect(daemon.isRunning)
     }

@@ -66,6 +66,9 @@ Modes (what /token answers; discovery and JWKS are normal unless said):
   id_token_expired, id_token_other_sub, id_token_alg_none, id_token_hs256, id_token_not_jwt
                       as ok (with openid), but the id_token has that defect (other_sub: the sub
                       "someone-else", as if the refresh token were another user's)
+  no_kid              as ok, but the JWKS publishes its one key without a kid and the id_token's header
+                      names none (RFC 7517 §4.5: kid is optional; OIDC Core §10.1 asks for it only
+                      when there are several keys)
   injected_token      as ok, but the access_token is "tok\r\nX-Injected: yes"
   escape_error        400 {"error": "invalid_request"} with an error_description holding an OSC 52
                       clipboard write, a C1 CSI and CR LF (terminal and log injection)
@@ -103,7 +106,7 @@ ID_TOKEN_DEFECTS = {"id_token_unknown_kid", "id_token_bad_signature", "id_token_
 MODES = TRANSPORT_FAULTS | DEVICE_ERRORS | ID_TOKEN_DEFECTS | {
     "ok", "invalid_grant", "truncated", "truncated_transfer", "huge", "wrong_types", "not_json",
     "issuer_mismatch", "slow_discovery", "discovery_500", "injected_token", "escape_error", "escape_user_code",
-    "no_expires_in", "pending_200", "entra", "entra_wrong_tenant", "offline_only",
+    "no_expires_in", "pending_200", "entra", "entra_wrong_tenant", "offline_only", "no_kid",
 }
 TENANT = "9188040d-6c67-4c5b-b112-36a304b66dad"
 ESCAPES = "\x1b]52;c;aGVsbG8=\x07\u009b2J\r\nforged line"
@@ -128,9 +131,9 @@ class State:
             return self.counter
 
 
-def jwt(claims: dict, key, kid: str) -> str:
-    """An RS256 JSON Web Token (RFC 7519)."""
-    header = certs.b64url(json.dumps({"alg": "RS256", "typ": "JWT", "kid": kid}).encode())
+def jwt(claims: dict, key, kid: str | None) -> str:
+    """An RS256 JSON Web Token (RFC 7519); its header names kid unless it is None."""
+    header = certs.b64url(json.dumps({"alg": "RS256", "typ": "JWT"} | ({"kid": kid} if kid else {})).encode())
     payload = certs.b64url(json.dumps(claims).encode())
     signing_input = f"{header}.{payload}".encode()
     signature = key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
@@ -264,7 +267,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def jwks(self) -> None:
-        self.send_json(200, {"keys": [certs.rsa_public_jwk(self.server.key, KID)]})
+        key = certs.rsa_public_jwk(self.server.key, KID)
+        if self.state.mode == "no_kid":
+            del key["kid"]
+        self.send_json(200, {"keys": [key]})
 
     def token(self) -> None:
         form = self.read_form()
@@ -343,7 +349,7 @@ class Handler(BaseHTTPRequestHandler):
             claims["sub"] = "someone-else"
         elif mode == "id_token_expired":
             claims["iat"], claims["exp"] = now - 1200, now - 600
-        token = jwt(claims, self.server.key, "unknown-kid" if mode == "id_token_unknown_kid" else KID)
+        token = jwt(claims, self.server.key, {"id_token_unknown_kid": "unknown-kid", "no_kid": None}.get(mode, KID))
         if mode in ("id_token_alg_none", "id_token_hs256"):
             # An unsigned token, or one "signed" with HMAC: both must be refused by their header.
             alg = "none" if mode == "id_token_alg_none" else "HS256"

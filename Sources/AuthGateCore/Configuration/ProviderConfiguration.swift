@@ -79,6 +79,12 @@ public struct ProviderConfiguration: Sendable, Hashable {
         }
     }
 
+    /// Whether the provider's only way to sign in is the client credentials grant: a
+    /// service's provider, whose token the daemon gets on first use with no `authgate login`.
+    public var signsInAsClient: Bool {
+        !grants.isEmpty && grants.allSatisfy { $0 == .clientCredentials }
+    }
+
     /// The part of the configuration that depends on the provider's type.
     public enum Settings: Sendable, Hashable {
         case oidc(RemoteProviderSettings)
@@ -126,6 +132,9 @@ public enum Grant: String, Sendable, Hashable, CaseIterable, Codable {
         case .clientCredentials: "client_credentials"
         }
     }
+
+    /// Whether the grant needs a person at a browser or another device (`login.begin`).
+    public var isInteractive: Bool { self == .deviceCode || self == .authorizationCode }
 }
 
 /// When sessions are refreshed (`refresh` in the file).

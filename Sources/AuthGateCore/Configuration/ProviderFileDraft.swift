@@ -23,6 +23,11 @@ public struct ProviderFileDraft: Sendable {
     public var scopes: [String] = []
     public var caFile: String?
     public var storage: ProviderConfiguration.Storage?
+    /// `endpoints.device_authorization`, for a provider whose discovery names none.
+    public var deviceEndpoint: String?
+    /// `credential_helper`'s hosts (`host[:port]`), each optionally with a path prefix
+    /// (`host/org-a`): the prefixes go to `paths` (one host per file then).
+    public var credentialHosts: [String] = []
 
     /// The file's `"$schema"`, for editors: the installed schema as a `file://` URL; none when
     /// it is not installed.
@@ -50,6 +55,19 @@ public struct ProviderFileDraft: Sendable {
         if !scopes.isEmpty { document["scopes"] = .array(scopes.map(JSONValue.string)) }
         if let caFile { document["tls"] = .object(["ca_file": .string(caFile)]) }
         if let storage { document["storage"] = .string(storage.rawValue) }
+        if let deviceEndpoint { document["endpoints"] = .object(["device_authorization": .string(deviceEndpoint)]) }
+        if !credentialHosts.isEmpty {
+            var hosts: [String] = []
+            var paths: [String] = []
+            for entry in credentialHosts {
+                let parts = entry.split(separator: "/", maxSplits: 1)
+                if let host = parts.first.map(String.init), !hosts.contains(host) { hosts.append(host) }
+                if parts.count == 2 { paths.append(String(parts[1])) }
+            }
+            var helper: [String: JSONValue] = ["hosts": .array(hosts.map(JSONValue.string))]
+            if !paths.isEmpty { helper["paths"] = .array(paths.map(JSONValue.string)) }
+            document["credential_helper"] = .object(helper)
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let data = (try? encoder.encode(JSONValue.object(document))) ?? Data("{}".utf8)
@@ -72,7 +90,7 @@ public struct ProviderFileError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public var description: String { message }
 
-    init(_ code: String, _ message: String) {
+    public init(_ code: String, _ message: String) {
         self.code = code
         self.message = message
     }
@@ -80,17 +98,6 @@ public struct ProviderFileError: Error, Sendable, CustomStringConvertible {
 
 /// The providers directory on disk, as `authgate provider add/remove` changes it.
 public enum ProviderFileStore {
-    /// The directory the daemon of this user reads: `/etc/authgate/providers.d` for root (the
-    /// system daemon), else `$XDG_CONFIG_HOME/authgate/providers.d` (`~/.config` without it),
-    /// as `authgated --user` resolves it.
-    public static func defaultDirectory(uid: UInt32, environment: [String: String]) -> String {
-        if uid == 0 { return "/etc/authgate/providers.d" }
-        let config =
-            environment["XDG_CONFIG_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
-            ?? (environment["HOME"] ?? "/") + "/.config"
-        return config + "/authgate/providers.d"
-    }
-
     public static func path(id: String, directory: String) -> String {
         (directory.hasSuffix("/") ? directory : directory + "/") + id + ".json"
     }
@@ -154,7 +161,10 @@ public enum ProviderFileStore {
         } catch {
             throw ProviderFileError("provider_file.unwritable", "The providers directory \(directory) cannot be created.")
         }
-        let temporary = (directory.hasSuffix("/") ? directory : directory + "/") + ".\(target.split(separator: "/").last ?? "file").\(getpid()).tmp"
+        // Unique per writer (two threads of one process have one pid), created exclusively.
+        let temporary =
+            (directory.hasSuffix("/") ? directory : directory + "/")
+            + ".\(target.split(separator: "/").last ?? "file").\(getpid()).\(UInt32.random(in: 0...UInt32.max)).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
         guard descriptor >= 0 else {
             throw ProviderFileError("provider_file.unwritable", "\(directory) is not writable (\(String(cString: strerror(errno)))).")

@@ -15,6 +15,8 @@ struct DaemonServices: Sendable {
     /// The sessions' current answers and watches, kept in step by the session manager.
     let broadcast: SessionBroadcast
     var providerShare = ProviderRequestShare()
+    /// The sign-ins of service providers' sessions on first use.
+    var firstUse = FirstUseSignIns()
     /// Where each request is counted and timed.
     var metrics: DaemonMetrics?
     /// What the `metrics` method answers with; `nil` where the daemon has no metrics.

@@ -241,7 +241,7 @@ struct MethodHandlers {
         minValidSeconds: Int?,
         forceRefresh: Bool?
     ) async throws(AuthGateError) -> TokenResult {
-        let (configuration, _, key) = try await resolve(provider, session)
+        let (configuration, client, key) = try await resolve(provider, session)
         let minimum = minValidSeconds ?? TokenParams.defaultMinimumValidity
         guard TokenParams.minimumValidityRange.contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
@@ -250,15 +250,41 @@ struct MethodHandlers {
         if let exchange = variant.exchange, let policy = configuration.settings.remote?.tokenExchange {
             try Self.check(exchange, against: policy, provider: configuration.id)
         }
-        let tokens = try await services.sessions.token(
-            for: key,
-            minimumValidity: TimeInterval(minimum),
-            forceRefresh: forceRefresh ?? false,
-            variant: variant,
-            bounded: !caller.isUnbounded,
-            caller: caller
-        )
-        return TokenResult(tokens)
+        let read = { () async throws(AuthGateError) -> TokenSet in
+            try await services.sessions.token(
+                for: key,
+                minimumValidity: TimeInterval(minimum),
+                forceRefresh: forceRefresh ?? false,
+                variant: variant,
+                bounded: !caller.isUnbounded,
+                caller: caller
+            )
+        }
+        do {
+            return TokenResult(try await read())
+        } catch  where error.reason == .loginRequired && configuration.signsInAsClient {
+            // A service's provider: its session is the client's own token, got now (the
+            // session then lives and is re-acquired like one `authgate login --client-credentials` made).
+            try await signInOnFirstUse(key, configuration, client)
+            return TokenResult(try await read())
+        }
+    }
+
+    /// The client-credentials sign-in of a session first asked for a token (single flight per
+    /// session: ``FirstUseSignIns``).
+    private func signInOnFirstUse(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider) async throws(AuthGateError) {
+        let handlers = self
+        try await services.firstUse.signIn(key) {
+            do throws(AuthGateError) {
+                _ = try await handlers.signIn(key, configuration, client, grant: .clientCredentials, event: "signed in on first use") {
+                    provider throws(AuthGateError) in
+                    try await provider.signInAsClient(TokenVariant())
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
     }
 
     /// `token`, and from then on `token.changed` and `session.ended` on this connection until it

@@ -283,17 +283,30 @@ enum GitConfiguration {
         let pathKey = "credential.https://\(host).useHttpPath"
         // Removes this helper's lines (an `authgate …` helper and the reset) and nothing else;
         // status 5: there were none.
-        try git(["config", "--global", "--unset-all", helperKey, "^(authgate( .*)?)?$"], allowing: [5])
+        try git(["config", "--global", "--unset-all", helperKey, "^(authgate( .*)?|!.* git-credential( .*)?)?$"], allowing: [5])
         if useHttpPath { try git(["config", "--global", "--unset-all", pathKey], allowing: [5]) }
         guard configure else {
             return Terminal.writeError("authgate: removed git's credential lines for https://\(host)\(useHttpPath ? ", and its useHttpPath" : "").\n")
         }
-        var lines = [["config", "--global", "--add", helperKey, ""], ["config", "--global", "--add", helperKey, "authgate"]]
+        var lines = [["config", "--global", "--add", helperKey, ""], ["config", "--global", "--add", helperKey, helperLine()]]
         if useHttpPath { lines.append(["config", "--global", pathKey, "true"]) }
         for line in lines {
             try git(line, allowing: [])
             print("git " + line.map { $0.isEmpty ? "''" : $0 }.joined(separator: " "))
         }
+    }
+
+    /// The helper as git will find it: `authgate` (git runs `git-credential-authgate`) when that
+    /// link is on PATH, else this very program by its absolute path (`!'/path/authgate'
+    /// git-credential`, which git runs through the shell), so that the line works wherever the
+    /// CLI is installed, links or not.
+    static func helperLine(path: String = ProcessEnvironment.value("PATH") ?? "") -> String {
+        let linked = path.split(separator: ":").contains { access("\($0)/\(GitCredential.name)", X_OK) == 0 }
+        if linked { return "authgate" }
+        guard let program = realpath("/proc/self/exe", nil) else { return "authgate" }
+        defer { free(program) }
+        let quoted = String(cString: program).replacing("'", with: "'\\''")
+        return "!'\(quoted)' git-credential"
     }
 
     /// Runs `git ARGUMENTS` with this process's stdin, stdout and stderr, and waits for it.
@@ -332,15 +345,22 @@ struct DockerCredential: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docker-credential",
         abstract: "docker's credential helper: a token for the registries a provider's credential_helper lists.",
-        discussion: #"""
-            In ~/.docker/config.json: "credHelpers": {"registry.example.com": "authgate"}. `get` answers the             session's token; `erase` (docker logout) signs the session out; `store` (docker login) is refused:             sign in with `authgate login PROVIDER`; `list` names the registries of providers whose             credential_helper.tools include docker.
-            """#
+        discussion: """
+            In ~/.docker/config.json: "credHelpers": {"registry.example.com": "authgate"}, which `configure \
+            REGISTRY` writes (and `unconfigure REGISTRY` removes), keeping the rest of the file. `get` answers the \
+            session's token; `erase` (docker logout) signs the session out; `store` (docker login) is refused: sign in \
+            with `authgate login PROVIDER`; `list` names the registries of providers whose credential_helper.tools \
+            include docker.
+            """
     )
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: "get, list, store, erase or version (docker says which).")
+    @Argument(help: "get, list, store, erase or version (docker says which), or configure or unconfigure.")
     var operation: String
+
+    @Argument(help: "configure, unconfigure: the registry (host or host:port) whose credHelpers entry to write or remove.")
+    var registry: String?
 
     /// What docker matches to tell "no credentials" from a failure.
     static let notFound = "credentials not found in native keychain"
@@ -348,12 +368,18 @@ struct DockerCredential: ParsableCommand {
     static let usage = "Usage: \(name) <store|get|erase|list|version>"
 
     func run() throws {
-        try Self.serve([operation], socket: global.socket)
+        try Self.serve([operation] + (registry.map { [$0] } ?? []), socket: global.socket)
     }
 
     /// The helper as docker runs it (`docker-credential-authgate ACTION`), without the argument
     /// parser: its usage errors are not docker's.
     static func serve(_ arguments: [String], socket: String?) throws {
+        if let first = arguments.first, first == "configure" || first == "unconfigure" {
+            guard arguments.count == 2 else {
+                throw CLIError(message: "\(first) needs the registry: \(name) \(first) REGISTRY [invalid_params]", exitCode: .validationFailure)
+            }
+            return try DockerConfiguration.apply(configure: first == "configure", registry: arguments[1])
+        }
         do {
             guard arguments.count == 1 else {
                 print(usage)
@@ -419,6 +445,88 @@ struct DockerCredential: ParsableCommand {
         default:
             print("\(name): unknown action: \(Terminal.safe(action))")
             throw ExitCode(1)
+        }
+    }
+}
+
+/// `docker-credential configure|unconfigure REGISTRY`: the registry's entry in the
+/// `credHelpers` of docker's configuration (`$DOCKER_CONFIG/config.json`, else
+/// `~/.docker/config.json`), written or removed with the rest of the file kept, atomically and
+/// idempotently.
+enum DockerConfiguration {
+    static var file: String {
+        let directory = ProcessEnvironment.value("DOCKER_CONFIG").flatMap { $0.isEmpty ? nil : $0 } ?? (ProcessEnvironment.value("HOME") ?? "/") + "/.docker"
+        return directory + "/config.json"
+    }
+
+    static func apply(configure: Bool, registry text: String) throws {
+        guard let registry = CredentialHost.normalize(text) else {
+            throw CLIError(
+                message: "\(Terminal.safe(text)) is not a registry: give host or host:port, without a scheme or path [invalid_params]",
+                exitCode: ExitStatus.inputRefused
+            )
+        }
+        let path = file
+        var document: [String: JSONValue] = [:]
+        if let data = FileManager.default.contents(atPath: path) {
+            guard data.count <= 1 << 20, case .object(let object)? = try? JSONValue.parse(data) else {
+                throw CLIError(
+                    message: "\(Terminal.safe(path)) is not a JSON object docker wrote: nothing was changed [invalid_params]",
+                    exitCode: ExitStatus.inputRefused
+                )
+            }
+            document = object
+        }
+        var helpers = document["credHelpers"]?.objectValue ?? [:]
+        let current = helpers[registry]?.stringValue
+        if configure {
+            guard current != "authgate" else { return print("\(path) already sends docker to authgate for \(registry).") }
+            helpers[registry] = .string("authgate")
+        } else {
+            guard current == "authgate" else { return print("\(path) has no authgate entry for \(registry): nothing to remove.") }
+            helpers[registry] = nil
+        }
+        document["credHelpers"] = .object(helpers)
+        try write(JSONValue.object(document), to: path)
+        print(
+            configure
+                ? "\(path): docker asks docker-credential-authgate for \(registry) (credHelpers)."
+                : "\(path): removed the credHelpers entry for \(registry)."
+        )
+    }
+
+    /// Writes `document` (indented, as docker does) to `path` through a temporary file renamed
+    /// over it; the directory is made (0700) when missing, the file keeps its mode (0600 when new).
+    private static func write(_ document: JSONValue, to path: String) throws {
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if access(directory, F_OK) != 0, mkdir(directory, 0o700) != 0 {
+            throw CLIError(
+                message: "cannot create \(Terminal.safe(directory)): \(String(cString: strerror(errno))) [internal_error]",
+                exitCode: ExitStatus.internalError
+            )
+        }
+        var info = stat()
+        let mode = stat(path, &info) == 0 ? info.st_mode & 0o777 : 0o600
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let bytes = Array((try encoder.encode(document)) + Data("\n".utf8))
+        let temporary = path + ".authgate-\(getpid()).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard descriptor >= 0 else {
+            throw CLIError(
+                message: "cannot write \(Terminal.safe(path)): \(String(cString: strerror(errno))) [internal_error]",
+                exitCode: ExitStatus.internalError
+            )
+        }
+        let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        let synced = fsync(descriptor) == 0
+        close(descriptor)
+        guard written == bytes.count, synced, rename(temporary, path) == 0 else {
+            unlink(temporary)
+            throw CLIError(
+                message: "cannot write \(Terminal.safe(path)): \(String(cString: strerror(errno))) [internal_error]",
+                exitCode: ExitStatus.internalError
+            )
         }
     }
 }

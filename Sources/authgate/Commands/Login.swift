@@ -5,7 +5,11 @@ import AuthGateRPC
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Sign in to a provider.",
-        discussion: "The password is asked for without echo, or read from the first line of stdin with --password-stdin."
+        discussion: """
+            The password is asked for without echo on a terminal, or read from the first line of stdin (a pipe; \
+            --password-stdin says so explicitly). A provider whose only grant is client_credentials (a service's) \
+            is signed in to as its client, with no user name; the daemon also does that by itself on first use.
+            """
     )
 
     @OptionGroup var global: GlobalOptions
@@ -40,7 +44,8 @@ struct Login: ParsableCommand {
     }
 
     func run() throws {
-        if let grant = try method.interactiveGrant(for: provider, userNamed: userNamed, global: global) {
+        let grant = try method.grant(for: provider, userNamed: userNamed, global: global)
+        if let grant, grant.isInteractive {
             return try InteractiveLogin(
                 global: global,
                 provider: provider,
@@ -53,7 +58,7 @@ struct Login: ParsableCommand {
                 verb: "Signed in to"
             ).run()
         }
-        if method.clientCredentials {
+        if grant == .clientCredentials {
             let params = LoginParams(provider: provider, grant: .clientCredentials, session: session, scopes: scope.isEmpty ? nil : scope)
             let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
             return try report(result, global: global, verb: "Signed in to")
@@ -92,15 +97,18 @@ struct SignInMethodOptions: ParsableArguments {
     /// How many of `--device`, `--browser` and `--client-credentials` were given.
     var chosen: Int { [device, browser, clientCredentials].filter { $0 }.count }
 
-    /// The interactive grant to use: the one asked for, else (no client credentials, and no
-    /// user name or password when `userNamed` is false) one `provider` offers: the browser on a
-    /// desktop, the device code elsewhere; `nil` for the password or client credentials grant.
-    func interactiveGrant(for provider: String, userNamed: Bool, global: GlobalOptions) throws -> Grant? {
+    /// The grant to sign in with: the one asked for; else, with no user name or password
+    /// (`userNamed` false), one `provider` offers: the client credentials grant when it is the
+    /// provider's only one (a service's provider: no user name is asked for), the browser on a
+    /// desktop, the device code elsewhere; `nil` for the password grant.
+    func grant(for provider: String, userNamed: Bool, global: GlobalOptions) throws -> Grant? {
         if device { return .deviceCode }
         if browser { return .authorizationCode }
-        if clientCredentials || userNamed { return nil }
+        if clientCredentials { return .clientCredentials }
+        if userNamed { return nil }
         let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         guard let grants = providers.first(where: { $0.id == provider })?.grants else { return nil }
+        if !grants.isEmpty, grants.allSatisfy({ $0 == .clientCredentials }) { return .clientCredentials }
         let hasBrowser = grants.contains(.authorizationCode)
         let hasDevice = grants.contains(.deviceCode)
         if hasBrowser, Display.isAvailable || !hasDevice { return .authorizationCode }
@@ -109,13 +117,11 @@ struct SignInMethodOptions: ParsableArguments {
     }
 }
 
-/// Reads a password from stdin (`--password-stdin`) or asks for it on the terminal without echo.
+/// Reads a password: asks for it on the terminal without echo, or takes the first line of stdin
+/// when it is not a terminal (a pipe, with or without `--password-stdin`, as the README says).
 func readPassword(passwordStdin: Bool, prompt: String) throws -> String {
-    if passwordStdin {
+    if passwordStdin || !Terminal.stdinIsTerminal {
         return Terminal.readSecretFromStdin() ?? ""
-    }
-    guard Terminal.stdinIsTerminal else {
-        throw ValidationError("stdin is not a terminal: pipe the password with --password-stdin.")
     }
     return Terminal.askSecret(prompt) ?? ""
 }

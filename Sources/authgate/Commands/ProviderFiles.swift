@@ -32,14 +32,26 @@ struct ProviderFiles: ParsableCommand {
     struct Location: ParsableArguments {
         @Option(
             help: ArgumentHelp(
-                "The providers directory the daemon reads (default: /etc/authgate/providers.d as root, else $XDG_CONFIG_HOME/authgate/providers.d).",
+                "The providers directory (default: the one the daemon reads, as `authgate info` shows it).",
                 valueName: "dir"
             )
         )
         var providersDir: String?
 
-        var directory: String {
-            providersDir ?? ProviderFileStore.defaultDirectory(uid: getuid(), environment: ProcessInfo.processInfo.environment)
+        /// `--providers-dir`, else the directory the daemon says it reads (`daemon.info`): a
+        /// guess could be another directory than the daemon's (a daemon started in a checkout
+        /// reads ./providers.d), and a file written there would never be loaded.
+        func directory(_ global: GlobalOptions) throws -> String {
+            if let providersDir { return providersDir }
+            do {
+                return try Daemon.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self, socket: global.socket, json: global.json).configDir
+            } catch let error as CLIError {
+                throw CLIError(
+                    message:
+                        "\(error.message)\nWithout the daemon, authgate cannot tell which providers directory it reads: start it, or pass --providers-dir DIR.",
+                    exitCode: error.exitCode
+                )
+            }
         }
     }
 
@@ -61,13 +73,23 @@ struct ProviderFiles: ParsableCommand {
         return choice
     }
 
-    /// Asks the daemon to read its files again and prints what it did with `id`.
-    static func reload(_ global: GlobalOptions, id: ProviderID) throws {
+    /// Asks the daemon to read its files again and prints what it did with `id`, which it must
+    /// now have loaded (`add`) or no longer have (`remove`): a daemon that reads another
+    /// directory than `directory` is said, with a failure, never reported as a success.
+    static func reload(_ global: GlobalOptions, id: ProviderID, directory: String, added: Bool) throws {
         let reports = try global.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
-        if global.json { return try global.printJSON(reports) }
-        guard let report = reports.first(where: { $0.id == id.rawValue }) else {
-            return print("The daemon reloaded; \(id.rawValue) is gone.")
+        let report = reports.first { $0.id == id.rawValue && $0.change != .removed }
+        if added == (report == nil) {
+            let reads = (try? global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir).map { " (it reads \(Terminal.safe($0)))" } ?? ""
+            throw CLIError(
+                message: added
+                    ? "The daemon reloaded but has no provider \(id.rawValue): it does not read \(Terminal.safe(directory))\(reads). Pass the daemon's directory with --providers-dir. [provider_file.not_loaded]"
+                    : "The daemon reloaded and still has \(id.rawValue): it reads its providers from another directory than \(Terminal.safe(directory))\(reads). [provider_file.not_loaded]",
+                exitCode: ExitStatus.inputRefused
+            )
         }
+        if global.json { return try global.printJSON(reports) }
+        guard let report else { return print("The daemon reloaded; \(id.rawValue) is gone.") }
         print(
             "The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "")."
         )
@@ -119,9 +141,10 @@ struct ProviderFiles: ParsableCommand {
         }
 
         func run() throws {
+            let directory = try location.directory(global)
             let reports: [ProviderFileReport]
             do {
-                reports = try ProviderConfigurationLoader.load(directory: location.directory)
+                reports = try ProviderConfigurationLoader.load(directory: directory)
             } catch {
                 throw CLIError(message: "\(Terminal.safe(error.description)) [provider_file.unreadable]", exitCode: ExitStatus.inputRefused)
             }
@@ -139,7 +162,7 @@ struct ProviderFiles: ParsableCommand {
                 )
             }
             if global.json { return try global.printJSON(listings) }
-            guard !listings.isEmpty else { return print("No provider files in \(location.directory).") }
+            guard !listings.isEmpty else { return print("No provider files in \(directory).") }
             let rows = listings.map { listing in
                 [listing.id, listing.valid ? "valid" : "invalid", listing.status ?? (loaded == nil ? "?" : "not loaded"), listing.file]
             }
@@ -225,6 +248,23 @@ struct ProviderFiles: ParsableCommand {
         @Option(help: ArgumentHelp("A PEM bundle of CAs to trust for this provider (tls.ca_file).", valueName: "path"))
         var caFile: String?
 
+        @Option(
+            help: ArgumentHelp(
+                "The device authorization endpoint (endpoints.device_authorization), for --grant device_code at a provider whose discovery document names none.",
+                valueName: "url"
+            )
+        )
+        var deviceEndpoint: String?
+
+        @Option(
+            name: .customLong("credential-host"),
+            help: ArgumentHelp(
+                "A host (host[:port], optionally /path-prefix) git's and docker's credential helpers serve with this provider's token (repeatable; credential_helper).",
+                valueName: "host[/path]"
+            )
+        )
+        var credentialHosts: [String] = []
+
         @Option(help: "memory or persistent.")
         var storage: String?
 
@@ -251,8 +291,10 @@ struct ProviderFiles: ParsableCommand {
             draft.scopes = scopes
             draft.caFile = caFile
             draft.storage = try storage.map { try ProviderFiles.choice($0, as: ProviderConfiguration.Storage.self, option: "--storage") }
-            prepareRegistration(&draft)
-            let directory = location.directory
+            draft.deviceEndpoint = deviceEndpoint
+            draft.credentialHosts = credentialHosts
+            let directory = try location.directory(global)
+            prepareRegistration(&draft, directory: directory)
             let report = draft.check(id: id.rawValue, directory: directory)
             guard report.configuration != nil else {
                 let problems = report.problems.map { "  \(Terminal.safe($0.description))" }.joined(separator: "\n")
@@ -271,6 +313,15 @@ struct ProviderFiles: ParsableCommand {
                 // --dry-run's standard output is the file alone.
                 let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
                 if !global.json || dryRun { describe(ProviderFiles.describe(offer, chosen: draft.grants)) }
+                // A device code grant with nowhere to ask for a code would be listed as ready and
+                // fail at the first `login --device`.
+                if draft.grants.contains(.deviceCode), offer.deviceAuthorizationEndpoint == nil, deviceEndpoint == nil {
+                    throw CLIError(
+                        message:
+                            "\(Terminal.safe(issuer)) names no device authorization endpoint, so --grant device_code could not sign in; pass --device-endpoint URL, or leave the grant out. Nothing was written. [provider_file.invalid]",
+                        exitCode: ExitStatus.inputRefused
+                    )
+                }
                 if register { return try registerAndWrite(draft, offer: offer, id: id, directory: directory) }
             }
             if dryRun { return print(draft.json(), terminator: "") }
@@ -283,7 +334,7 @@ struct ProviderFiles: ParsableCommand {
                 )
             }
             if !global.json { print("Wrote \(ProviderFileStore.path(id: id.rawValue, directory: directory)).") }
-            try ProviderFiles.reload(global, id: id)
+            try ProviderFiles.reload(global, id: id, directory: directory, added: true)
         }
     }
 
@@ -312,7 +363,8 @@ struct ProviderFiles: ParsableCommand {
 
         func run() throws {
             let id = try ProviderFiles.id(name)
-            let path = ProviderFileStore.path(id: id.rawValue, directory: location.directory)
+            let directory = try location.directory(global)
+            let path = ProviderFileStore.path(id: id.rawValue, directory: directory)
             if !yes {
                 guard isatty(STDIN_FILENO) == 1 else {
                     throw CLIError(message: "Removing \(path) needs confirmation: pass --yes. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
@@ -322,10 +374,10 @@ struct ProviderFiles: ParsableCommand {
                     throw CLIError(message: "Nothing was removed. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
                 }
             }
-            try deregister(id: id)
+            try deregister(id: id, directory: directory)
             do {
-                try ProviderFileStore.remove(id: id, directory: location.directory)
-                ProviderRegistrationFiles.removeFiles(id: id, directory: location.directory)
+                try ProviderFileStore.remove(id: id, directory: directory)
+                ProviderRegistrationFiles.removeFiles(id: id, directory: directory)
             } catch {
                 throw CLIError(
                     message: "\(error.message) [\(error.code)]",
@@ -333,7 +385,7 @@ struct ProviderFiles: ParsableCommand {
                 )
             }
             if !global.json { print("Removed \(path).") }
-            try ProviderFiles.reload(global, id: id)
+            try ProviderFiles.reload(global, id: id, directory: directory, added: false)
         }
     }
 }

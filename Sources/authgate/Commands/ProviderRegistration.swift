@@ -151,11 +151,30 @@ extension ProviderFiles.Add {
     }
 
     /// With `--register`, the draft is checked before the provider assigns a client id and before
-    /// its discovery document says which grants it offers: a placeholder id and the browser grant.
-    func prepareRegistration(_ draft: inout ProviderFileDraft) {
+    /// its discovery document says which grants it offers: a placeholder id and the browser
+    /// grant, and for the client credentials grant the client authentication the registration
+    /// will bring (the generated key of `--private-key-jwt`, else the secret a confidential
+    /// client is issued), so that the draft is checked as it will be once registered.
+    func prepareRegistration(_ draft: inout ProviderFileDraft, directory: String) {
         guard register else { return }
         draft.clientID = ProviderRegistrationFiles.dryRunClientID
         if draft.grants.isEmpty { draft.grants = [.authorizationCode] }
+        guard draft.grants.contains(.clientCredentials) else { return }
+        let id = ProviderID(name)?.rawValue ?? name
+        if privateKeyJWT {
+            draft.clientAuth = "private_key_jwt"
+            draft.clientKeyFile = ProviderFileStore.clientKeyPath(id: id, directory: ProviderRegistrationFiles.absolute(directory))
+            draft.clientKeyID = "registered-by-provider-add"
+        } else {
+            draft.clientSecretFile = ProviderFileStore.clientSecretPath(id: id, directory: ProviderRegistrationFiles.absolute(directory))
+        }
+    }
+
+    /// How the registered client authenticates: `private_key_jwt` with `--private-key-jwt`, a
+    /// confidential client with a secret for the client credentials grant (a public client
+    /// cannot use it), else a public client.
+    var registeredAuthMethod: String {
+        privateKeyJWT ? "private_key_jwt" : grants.contains(Grant.clientCredentials.rawValue) ? "client_secret_basic" : "none"
     }
 
     /// Registers a client for `draft` at the provider `offer` describes, then writes the
@@ -168,14 +187,20 @@ extension ProviderFiles.Add {
             issuer: offer.issuer,
             caFile: caFile,
             grants: draft.grants,
-            redirectURIs: draft.grants.contains(.authorizationCode) ? [ProviderRegistrationFiles.loopbackRedirectURI] : [],
-            tokenEndpointAuthMethod: privateKeyJWT ? "private_key_jwt" : "none",
+            // Also for a client without the authorization code grant: OpenID Connect Dynamic
+            // Client Registration 1.0 §2 makes redirect_uris REQUIRED (idpyoidc refuses a
+            // registration without), where RFC 7591 §2 asks it only of redirect-based flows.
+            redirectURIs: [ProviderRegistrationFiles.loopbackRedirectURI],
+            tokenEndpointAuthMethod: registeredAuthMethod,
             clientName: "authgate (\(id.rawValue))",
             scope: draft.scopes.isEmpty ? nil : draft.scopes.joined(separator: " "),
             initialAccessToken: try ProviderRegistrationFiles.initialAccessToken(initialAccessTokenFile)
         )
         let summary =
-            (privateKeyJWT ? "a confidential client (private_key_jwt, a new ES256 key)" : "a public client (token_endpoint_auth_method none)")
+            (privateKeyJWT
+                ? "a confidential client (private_key_jwt, a new ES256 key)"
+                : registeredAuthMethod == "none"
+                    ? "a public client (token_endpoint_auth_method none)" : "a confidential client (client_secret_basic: the provider issues a secret)")
             + " for \(draft.grants.map(\.rawValue).joined(separator: ", "))"
             + (params.redirectURIs.isEmpty ? "" : " with the redirect URI \(params.redirectURIs.joined(separator: ", "))")
         if dryRun {
@@ -241,7 +266,7 @@ extension ProviderFiles.Add {
                 Terminal.writeError("authgate: \(error.message)\nThe earlier client \(Terminal.safe(earlier.clientID)) stays registered at the provider.\n")
             }
         }
-        try ProviderFiles.reload(global, id: id)
+        try ProviderFiles.reload(global, id: id, directory: directory, added: true)
     }
 
     /// The secret file, the registration file, then the provider file. Without `--force` none
@@ -251,6 +276,8 @@ extension ProviderFiles.Add {
     /// replaced come back, so the earlier provider file still finds its own.
     private func write(_ draft: ProviderFileDraft, registration: ProviderRegistration, id: ProviderID, directory: String) throws {
         var draft = draft
+        // The placeholders of prepareRegistration: what the provider issued takes their place.
+        (draft.clientSecretFile, draft.clientAuth, draft.clientKeyFile, draft.clientKeyID) = (nil, nil, nil, nil)
         let reader = try daemonReader()
         var written: [String] = []
         var replaced: [(target: String, kept: String)] = []
@@ -285,6 +312,16 @@ extension ProviderFiles.Add {
                 let text = String(decoding: (try? encoder.encode(record)) ?? Data(), as: UTF8.self) + "\n"
                 try put(text, at: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory), forDaemon: false)
             }
+            // Checked again as registered: a provider that issued no secret for a client
+            // credentials client leaves a file the daemon would refuse.
+            let report = draft.check(id: id.rawValue, directory: directory)
+            guard report.configuration != nil else {
+                throw ProviderFileError(
+                    "provider_file.invalid",
+                    "The registered client cannot be used as asked, so no file was written: "
+                        + report.problems.map { Terminal.safe($0.description) }.joined(separator: "; ")
+                )
+            }
             try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
         } catch {
             for path in written { unlink(path) }
@@ -312,9 +349,9 @@ extension ProviderFiles.Add {
 extension ProviderFiles.Remove {
     /// Deletes the registered client at the provider, if `ID.registration` says there is one;
     /// a refusal stops the removal unless `--force`.
-    func deregister(id: ProviderID) throws {
+    func deregister(id: ProviderID, directory: String) throws {
         do {
-            guard let clientID = try ProviderRegistrationFiles.deregister(global, id: id, directory: location.directory) else { return }
+            guard let clientID = try ProviderRegistrationFiles.deregister(global, id: id, directory: directory) else { return }
             if !global.json { print("Deleted the client \(Terminal.safe(clientID)) at the provider.") }
         } catch let error as CLIError {
             guard force else {

@@ -64,7 +64,7 @@ struct ProviderTest: ParsableCommand {
 
     /// The sign-in, as `authgate login` would run it, into the test's session.
     private func signIn() throws -> LoginResult {
-        if let grant = try method.interactiveGrant(for: provider, userNamed: false, global: global) {
+        if let grant = try method.grant(for: provider, userNamed: false, global: global), grant.isInteractive {
             return try InteractiveLogin(
                 global: global,
                 provider: provider,

@@ -77,7 +77,13 @@ struct Token: ParsableCommand {
                 )
             }
             let result = try PlainCall.result(.token, params(forceRefresh), socket: global.socket)
-            let id = try SessionIDToken.current(in: result, provider: selection.provider, session: selection.session, refreshed: forceRefresh) {
+            let id = try SessionIDToken.current(
+                in: result,
+                provider: selection.provider,
+                session: selection.session,
+                refreshed: forceRefresh,
+                accessTokenInstead: "leave out --id-token for the access token"
+            ) {
                 try PlainCall.result(.token, params(true), socket: global.socket)
             }
             return print(id.token)
