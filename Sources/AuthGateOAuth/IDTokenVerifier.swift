@@ -52,7 +52,6 @@ actor IDTokenVerifier {
     /// A usable key of the JWKS and what it fits.
     private struct PublishedKey: Sendable {
         var jwk: JWK
-        var kid: String?
         var kty: String?
         var crv: String?
         var alg: String?
@@ -102,7 +101,7 @@ actor IDTokenVerifier {
                     try await JWTKeyCollection().add(jwk: jwk)
                 }
                 usable.append(
-                    PublishedKey(jwk: jwk, kid: kid, kty: fields["kty"]?.stringValue, crv: fields["crv"]?.stringValue, alg: fields["alg"]?.stringValue)
+                    PublishedKey(jwk: jwk, kty: fields["kty"]?.stringValue, crv: fields["crv"]?.stringValue, alg: fields["alg"]?.stringValue)
                 )
             } catch {
                 skipped.append("JWKS key #\(index)\(kid.map { " (kid \($0))" } ?? "") was skipped: unsupported or malformed")

@@ -91,14 +91,21 @@ public enum FileTrust {
         return readOpened(descriptor, path: path, kind: kind, maximumSize: maximumSize, owners: owners)
     }
 
-    /// The checks on an opened file (`fstat`: a regular file, the owner and mode rules, the
-    /// size) and its bytes; closes `descriptor`.
+    /// Reads a file a user named for their own command (not one the daemon trusts, so no owner
+    /// rule): opened with `O_NOFOLLOW|O_NONBLOCK`, a regular file (no link, FIFO or device) of at
+    /// most `maximumSize` bytes (`authgate provider add --initial-access-token-file`).
+    public static func readRegularFile(_ path: String, as kind: Kind, maximumSize: Int) -> Result<[UInt8], FileTrustProblem> {
+        readOpened(open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK), path: path, kind: kind, maximumSize: maximumSize, owners: nil)
+    }
+
+    /// The checks on an opened file (`fstat`: a regular file, the owner and mode rules unless
+    /// `owners` is nil, the size) and its bytes; closes `descriptor`.
     private static func readOpened(
         _ descriptor: Int32,
         path: String,
         kind: Kind,
         maximumSize: Int,
-        owners: Set<UInt32>
+        owners: Set<UInt32>?
     ) -> Result<[UInt8], FileTrustProblem> {
         guard descriptor >= 0 else {
             return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
@@ -109,7 +116,7 @@ public enum FileTrust {
             return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
         }
         guard info.st_mode & S_IFMT == S_IFREG else { return .failure(FileTrustProblem("the \(kind.noun) \(path) is not a regular file", refused: false)) }
-        if let problem = problem(path: path, kind: kind, owner: info.st_uid, mode: UInt16(truncatingIfNeeded: info.st_mode), owners: owners) {
+        if let owners, let problem = problem(path: path, kind: kind, owner: info.st_uid, mode: UInt16(truncatingIfNeeded: info.st_mode), owners: owners) {
             return .failure(FileTrustProblem(problem, refused: true))
         }
         guard Int(info.st_size) <= maximumSize else {

@@ -48,7 +48,7 @@ enum ProviderRegistrationFiles {
     /// Read with `O_NOFOLLOW`, as a regular file of at most 64 KiB.
     static func initialAccessToken(_ path: String?) throws -> String? {
         guard let path else { return nil }
-        guard let bytes = readSmallFile(path, maximumSize: 64 << 10),
+        guard case .success(let bytes) = FileTrust.readRegularFile(path, as: .secret, maximumSize: 64 << 10),
             case let token = String(decoding: bytes, as: UTF8.self).trimming(while: \.isWhitespace), !token.isEmpty
         else {
             throw CLIError(
@@ -58,25 +58,6 @@ enum ProviderRegistrationFiles {
             )
         }
         return token
-    }
-
-    /// The bytes of a regular file at `path` (not a link, a FIFO or a device) of at most
-    /// `maximumSize` bytes; `nil` otherwise.
-    private static func readSmallFile(_ path: String, maximumSize: Int) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) <= maximumSize else { return nil }
-        var bytes = [UInt8](repeating: 0, count: maximumSize + 1)
-        var count = 0
-        while count < bytes.count {
-            let read = bytes.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress! + count, $0.count - count) }
-            if read < 0, errno == EINTR { continue }
-            guard read > 0 else { break }
-            count += read
-        }
-        return count <= maximumSize ? Array(bytes.prefix(count)) : nil
     }
 
     /// An absolute form of the providers directory, for the `client_secret_file` the provider
@@ -170,11 +151,11 @@ extension ProviderFiles.Add {
         }
     }
 
-    /// How the registered client authenticates: `private_key_jwt` with `--private-key-jwt`, a
-    /// confidential client with a secret for the client credentials grant (a public client
-    /// cannot use it), else a public client.
-    var registeredAuthMethod: String {
-        privateKeyJWT ? "private_key_jwt" : grants.contains(Grant.clientCredentials.rawValue) ? "client_secret_basic" : "none"
+    /// How the client registered for `grants` authenticates: `private_key_jwt` with
+    /// `--private-key-jwt`, a confidential client with a secret for the client credentials grant
+    /// (a public client cannot use it), else a public client.
+    func registeredAuthMethod(for grants: [Grant]) -> String {
+        privateKeyJWT ? "private_key_jwt" : grants.contains(.clientCredentials) ? "client_secret_basic" : "none"
     }
 
     /// Registers a client for `draft` at the provider `offer` describes, then writes the
@@ -191,7 +172,7 @@ extension ProviderFiles.Add {
             // Client Registration 1.0 §2 makes redirect_uris REQUIRED (idpyoidc refuses a
             // registration without), where RFC 7591 §2 asks it only of redirect-based flows.
             redirectURIs: [ProviderRegistrationFiles.loopbackRedirectURI],
-            tokenEndpointAuthMethod: registeredAuthMethod,
+            tokenEndpointAuthMethod: registeredAuthMethod(for: draft.grants),
             clientName: "authgate (\(id.rawValue))",
             scope: draft.scopes.isEmpty ? nil : draft.scopes.joined(separator: " "),
             initialAccessToken: try ProviderRegistrationFiles.initialAccessToken(initialAccessTokenFile)
@@ -199,7 +180,7 @@ extension ProviderFiles.Add {
         let summary =
             (privateKeyJWT
                 ? "a confidential client (private_key_jwt, a new ES256 key)"
-                : registeredAuthMethod == "none"
+                : params.tokenEndpointAuthMethod == "none"
                     ? "a public client (token_endpoint_auth_method none)" : "a confidential client (client_secret_basic: the provider issues a secret)")
             + " for \(draft.grants.map(\.rawValue).joined(separator: ", "))"
             + (params.redirectURIs.isEmpty ? "" : " with the redirect URI \(params.redirectURIs.joined(separator: ", "))")
