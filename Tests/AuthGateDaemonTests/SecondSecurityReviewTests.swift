@@ -121,6 +121,8 @@ struct SecondSecurityReviewTests {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         let silent = try (0..<100).map { _ in try daemon.connect() }
         for connection in silent { #expect(try connection.receiveLine() == nil, "closed by the daemon") }
+        // The log arrives through a pipe a moment after the closes: wait for the line, then count.
+        try daemon.waitForLog("closing a connection: nothing arrived within")
         #expect(daemon.logText.components(separatedBy: "closing a connection: nothing arrived within").count - 1 == 1, "\(daemon.logText.suffix(3000))")
         try daemon.waitForLog("more connections closed by a deadline in the last 10 s", timeout: .seconds(15))
         #expect(daemon.logText.contains("connections.timed_out=99"), "\(daemon.logText.suffix(2000))")
