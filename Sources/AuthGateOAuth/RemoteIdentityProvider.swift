@@ -40,6 +40,8 @@ public actor RemoteIdentityProvider: IdentityProvider {
     let now: @Sendable () -> Date
     let logger: Logger
     private var metadata: ProviderMetadata?
+    /// The key of `assertion_key_file`, which signs the `jwt_bearer` grant's assertions.
+    private let assertionSigningKey: ClientSigningKey?
     /// Fetches the JWKS through this provider's resolved metadata.
     private lazy var verifier = IDTokenVerifier(provider: configuration.id.rawValue) { [weak self] () async throws(AuthGateError) -> [UInt8] in
         guard let self else { throw AuthGateError(.internalError, "The provider was unloaded.") }
@@ -106,6 +108,18 @@ public actor RemoteIdentityProvider: IdentityProvider {
             }
             signingKey = key
         }
+        if let assertionKey = settings.workload.assertionKey {
+            let pem = String(decoding: try read(assertionKey.file, as: .secret, field: "assertion_key_file", maximumSize: 1 << 20), as: UTF8.self)
+            guard let key = ClientSigningKey(pem: pem, keyID: assertionKey.keyID) else {
+                throw AuthGateError(
+                    .providerUnavailable,
+                    "\(configuration.file): $.assertion_key_file: \(assertionKey.file) holds no PEM EC P-256 or RSA (2048 bits or more) private key"
+                )
+            }
+            assertionSigningKey = key
+        } else {
+            assertionSigningKey = nil
+        }
         self.configuration = configuration
         self.settings = settings
         self.transport = transport
@@ -119,7 +133,11 @@ public actor RemoteIdentityProvider: IdentityProvider {
             clientCertificate: clientCertificate
         )
         trustedFilesDigest = Array(digest.finalize())
-        let client = ClientAuthenticator(clientID: settings.clientID, method: settings.clientAuthentication, secret: secret, signingKey: signingKey)
+        var client = ClientAuthenticator(clientID: settings.clientID, method: settings.clientAuthentication, secret: secret, signingKey: signingKey)
+        let provider = configuration.id.rawValue
+        client.assertionFile = settings.workload.clientAssertionFile.map {
+            WorkloadTokenFile(path: $0, field: "client_assertion_file", provider: provider)
+        }
         var tokenEndpoint = TokenEndpoint(provider: configuration.id.rawValue, client: client, transport: transport, policy: policy)
         tokenEndpoint.quirks = settings.quirks
         self.tokenEndpoint = tokenEndpoint
@@ -286,23 +304,69 @@ public actor RemoteIdentityProvider: IdentityProvider {
     }
 
     public func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult {
-        try await signInAsClient(variant, proofKey: newProofKey())
+        try await signInAsService(.clientCredentials, variant, proofKey: newProofKey())
     }
 
-    public func signInAsClient(_ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
+    /// Client credentials (RFC 6749 §4.4), the JWT bearer grant (RFC 7523 §2.1) or the
+    /// exchange of the platform's token (RFC 8693): the service's own token, with no refresh
+    /// token to keep (the session signs in again before it expires).
+    public func signInAsService(_ grant: Grant, _ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
         // The file's scopes as written: a server that grants a client only what it asks for
         // refuses a request stripped of, say, `openid` that its policy requires.
         let scopes = variant.scopes.isEmpty ? configuration.scopes : variant.scopes
         let metadata = try await resolvedMetadata()
-        let tokens = try await tokenEndpoint.requestTokens(
+        let workload = settings.workload
+        let platformFile = { (path: String, field: String) in WorkloadTokenFile(path: path, field: field, provider: self.name) }
+        var fields: [(String, String)]
+        var platformToken: WorkloadField?
+        switch grant {
+        case .clientCredentials:
+            fields = ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource)
+        case .jwtBearer:
+            fields = JWTBearerGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource)
+            if let path = workload.assertionFile {
+                platformToken = WorkloadField(name: "assertion", file: platformFile(path, "assertion_file"))
+            } else if let key = assertionSigningKey, let keySettings = workload.assertionKey {
+                let assertion = JWTBearerGrant.signedAssertion(
+                    key: key,
+                    settings: keySettings,
+                    clientID: settings.clientID,
+                    tokenEndpoint: metadata.tokenEndpoint,
+                    scopes: scopes,
+                    now: now()
+                )
+                fields.append(("assertion", assertion))
+            }
+        case .tokenExchange:
+            guard let path = workload.subjectTokenFile else { throw Self.notConfigured(grant, provider: name) }
+            fields = TokenExchangeGrant.signInFields(
+                subjectTokenType: workload.subjectTokenType,
+                scopes: scopes,
+                audience: settings.audience,
+                resource: variant.resource
+            )
+            platformToken = WorkloadField(name: "subject_token", file: platformFile(path, "subject_token_file"))
+        case .password, .deviceCode, .authorizationCode:
+            throw Self.notConfigured(grant, provider: name)
+        }
+        var tokens = try await tokenEndpoint.requestTokens(
             at: metadata.tokenEndpoint,
-            ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource),
-            purpose: .clientSignIn,
+            fields,
+            purpose: grant == .clientCredentials ? .clientSignIn : .workloadSignIn(platformToken?.file),
             requestedScopes: scopes,
             proofKey: proofKey ?? newProofKey(),
+            workload: platformToken,
             now: now()
         )
+        if grant == .tokenExchange {
+            tokens.issuedTokenType = try TokenExchangeGrant.issuedTokenType(tokens, provider: name)
+            tokens.refreshToken = nil  // exchanged again with the platform's current token instead
+        }
         return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
+    }
+
+    private static func notConfigured(_ grant: Grant, provider: String) -> AuthGateError {
+        AuthGateError(.unsupportedGrant, "\(provider) does not sign services in with the \(grant.rawValue) grant.")
     }
 
     public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {

@@ -3,7 +3,7 @@ import AuthGateHTTP
 import FoundationEssentials
 
 /// What a token request is for; decides how a refusal reads to the user.
-enum TokenPurpose: Sendable {
+enum TokenPurpose: Sendable, Equatable {
     case passwordSignIn
     case clientSignIn
     case refresh
@@ -11,6 +11,15 @@ enum TokenPurpose: Sendable {
     case interactiveSignIn
     /// Exchanging the session's token for another (RFC 8693).
     case exchange
+    /// A service signing in with its platform's token (`jwt_bearer`, `token_exchange`).
+    case workloadSignIn(WorkloadTokenFile?)
+}
+
+/// A form field whose value is a platform token, read from its file when the request is sent:
+/// the `assertion` of the JWT bearer grant, the `subject_token` of an exchange.
+struct WorkloadField: Sendable {
+    let name: String
+    let file: WorkloadTokenFile
 }
 
 /// The client side of a token endpoint: client authentication (``ClientAuthenticator``), DPoP
@@ -30,17 +39,57 @@ struct TokenEndpoint: Sendable {
 
     /// A form POST with this client's authentication and, for a session bound to `proofKey`,
     /// a DPoP proof. A server that asks for a nonce (`use_dpop_nonce`, RFC 9449 §8) gets the
-    /// request once more with it; a second demand is the server's answer.
+    /// request once more with it; a second demand is the server's answer. Platform tokens
+    /// (`client_assertion_file`, `workload`) are read from their files for this request; when
+    /// the provider refuses the client or the grant and a file has changed meanwhile (kubelet
+    /// rotated it), the request is sent once more with the new token.
     func post(
         _ url: URL,
         to endpoint: HTTPRequest.Endpoint = .token,
         _ fields: [(String, String)],
-        proofKey: DPoPKey? = nil
+        proofKey: DPoPKey? = nil,
+        workload: WorkloadField? = nil
     ) async throws(AuthGateError) -> HTTPResponse {
-        var response = try await send(url, to: endpoint, fields, proofKey: proofKey)
+        var sent = try platformTokens(workload)
+        let response = try await postOnce(url, to: endpoint, fields, proofKey: proofKey, workload: workload, tokens: sent)
+        guard sent.assertion != nil || sent.field != nil, Self.refusesCredentials(response) else { return response }
+        let current = try platformTokens(workload)
+        guard current != sent else { return response }
+        sent = current
+        return try await postOnce(url, to: endpoint, fields, proofKey: proofKey, workload: workload, tokens: sent)
+    }
+
+    /// The platform tokens a request sends, as their files hold them now.
+    private struct PlatformTokens: Equatable {
+        var assertion: String?
+        var field: String?
+    }
+
+    private func platformTokens(_ workload: WorkloadField?) throws(AuthGateError) -> PlatformTokens {
+        let now = Date()
+        return PlatformTokens(assertion: try client.assertionFile?.read(now: now), field: try workload?.file.read(now: now))
+    }
+
+    /// A refusal a rotated platform token may explain (RFC 6749 §5.2).
+    private static func refusesCredentials(_ response: HTTPResponse) -> Bool {
+        guard response.status == 400 || response.status == 401 else { return false }
+        return response.status == 401 || ["invalid_client", "invalid_grant"].contains(OAuthErrorResponse(response)?.error)
+    }
+
+    private func postOnce(
+        _ url: URL,
+        to endpoint: HTTPRequest.Endpoint,
+        _ fields: [(String, String)],
+        proofKey: DPoPKey?,
+        workload: WorkloadField?,
+        tokens: PlatformTokens
+    ) async throws(AuthGateError) -> HTTPResponse {
+        var fields = fields
+        if let workload, let token = tokens.field { fields.append((workload.name, token)) }
+        var response = try await send(url, to: endpoint, fields, proofKey: proofKey, assertion: tokens.assertion)
         if let proofKey, let fresh = DPoPNonce.challenge(in: response) {
             nonce.remember(fresh)
-            response = try await send(url, to: endpoint, fields, proofKey: proofKey)
+            response = try await send(url, to: endpoint, fields, proofKey: proofKey, assertion: tokens.assertion)
             if DPoPNonce.challenge(in: response) != nil {
                 throw AuthGateError(
                     .dpopRejected,
@@ -56,12 +105,13 @@ struct TokenEndpoint: Sendable {
         _ url: URL,
         to endpoint: HTTPRequest.Endpoint,
         _ fields: [(String, String)],
-        proofKey: DPoPKey?
+        proofKey: DPoPKey?,
+        assertion: String?
     ) async throws(AuthGateError) -> HTTPResponse {
         var fields = fields
         var headers: [(name: String, value: String)] = [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")]
         let now = Date()
-        client.authenticate(fields: &fields, headers: &headers, endpoint: url, now: now)
+        client.authenticate(fields: &fields, headers: &headers, endpoint: url, now: now, platformAssertion: assertion)
         if let proofKey {
             headers.append(("DPoP", proofKey.proof(method: "POST", url: url, nonce: nonce.current, at: now)))
         }
@@ -84,9 +134,10 @@ struct TokenEndpoint: Sendable {
         purpose: TokenPurpose,
         requestedScopes: [String],
         proofKey: DPoPKey? = nil,
+        workload: WorkloadField? = nil,
         now: Date
     ) async throws(AuthGateError) -> TokenSet {
-        let response = try await post(url, fields, proofKey: proofKey)
+        let response = try await post(url, fields, proofKey: proofKey, workload: workload)
         guard response.status == 200, oauthError(response) == nil else { throw refusal(response, purpose: purpose, scopes: requestedScopes) }
         var tokens = try parse(response, requestedScopes: requestedScopes, now: now)
         if let proofKey {
@@ -128,6 +179,16 @@ struct TokenEndpoint: Sendable {
                     "\(provider) refused to exchange the token for that audience or resource (\(oauth.error))\(oauth.detail).",
                     fields: [FieldError(field: "audience", message: "refused by the provider")]
                 )
+            case ("invalid_grant", .workloadSignIn(let file)):
+                return AuthGateError(
+                    .providerUnavailable,
+                    "\(provider) refused the platform token\(file.map { " of \($0.field) (\($0.path))" } ?? "") (invalid_grant)\(oauth.detail): check that the provider trusts its issuer, subject and audience."
+                )
+            case ("invalid_client", _) where client.assertionFile != nil:
+                return AuthGateError(
+                    .providerUnavailable,
+                    "\(provider) does not accept authgate's client with the platform token of client_assertion_file (\(client.assertionFile?.path ?? "")) (invalid_client)\(oauth.detail): check that the client's federated credential names the token's issuer, subject and audience."
+                )
             case ("invalid_client", _):
                 return AuthGateError(
                     .providerUnavailable,
@@ -160,7 +221,7 @@ struct TokenEndpoint: Sendable {
             switch purpose {
             case .passwordSignIn: return AuthGateError(.invalidCredentials, "The username or password is incorrect.")
             case .refresh: return AuthGateError(.loginRequired, "\(provider) no longer accepts this session; sign in again.")
-            case .clientSignIn, .interactiveSignIn, .exchange:
+            case .clientSignIn, .interactiveSignIn, .exchange, .workloadSignIn:
                 return AuthGateError(
                     .providerUnavailable,
                     "\(provider) does not accept authgate's client (HTTP \(response.status)): check client_id and client_secret_file."

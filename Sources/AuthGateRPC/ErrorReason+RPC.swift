@@ -32,6 +32,7 @@ extension ErrorReason {
         case .dpopRejected: -32018
         case .storageUnavailable: -32019
         case .registrationRefused: -32020
+        case .workloadTokenInvalid: -32021
         }
     }
 

@@ -114,14 +114,14 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
     }
 
     private static func refresh(_ inspection: SessionInspection) -> [Check] {
-        if inspection.grant == .clientCredentials {
+        if inspection.grant.isService {
             let again: Check
             switch inspection.refresh?.status {
-            case .refreshed?: again = Check("refresh", .pass, "a forced refresh obtained new tokens with the client credentials")
+            case .refreshed?: again = Check("refresh", .pass, "a forced refresh obtained new tokens with the \(inspection.grant.rawValue) grant")
             case .failed?: again = Check("refresh", .fail, "a forced refresh failed: \(inspection.refresh?.error.map(describe) ?? "")")
             case .notPossible?, nil: again = Check("refresh", .skip, "not tried")
             }
-            return [Check("refresh_token", .skip, "client credentials: tokens are obtained again, not refreshed"), again]
+            return [Check("refresh_token", .skip, "\(inspection.grant.rawValue) grant: tokens are obtained again, not refreshed"), again]
         }
         guard inspection.refreshToken else {
             return [

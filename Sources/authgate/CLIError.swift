@@ -65,7 +65,7 @@ enum ExitStatus {
         case .parseError, .invalidRequest, .methodNotFound, .invalidParams, .requestTooLarge, .validationFailed,
             .userExists, .weakPassword:
             inputRefused
-        case .unknownProvider, .providerUnavailable, .unsupportedGrant, .registrationRefused: providerUnusable
+        case .unknownProvider, .providerUnavailable, .unsupportedGrant, .registrationRefused, .workloadTokenInvalid: providerUnusable
         case .networkError, .serviceUnavailable, .serverError, .dpopRejected: providerFailing
         case .permissionDenied, .rateLimited: notAllowed
         }

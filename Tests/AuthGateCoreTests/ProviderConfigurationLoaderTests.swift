@@ -131,13 +131,13 @@ struct ProviderConfigurationLoaderTests {
         (
             #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["implicit", 3]}"#,
             [
-                #"$.grants[0]: expected one of "password", "device_code", "authorization_code", "client_credentials", found "implicit""#,
-                #"$.grants[1]: expected one of "password", "device_code", "authorization_code", "client_credentials", found a number"#,
+                #"$.grants[0]: expected one of "password", "device_code", "authorization_code", "client_credentials", "jwt_bearer", "token_exchange", found "implicit""#,
+                #"$.grants[1]: expected one of "password", "device_code", "authorization_code", "client_credentials", "jwt_bearer", "token_exchange", found a number"#,
             ]
         ),
         (
             #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"]}"#,
-            ["$.grants: client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file"]
+            ["$.grants: client_credentials needs client authentication: set client_secret_file, client_key_file, client_assertion_file or tls.client_cert_file"]
         ),
         (
             #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"], "client_auth": "private_key_jwt"}"#,

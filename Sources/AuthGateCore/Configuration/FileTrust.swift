@@ -22,6 +22,10 @@ public enum FileTrust {
         case tokenFile
         /// A template the sink fills with the token (`authgate sink --template`).
         case template
+        /// A platform's short-lived JWT (`client_assertion_file`, `assertion_file`,
+        /// `subject_token_file`): kubelet writes projected tokens readable by all (0644), so
+        /// only the owner and not-writable rules apply.
+        case workloadToken
 
         var noun: String {
             switch self {
@@ -31,6 +35,7 @@ public enum FileTrust {
             case .certificate: "CA file"
             case .tokenFile: "token file"
             case .template: "template"
+            case .workloadToken: "workload token file"
             }
         }
     }

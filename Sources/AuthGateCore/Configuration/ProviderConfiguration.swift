@@ -79,11 +79,15 @@ public struct ProviderConfiguration: Sendable, Hashable {
         }
     }
 
-    /// Whether the provider's only way to sign in is the client credentials grant: a
-    /// service's provider, whose token the daemon gets on first use with no `authgate login`.
+    /// Whether the provider's only ways to sign in are service grants (client credentials,
+    /// JWT bearer, token exchange of a platform token): a service's provider, whose token the
+    /// daemon gets on first use with no `authgate login`.
     public var signsInAsClient: Bool {
-        !grants.isEmpty && grants.allSatisfy { $0 == .clientCredentials }
+        !grants.isEmpty && grants.allSatisfy(\.isService)
     }
+
+    /// The service grant a service's sign-in uses: the first one the file lists.
+    public var serviceGrant: Grant? { grants.first(where: \.isService) }
 
     /// The part of the configuration that depends on the provider's type.
     public enum Settings: Sendable, Hashable {
@@ -121,6 +125,12 @@ public enum Grant: String, Sendable, Hashable, CaseIterable, Codable {
     case deviceCode = "device_code"
     case authorizationCode = "authorization_code"
     case clientCredentials = "client_credentials"
+    /// RFC 7523 §2.1: a JWT (the platform's, from `assertion_file`, or one the daemon signs
+    /// with `assertion_key_file`) as the authorization grant.
+    case jwtBearer = "jwt_bearer"
+    /// RFC 8693 as a sign-in: the platform's token from `subject_token_file` exchanged for the
+    /// provider's.
+    case tokenExchange = "token_exchange"
 
     /// The grant's name on the wire: in `grant_types_supported` (RFC 8414 §2) and a client's
     /// `grant_types` (RFC 7591 §2).
@@ -130,11 +140,18 @@ public enum Grant: String, Sendable, Hashable, CaseIterable, Codable {
         case .deviceCode: "urn:ietf:params:oauth:grant-type:device_code"
         case .authorizationCode: "authorization_code"
         case .clientCredentials: "client_credentials"
+        case .jwtBearer: "urn:ietf:params:oauth:grant-type:jwt-bearer"
+        case .tokenExchange: "urn:ietf:params:oauth:grant-type:token-exchange"
         }
     }
 
     /// Whether the grant needs a person at a browser or another device (`login.begin`).
     public var isInteractive: Bool { self == .deviceCode || self == .authorizationCode }
+
+    /// Whether the grant signs a service in as itself, with no person and no refresh token:
+    /// the session is acquired again before it expires (client credentials, and the workload
+    /// identity grants, whose platform token is read again each time).
+    public var isService: Bool { self == .clientCredentials || self == .jwtBearer || self == .tokenExchange }
 }
 
 /// When sessions are refreshed (`refresh` in the file).
@@ -180,6 +197,9 @@ public enum ClientAuthentication: String, Sendable, Hashable, CaseIterable {
     case tlsClientAuth = "tls_client_auth"
     /// Mutual TLS with a certificate registered with the client (RFC 8705 §2.2).
     case selfSignedTLSClientAuth = "self_signed_tls_client_auth"
+    /// The platform's JWT read from `client_assertion_file` for each request, sent as the
+    /// client assertion (RFC 7521 §4.2, RFC 7523 §2.2): workload identity federation.
+    case clientAssertionFile = "client_assertion_file"
     case none
 
     /// The methods that need `client_secret_file`.
@@ -258,6 +278,8 @@ public struct RemoteProviderSettings: Sendable, Hashable {
     public var allowInsecureHTTPLoopback: Bool
     /// The provider's departures from the RFCs its file describes.
     public var quirks = ProviderQuirks()
+    /// The platform tokens a service signs in with (workload identity federation).
+    public var workload = WorkloadIdentity()
 
     public struct Endpoints: Sendable, Hashable {
         public var token: URL?

@@ -137,7 +137,7 @@ private struct ProviderDocument {
         "issuer", "endpoints", "client_id", "client_secret_file", "client_auth", "grants", "audience",
         "redirect_uri", "tls", "timeouts", "allow_insecure_http_loopback", "client_key_file", "client_key_id", "dpop", "par",
         "token_exchange",
-    ]).union(ProviderQuirks.keys).union(ProviderPreset.keys)
+    ]).union(ProviderQuirks.keys).union(ProviderPreset.keys).union(WorkloadIdentity.keys)
     static let mockKeys: Set<String> = commonKeys.union([
         "users", "latency_ms", "access_token_lifetime_seconds", "refresh_token_lifetime_seconds",
         "allow_registration", "password_policy",
@@ -346,7 +346,9 @@ private struct ProviderDocument {
                 )
             }
         }
-        let defaultAuth: ClientAuthentication = secretFile != nil ? .clientSecretBasic : clientKeyFile != nil ? .privateKeyJWT : .none
+        let defaultAuth: ClientAuthentication =
+            secretFile != nil
+            ? .clientSecretBasic : clientKeyFile != nil ? .privateKeyJWT : root.contains("client_assertion_file") ? .clientAssertionFile : .none
         let clientAuth = root.choice("client_auth", as: ClientAuthentication.self) ?? defaultAuth
         if clientAuth.needsSecret, secretFile == nil, root.contains("client_auth") {
             root.add("client_secret_file", "required when client_auth is \"\(clientAuth.rawValue)\"")
@@ -375,8 +377,12 @@ private struct ProviderDocument {
         default: break
         }
         if grants?.contains(.clientCredentials) == true, clientAuth == .none {
-            root.add("grants", "client_credentials needs client authentication: set client_secret_file, client_key_file or tls.client_cert_file")
+            root.add(
+                "grants",
+                "client_credentials needs client authentication: set client_secret_file, client_key_file, client_assertion_file or tls.client_cert_file"
+            )
         }
+        let workload = WorkloadIdentity.read(root, grants: grants, clientAuth: clientAuth)
         if !isOIDC {
             for (grant, endpoint, key) in [
                 (Grant.deviceCode, endpoints.deviceAuthorization, "device_authorization"),
@@ -432,6 +438,7 @@ private struct ProviderDocument {
             allowInsecureHTTPLoopback: insecureLoopback
         )
         settings.quirks = quirks
+        settings.workload = workload
         return settings
     }
 

@@ -49,6 +49,9 @@ public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     /// `error_description` in the message; or a missing or refused initial access token), or
     /// the deletion of a registered client (RFC 7592 §2.3).
     case registrationRefused = "registration_refused"
+    /// The platform's token a service signs in with (`client_assertion_file`, `assertion_file`,
+    /// `subject_token_file`) is missing, unreadable, not a JWT, expired or not yet valid.
+    case workloadTokenInvalid = "workload_token_invalid"
     case internalError = "internal_error"
 }
 

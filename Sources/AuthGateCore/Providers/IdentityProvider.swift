@@ -69,8 +69,10 @@ public protocol IdentityProvider: Sendable {
     /// ``refresh(_:variant:)`` for a session whose tokens are bound to `proofKey` (DPoP).
     func refresh(_ refreshToken: Secret, variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> TokenSet
 
-    /// ``signInAsClient(_:)`` again for a session whose tokens are bound to `proofKey` (DPoP).
-    func signInAsClient(_ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult
+    /// Signs a service in with `grant` (one of the ``Grant/isService`` grants: client
+    /// credentials, or a platform token for `jwt_bearer` and `token_exchange`), for a new
+    /// session or again for one whose tokens are bound to `proofKey` (DPoP).
+    func signInAsService(_ grant: Grant, _ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult
 
     /// Exchanges the session's access token for the token `variant.exchange` describes
     /// (RFC 8693). Providers without token exchange keep the default, which refuses.
@@ -125,8 +127,12 @@ extension IdentityProvider {
         try await refresh(refreshToken, variant: variant)
     }
 
-    public func signInAsClient(_ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
-        try await signInAsClient(variant)
+    /// Providers without DPoP or workload identity: client credentials only.
+    public func signInAsService(_ grant: Grant, _ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
+        guard grant == .clientCredentials else {
+            throw AuthGateError(.unsupportedGrant, "This provider does not sign services in with the \(grant.rawValue) grant.")
+        }
+        return try await signInAsClient(variant)
     }
 
     public func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet {

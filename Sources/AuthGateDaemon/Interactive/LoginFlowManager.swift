@@ -226,7 +226,7 @@ actor LoginFlowManager {
                     expiresAt: deadline
                 )
                 return .success(Started(begin: begin, work: .browser(request, listener), deadline: deadline))
-            case .password, .clientCredentials:
+            case .password, .clientCredentials, .jwtBearer, .tokenExchange:
                 throw AuthGateError(.unsupportedGrant, "The \(grant.rawValue) grant is not interactive; use login.")
             }
         } catch {

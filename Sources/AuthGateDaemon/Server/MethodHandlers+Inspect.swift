@@ -39,7 +39,7 @@ extension MethodHandlers {
             accessTokenLifetimeSeconds: neverExpires ? nil : Int(tokens.expiresAt.timeIntervalSince(obtainedAt).rounded()),
             scopesRequested: configuration.scopes,
             scopesGranted: tokens.scopes.isEmpty ? configuration.scopes : tokens.scopes,
-            idTokenExpected: configuration.kind == .oidc && configuration.scopes.contains("openid") && grant != .clientCredentials,
+            idTokenExpected: configuration.kind == .oidc && configuration.scopes.contains("openid") && !grant.isService,
             idToken: tokens.idToken.flatMap(Self.facts(ofVerified:)),
             refreshToken: tokens.refreshToken != nil,
             refresh: refresh,
@@ -55,13 +55,13 @@ extension MethodHandlers {
     /// A forced refresh of the session's own token, and whether it rotated the refresh token.
     private func forcedRefresh(_ key: SessionKey, grant: Grant, before: TokenSet) async -> RefreshFacts {
         // client_credentials sessions are obtained again; others need their refresh token.
-        guard grant == .clientCredentials || before.refreshToken != nil else { return RefreshFacts(status: .notPossible) }
+        guard grant.isService || before.refreshToken != nil else { return RefreshFacts(status: .notPossible) }
         do {
             _ = try await services.sessions.token(for: key, minimumValidity: 0, forceRefresh: true, bounded: !caller.isUnbounded, caller: caller)
         } catch {
             return RefreshFacts(status: .failed, error: InspectionProblem(reason: error.reason, message: error.message))
         }
-        guard grant != .clientCredentials else { return RefreshFacts(status: .refreshed) }
+        guard !grant.isService else { return RefreshFacts(status: .refreshed) }
         let after = await services.sessions.inspection(of: key)?.tokens.refreshToken
         return RefreshFacts(status: .refreshed, rotated: after != before.refreshToken)
     }

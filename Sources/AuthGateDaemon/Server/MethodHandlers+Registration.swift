@@ -35,7 +35,7 @@ extension MethodHandlers {
             throw .validationFailed([FieldError(field: "redirect_uris", message: "the authorization_code grant needs a redirect URI")])
         }
         var grantTypes = params.grants.map(\.wireName)
-        if params.grants.contains(where: { $0 != .clientCredentials }) { grantTypes.append("refresh_token") }
+        if params.grants.contains(where: { !$0.isService }) { grantTypes.append("refresh_token") }
         let method = params.tokenEndpointAuthMethod ?? "none"
         // private_key_jwt: a new ES256 key, its public half registered as the client's jwks.
         let key = method == "private_key_jwt" ? P256.Signing.PrivateKey() : nil

@@ -42,10 +42,12 @@ struct MethodHandlers {
                 await services.throttle.end(uid: caller.uid, error.reason == .invalidCredentials ? .wrongPassword : .other)
                 throw error
             }
-        case .clientCredentials:
+        case .clientCredentials, .jwtBearer, .tokenExchange:
             let variant = TokenVariant(scopes: params.scopes ?? [])
             try variant.validate()
-            return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in try await provider.signInAsClient(variant) }
+            return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
+                try await provider.signInAsService(grant, variant, proofKey: nil)
+            }
         case .deviceCode, .authorizationCode:
             throw AuthGateError(
                 .unsupportedGrant,
@@ -270,15 +272,16 @@ struct MethodHandlers {
         }
     }
 
-    /// The client-credentials sign-in of a session first asked for a token (single flight per
-    /// session: ``FirstUseSignIns``).
+    /// The service sign-in (client credentials, or a platform token's grant) of a session first
+    /// asked for a token (single flight per session: ``FirstUseSignIns``).
     private func signInOnFirstUse(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider) async throws(AuthGateError) {
         let handlers = self
+        let grant = configuration.serviceGrant ?? .clientCredentials
         try await services.firstUse.signIn(key) {
             do throws(AuthGateError) {
-                _ = try await handlers.signIn(key, configuration, client, grant: .clientCredentials, event: "signed in on first use") {
+                _ = try await handlers.signIn(key, configuration, client, grant: grant, event: "signed in on first use") {
                     provider throws(AuthGateError) in
-                    try await provider.signInAsClient(TokenVariant())
+                    try await provider.signInAsService(grant, TokenVariant(), proofKey: nil)
                 }
                 return .success(())
             } catch {

@@ -26,7 +26,7 @@ extension SessionManager {
             guard let record = sessions[start.key], let tokens = record.tokens else { continue }
             sessions[start.key]?.nextRefreshAt = nil
             if refreshes[RefreshKey(session: start.key, variant: TokenVariant())] != nil { continue }  // a caller's refresh plans the next one
-            if record.grant != .clientCredentials, tokens.refreshToken == nil {
+            if !record.grant.isService, tokens.refreshToken == nil {
                 expireWithoutRefreshToken(start.key)
                 continue
             }
@@ -147,10 +147,13 @@ extension SessionManager {
             if variant.exchange != nil {
                 // RFC 8693: exchanged again with the session's current access token.
                 result = .success(try await client.exchange(tokens, for: variant))
-            } else if record.grant == .clientCredentials {
-                // RFC 6749 §4.4.3: no refresh token; the client simply asks again.
+            } else if record.grant.isService {
+                // RFC 6749 §4.4.3: no refresh token; the service simply asks again (with the
+                // platform's current token, for the workload grants).
                 let scopes = variant.isEmpty ? tokens.scopes : variant.scopes
-                result = .success(try await client.signInAsClient(TokenVariant(scopes: scopes, resource: variant.resource), proofKey: tokens.proofKey).tokens)
+                result = .success(
+                    try await client.signInAsService(record.grant, TokenVariant(scopes: scopes, resource: variant.resource), proofKey: tokens.proofKey).tokens
+                )
             } else if let refreshToken = tokens.refreshToken {
                 result = .success(try await client.refresh(refreshToken, variant: variant, proofKey: tokens.proofKey))
             } else {
@@ -296,7 +299,7 @@ extension SessionManager {
     func planRefresh(_ key: SessionKey) {
         guard let record = sessions[key], let tokens = record.tokens else { return }
         let at: Date
-        if record.grant != .clientCredentials, tokens.refreshToken == nil {
+        if !record.grant.isService, tokens.refreshToken == nil {
             at = tokens.expiresAt
         } else {
             at = RefreshSchedule.refreshTime(

@@ -255,7 +255,7 @@ actor SessionManager {
             sessions.observer.publish(tokens, obtainedAt: record.obtainedAt, unmeetable: sessions[key]?.unmeetableMinimums ?? [], for: key)
             return tokens
         }
-        if record.grant != .clientCredentials, tokens.refreshToken == nil {
+        if !record.grant.isService, tokens.refreshToken == nil {
             if tokens.isValid(for: 0, at: now()) { return tokens }
             expireWithoutRefreshToken(key)
             throw .loginRequired(provider: key.provider.rawValue)
@@ -311,7 +311,7 @@ actor SessionManager {
             _ = try await token(for: key, minimumValidity: 30, forceRefresh: false)
             return try await refresh(key, variant: variant).value.get()
         }
-        guard record.grant == .clientCredentials || record.tokens?.refreshToken != nil else {
+        guard record.grant.isService || record.tokens?.refreshToken != nil else {
             throw AuthGateError(
                 .unsupportedGrant,
                 "The provider '\(key.provider)' issued this session no refresh token, so authgated cannot obtain a token with other scopes or for a resource; sign in again asking for them."

@@ -58,8 +58,8 @@ struct Login: ParsableCommand {
                 verb: "Signed in to"
             ).run()
         }
-        if grant == .clientCredentials {
-            let params = LoginParams(provider: provider, grant: .clientCredentials, session: session, scopes: scope.isEmpty ? nil : scope)
+        if let grant, grant.isService {
+            let params = LoginParams(provider: provider, grant: grant, session: session, scopes: scope.isEmpty ? nil : scope)
             let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
             return try report(result, global: global, verb: "Signed in to")
         }
@@ -82,7 +82,10 @@ struct Login: ParsableCommand {
 
 /// The ways to sign in that `authgate login` and `authgate provider test` both take.
 struct SignInMethodOptions: ParsableArguments {
-    @Flag(name: .customLong("client-credentials"), help: "Sign in as the provider's configured client, not as a user (a service's own token).")
+    @Flag(
+        name: .customLong("client-credentials"),
+        help: "Sign in as the provider's configured client, not as a user (a service's own token: client credentials, or its platform token's grant)."
+    )
     var clientCredentials = false
 
     @Flag(help: "Sign in with a code typed on another device (device authorization grant).")
@@ -97,18 +100,19 @@ struct SignInMethodOptions: ParsableArguments {
     /// How many of `--device`, `--browser` and `--client-credentials` were given.
     var chosen: Int { [device, browser, clientCredentials].filter { $0 }.count }
 
-    /// The grant to sign in with: the one asked for; else, with no user name or password
-    /// (`userNamed` false), one `provider` offers: the client credentials grant when it is the
-    /// provider's only one (a service's provider: no user name is asked for), the browser on a
-    /// desktop, the device code elsewhere; `nil` for the password grant.
+    /// The grant to sign in with: the one asked for (`--client-credentials`: the provider's
+    /// first service grant, ``Grant/isService``); else, with no user name or password
+    /// (`userNamed` false), one `provider` offers: its service grant when it has only those
+    /// (a service's provider: no user name is asked for), the browser on a desktop, the device
+    /// code elsewhere; `nil` for the password grant.
     func grant(for provider: String, userNamed: Bool, global: GlobalOptions) throws -> Grant? {
         if device { return .deviceCode }
         if browser { return .authorizationCode }
-        if clientCredentials { return .clientCredentials }
-        if userNamed { return nil }
+        if userNamed, !clientCredentials { return nil }
         let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
-        guard let grants = providers.first(where: { $0.id == provider })?.grants else { return nil }
-        if !grants.isEmpty, grants.allSatisfy({ $0 == .clientCredentials }) { return .clientCredentials }
+        let grants = providers.first(where: { $0.id == provider })?.grants ?? []
+        if clientCredentials { return grants.first(where: \.isService) ?? .clientCredentials }
+        if !grants.isEmpty, grants.allSatisfy(\.isService) { return grants.first }
         let hasBrowser = grants.contains(.authorizationCode)
         let hasDevice = grants.contains(.deviceCode)
         if hasBrowser, Display.isAvailable || !hasDevice { return .authorizationCode }

@@ -78,14 +78,14 @@ struct ProviderTest: ParsableCommand {
             ).signIn(beginAsJSON: false)
         }
         let grants = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self).first { $0.id == provider }?.grants
-        guard method.clientCredentials || grants?.contains(.clientCredentials) == true else {
+        guard let grant = grants?.first(where: \.isService) ?? (method.clientCredentials ? .clientCredentials : nil) else {
             throw CLIError(
                 message:
                     "\(Terminal.safe(provider)) offers no interactive sign-in (browser or device code) and no client credentials to test with [unsupported_grant]",
                 exitCode: ExitStatus.providerUnusable
             )
         }
-        let params = LoginParams(provider: provider, grant: .clientCredentials, session: Self.sessionName)
+        let params = LoginParams(provider: provider, grant: grant, session: Self.sessionName)
         return try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
     }
 

@@ -29,7 +29,7 @@ from ._client import Client, Token, default_socket
 from ._errors import (ERRORS, AuthGateError, DaemonUnreachable, DPoPRejected, InternalError, InvalidCredentials,
                       InvalidParams, LoginRequired, NetworkError, PermissionDenied, ProtocolError, ProviderUnavailable,
                       RateLimited, RegistrationRefused, ServerError, ServiceUnavailable, UnknownProvider,
-                      UnsupportedGrant, ValidationFailed)
+                      UnsupportedGrant, ValidationFailed, WorkloadTokenInvalid)
 
 #: The client's version: always the daemon's it was released with (`daemon.info`'s `version`).
 __version__ = "0.1.0"
@@ -43,7 +43,7 @@ __all__ = [
     "AuthGateError", "DaemonUnreachable", "ProtocolError", "ERRORS",
     "LoginRequired", "InvalidCredentials", "UnknownProvider", "ProviderUnavailable", "UnsupportedGrant",
     "PermissionDenied", "RateLimited", "NetworkError", "ServiceUnavailable", "ServerError", "ValidationFailed",
-    "InvalidParams", "InternalError", "DPoPRejected", "RegistrationRefused",
+    "InvalidParams", "InternalError", "DPoPRejected", "RegistrationRefused", "WorkloadTokenInvalid",
 ]
 
 for _public in (Client, AsyncClient, Token, AuthGateAuth, AuthGateError, DaemonUnreachable, ProtocolError):

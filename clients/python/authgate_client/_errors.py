@@ -51,9 +51,11 @@ InternalError = _error("InternalError", "internal_error", "authgated failed.")
 DPoPRejected = _error("DPoPRejected", "dpop_rejected", "The provider refused the DPoP proof of the session's key.")
 RegistrationRefused = _error("RegistrationRefused", "registration_refused",
                              "The provider refused the dynamic client registration or the client's deletion.")
+WorkloadTokenInvalid = _error("WorkloadTokenInvalid", "workload_token_invalid",
+                              "The platform token a service signs in with is missing, expired or not a JWT.")
 
 #: Exception class by reason code; reasons not listed raise AuthGateError with that reason.
 ERRORS = {cls.reason: cls for cls in (LoginRequired, InvalidCredentials, UnknownProvider, ProviderUnavailable,
                                       UnsupportedGrant, PermissionDenied, RateLimited, NetworkError, ServiceUnavailable,
                                       ServerError, ValidationFailed, InvalidParams, InternalError, DPoPRejected,
-                                      RegistrationRefused)}
+                                      RegistrationRefused, WorkloadTokenInvalid)}
