@@ -365,6 +365,16 @@ public actor RemoteIdentityProvider: IdentityProvider {
         return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
     }
 
+    public nonisolated func platformTokenRevision(for grant: Grant) -> String? {
+        let path: String? =
+            switch grant {
+            case .tokenExchange: settings.workload.subjectTokenFile
+            case .jwtBearer: settings.workload.assertionFile
+            default: nil
+            }
+        return path.flatMap { WorkloadTokenFile(path: $0, field: "", provider: configuration.id.rawValue).revision() }
+    }
+
     private static func notConfigured(_ grant: Grant, provider: String) -> AuthGateError {
         AuthGateError(.unsupportedGrant, "\(provider) does not sign services in with the \(grant.rawValue) grant.")
     }

@@ -1,6 +1,10 @@
 import AuthGateCore
 import FoundationEssentials
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A platform's short-lived JWT in a file (a Kubernetes projected service-account token, a CI
 /// job's ID token, a SPIFFE JWT-SVID): read again for every request that sends it, because the
 /// platform rotates it in place (kubelet swaps a symbolic link), and never sent once its `exp`
@@ -41,6 +45,14 @@ struct WorkloadTokenFile: Sendable, Hashable {
             throw invalid("the JWT in \(path) is not valid for another \(Int(notBefore - seconds)) s (nbf); check this machine's clock")
         }
         return token
+    }
+
+    /// The file's identity and age (links followed): kubelet's rotation makes a new file, so
+    /// any rewrite changes it. `nil` when the file cannot be found.
+    func revision() -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return "\(info.st_dev):\(info.st_ino):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):\(info.st_size)"
     }
 
     /// The claims of a compact JWS, unverified.

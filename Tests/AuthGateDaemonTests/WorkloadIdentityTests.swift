@@ -1,8 +1,11 @@
 import AuthGateCore
 import AuthGateHTTP
 import Foundation
+import Logging
+import Synchronization
 import Testing
 
+@testable import AuthGateDaemon
 @testable import AuthGateOAuth
 
 /// A JWT-shaped token with `claims` (its signature is not checked by the daemon, only by the
@@ -57,6 +60,36 @@ private let bearerTokens = HTTPResponse(
     headers: ["content-type": "application/json"],
     body: Array(#"{"access_token":"at-1","token_type":"Bearer","expires_in":300}"#.utf8)
 )
+
+/// A service's provider whose platform token file is a revision number the test rotates.
+private actor PlatformProvider: IdentityProvider {
+    private(set) var serviceSignIns = 0
+    nonisolated let revision = Mutex(1)
+    let clock: ManualClock
+
+    init(clock: ManualClock) { self.clock = clock }
+
+    nonisolated func rotate() { revision.withLock { $0 += 1 } }
+
+    nonisolated func platformTokenRevision(for grant: Grant) -> String? {
+        grant == .tokenExchange ? "\(revision.withLock { $0 })" : nil
+    }
+
+    func signInAsService(_ grant: Grant, _ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult {
+        serviceSignIns += 1
+        return SignInResult(
+            tokens: TokenSet(accessToken: Secret("exchanged-\(serviceSignIns)"), expiresAt: clock.now.addingTimeInterval(3600)),
+            subject: "client:x"
+        )
+    }
+
+    func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet { throw AuthGateError(.unsupportedGrant, "no") }
+    func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] { [:] }
+    func revoke(_ tokens: TokenSet) async {}
+}
 
 /// Workload identity federation (issue 38 §2): a service signs in with the short-lived JWT its
 /// platform writes into a file, with no secret on disk.
@@ -177,6 +210,47 @@ struct WorkloadTokenFileTests {
         )
         #expect(exchange.sent.map { $0["subject_token"] } == [old, new])
         #expect(exchange.sent.allSatisfy { $0["subject_token_type"] == TokenExchangePolicy.jwt && $0["client_assertion"] == nil })
+    }
+
+    @Test(
+        "a token_exchange session signs in again once the platform has rotated its file (looked at every few seconds), not before; other sessions are not watched"
+    )
+    func signedInAgainAfterRotation() async throws {
+        let clock = ManualClock()
+        let provider = PlatformProvider(clock: clock)
+        let sessions = SessionManager(
+            logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }),
+            refreshLimits: .standard,
+            now: { clock.now },
+            random: { clock.random }
+        )
+        let key = SessionKey(uid: 1000, provider: ProviderID("svc")!, name: .default)
+        let binding = SessionBinding(client: provider, policy: RefreshPolicy(), storage: .memory)
+        _ = await sessions.store(
+            try await provider.signInAsService(.tokenExchange, TokenVariant(), proofKey: nil),
+            grant: .tokenExchange,
+            binding: binding,
+            for: key
+        )
+        let other = SessionKey(uid: 1000, provider: ProviderID("svc")!, name: SessionName("cc")!)
+        _ = await sessions.store(
+            try await provider.signInAsService(.clientCredentials, TokenVariant(), proofKey: nil),
+            grant: .clientCredentials,
+            binding: binding,
+            for: other
+        )
+        #expect(await sessions.secondsUntilNextPlan() ?? .infinity <= 5, "the scheduler wakes to look at the file")
+
+        #expect(await sessions.refreshDue() == 0, "the file has not changed")
+        provider.rotate()
+        #expect(await sessions.refreshDue() == 0, "looked at again only after the interval")
+        clock.advance(by: 6)
+        #expect(await sessions.refreshDue() == 1, "rotated: the token_exchange session, not the client_credentials one")
+        await sessions.waitForRefreshes()
+        #expect(await provider.serviceSignIns == 3)
+        #expect(try await sessions.token(for: key, minimumValidity: 0, forceRefresh: false).accessToken.exposedValue == "exchanged-3")
+        clock.advance(by: 6)
+        #expect(await sessions.refreshDue() == 0, "the new file is the one the session has")
     }
 
     @Test("provider files: each workload key with its grant or client_auth, absolute paths, one assertion source, a known subject_token_type")

@@ -74,6 +74,11 @@ public protocol IdentityProvider: Sendable {
     /// session or again for one whose tokens are bound to `proofKey` (DPoP).
     func signInAsService(_ grant: Grant, _ variant: TokenVariant, proofKey: DPoPKey?) async throws(AuthGateError) -> SignInResult
 
+    /// Which version of the platform's token file a `grant` sign-in reads (`subject_token_file`,
+    /// `assertion_file`): it changes when the platform rotates the file, and the session is then
+    /// signed in again with the new token. `nil` when the grant reads no such file.
+    func platformTokenRevision(for grant: Grant) -> String?
+
     /// Exchanges the session's access token for the token `variant.exchange` describes
     /// (RFC 8693). Providers without token exchange keep the default, which refuses.
     func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet
@@ -134,6 +139,8 @@ extension IdentityProvider {
         }
         return try await signInAsClient(variant)
     }
+
+    public func platformTokenRevision(for grant: Grant) -> String? { nil }
 
     public func exchange(_ tokens: TokenSet, for variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         throw AuthGateError(.unsupportedGrant, "This provider does not exchange tokens (RFC 8693).")

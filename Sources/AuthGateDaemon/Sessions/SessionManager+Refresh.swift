@@ -15,6 +15,7 @@ extension SessionManager {
     func refreshDue() -> Int {
         guard !isShutDown else { return 0 }
         let now = now()
+        replanRotatedPlatformTokens(now: now)
         var started = 0
         while let start = queue.next(
             now: now,
@@ -43,7 +44,31 @@ extension SessionManager {
     /// planned; from now on, a plan earlier than that wakes the scheduler (``setSchedulerWakeup(_:)``).
     func secondsUntilNextPlan() -> TimeInterval? {
         schedulerWakesAt = queue.earliestPlan
-        return schedulerWakesAt.map { max(0, $0.timeIntervalSince(now())) }
+        let untilPlan = schedulerWakesAt.map { max(0, $0.timeIntervalSince(now())) }
+        // Platform token files are looked at on the scheduler's wake-ups.
+        guard !platformTokenSessions.isEmpty else { return untilPlan }
+        return min(untilPlan ?? platformTokenCheckInterval, platformTokenCheckInterval)
+    }
+
+    /// RFC 8693 / RFC 7523 sessions signed in with a platform token file: when the platform has
+    /// rotated the file since (kubelet does before the token expires), the session signs in
+    /// again now with the new token, so the provider's token follows the platform's identity.
+    func replanRotatedPlatformTokens(now: Date) {
+        guard !platformTokenSessions.isEmpty else { return }
+        if let checked = platformTokensCheckedAt, now.timeIntervalSince(checked) < platformTokenCheckInterval { return }
+        platformTokensCheckedAt = now
+        for key in platformTokenSessions {
+            guard let record = sessions[key], let revision = record.platformRevision else {
+                platformTokenSessions.remove(key)
+                continue
+            }
+            let current = record.binding.client.platformTokenRevision(for: record.grant)
+            guard current != nil, current != revision, record.nextRefreshAt != nil else { continue }
+            // Marked as seen now: a sign-in that fails keeps the backoff's plan, not a retry per check.
+            sessions[key]?.platformRevision = current
+            logger.info("platform token rotated; signing in again with it", metadata: key.logMetadata())
+            reschedule(key, at: now)
+        }
     }
 
     /// How ``RefreshScheduler`` is woken when a refresh is planned earlier than it will look.
@@ -198,6 +223,7 @@ extension SessionManager {
         switch result {
         case .success(var tokens):
             tokens.idTokenSubject = nil
+            record.platformRevision = record.binding.client.platformTokenRevision(for: record.grant)
             // RFC 6749 §6: a server that issues no new refresh token leaves the old one valid.
             // A rotated one replaces it here, before any caller sees the new access token.
             if tokens.refreshToken == nil {

@@ -50,6 +50,11 @@ actor SessionManager {
     /// When the backlog warning was last logged, per provider.
     var backlogWarnedAt: [ProviderID: Date] = [:]
     var backlogCheckedAt: Date?
+    /// The sessions obtained with a platform token file, and when their files were last looked at.
+    var platformTokenSessions: Set<SessionKey> = []
+    var platformTokensCheckedAt: Date?
+    /// How often those files are looked at for a rotation.
+    var platformTokenCheckInterval: TimeInterval = 5
     var isShutDown = false
     var nextGeneration: UInt64 = 1
     let now: @Sendable () -> Date
@@ -121,8 +126,10 @@ actor SessionManager {
             lastError: nil,
             generation: takeGeneration(),
             binding: binding,
-            obtainedAt: obtainedAt
+            obtainedAt: obtainedAt,
+            platformRevision: binding.client.platformTokenRevision(for: grant)
         )
+        if sessions[key]?.platformRevision != nil { platformTokenSessions.insert(key) }
         planRefresh(key)
         if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
         let replaced = previous?.tokens

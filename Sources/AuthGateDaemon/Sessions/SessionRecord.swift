@@ -17,6 +17,10 @@ struct SessionRecord: Sendable {
     var obtainedAt: Date
     /// When the scheduler refreshes (or retries, or expires) the session next.
     var nextRefreshAt: Date?
+    /// The version of the platform's token file the tokens were obtained with (a
+    /// `token_exchange` or `jwt_bearer` session from a file): when the file changes, the session
+    /// signs in again with the new token (``SessionManager/replanRotatedPlatformTokens(now:)``).
+    var platformRevision: String?
     /// Transient refresh failures in a row, for the backoff.
     var failures = 0
     /// Narrower tokens obtained for `token` calls with `scopes` or `resource`.
