@@ -25,6 +25,12 @@ points what it lacks or gets wrong in 5.0.0:
     refresh token, unauthorized_client / unsupported_grant_type for a grant type.
   - RFC 8252 loopback redirect URIs (any port), require_pushed_authorization_requests, and the
     PKCE check idpyoidc also runs on grants it does not know (it fails the password grant).
+  - Workload identity federation, which idpyoidc lacks: Federation verifies the JWTs of the
+    trusted "platform" issuer and service account (ES256, by hand); FederatedClientAssertion
+    authenticates a client with a platform JWT (Entra's federated credentials, Keycloak's
+    federated client authentication); JWTBearerGrant is RFC 7523 §2.1's grant;
+    PlatformTokenExchange exchanges a platform JWT (RFC 8693) and leaves idpyoidc the
+    exchange of its own access tokens.
 
 Everything request-specific (the TLS client certificate, the verified DPoP proof, the client
 authentication method used) travels in CURRENT, a thread-local the HTTP layer fills; the
@@ -32,20 +38,27 @@ HTTP layer runs one request at a time through idpyoidc (which is not thread-safe
 """
 
 import base64
+import collections
 import hashlib
 import hmac
 import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptojwt.jwk.jwk import key_from_jwk_dict
 from cryptojwt.jws.jws import JWS
 
+from idpyoidc.exception import MissingRequiredAttribute, MissingRequiredValue
 from idpyoidc.message import Message
+from idpyoidc.message.oauth2 import TokenExchangeRequest
 from idpyoidc.message.oidc import AuthorizationRequest, TokenErrorResponse
 from idpyoidc.server.authn_event import create_authn_event
 from idpyoidc.server.client_authn import ClientAuthnMethod, ClientSecretJWT, PrivateKeyJWT
@@ -62,7 +75,20 @@ from idpyoidc.server.user_authn.user import NoAuthn
 from idpyoidc.time_util import utc_time_sans_frac
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 JWT_BEARER_ASSERTION = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+# The subject_token_types of a platform JWT at the token exchange (RFC 8693 §3).
+FEDERATED_TOKEN_TYPES = ("urn:ietf:params:oauth:token-type:jwt", "urn:ietf:params:oauth:token-type:id_token")
+# The client authentication method of a client that authenticates with a platform JWT.
+FEDERATED_METHOD = "federated_client_assertion"
+# How far a platform or service-account JWT's nbf and iat may lie ahead of the server's clock.
+FEDERATION_LEEWAY = 30
+# The longest a service-account assertion may live (exp - iat), as Google's OAuth 2.0 for
+# service accounts allows.
+SERVICE_ACCOUNT_MAX_LIFETIME = 3600
+# How many accepted JWT ids the statistics keep, per use.
+FEDERATION_KEPT = 200
 # The DPoP proof algorithms accepted (and advertised): asymmetric only, as RFC 9449 §4.2 requires.
 DPOP_ALGS = ["ES256", "ES384", "ES512", "RS256", "PS256", "EdDSA"]
 # How far a proof's iat may lie from the server's clock (RFC 9449 §11.1).
@@ -101,6 +127,7 @@ class RequestContext(threading.local):
         self.access_cnf = {}        # the cnf claim of the access token being minted
         self.refresh_cnf = {}       # ... and of the refresh token
         self.authn_failures = []    # why idpyoidc refused the client authentication methods it tried
+        self.federated = None       # the claims of the verified platform or service-account JWT
 
 
 CURRENT = RequestContext()
@@ -234,6 +261,162 @@ def verify_dpop_proof(proof: str, method: str, url: str, access_token: str | Non
     return DPoPProof(key.thumbprint("SHA-256").decode(), claims)
 
 
+# -- workload identity federation
+
+
+def sign_es256(header: dict, claims: dict, key: ec.EllipticCurvePrivateKey) -> str:
+    """A compact JWS of claims, signed ES256 (RFC 7518 §3.4: the signature is r || s)."""
+    signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(claims).encode())}"
+    r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+    return f"{signing_input}.{b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
+
+
+class AssertionRefused(Exception):
+    """A platform or service-account JWT that fails a check; str(error) says which, without
+    quoting the token."""
+
+
+@dataclass
+class TrustedIssuer:
+    """An issuer whose ES256 JWTs the server trusts: iss, its public key and that key's kid."""
+    name: str
+    key: ec.EllipticCurvePublicKey
+    kid: str
+    service_account: bool = False  # iss = sub, exp at most an hour after iat, single-use jti
+
+
+def _numeric(claims: dict, name: str) -> float | None:
+    value = claims.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise AssertionRefused(f"{name} is not a number")
+    return value
+
+
+class Federation:
+    """Verifies the JWTs of the trusted platform issuer and service account, for the three
+    uses of workload identity federation: a client assertion (FederatedClientAssertion), a
+    jwt-bearer grant's assertion (JWTBearerGrant) and a token exchange's subject token
+    (PlatformTokenExchange). Checks, in order: a JWS with an ES256 header (kid, if any, the
+    issuer's); iss a trusted issuer for the use; the signature; exp required and in the future;
+    nbf and iat at most FEDERATION_LEEWAY s ahead; aud naming one of the audiences; sub; and
+    for the service account sub = iss, exp - iat <= SERVICE_ACCOUNT_MAX_LIFETIME and a jti used
+    once. A platform JWT's jti is not checked: the same projected token is used for minutes.
+    `accepted` keeps the jti of every JWT accepted, per use, for the statistics."""
+
+    USES = ("client_assertion", "jwt_bearer", "subject_token")
+
+    def __init__(self, issuer: str, token_endpoints: list[str], platform: TrustedIssuer,
+                 service_account: TrustedIssuer):
+        self.issuer = issuer
+        self.token_endpoints = list(token_endpoints)
+        self.platform = platform
+        self.service_account = service_account
+        self.lock = threading.Lock()
+        self.used_jtis: dict[str, float] = {}  # service-account jti -> its exp
+        self.accepted = {use: collections.deque(maxlen=FEDERATION_KEPT) for use in self.USES}
+
+    def clear(self) -> None:
+        """Forgets the accepted jtis (the statistics), not the used ones."""
+        for jtis in self.accepted.values():
+            jtis.clear()
+
+    def client_assertion(self, token: str, cinfo: dict) -> dict:
+        """A platform JWT authenticating the client cinfo: iss, sub and aud the client's
+        registered federated_issuer, federated_subject and federated_audience."""
+        if cinfo.get("federated_issuer") != self.platform.name:
+            raise AssertionRefused("the client trusts another issuer")
+        return self.verify(token, "client_assertion", "the client assertion", [self.platform],
+                           [cinfo["federated_audience"]], subject=cinfo["federated_subject"])
+
+    def jwt_bearer(self, token: str) -> dict:
+        """The assertion of a jwt-bearer grant: from the platform or the service account, aud
+        the issuer or the token endpoint."""
+        return self.verify(token, "jwt_bearer", "the assertion", [self.platform, self.service_account],
+                           [self.issuer, *self.token_endpoints])
+
+    def subject_token(self, token: str) -> dict:
+        """A token exchange's subject token: from the platform, aud the issuer."""
+        return self.verify(token, "subject_token", "the subject token", [self.platform], [self.issuer])
+
+    def verify(self, token: str, use: str, what: str, issuers: list[TrustedIssuer], audiences: list[str],
+               subject: str | None = None) -> dict:
+        """The claims of token once checked (see the class); raises AssertionRefused."""
+        parts = token.split(".") if isinstance(token, str) else []
+        if len(parts) != 3 or not all(parts):
+            raise AssertionRefused(f"{what} is not a signed JWT")
+        try:
+            header = json.loads(b64url_decode(parts[0]))
+            claims = json.loads(b64url_decode(parts[1]))
+            signature = b64url_decode(parts[2])
+        except (ValueError, UnicodeDecodeError):
+            raise AssertionRefused(f"{what}'s header or payload is not base64url JSON")
+        if not isinstance(header, dict) or not isinstance(claims, dict):
+            raise AssertionRefused(f"{what}'s header or payload is not a JSON object")
+        trusted = {issuer.name: issuer for issuer in issuers}
+        issuer = trusted.get(claims.get("iss"))
+        if issuer is None:
+            names = " or ".join(trusted)
+            raise AssertionRefused(f"{what}'s iss {str(claims.get('iss'))[:200]!r} is not {names}")
+        if header.get("alg") != "ES256":
+            raise AssertionRefused(f"{what} is signed with alg {str(header.get('alg'))[:50]!r}, not ES256")
+        if header.get("kid") not in (None, issuer.kid):
+            raise AssertionRefused(f"{what}'s kid is not {issuer.kid}, the key of {issuer.name}")
+        try:
+            if len(signature) != 64:
+                raise InvalidSignature()
+            der = encode_dss_signature(int.from_bytes(signature[:32], "big"), int.from_bytes(signature[32:], "big"))
+            issuer.key.verify(der, f"{parts[0]}.{parts[1]}".encode(), ec.ECDSA(hashes.SHA256()))
+        except InvalidSignature:
+            raise AssertionRefused(f"{what}'s signature does not verify with the key of {issuer.name}")
+
+        now = time.time()
+        try:
+            exp, nbf, iat = (_numeric(claims, name) for name in ("exp", "nbf", "iat"))
+        except AssertionRefused as error:
+            raise AssertionRefused(f"{what}'s {error}")
+        if exp is None:
+            raise AssertionRefused(f"{what} has no exp")
+        if exp <= now:
+            raise AssertionRefused(f"{what} has expired (exp {int(now - exp)} s ago)")
+        for name, value in (("nbf", nbf), ("iat", iat)):
+            if value is not None and value > now + FEDERATION_LEEWAY:
+                raise AssertionRefused(f"{what} is not valid yet ({name} {int(value - now)} s ahead)")
+        aud = claims.get("aud")
+        aud = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+        if not set(audiences) & {value for value in aud if isinstance(value, str)}:
+            raise AssertionRefused(f"{what}'s aud does not name {' or '.join(audiences)}")
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not sub:
+            raise AssertionRefused(f"{what} has no sub")
+        if subject is not None and sub != subject:
+            raise AssertionRefused(f"{what}'s sub {sub[:200]!r} is not the client's federated subject {subject!r}")
+        jti = claims.get("jti")
+        if issuer.service_account:
+            if sub != issuer.name:
+                raise AssertionRefused(f"{what}'s sub is not its iss")
+            if exp - (iat if iat is not None else now) > SERVICE_ACCOUNT_MAX_LIFETIME:
+                raise AssertionRefused(f"{what} lives longer than {SERVICE_ACCOUNT_MAX_LIFETIME} s (exp - iat)")
+            if not isinstance(jti, str) or not jti:
+                raise AssertionRefused(f"{what} has no jti")
+            with self.lock:
+                self.used_jtis = {seen: until for seen, until in self.used_jtis.items() if until > now}
+                if jti in self.used_jtis:
+                    raise AssertionRefused(f"{what}'s jti was used before")
+                self.used_jtis[jti] = exp
+        self.accepted[use].append(jti if isinstance(jti, str) else None)
+        return claims
+
+
+def federated_client(context, request) -> dict | None:
+    """The registration of the request's client_id if it is a client that authenticates with
+    a platform JWT (it has a federated_subject), else None."""
+    client_id = request.get("client_id") if request is not None else None
+    cinfo = context.cdb.get(client_id) if isinstance(client_id, str) else None
+    return cinfo if cinfo and cinfo.get("federated_subject") else None
+
+
 # -- the user
 
 
@@ -270,14 +453,47 @@ def _check_assertion_claims(request, result: dict) -> dict:
     return result
 
 
-class StrictPrivateKeyJWT(PrivateKeyJWT):
+class NotForFederatedClients:
+    """Mixed into the other JWT assertion methods: a federated client's assertion is left to
+    FederatedClientAssertion, so that its refusal says why without the others' failures."""
+
+    def is_usable(self, request=None, authorization_token=None):
+        return (super().is_usable(request=request, authorization_token=authorization_token)
+                and federated_client(self.upstream_get("context"), request) is None)
+
+
+class StrictPrivateKeyJWT(NotForFederatedClients, PrivateKeyJWT):
     def _verify(self, request=None, **kwargs):
         return _check_assertion_claims(request, super()._verify(request=request, **kwargs))
 
 
-class StrictClientSecretJWT(ClientSecretJWT):
+class StrictClientSecretJWT(NotForFederatedClients, ClientSecretJWT):
     def _verify(self, request=None, **kwargs):
         return _check_assertion_claims(request, super()._verify(request=request, **kwargs))
+
+
+class FederatedClientAssertion(ClientAuthnMethod):
+    """Client authentication with a platform JWT as client_assertion (RFC 7521 §4.2; what
+    Entra's workload identity federation and Keycloak's federated client authentication do):
+    the request names client_id, a client registered with federated_issuer, federated_subject
+    and federated_audience, and the JWT passes Federation.client_assertion. No jti check."""
+
+    tag = FEDERATED_METHOD
+
+    def is_usable(self, request=None, authorization_token=None):
+        return (request is not None and "client_assertion" in request
+                and federated_client(self.upstream_get("context"), request) is not None)
+
+    def _verify(self, request=None, **kwargs):
+        if request.get("client_assertion_type") != JWT_BEARER_ASSERTION:
+            raise ClientAuthenticationError(f"client_assertion_type is not {JWT_BEARER_ASSERTION}")
+        context = self.upstream_get("context")
+        cinfo = federated_client(context, request)
+        try:
+            context.federation.client_assertion(request["client_assertion"], cinfo)
+        except AssertionRefused as error:
+            raise ClientAuthenticationError(str(error))
+        return {"client_id": cinfo["client_id"]}
 
 
 class TlsClientAuth(ClientAuthnMethod):
@@ -391,11 +607,63 @@ def pkce_for_codes_only(check):
     return post_parse
 
 
+def granted_scope(context, client_id: str, requested) -> list | TokenErrorResponse:
+    """The scope to grant: the requested one (a space-separated string or a list) if within
+    the client's allowed_scopes (else invalid_scope), or the client's default_scopes."""
+    allowed = context.cdb[client_id].get("allowed_scopes", [])
+    if isinstance(requested, str):
+        requested = requested.split()
+    if requested and not set(requested) <= set(allowed):
+        return TokenErrorResponse(error="invalid_scope", error_description=f"allowed scopes: {' '.join(allowed)}")
+    return list(requested or context.cdb[client_id].get("default_scopes", allowed))
+
+
+def requested_targets(request, allowed: list[str]) -> list[str] | TokenErrorResponse:
+    """The request's audience and resource values (RFC 8693 §2.1, RFC 8707), each one of
+    allowed, else invalid_target."""
+    targets = []
+    for name in ("audience", "resource"):
+        values = request.get(name) or []
+        for target in [values] if isinstance(values, str) else values:
+            if target not in allowed:
+                return TokenErrorResponse(error="invalid_target",
+                                          error_description=f"{name} must be one of {' '.join(allowed)}")
+            targets.append(target)
+    return targets
+
+
+def issue_tokens(helper: TokenEndpointHelper, client_id: str, user_id: str, scope: list, acr: str, *,
+                 refresh: bool, id_token: bool, token_args: dict | None = None) -> dict:
+    """A session like the authorization endpoint's for user_id and client_id (so tokens carry
+    sub, client_id and the user's claims) with scope, and the token response: an access token
+    (token_type DPoP if the request's proof was verified; token_args for it, like resources),
+    a refresh token if asked, and an ID token if asked and the scope has openid."""
+    context = helper.endpoint.upstream_get("context")
+    manager = context.session_manager
+    authz_request = AuthorizationRequest(client_id=client_id, scope=scope, response_type="code")
+    session_id = manager.create_session(
+        authn_event=create_authn_event(user_id, authn_info=acr),
+        auth_req=authz_request, user_id=user_id, client_id=client_id,
+        token_usage_rules=context.authz.usage_rules(client_id))
+    grant = context.authz(session_id, request=authz_request)
+    manager.set(manager.decrypt_session_id(session_id), grant)
+
+    token_type = "DPoP" if CURRENT.dpop is not None else "Bearer"
+    access = helper._mint_token("access_token", grant, session_id, client_id, token_type=token_type,
+                                token_args=token_args)
+    response = {"access_token": access.value, "token_type": token_type, "scope": " ".join(grant.scope),
+                "expires_in": access.expires_at - utc_time_sans_frac()}
+    if refresh:
+        response["refresh_token"] = helper._mint_token("refresh_token", grant, session_id, client_id).value
+    if id_token and "openid" in grant.scope:
+        response["id_token"] = helper._mint_token("id_token", grant, session_id, client_id).value
+    return response
+
+
 class SessionGrant(TokenEndpointHelper):
-    """The base of the password and client_credentials grants: a session like the
-    authorization endpoint's (so tokens carry sub, client_id and the user's claims), the
-    requested scope within the client's allowed_scopes, an access token, a refresh token
-    unless the grant is client_credentials, and an ID token when the scope has openid."""
+    """The base of the password, client_credentials and jwt-bearer grants: a session for the
+    grant's user (issue_tokens), the requested scope within the client's allowed_scopes, an
+    access token, a refresh token if issue_refresh, and an ID token when the scope has openid."""
 
     issue_refresh = True
     acr = "urn:oasis:names:tc:SAML:2.0:ac:classes:InternetProtocolPassword"
@@ -406,41 +674,29 @@ class SessionGrant(TokenEndpointHelper):
     def user_id(self, request) -> str | TokenErrorResponse:
         raise NotImplementedError
 
+    def requested_scope(self, request):
+        return request.get("scope")
+
+    def targets(self, request) -> list[str] | TokenErrorResponse:
+        """The audiences of the access token beyond idpyoidc's (none here)."""
+        return []
+
     def process_request(self, req, **kwargs):
         context = self.endpoint.upstream_get("context")
         client_id = req["client_id"]
         if not req.get("authenticated") and CURRENT.auth_method != "public":
             return self.error_cls(error="invalid_client")
+        targets = self.targets(req)
+        if isinstance(targets, TokenErrorResponse):
+            return targets
         user_id = self.user_id(req)
         if isinstance(user_id, TokenErrorResponse):
             return user_id
-        allowed = context.cdb[client_id].get("allowed_scopes", [])
-        requested = req.get("scope")
-        if isinstance(requested, str):
-            requested = requested.split()
-        if requested and not set(requested) <= set(allowed):
-            return self.error_cls(error="invalid_scope",
-                                  error_description=f"allowed scopes: {' '.join(allowed)}")
-        scope = requested or context.cdb[client_id].get("default_scopes", allowed)
-
-        manager = context.session_manager
-        authz_request = AuthorizationRequest(client_id=client_id, scope=scope, response_type="code")
-        session_id = manager.create_session(
-            authn_event=create_authn_event(user_id, authn_info=self.acr),
-            auth_req=authz_request, user_id=user_id, client_id=client_id,
-            token_usage_rules=context.authz.usage_rules(client_id))
-        grant = context.authz(session_id, request=authz_request)
-        manager.set(manager.decrypt_session_id(session_id), grant)
-
-        token_type = "DPoP" if req.get("dpop_jkt") else "Bearer"
-        access = self._mint_token("access_token", grant, session_id, client_id, token_type=token_type)
-        response = {"access_token": access.value, "token_type": token_type, "scope": " ".join(grant.scope),
-                    "expires_in": access.expires_at - utc_time_sans_frac()}
-        if self.issue_refresh:
-            response["refresh_token"] = self._mint_token("refresh_token", grant, session_id, client_id).value
-        if "openid" in grant.scope:
-            response["id_token"] = self._mint_token("id_token", grant, session_id, client_id).value
-        return response
+        scope = granted_scope(context, client_id, self.requested_scope(req))
+        if isinstance(scope, TokenErrorResponse):
+            return scope
+        return issue_tokens(self, client_id, user_id, scope, self.acr, refresh=self.issue_refresh, id_token=True,
+                            token_args={"resources": targets} if targets else None)
 
 
 class PasswordGrant(SessionGrant):
@@ -467,6 +723,78 @@ class ClientCredentialsGrant(SessionGrant):
             return self.error_cls(error="unauthorized_client",
                                   error_description="a public client cannot use client_credentials")
         return request["client_id"]
+
+
+class JWTBearerGrant(SessionGrant):
+    """The JWT bearer grant (RFC 7523 §2.1): an assertion from the platform or the service
+    account (Federation.jwt_bearer) for its sub; the scope from the request or else from the
+    assertion's scope claim (as Google's service-account assertions carry it); audience and
+    resource as at the token exchange (config federated_targets, else invalid_target); no
+    refresh token. A refused assertion is invalid_grant (§3.1)."""
+
+    issue_refresh = False
+    acr = JWT_BEARER_GRANT
+
+    def targets(self, request):
+        return requested_targets(request, (self.config or {}).get("federated_targets", []))
+
+    def user_id(self, request):
+        assertion = request.get("assertion")
+        if not isinstance(assertion, str) or not assertion:
+            return self.error_cls(error="invalid_request", error_description="no assertion")
+        try:
+            CURRENT.federated = self.endpoint.upstream_get("context").federation.jwt_bearer(assertion)
+        except AssertionRefused as error:
+            return self.error_cls(error="invalid_grant", error_description=str(error))
+        return CURRENT.federated["sub"]
+
+    def requested_scope(self, request):
+        scope = request.get("scope") or CURRENT.federated.get("scope")
+        return scope if isinstance(scope, (str, list)) else None
+
+
+class PlatformTokenExchange(TokenExchangeHelper):
+    """idpyoidc's token exchange (RFC 8693) of its own access tokens, and the exchange of a
+    platform JWT (subject_token_type jwt or id_token, as Google's STS and Keycloak's
+    external-to-internal exchange take one): Federation.subject_token checks it (invalid_grant
+    if it fails), audience and resource must be among the config's federated_targets
+    (invalid_target), scope within the client's (invalid_scope), requested_token_type an access
+    token. The answer: an access token for the JWT's sub, no refresh token."""
+
+    def post_parse_request(self, request, client_id="", **kwargs):
+        if request.get("subject_token_type") not in FEDERATED_TOKEN_TYPES:
+            return super().post_parse_request(request, client_id, **kwargs)
+        request = TokenExchangeRequest(**request.to_dict())
+        try:
+            request.verify()
+        except (ValueError, MissingRequiredAttribute, MissingRequiredValue) as error:
+            return self.error_cls(error="invalid_request", error_description=f"{type(error).__name__}: {error}")
+        if request.get("requested_token_type", ACCESS_TOKEN_TYPE) != ACCESS_TOKEN_TYPE:
+            return self.error_cls(error="invalid_request",
+                                  error_description=f"a platform token is exchanged for an {ACCESS_TOKEN_TYPE} only")
+        targets = requested_targets(request, self.config.get("federated_targets", []))
+        if isinstance(targets, TokenErrorResponse):
+            return targets
+        context = self.endpoint.upstream_get("context")
+        scope = granted_scope(context, request["client_id"], request.get("scope"))
+        if isinstance(scope, TokenErrorResponse):
+            return scope
+        try:
+            CURRENT.federated = context.federation.subject_token(request["subject_token"])
+        except AssertionRefused as error:
+            return self.error_cls(error="invalid_grant", error_description=str(error))
+        return request
+
+    def process_request(self, request, **kwargs):
+        if request.get("subject_token_type") not in FEDERATED_TOKEN_TYPES:
+            return super().process_request(request, **kwargs)
+        context = self.endpoint.upstream_get("context")
+        client_id = request["client_id"]
+        scope = granted_scope(context, client_id, request.get("scope"))
+        targets = requested_targets(request, self.config.get("federated_targets", []))
+        response = issue_tokens(self, client_id, CURRENT.federated["sub"], scope, TOKEN_EXCHANGE, refresh=False,
+                                id_token=False, token_args={"resources": targets} if targets else None)
+        return {**response, "issued_token_type": ACCESS_TOKEN_TYPE}
 
 
 class RefreshGrant(RefreshTokenHelper):
@@ -499,7 +827,8 @@ class TokenEndpoint(ExtraAudiences, Token):
         "refresh_token": RefreshGrant,
         "password": PasswordGrant,
         "client_credentials": ClientCredentialsGrant,
-        TOKEN_EXCHANGE: TokenExchangeHelper,
+        TOKEN_EXCHANGE: PlatformTokenExchange,
+        JWT_BEARER_GRANT: JWTBearerGrant,
     }
     _supports = {**Token._supports, "grant_types_supported": list(helper_by_grant_type)}
 

@@ -33,13 +33,17 @@ import requests
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 
 HERE = Path(__file__).resolve().parent
 SERVER = HERE / "idpy_server.py"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
+PLATFORM_SUBJECT = "system:serviceaccount:apps:billing"
 
 
 # -- JOSE by hand
@@ -109,6 +113,20 @@ def assertion(client_id: str, key, aud, *, alg="ES256", kid=None, **overrides) -
     claims = {k: v for k, v in claims.items() if v is not None}
     header = {"alg": alg, "typ": "JWT", **({"kid": kid} if kid else {})}
     return sign(header, claims, key)
+
+
+def verify_es256(token: str, jwks: dict) -> tuple[dict, dict]:
+    """(header, claims) of an ES256 JWT whose signature verifies with the JWKS key of its kid."""
+    head, payload, signature = token.split(".")
+    header = b64url_json(head)
+    jwk = next(k for k in jwks["keys"] if k.get("kid") == header.get("kid"))
+    numbers = ec.EllipticCurvePublicNumbers(int.from_bytes(base64.urlsafe_b64decode(jwk["x"] + "=="), "big"),
+                                            int.from_bytes(base64.urlsafe_b64decode(jwk["y"] + "=="), "big"),
+                                            ec.SECP256R1())
+    raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+    der = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+    numbers.public_key().verify(der, f"{head}.{payload}".encode(), ec.ECDSA(hashes.SHA256()))
+    return header, jwt_claims(token)
 
 
 def pkce() -> tuple[str, str]:
@@ -184,6 +202,13 @@ class IdpyServer:
     def stats(self) -> dict:
         return self.http.get(self.url("/test/stats")).json()
 
+    def platform_file_token(self) -> str:
+        return Path(self.info["platform"]["token_file"]).read_text()
+
+    def platform_token(self, **claims) -> str:
+        """A token signed by the platform key, from /test/platform-token."""
+        return expect(self.http.post(self.info["endpoints"]["platform_token"], json=claims), 200)["token"]
+
     def resource(self, token: str, *, scheme="DPoP", proof=None, cert=None) -> requests.Response:
         headers = {"Authorization": f"{scheme} {token}", **({"DPoP": proof} if proof else {})}
         return self.http.get(self.url("/resource"), headers=headers, cert=cert)
@@ -246,7 +271,7 @@ def t_discovery(s: IdpyServer) -> None:
     check("ES256" in d["dpop_signing_alg_values_supported"], "dpop algs")
     check({"private_key_jwt", "client_secret_jwt", "client_secret_basic"} <= set(d["token_endpoint_auth_methods_supported"]),
           "auth methods")
-    check({"password", "client_credentials", "authorization_code", "refresh_token", TOKEN_EXCHANGE}
+    check({"password", "client_credentials", "authorization_code", "refresh_token", TOKEN_EXCHANGE, JWT_BEARER_GRANT}
           <= set(d["grant_types_supported"]), "grant types")
     check(d["code_challenge_methods_supported"] == ["S256"], "pkce")
     check(any(k["kty"] == "RSA" for k in s.jwks["keys"]) and all("d" not in k for k in s.jwks["keys"]), "jwks")
@@ -264,7 +289,11 @@ def t_files(s: IdpyServer) -> None:
     check(stat.S_IMODE(os.stat(s.info["client_key_file"]).st_mode) == 0o600, "client key mode")
     check(s.info["users"] == {"alice": "alice-password-1"}, "users")
     check(set(s.info["clients"]) == {"authgate-dpop", "authgate-pkjwt-ec", "authgate-pkjwt-rsa", "authgate-secretjwt",
-                                     "authgate-exchange", "authgate-par"}, f"clients {set(s.info['clients'])}")
+                                     "authgate-exchange", "authgate-par", "authgate-federated", "authgate-workload"},
+          f"clients {set(s.info['clients'])}")
+    for path in (s.workdir / "platform-key.pem", s.info["service_account"]["key_file"]):
+        check(stat.S_IMODE(os.stat(path).st_mode) == 0o600, f"{path} mode")
+    check(stat.S_IMODE(os.stat(s.info["platform"]["token_file"]).st_mode) == 0o644, "platform token mode")
 
 
 def t_dpop_token(s: IdpyServer) -> None:
@@ -842,6 +871,224 @@ def t_mtls(s: IdpyServer) -> None:
         pass
 
 
+# -- workload identity federation
+
+
+def t_platform(s: IdpyServer) -> None:
+    """The platform's discovery, JWKS and rotating token file (kubelet's layout), and
+    /test/platform-token."""
+    platform = s.info["platform"]
+    check(platform["issuer"] == s.url("/platform") and platform["subject"] == PLATFORM_SUBJECT
+          and platform["audience"] == s.issuer and platform["jwks"] == s.url("/platform/jwks")
+          and platform["token_file"] == str(s.workdir / "platform" / "token"), f"platform {platform}")
+    check(s.info["service_account"] == {"issuer": "authgate-sa@authgate.test", "key_id": "authgate-sa-1",
+                                        "key_file": str(s.workdir / "authgate-sa-key.pem")},
+          f"service_account {s.info['service_account']}")
+    before = s.stats()["requests"]
+    discovery = expect(s.http.get(s.url("/platform/.well-known/openid-configuration")), 200)
+    check(discovery["issuer"] == platform["issuer"] and discovery["jwks_uri"] == platform["jwks"], f"{discovery}")
+    jwks = expect(s.http.get(platform["jwks"]), 200)
+    check([k["kid"] for k in jwks["keys"]] == ["platform-1"] and all("d" not in k for k in jwks["keys"]), f"{jwks}")
+    check(s.stats()["requests"] == before, "the platform's requests are counted")
+
+    directory = s.workdir / "platform"
+    check(os.readlink(directory / "token") == "..data/token", "token -> ..data/token")
+    for _ in range(3):  # (a rotation between the two reads removes the directory read first)
+        first_dir = os.readlink(directory / "..data")
+        try:
+            first = (directory / first_dir / "token").read_text()
+            break
+        except FileNotFoundError:
+            continue
+    check(first_dir.startswith("..") and first, f"..data -> {first_dir}")
+    header, claims = verify_es256(first, jwks)
+    check(header == {"alg": "ES256", "typ": "JWT", "kid": "platform-1"}, f"header {header}")
+    now = time.time()
+    check(claims["iss"] == platform["issuer"] and claims["sub"] == PLATFORM_SUBJECT and claims["aud"] == [s.issuer]
+          and claims["exp"] - claims["iat"] == 600 and claims["nbf"] == claims["iat"]
+          and abs(claims["iat"] - now) < 5 and claims["jti"], f"claims {claims}")
+    deadline = time.monotonic() + 6
+    while s.platform_file_token() == first and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = s.platform_file_token()
+    check(second != first, "the token file did not change")
+    check(verify_es256(second, jwks)[1]["jti"] != claims["jti"], "the same jti twice")
+    check(not (directory / first_dir).exists(), f"{first_dir} was not removed")
+    check(stat.S_IMODE(os.stat(directory / "token").st_mode) == 0o644, "token mode")
+
+    made = s.platform_token(lifetime=30, issued_ago=100, not_before_in=50, sub="someone", aud="https://x.example",
+                            iss="https://evil.example")
+    header, claims = verify_es256(made, jwks)
+    now = time.time()
+    check(claims["sub"] == "someone" and claims["aud"] == "https://x.example" and claims["iss"] == "https://evil.example"
+          and abs(claims["iat"] - (now - 100)) < 5 and claims["exp"] == claims["iat"] + 30
+          and abs(claims["nbf"] - (now + 50)) < 5, f"made {claims}")
+    claims = jwt_claims(s.platform_token())
+    check(claims["exp"] - claims["iat"] == 600 and claims["aud"] == [s.issuer], f"default {claims}")
+    expect(s.http.post(s.url("/test/platform-token"), json={"lifetime": "long"}), 400, "invalid_request")
+    expect(s.http.post(s.url("/test/platform-token"), data="[1]"), 400, "invalid_request")
+
+
+def federated(s: IdpyServer, token: str, client_id: str = "authgate-federated") -> dict:
+    return {"grant_type": "client_credentials", "client_id": client_id,
+            "client_assertion_type": JWT_BEARER, "client_assertion": token}
+
+
+def signed_elsewhere(token: str) -> str:
+    """The claims of token signed by another key, with the same header."""
+    head, payload, _ = token.split(".")
+    return sign(b64url_json(head), b64url_json(payload), ec.generate_private_key(ec.SECP256R1()))
+
+
+def t_federated_client(s: IdpyServer) -> None:
+    """(a) authgate-federated authenticates with the platform's JWT as its client assertion."""
+    token = s.platform_file_token()
+    body = expect(s.token(federated(s, token)), 200)
+    claims = jwt_claims(body["access_token"])
+    check(claims["sub"] == "authgate-federated" and claims["client_id"] == "authgate-federated"
+          and body["token_type"] == "Bearer" and body["scope"] == "read write" and "refresh_token" not in body,
+          f"federated {body} {claims}")
+    check(s.stats()["client_auth"]["authgate-federated"] == "federated_client_assertion", "stats client_auth")
+    expect(s.resource(body["access_token"], scheme="Bearer"), 200)
+    expect(s.token(federated(s, token)), 200)  # the same token again: no jti check
+    check(s.stats()["federation"]["client_assertion"][-2:] == [jwt_claims(token)["jti"]] * 2,
+          f"stats {s.stats()['federation']}")
+    expect(s.token({**federated(s, s.platform_token(aud=[s.issuer, "https://other.example"])), "scope": "read"}), 200)
+
+    refusals = {
+        "expired": (s.platform_token(lifetime=60, issued_ago=120), "expired"),
+        "wrong subject": (s.platform_token(sub="system:serviceaccount:apps:other"), "federated subject"),
+        "not yet valid": (s.platform_token(not_before_in=120), "not valid yet"),
+        "issued in the future": (s.platform_token(issued_ago=-120), "not valid yet"),
+        "another audience": (s.platform_token(aud="https://other.example"), "aud"),
+        "another issuer": (s.platform_token(iss="https://evil.example"), "iss"),
+        "bad signature": (signed_elsewhere(token), "signature"),
+        "not a JWT": ("garbage", "not a signed JWT"),
+    }
+    for name, (assertion_jwt, reason) in refusals.items():
+        body = expect(s.token(federated(s, assertion_jwt)), 401, "invalid_client")
+        description = body.get("error_description", "")
+        check(reason in description and "private_key_jwt" not in description, f"{name}: {description}")
+    expect(s.token({**federated(s, token), "client_assertion_type": "urn:example"}), 401, "invalid_client")
+    # Within the 30 s leeway.
+    expect(s.token(federated(s, s.platform_token(not_before_in=10, issued_ago=-10))), 200)
+    # The platform's JWT is no private_key_jwt assertion for another client, nor one for none.
+    expect(s.token(federated(s, token, client_id="authgate-pkjwt-ec")), 401, "invalid_client")
+    expect(s.token({"grant_type": "client_credentials", "client_id": "authgate-federated"}), 401, "invalid_client")
+    # A service-account assertion is not a platform token.
+    sa = s.info["service_account"]
+    key = serialization.load_pem_private_key(Path(sa["key_file"]).read_bytes(), None)
+    expect(s.token(federated(s, assertion(sa["issuer"], key, s.issuer, kid=sa["key_id"]))), 401, "invalid_client")
+
+
+def service_account_assertion(s: IdpyServer, **overrides) -> str:
+    """An assertion signed in the test with the service account's key (as Google's are)."""
+    sa = s.info["service_account"]
+    key = serialization.load_pem_private_key(Path(sa["key_file"]).read_bytes(), None)
+    return assertion(sa["issuer"], key, overrides.pop("aud", s.url("/token")), kid=sa["key_id"], **overrides)
+
+
+def t_jwt_bearer(s: IdpyServer) -> None:
+    """(b) the JWT bearer grant with the platform's token and with service-account assertions."""
+    grant = {"grant_type": JWT_BEARER_GRANT, "client_id": "authgate-workload"}
+    token = s.platform_file_token()
+    body = expect(s.token({**grant, "assertion": token}), 200)
+    claims = jwt_claims(body["access_token"])
+    check(claims["sub"] == PLATFORM_SUBJECT and claims["client_id"] == "authgate-workload"
+          and body["scope"] == "read write" and body["token_type"] == "Bearer" and "refresh_token" not in body
+          and "id_token" not in body, f"jwt-bearer {body} {claims}")
+    answer = expect(s.resource(body["access_token"], scheme="Bearer"), 200)
+    check(answer["sub"] == PLATFORM_SUBJECT, f"resource {answer}")
+    body = expect(s.token({**grant, "assertion": token, "scope": "openid read"}), 200)
+    check(body["scope"] == "openid read" and "id_token" in body, f"openid {body}")
+    expect(s.token({**grant, "assertion": s.platform_token(aud=s.url("/token"))}), 200)
+    body = expect(s.token({**grant, "assertion": token, "audience": "https://api.example.test"}), 200)
+    check("https://api.example.test" in jwt_claims(body["access_token"])["aud"], f"audience {body}")
+    expect(s.token({**grant, "assertion": token, "resource": "https://forbidden.example.test"}), 400, "invalid_target")
+    check(s.stats()["federation"]["jwt_bearer"][:2] == [jwt_claims(token)["jti"]] * 2,
+          f"stats {s.stats()['federation']}")
+
+    sa = service_account_assertion(s, scope="read")
+    body = expect(s.token({**grant, "assertion": sa}), 200)
+    check(jwt_claims(body["access_token"])["sub"] == "authgate-sa@authgate.test" and body["scope"] == "read",
+          f"service account {body}")
+    check(s.stats()["federation"]["jwt_bearer"][-1] == jwt_claims(sa)["jti"], "stats service account jti")
+    refused = expect(s.token({**grant, "assertion": sa}), 400, "invalid_grant")
+    check("jti" in refused.get("error_description", ""), f"reused jti: {refused}")
+    expect(s.token({**grant, "assertion": service_account_assertion(s, aud=s.issuer), "scope": "write"}), 200)
+
+    refusals = {
+        "expired platform token": s.platform_token(lifetime=60, issued_ago=120),
+        "platform token for another audience": s.platform_token(aud="https://other.example"),
+        "untrusted issuer": s.platform_token(iss="https://evil.example"),
+        "no jti": service_account_assertion(s, jti=None),
+        "no exp": service_account_assertion(s, exp=None),
+        "more than an hour": service_account_assertion(s, exp=int(time.time()) + 7200),
+        "sub is not iss": service_account_assertion(s, sub="someone"),
+        "another audience": service_account_assertion(s, aud="https://other.example"),
+        "expired": service_account_assertion(s, iat=int(time.time()) - 600, exp=int(time.time()) - 60),
+        "wrong key": signed_elsewhere(service_account_assertion(s)),
+        "HS256": sign({"alg": "HS256", "typ": "JWT"}, jwt_claims(service_account_assertion(s)), b"k" * 32),
+    }
+    for name, assertion_jwt in refusals.items():
+        body = expect(s.token({**grant, "assertion": assertion_jwt}), 400, "invalid_grant")
+        check(body.get("error_description"), f"{name}: no error_description")
+    expect(s.token({**grant, "assertion": service_account_assertion(s, scope="admin")}), 400, "invalid_scope")
+    expect(s.token(grant), 400, "invalid_request")
+    # A client without the grant.
+    auth = ("authgate-exchange", s.secret("authgate-exchange"))
+    expect(s.token({"grant_type": JWT_BEARER_GRANT, "assertion": token}, auth=auth), 400, "unauthorized_client")
+
+
+def t_platform_exchange(s: IdpyServer) -> None:
+    """(c) token exchange of the platform's JWT (RFC 8693) for an access token."""
+    token = s.platform_file_token()
+    base = {"grant_type": TOKEN_EXCHANGE, "subject_token": token, "subject_token_type": JWT_TOKEN_TYPE,
+            "client_id": "authgate-workload"}
+    body = expect(s.token(base), 200)
+    check(body["issued_token_type"] == ACCESS_TOKEN_TYPE and body["token_type"] == "Bearer"
+          and 0 < body["expires_in"] <= 3600 and body["scope"] == "read write" and "refresh_token" not in body,
+          f"exchange {body}")
+    answer = expect(s.resource(body["access_token"], scheme="Bearer"), 200)
+    check(answer["sub"] == PLATFORM_SUBJECT and answer["client_id"] == "authgate-workload", f"resource {answer}")
+    body = expect(s.token({**base, "subject_token_type": ID_TOKEN_TYPE, "audience": "https://api.example.test",
+                           "scope": "read"}), 200)
+    check("https://api.example.test" in jwt_claims(body["access_token"])["aud"] and body["scope"] == "read",
+          f"audience {body}")
+    expect(s.token({**base, "resource": "https://api.example.test"}), 200)
+    # A confidential client, and DPoP.
+    auth = ("authgate-exchange", s.secret("authgate-exchange"))
+    body = expect(s.token({k: v for k, v in base.items() if k != "client_id"}, auth=auth), 200)
+    check(jwt_claims(body["access_token"])["client_id"] == "authgate-exchange", f"confidential {body}")
+    key = ec.generate_private_key(ec.SECP256R1())
+    body = expect(s.token(base, proof=dpop_proof(key, "POST", s.url("/token"))), 200)
+    check(body["token_type"] == "DPoP" and jwt_claims(body["access_token"])["cnf"] == {"jkt": thumbprint(public_jwk(key))},
+          f"DPoP {body}")
+    check(s.stats()["federation"]["subject_token"][:2] == [jwt_claims(token)["jti"]] * 2,
+          f"stats {s.stats()['federation']}")
+
+    for name, subject in {"expired": s.platform_token(lifetime=60, issued_ago=120),
+                          "another audience": s.platform_token(aud=s.url("/token")),
+                          "bad signature": signed_elsewhere(token), "garbage": "garbage"}.items():
+        body = expect(s.token({**base, "subject_token": subject}), 400, "invalid_grant")
+        check(body.get("error_description"), f"{name}: no error_description")
+        if name == "expired":
+            check("expired" in body["error_description"], f"expired: {body}")
+    expect(s.token({**base, "audience": "https://forbidden.example.test"}), 400, "invalid_target")
+    expect(s.token({**base, "scope": "admin"}), 400, "invalid_scope")
+    expect(s.token({**base, "requested_token_type": "urn:ietf:params:oauth:token-type:refresh_token"}),
+           400, "invalid_request")
+    # A service-account assertion is no platform token here.
+    expect(s.token({**base, "subject_token": service_account_assertion(s)}), 400, "invalid_grant")
+    # The exchange of this server's own access tokens, by the public workload client too.
+    subject = password_grant(s, "authgate-exchange", scope="read write", client_secret=s.secret("authgate-exchange"))
+    body = expect(s.token({**base, "subject_token": subject["access_token"], "subject_token_type": ACCESS_TOKEN_TYPE}), 200)
+    check(jwt_claims(body["access_token"])["sub"] == "alice", f"access token exchange {body}")
+    # No token in the server's log.
+    log = (s.workdir.with_suffix(".log")).read_text()
+    check(token not in log and token.split(".")[1] not in log, "a platform token in the log")
+
+
 def t_stats(s: IdpyServer) -> None:
     stats = s.stats()
     for name in ("token_requests", "par_requests", "authorization_requests", "resource_requests",
@@ -852,8 +1099,12 @@ def t_stats(s: IdpyServer) -> None:
           "control requests not counted")
     check(s.http.post(s.url("/test/mode"), json={"mode": "bogus"}).status_code == 400, "unknown mode")
     expect(s.http.post(s.url("/test/mode"), data={"mode": "normal"}), 200)
+    check(all(stats["federation"][use] for use in ("client_assertion", "jwt_bearer", "subject_token")),
+          f"federation {stats['federation']}")
     after = s.http.post(s.url("/test/reset")).json()
     check(after["token_requests"] == 0 and after["client_auth"] == {}, "reset")
+    check(after["federation"] == {"client_assertion": [], "jwt_bearer": [], "subject_token": []},
+          f"reset federation {after['federation']}")
 
 
 def t_parallel_and_stop(tmp: Path) -> None:
@@ -864,6 +1115,8 @@ def t_parallel_and_stop(tmp: Path) -> None:
         for server in servers:
             key = ec.generate_private_key(ec.SECP256R1())
             password_grant(server, "authgate-dpop", key)
+        platform_keys = [k["x"] for k in servers[0].http.get(servers[0].info["platform"]["jwks"]).json()["keys"]]
+        service_account_key = Path(servers[0].info["service_account"]["key_file"]).read_bytes()
     finally:
         codes = [server.stop() for server in servers]
     check(codes == [0, 0], f"exit statuses {codes}")
@@ -871,6 +1124,11 @@ def t_parallel_and_stop(tmp: Path) -> None:
     again = IdpyServer(tmp / "parallel-0")
     try:
         expect(again.token({"grant_type": "client_credentials", **pkjwt(again, "authgate-pkjwt-ec")}), 200)
+        check([k["x"] for k in again.http.get(again.info["platform"]["jwks"]).json()["keys"]] == platform_keys,
+              "another platform key after a restart")
+        check(Path(again.info["service_account"]["key_file"]).read_bytes() == service_account_key,
+              "another service-account key after a restart")
+        expect(again.token(federated(again, again.platform_file_token())), 200)
     finally:
         check(again.stop() == 0, "exit status")
 
@@ -895,7 +1153,8 @@ def main() -> None:
             ("client_secret_jwt", t_client_secret_jwt), ("client_secret_basic", t_client_secret_basic),
             ("token exchange", t_token_exchange), ("par", t_par), ("par with dpop or pkjwt", t_par_dpop_and_confidential),
             ("code flow", t_code_flow_confidential), ("registration", t_registration),
-            ("stats", t_stats)]]
+            ("platform", t_platform), ("federated client", t_federated_client), ("jwt bearer", t_jwt_bearer),
+            ("platform exchange", t_platform_exchange), ("stats", t_stats)]]
         checks += [("expiry", t_expiry, short), ("mtls", t_mtls, mtls),
                    ("parallel and restart", lambda _: t_parallel_and_stop(tmp), None)]
         for name, fn, server in checks:

@@ -1,11 +1,14 @@
 """A real OAuth 2.0 / OpenID Connect authorization server built on idpyoidc 5.0.0, over TLS on
 127.0.0.1, for what the django-oauth-toolkit server of launch.py lacks: DPoP (RFC 9449) with
 server nonces, private_key_jwt and client_secret_jwt (RFC 7523), mutual TLS (RFC 8705),
-pushed authorization requests (RFC 9126), token exchange (RFC 8693) and dynamic client
-registration (RFC 7591, with the RFC 7592 read and delete).
+pushed authorization requests (RFC 9126), token exchange (RFC 8693), dynamic client
+registration (RFC 7591, with the RFC 7592 read and delete), and workload identity federation
+with a loopback "platform" issuer (federated client assertions, the JWT bearer grant of RFC 7523
+§2.1, the exchange of a platform JWT).
 
     .venv/bin/python Tests/idp/idpy_server.py --workdir DIR [--port N] [--mtls]
-        [--access-token-lifetime SECONDS (3600)]
+        [--access-token-lifetime SECONDS (3600)] [--platform-rotate SECONDS (2)]
+        [--platform-token-lifetime SECONDS (600)]
 
 When it listens, one line of JSON goes to stdout:
 
@@ -16,9 +19,14 @@ When it listens, one line of JSON goes to stdout:
                  "authgate-pkjwt-ec": {"auth_method": "private_key_jwt", "key_file":
                                        "DIR/authgate-pkjwt-ec-key.pem", "key_id": ..., ...}, ...},
      "users": {"alice": "alice-password-1"},
+     "platform": {"issuer": "https://127.0.0.1:N/platform", "token_file": "DIR/platform/token",
+                  "subject": "system:serviceaccount:apps:billing", "audience": issuer,
+                  "jwks": "https://127.0.0.1:N/platform/jwks"},
+     "service_account": {"issuer": "authgate-sa@authgate.test", "key_file":
+                         "DIR/authgate-sa-key.pem", "key_id": "authgate-sa-1"},
      "endpoints": {"discovery", "authorization", "par", "token", "userinfo", "jwks",
-                   "resource", "control", "stats", "registration", and with --mtls "mtls_token",
-                   "mtls_par"}}
+                   "resource", "control", "stats", "registration", "platform_token", and with
+                   --mtls "mtls_token", "mtls_par"}}
 
 then it serves until SIGTERM or SIGINT (or until its parent dies) and exits 0. One line per
 request goes to stderr (no secrets, tokens or codes), which the caller must drain.
@@ -26,8 +34,10 @@ request goes to stderr (no secrets, tokens or codes), which the caller must drai
 DIR keeps the TLS files of certs.py (ca.pem, ca-key.pem, server.pem, server-key.pem), the CA
 signed client certificate client.pem / client-key.pem (CN=authgate-mtls, O=authgate tests),
 each client's secret <client_id>.secret or private key <client_id>-key.pem (PKCS#8 PEM, 0600,
-reused when DIR is), and idpyoidc's signing and encryption keys in DIR/idpy. Sessions and
-tokens live in memory only: a restart forgets them.
+reused when DIR is), the platform's and the service account's EC P-256 keys platform-key.pem
+and authgate-sa-key.pem (the same), the platform's token in DIR/platform (below), and
+idpyoidc's signing and encryption keys in DIR/idpy. Sessions and tokens live in memory only: a
+restart forgets them.
 
 Users: alice / alice-password-1 (sub "alice", Alice Example, alice@example.com). The
 authorization endpoint signs alice in without any page (idpyoidc's NoAuthn), so a plain GET of
@@ -39,7 +49,8 @@ unregistered redirect URI, unknown / used / expired / another client's request_u
 required). offline_access needs prompt=consent (idpyoidc enforces OpenID Connect Core §11);
 refresh tokens come anyway.
 
-Clients (token endpoint authentication, grant types; every one may also use refresh_token):
+Clients (token endpoint authentication, grant types; all but authgate-workload may also use
+refresh_token):
   authgate-dpop        none (public), DPoP required: a token request without a valid proof
                        gets 400 invalid_dpop_proof; password, authorization_code, token exchange
   authgate-pkjwt-ec    private_key_jwt ES256 (EC P-256 key in DIR, kid in the JSON);
@@ -55,6 +66,10 @@ Clients (token endpoint authentication, grant types; every one may also use refr
                        cnf.x5t#S256; client_credentials, password, authorization_code, exchange
   authgate-mtls-self   self_signed_tls_client_auth: the self-signed DIR/authgate-mtls-self.pem
                        (cert_file in the JSON), registered as x5c in the client's jwks
+  authgate-federated   federated_client_assertion: a platform JWT as client_assertion (below;
+                       its JSON adds federated_issuer, federated_subject, federated_audience);
+                       client_credentials
+  authgate-workload    none (public); the JWT bearer grant and token exchange only
 Every client has the redirect URI http://127.0.0.1/callback, on any port (RFC 8252), and the
 scopes openid profile email offline_access read write (default for password and
 client_credentials: read write). Authorization requests need PKCE S256, at PAR too. Access and
@@ -100,6 +115,32 @@ Rules worth knowing:
     (grant not allowed to the client), unsupported_grant_type, invalid_dpop_proof,
     use_dpop_nonce, invalid_target; invalid_client answers 401 (WWW-Authenticate: Basic with
     Basic credentials) and says in error_description why idpyoidc refused each method tried.
+  - Workload identity federation. The platform (issuer https://127.0.0.1:N/platform, ES256 key
+    kid platform-1, like a Kubernetes service-account issuer) writes a JWT as kubelet writes a
+    projected token: DIR/platform/token -> ..data/token, ..data a symlink renamed atomically
+    onto a new DIR/platform/..<timestamp>.<random>/ (old ones removed), file mode 0644; a fresh
+    one every --platform-rotate s, the first before the ready line. Its header {"alg": "ES256",
+    "typ": "JWT", "kid": "platform-1"}, claims iss, sub system:serviceaccount:apps:billing, aud
+    [issuer], iat = nbf = now, exp = iat + --platform-token-lifetime, a random jti. A platform
+    JWT is accepted if it is ES256 (kid absent or platform-1) and verifies with the platform key,
+    exp is ahead, nbf and iat at most 30 s ahead, aud names the expected audience; no jti check.
+    (a) authgate-federated (with client_id and client_assertion_type jwt-bearer): sub must be
+        its federated subject, aud contain the issuer; a refusal is 401 invalid_client saying
+        "federated_client_assertion failed: the client assertion has expired ...".
+    (b) grant_type urn:ietf:params:oauth:grant-type:jwt-bearer with assertion (authgate-workload,
+        client_id in the form): a platform JWT (aud the issuer or token endpoint URL) or a
+        service-account assertion (iss = sub = authgate-sa@authgate.test, ES256 by
+        authgate-sa-key.pem, kid absent or authgate-sa-1, aud the same or the --mtls alias,
+        exp required and at most 1 h after iat, jti required and single use). Token sub: the
+        assertion's sub; scope the request's, else the assertion's scope claim, else read write;
+        audience / resource as at the exchange; no refresh token; an ID token if openid.
+    (c) token exchange with subject_token_type urn:ietf:params:oauth:token-type:jwt or
+        ...:id_token: a platform JWT (aud the issuer), by authgate-workload or a confidential
+        client; answers {"access_token", "token_type", "expires_in", "issued_token_type"
+        (access_token), "scope"}, sub the JWT's sub, no refresh token; audience / resource
+        https://api.example.test only (else invalid_target), requested_token_type access_token.
+    A refused assertion or subject token is 400 invalid_grant saying why ("the assertion's jti
+    was used before", "the subject token has expired (exp 60 s ago)", ...).
   - PAR answers 201 {"request_uri": "urn:uuid:...", "expires_in": 90}; a request_uri works
     once, for 90 s, for the client that pushed it.
   - With --mtls the TLS layer asks for a client certificate without requiring one: it must
@@ -117,6 +158,8 @@ Endpoints (the issuer is the origin):
                     "scope", "token_type", "cnf"}; else 401 with WWW-Authenticate: DPoP
                     error="invalid_token" or "invalid_dpop_proof" (Bearer error=... for
                     unbound tokens). A token with cnf.x5t#S256 needs the same TLS certificate.
+  GET  /platform/jwks, GET /platform/.well-known/openid-configuration   the platform issuer's
+                    JWKS and discovery ({"issuer", "jwks_uri", ...}); not counted in the stats
 
 Control (not counted in the statistics):
   POST /test/mode    JSON {"mode": MODE} (or form mode=MODE): switch at run time; answers
@@ -128,8 +171,14 @@ Control (not counted in the statistics):
                      "dpop_proofs_refused", "nonce_challenges", "client_auth": {client_id:
                      the method its last authenticated request used}, "last_token_request":
                      {"path", "client_id", "grant_type", "auth_method", "dpop_jkt", "status",
-                     "error"}}
+                     "error"}, "federation": {"client_assertion", "jwt_bearer", "subject_token":
+                     the jti of each platform or service-account JWT accepted there, in order,
+                     the last 200}}
   POST /test/reset   zeroes the statistics
+  POST /test/platform-token  JSON {"lifetime" (--platform-token-lifetime), "issued_ago" (0),
+                     "not_before_in" (0), "sub", "aud", "iss"}, all optional: 200 {"token": a
+                     JWT signed by the platform key, iat = now - issued_ago, exp = iat +
+                     lifetime, nbf = now + not_before_in}, to make expired or not-yet-valid ones
 Modes:
   normal         as described
   require-nonce  a token request's DPoP proof must carry the server's current nonce: without
@@ -155,9 +204,12 @@ import base64
 import collections
 import json
 import logging
+import os
 import secrets
+import shutil
 import ssl
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -183,7 +235,6 @@ from idpyoidc.server.exception import ClientAuthenticationError
 from idpyoidc.server.oauth2.add_on.pkce import CC_METHOD
 from idpyoidc.server.oauth2.token_helper import validate_token_exchange_policy
 from idpyoidc.server.oidc.token_helper.access_token import AccessTokenHelper
-from idpyoidc.server.oidc.token_helper.token_exchange import TokenExchangeHelper
 from idpyoidc.server.user_info import UserInfo
 
 USERS = {"alice": "alice-password-1"}
@@ -195,16 +246,24 @@ DEFAULT_SCOPES = ["read", "write"]
 REDIRECT_URI = "http://127.0.0.1/callback"
 # Token exchange: the audiences and resources a token may be exchanged for.
 EXCHANGE_TARGETS = ["https://api.example.test"]
-ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+ACCESS_TOKEN_TYPE = addons.ACCESS_TOKEN_TYPE
 REFRESH_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:refresh_token"
 TOKEN_EXCHANGE = addons.TOKEN_EXCHANGE
+JWT_BEARER = addons.JWT_BEARER_GRANT
+# The loopback platform (a Kubernetes service-account issuer, say) at {issuer}/platform, and the
+# service account whose key signs jwt-bearer assertions.
+PLATFORM_PATH = "/platform"
+PLATFORM_KID = "platform-1"
+PLATFORM_SUBJECT = "system:serviceaccount:apps:billing"
+SERVICE_ACCOUNT = "authgate-sa@authgate.test"
+SERVICE_ACCOUNT_KID = "authgate-sa-1"
 CODE, REFRESH, PASSWORD, CLIENT_CREDENTIALS = "authorization_code", "refresh_token", "password", "client_credentials"
 MODES = {"normal", "require-nonce", "nonce-always", "refuse-dpop", "resource-nonce", "par-fail", "par-error",
          "no-registration", "initial-access-token"}
 # The client authentication methods the token and PAR endpoints try, in this order (idpyoidc's
 # names: "public" is "none").
-AUTHN_METHODS = ["client_secret_basic", "client_secret_post", "client_secret_jwt", "private_key_jwt",
-                 "tls_client_auth", "self_signed_tls_client_auth", "public"]
+AUTHN_METHODS = ["client_secret_basic", "client_secret_post", addons.FEDERATED_METHOD, "client_secret_jwt",
+                 "private_key_jwt", "tls_client_auth", "self_signed_tls_client_auth", "public"]
 ACR = "urn:oasis:names:tc:SAML:2.0:ac:classes:InternetProtocolPassword"
 # What idpyoidc keeps of a client's authentication in a pushed request.
 PUSHED_CREDENTIALS = {"client_secret", "client_assertion", "client_assertion_type", "authenticated"}
@@ -216,6 +275,7 @@ class ClientSpec:
     grant_types: list
     key: str | None = None      # "EC" or "RSA": a private_key_jwt key generated into DIR
     mtls: bool = False          # registered only with --mtls
+    federated: bool = False     # trusts the platform's JWTs for PLATFORM_SUBJECT as its credentials
     metadata: dict = field(default_factory=dict)
 
 
@@ -231,6 +291,8 @@ CLIENTS = {
                                metadata={"require_pushed_authorization_requests": True}),
     "authgate-mtls": ClientSpec("tls_client_auth", _CONFIDENTIAL_GRANTS, mtls=True),
     "authgate-mtls-self": ClientSpec("self_signed_tls_client_auth", _CONFIDENTIAL_GRANTS, mtls=True),
+    "authgate-federated": ClientSpec(addons.FEDERATED_METHOD, [CLIENT_CREDENTIALS, REFRESH], federated=True),
+    "authgate-workload": ClientSpec("none", [JWT_BEARER, TOKEN_EXCHANGE]),
 }
 # What idpyoidc calls each registered method (RFC 7591 name -> idpyoidc authn method tags).
 IDPY_AUTHN = {"none": ["public"], "client_secret_basic": ["client_secret_basic", "client_secret_post"]}
@@ -243,7 +305,14 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--mtls", action="store_true",
                    help="ask for TLS client certificates and register the mutual-TLS clients")
     p.add_argument("--access-token-lifetime", type=int, default=3600, metavar="SECONDS")
-    return p.parse_args()
+    p.add_argument("--platform-rotate", type=float, default=2, metavar="SECONDS",
+                   help="how often the platform writes a fresh token into DIR/platform/token")
+    p.add_argument("--platform-token-lifetime", type=int, default=600, metavar="SECONDS",
+                   help="the lifetime of the platform's tokens")
+    args = p.parse_args()
+    if args.platform_rotate <= 0 or args.platform_token_lifetime <= 0:
+        p.error("--platform-rotate and --platform-token-lifetime must be positive")
+    return args
 
 
 # -- the work directory
@@ -293,6 +362,83 @@ def prepare_client(workdir: Path, client_id: str, spec: ClientSpec) -> ClientFil
         jwk["x5c"] = [base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode()]
         files.public_jwk = jwk
     return files
+
+
+def write_projected(directory: Path, name: str, data: bytes) -> None:
+    """Writes directory/name as kubelet's atomic writer updates a projected volume: the file
+    goes into a new timestamped directory (directory/..2024_01_31_12_00_00.XXXXXXXX, 0755, the
+    file 0644), the symlink directory/..data is pointed at it by renaming a new symlink over it
+    (atomic: a reader sees the old file or the new one), directory/name is the symlink
+    ..data/name, and the older timestamped directories are removed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fresh = Path(tempfile.mkdtemp(prefix=time.strftime("..%Y_%m_%d_%H_%M_%S.", time.gmtime()), dir=directory))
+    fresh.chmod(0o755)
+    fd = os.open(fresh / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as file:
+        os.fchmod(file.fileno(), 0o644)
+        file.write(data)
+    data_link, new_link = directory / "..data", directory / "..data_tmp"
+    new_link.unlink(missing_ok=True)
+    os.symlink(fresh.name, new_link)
+    os.replace(new_link, data_link)
+    link = directory / name
+    if not link.is_symlink():
+        link.unlink(missing_ok=True)
+        os.symlink(f"..data/{name}", link)
+    for entry in os.scandir(directory):
+        if entry.name.startswith("..") and entry.name not in (fresh.name, data_link.name, new_link.name) \
+                and entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+class Platform:
+    """The loopback platform whose JWTs the server trusts for workload identity federation, as
+    a Kubernetes cluster's service-account issuer or GitHub Actions' OIDC issuer: issuer
+    {issuer}/platform, an EC P-256 key (DIR/platform-key.pem, kid platform-1), and a token for
+    PLATFORM_SUBJECT rewritten into DIR/platform/token every --platform-rotate seconds."""
+
+    def __init__(self, workdir: Path, server_issuer: str, lifetime: int):
+        self.issuer = f"{server_issuer}{PLATFORM_PATH}"
+        self.audience = server_issuer
+        self.key = _client_key(workdir / "platform-key.pem", "EC")
+        self.directory = workdir / "platform"
+        self.token_file = self.directory / "token"
+        self.lifetime = lifetime
+
+    def trusted(self) -> addons.TrustedIssuer:
+        return addons.TrustedIssuer(self.issuer, self.key.public_key(), PLATFORM_KID)
+
+    def jwks(self) -> dict:
+        jwk = ECKey(pub_key=self.key.public_key(), kid=PLATFORM_KID, use="sig", alg="ES256")
+        return {"keys": [jwk.serialize(private=False)]}
+
+    def discovery(self) -> dict:
+        # What a Kubernetes API server's service-account issuer discovery document says.
+        return {"issuer": self.issuer, "jwks_uri": f"{self.issuer}/jwks", "response_types_supported": ["id_token"],
+                "subject_types_supported": ["public"], "id_token_signing_alg_values_supported": ["ES256"]}
+
+    def token(self, lifetime: float | None = None, issued_ago: float = 0, not_before_in: float = 0,
+              sub: str = PLATFORM_SUBJECT, aud: str | list | None = None, iss: str | None = None) -> str:
+        """A JWT signed with the platform key: iat = now - issued_ago, exp = iat + lifetime,
+        nbf = now + not_before_in, a random jti."""
+        now = int(time.time())
+        iat = now - int(issued_ago)
+        claims = {"iss": iss or self.issuer, "sub": sub, "aud": aud if aud is not None else [self.audience],
+                  "iat": iat, "nbf": now + int(not_before_in), "exp": iat + int(self.lifetime if lifetime is None else lifetime),
+                  "jti": secrets.token_urlsafe(16)}
+        return addons.sign_es256({"alg": "ES256", "typ": "JWT", "kid": PLATFORM_KID}, claims, self.key)
+
+    def write_token(self) -> None:
+        write_projected(self.directory, "token", self.token().encode())
+
+    def rotate(self, every: float) -> None:
+        """Writes a fresh token every `every` seconds, forever (a daemon thread)."""
+        while True:
+            time.sleep(every)
+            try:
+                self.write_token()
+            except Exception:
+                traceback.print_exc(file=sys.stderr)
 
 
 # -- idpyoidc
@@ -349,10 +495,12 @@ def idpy_configuration(issuer: str, workdir: Path, lifetime: int) -> dict:
                     REFRESH: {"class": addons.RefreshGrant, "kwargs": {}},
                     PASSWORD: {"class": addons.PasswordGrant, "kwargs": {}},
                     CLIENT_CREDENTIALS: {"class": addons.ClientCredentialsGrant, "kwargs": {}},
-                    TOKEN_EXCHANGE: {"class": TokenExchangeHelper, "kwargs": {
+                    TOKEN_EXCHANGE: {"class": addons.PlatformTokenExchange, "kwargs": {
                         "requested_token_types_supported": [ACCESS_TOKEN_TYPE, REFRESH_TOKEN_TYPE],
                         "default_requested_token_type": ACCESS_TOKEN_TYPE,
-                        "policy": {"": exchange_policy}}},
+                        "policy": {"": exchange_policy},
+                        "federated_targets": EXCHANGE_TARGETS}},
+                    JWT_BEARER: {"class": addons.JWTBearerGrant, "kwargs": {"federated_targets": EXCHANGE_TARGETS}},
                 }}},
             "userinfo": {"path": "userinfo", "class": "idpyoidc.server.oidc.userinfo.UserInfo",
                          "kwargs": {"client_authn_method": ["bearer_header"]}},
@@ -406,7 +554,14 @@ def registered_client(cinfo: dict) -> None:
         cinfo.pop("client_secret", None)
 
 
-def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Certificate) -> Server:
+def federation_claims(issuer: str) -> dict:
+    """What a federated client's platform JWT must carry: iss, sub and (in) aud."""
+    return {"federated_issuer": f"{issuer}{PLATFORM_PATH}", "federated_subject": PLATFORM_SUBJECT,
+            "federated_audience": issuer}
+
+
+def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Certificate,
+              federation: addons.Federation) -> Server:
     """idpyoidc's server with the clients registered and the add-ons of idpy_addons.py plugged in."""
     state = workdir / "idpy"
     state.mkdir(exist_ok=True)
@@ -422,6 +577,8 @@ def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Cer
     methods["client_secret_jwt"] = addons.StrictClientSecretJWT(context.unit_get)
     methods["tls_client_auth"] = addons.TlsClientAuth(context.unit_get, ca_cert)
     methods["self_signed_tls_client_auth"] = addons.SelfSignedTlsClientAuth(context.unit_get, ca_cert)
+    methods[addons.FEDERATED_METHOD] = addons.FederatedClientAssertion(context.unit_get)
+    context.federation = federation
     # A JWT assertion's aud: the issuer or the endpoint's URL (idpyoidc: the endpoint's only);
     # at PAR also the token endpoint (RFC 9126 §2).
     idp.get_endpoint("token").allowed_targets.append("")
@@ -476,6 +633,8 @@ def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Cer
             context.keyjar.import_jwks(cinfo["jwks"], client_id)
         if spec.auth_method == "tls_client_auth":
             cinfo["tls_client_auth_subject_dn"] = certs.client_subject(client_id).rfc4514_string()
+        if spec.federated:  # as an Entra federated identity credential: issuer, subject, audience
+            cinfo.update(federation_claims(issuer))
         context.cdb[client_id] = cinfo
 
     info = context.provider_info
@@ -514,14 +673,16 @@ def build_idp(issuer: str, workdir: Path, args, clients: dict, ca_cert: x509.Cer
 
 
 class State:
-    """The mode, the DPoP nonce and replay cache, and the statistics. `lock` also serializes
-    the requests through idpyoidc, which is not thread-safe."""
+    """The mode, the DPoP nonce and replay cache, and the statistics (with the federation's
+    accepted JWT ids). `lock` also serializes the requests through idpyoidc, which is not
+    thread-safe."""
 
-    def __init__(self):
+    def __init__(self, federation: addons.Federation):
         self.lock = threading.RLock()
         self.mode = "normal"
         self.nonce = secrets.token_urlsafe(16)
         self.replay = addons.ReplayCache()
+        self.federation = federation
         self.reset()
 
     def reset(self) -> None:
@@ -529,6 +690,7 @@ class State:
         self.counts = collections.Counter()
         self.client_auth = {}
         self.last_token_request = None
+        self.federation.clear()
 
     def stats(self) -> dict:
         return {"mode": self.mode, "requests": dict(self.requests),
@@ -536,7 +698,8 @@ class State:
                     "token_requests", "par_requests", "authorization_requests", "resource_requests",
                     "dpop_proofs", "dpop_proofs_refused", "nonce_challenges", "registrations",
                     "deregistrations")},
-                "client_auth": dict(self.client_auth), "last_token_request": self.last_token_request}
+                "client_auth": dict(self.client_auth), "last_token_request": self.last_token_request,
+                "federation": {use: list(jtis) for use, jtis in self.federation.accepted.items()}}
 
 
 @dataclass
@@ -583,6 +746,8 @@ class Handler(BaseHTTPRequestHandler):
             known = any(known_path == path for _, known_path in ROUTES)
             return self.send(Answer(405, {"error": "method_not_allowed"}) if known
                              else Answer(404, {"error": "not_found"}))
+        if path.startswith(PLATFORM_PATH + "/"):  # the platform: no idpyoidc, no lock, not counted
+            return self.send(route(self))
         der = self.connection.getpeercert(binary_form=True)
         with self.state.lock:
             if not path.startswith("/test/"):
@@ -662,8 +827,12 @@ class Handler(BaseHTTPRequestHandler):
         return None, parsed, result
 
     def client_error(self, description: str) -> Answer:
-        if addons.CURRENT.authn_failures:  # more precise than idpyoidc's "Authorization failed"
-            description = "; ".join(addons.CURRENT.authn_failures)
+        failures = addons.CURRENT.authn_failures
+        if any(failure.startswith(f"{addons.FEDERATED_METHOD} failed") for failure in failures):
+            # Why the platform's JWT was refused, without the public method's "Allowed methods".
+            failures = [failure for failure in failures if not failure.startswith("Allowed methods")]
+        if failures:  # more precise than idpyoidc's "Authorization failed"
+            description = "; ".join(failures)
         headers = {"WWW-Authenticate": 'Basic realm="idpy"'} if "Basic " in (self.headers.get("Authorization") or "") else {}
         return oauth_error(401, "invalid_client", description, headers)
 
@@ -1009,6 +1178,43 @@ class Handler(BaseHTTPRequestHandler):
         self.state.reset()
         return Answer(200, self.state.stats())
 
+    def platform_token(self) -> Answer:
+        """POST /test/platform-token: a JWT signed by the platform key, with the claims the
+        JSON body asks for (see the module's docstring)."""
+        try:
+            document = json.loads(self.body) if self.body.strip() else {}
+        except ValueError:
+            document = None
+        if not isinstance(document, dict):
+            return oauth_error(400, "invalid_request", "the body must be a JSON object")
+        arguments = {}
+        for name in ("lifetime", "issued_ago", "not_before_in"):
+            value = document.get(name)
+            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+                return oauth_error(400, "invalid_request", f"{name} must be a number of seconds")
+            if value is not None:
+                arguments[name] = value
+        for name in ("sub", "iss"):
+            if document.get(name) is not None and not isinstance(document[name], str):
+                return oauth_error(400, "invalid_request", f"{name} must be a string")
+            if document.get(name) is not None:
+                arguments[name] = document[name]
+        aud = document.get("aud")
+        if aud is not None:
+            if not (isinstance(aud, str) or (isinstance(aud, list) and all(isinstance(a, str) for a in aud))):
+                return oauth_error(400, "invalid_request", "aud must be a string or a list of strings")
+            arguments["aud"] = aud
+        self.note = " ".join(f"{name}={value}" for name, value in arguments.items())
+        return Answer(200, {"token": self.server.platform.token(**arguments)})
+
+    # -- the platform
+
+    def platform_jwks(self) -> Answer:
+        return Answer(200, self.server.platform.jwks())
+
+    def platform_discovery(self) -> Answer:
+        return Answer(200, self.server.platform.discovery())
+
 
 ROUTES = {
     ("GET", "/.well-known/openid-configuration"): Handler.discovery,
@@ -1029,6 +1235,9 @@ ROUTES = {
     ("POST", "/test/mode"): Handler.set_mode,
     ("GET", "/test/stats"): Handler.stats,
     ("POST", "/test/reset"): Handler.reset,
+    ("POST", "/test/platform-token"): Handler.platform_token,
+    ("GET", PLATFORM_PATH + "/jwks"): Handler.platform_jwks,
+    ("GET", PLATFORM_PATH + "/.well-known/openid-configuration"): Handler.platform_discovery,
 }
 
 
@@ -1047,6 +1256,8 @@ def main() -> None:
     ca_cert = x509.load_pem_x509_certificate(ca_file.read_bytes())
     clients = {client_id: prepare_client(workdir, client_id, spec) for client_id, spec in CLIENTS.items()
                if args.mtls or not spec.mtls}
+    service_account_key_file = workdir / "authgate-sa-key.pem"
+    service_account_key = _client_key(service_account_key_file, "EC")
 
     def tls(context: ssl.SSLContext) -> None:
         if not args.mtls:
@@ -1061,9 +1272,17 @@ def main() -> None:
         context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
 
     def configure(server) -> None:
-        server.state = State()
+        issuer = server.issuer
+        server.platform = platform = Platform(workdir, issuer, args.platform_token_lifetime)
+        platform.write_token()  # before the ready line
+        token_endpoints = [f"{issuer}/token", *([f"{issuer}/mtls/token"] if args.mtls else [])]
+        federation = addons.Federation(issuer, token_endpoints, platform.trusted(), addons.TrustedIssuer(
+            SERVICE_ACCOUNT, service_account_key.public_key(), SERVICE_ACCOUNT_KID, service_account=True))
+        server.state = State(federation)
         server.pushed = {}  # PAR request_uri -> when it expires
-        server.idp = build_idp(server.issuer, workdir, args, clients, ca_cert)
+        server.idp = build_idp(issuer, workdir, args, clients, ca_cert, federation)
+        threading.Thread(target=platform.rotate, args=(args.platform_rotate,), name="platform-token",
+                         daemon=True).start()
 
     def ready(server) -> dict:
         issuer = server.issuer
@@ -1082,10 +1301,23 @@ def main() -> None:
                     "key_file": str(files.key_file) if files.key_file else None,
                     "key_id": files.key_id,
                     **({"cert_file": str(files.cert_file)} if files.cert_file else {}),
+                    **(federation_claims(issuer) if CLIENTS[client_id].federated else {}),
                 }
                 for client_id, files in clients.items()
             },
             "users": dict(USERS),
+            "platform": {
+                "issuer": server.platform.issuer,
+                "token_file": str(server.platform.token_file),
+                "subject": PLATFORM_SUBJECT,
+                "audience": issuer,
+                "jwks": f"{server.platform.issuer}/jwks",
+            },
+            "service_account": {
+                "issuer": SERVICE_ACCOUNT,
+                "key_file": str(service_account_key_file),
+                "key_id": SERVICE_ACCOUNT_KID,
+            },
             "endpoints": {
                 "discovery": f"{issuer}/.well-known/openid-configuration",
                 "authorization": f"{issuer}/authorization",
@@ -1097,6 +1329,7 @@ def main() -> None:
                 "control": f"{issuer}/test/mode",
                 "stats": f"{issuer}/test/stats",
                 "registration": f"{issuer}/registration",
+                "platform_token": f"{issuer}/test/platform-token",
             },
         }
         if args.mtls:
