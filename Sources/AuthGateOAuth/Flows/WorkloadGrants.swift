@@ -48,9 +48,10 @@ enum JWTBearerGrant {
 
 extension TokenExchangeGrant {
     /// Token exchange as a service's sign-in (RFC 8693 §2.1): the platform's token (from
-    /// `subject_token_file`, sent through ``WorkloadField``) of the file's `subject_token_type`.
+    /// `subject_token_file`, sent through ``WorkloadField``) of the file's `subject_token_type`,
+    /// for an access token (`requested_token_type`, which Google's STS requires).
     static func signInFields(subjectTokenType: String, scopes: [String], audience: String?, resource: String?) -> [(String, String)] {
-        var fields = [("grant_type", grantType), ("subject_token_type", subjectTokenType)]
+        var fields = [("grant_type", grantType), ("subject_token_type", subjectTokenType), ("requested_token_type", accessTokenType)]
         if !scopes.isEmpty { fields.append(("scope", scopes.joined(separator: " "))) }
         if let audience { fields.append(("audience", audience)) }
         if let resource { fields.append(("resource", resource)) }
