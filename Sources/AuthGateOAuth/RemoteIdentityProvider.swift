@@ -319,6 +319,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
         let platformFile = { (path: String, field: String) in WorkloadTokenFile(path: path, field: field, provider: self.name) }
         var fields: [(String, String)]
         var platformToken: WorkloadField?
+        var subject = "client:" + settings.clientID
         switch grant {
         case .clientCredentials:
             fields = ClientCredentialsGrant.fields(scopes: scopes, audience: settings.audience, resource: variant.resource)
@@ -336,6 +337,7 @@ public actor RemoteIdentityProvider: IdentityProvider {
                     now: now()
                 )
                 fields.append(("assertion", assertion))
+                subject = keySettings.subject ?? keySettings.issuer ?? settings.clientID
             }
         case .tokenExchange:
             guard let path = workload.subjectTokenFile else { throw Self.notConfigured(grant, provider: name) }
@@ -362,7 +364,13 @@ public actor RemoteIdentityProvider: IdentityProvider {
             tokens.issuedTokenType = try TokenExchangeGrant.issuedTokenType(tokens, provider: name)
             tokens.refreshToken = nil  // exchanged again with the platform's current token instead
         }
-        return SignInResult(tokens: tokens, subject: "client:" + settings.clientID)
+        // The platform's identity names the session (`status`): its token's `sub`.
+        if let file = platformToken?.file, let token = try? file.read(now: now()),
+            case .string(let platformSubject)? = WorkloadTokenFile.claims(of: token)?["sub"]
+        {
+            subject = platformSubject
+        }
+        return SignInResult(tokens: tokens, subject: subject)
     }
 
     public nonisolated func platformTokenRevision(for grant: Grant) -> String? {
