@@ -378,6 +378,16 @@ struct WorkloadIdentitySignInTests {
             #expect(!refused.stderr.contains("authgate login"))
         }
         #expect(try server.accepted("client_assertion").count == 2, "nothing was sent for the bad files")
+
+        // As a unit's ExecStart= runs it at boot: an empty environment but the socket, no
+        // terminal, nobody signed in to the session; the command gets the token first use made.
+        let unit = try daemon.cli(
+            ["exec", "fed", "--session", "unit", "--", "/bin/sh", "-c", #"test -t 0 || printf %s "$AUTHGATE_TOKEN""#],
+            prefix: ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "AUTHGATE_SOCKET=\(daemon.socketPath)"]
+        )
+        #expect(unit.status == 0 && !unit.stdout.isEmpty, "\(unit.stderr)")
+        #expect(try resourceSubject(server, unit.stdout) == "authgate-federated")
+        #expect(try server.accepted("client_assertion").count == 3)
         for secret in [token, again.stdout.trimmingCharacters(in: .newlines), try String(contentsOfFile: tokenFile, encoding: .utf8)] {
             #expect(!daemon.logText.contains(secret))
         }
