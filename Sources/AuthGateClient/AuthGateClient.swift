@@ -237,11 +237,11 @@ extension AuthGateClient {
         _ params: TokenParams,
         _ handle: (TokenWatchEvent) -> Bool
     ) throws(RPCClientError) {
-        let encoded = (try? RPCCoding.makeEncoder().encode(params)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        try connection.send(Array((#"{"id":1,"jsonrpc":"2.0","method":"token.watch","params":"# + encoded + "}\n").utf8))
+        let encoded = (try? RPCCoding.makeEncoder().encode(params)) ?? Data("{}".utf8)
+        try connection.send(RPCLine.request(.tokenWatch, encodedParams: encoded))
         // The answer comes before any notification of this watch.
         guard let reply = try connection.receiveLine() else { throw .protocolError("the daemon closed the connection") }
-        guard handle(.token(try RPCConnection.decodeReply(reply, id: .number(1), as: TokenResult.self))) else { return }
+        guard handle(.token(try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: TokenResult.self))) else { return }
         let decoder = RPCCoding.makeDecoder()
         while let line = try connection.receiveLine() {
             let event: TokenWatchEvent

@@ -110,7 +110,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             }
             _ = endpoint.refusal(response, purpose: .exchange, scopes: ["read"])
         case .watchLine:
-            _ = try? RPCConnection.decodeReply(bytes, id: .number(1), as: TokenResult.self)
+            Self.answerReadersAgree(bytes)
             _ = try? RPCCoding.makeDecoder().decode(RPCNotification<TokenChanged>.self, from: Data(bytes))
             _ = try? RPCCoding.makeDecoder().decode(RPCNotification<SessionEnded>.self, from: Data(bytes))
         }
@@ -135,9 +135,32 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
             if let answer, !answer.isEmpty, (try? JSONValue.parse(answer)) == nil {
                 fatalError("the dispatcher answered something that is not JSON")
             }
-            // The CLI reads the daemon's answers with the plain reader.
-            if let answer { plainReaderAgrees(Array(answer)) }
+            // The CLI reads the daemon's answers with the plain reader and RPCLine's fast forms.
+            if let answer {
+                plainReaderAgrees(Array(answer))
+                answerReadersAgree(Array(answer))
+            }
         }
+    }
+
+    /// Whatever ``RPCLine``'s answer readers take from a line, the decoder takes the same: the
+    /// bare access token, and the result.
+    private static func answerReadersAgree(_ bytes: [UInt8]) {
+        _ = try? RPCConnection.decodeReply(bytes, id: RPCLine.clientID, as: TokenResult.self)
+        if let bare = RPCLine.bareAccessToken(in: bytes),
+            (try? RPCConnection.decodeReply(bytes, id: RPCLine.clientID, as: AccessTokenOnly.self))?.access_token != bare
+        {
+            fatalError("RPCLine.bareAccessToken and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
+        }
+        if let result = RPCLine.result(in: bytes), let parsed = try? JSONValue.parse(Data(bytes)), parsed.objectValue?["result"] != result {
+            fatalError("RPCLine.result and the decoder disagree about \(String(decoding: bytes, as: UTF8.self).debugDescription)")
+        }
+    }
+
+    /// What `authgate token` prints of a `token` answer.
+    private struct AccessTokenOnly: Decodable {
+        // swift-format-ignore: AlwaysUseLowerCamelCase
+        var access_token: String
     }
 
     /// Whatever the CLI's plain JSON reader reads, the JSON decoder reads as the same value.

@@ -76,7 +76,7 @@ struct FrontDoorTests {
             #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "username": "me"}}"#
         let daemon = try DaemonProcess(providers: ["mock.json": provider], logLevel: "info")
         #expect(try exchange(daemon.connect(), Self.login).result != nil)
-        // The line the helpers write (PlainCall.requestLine with CredentialParams.plainParams).
+        // The line the helpers write (RPCLine.request with CredentialParams.plainParams).
         let params = CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60).plainParams
         let request = JSONValue.object(["id": .number(1), "jsonrpc": .string("2.0"), "method": .string("credential.get"), "params": .object(params)])
         let line = String(decoding: request.jsonBytes, as: UTF8.self)

@@ -29,15 +29,15 @@ struct CachedTokenAnswers: Sendable {
     func answer(to line: ByteBuffer, uid: UInt32, allocator: ByteBufferAllocator) -> ByteBuffer? {
         line.withUnsafeReadableBytes { bytes in
             answer(to: bytes, uid: uid) { id, result in
-                var answer = allocator.buffer(capacity: result.count + id.count + SuccessLine.framingLength)
-                SuccessLine.write(id: id, result: result, into: &answer)
+                var answer = allocator.buffer(capacity: result.count + id.count + RPCLine.successFramingLength)
+                RPCLine.success(id: id, result: result, into: &answer)
                 return answer
             }
         }
     }
 
     /// Whether `line` (without its newline) can be answered here; if so, `write` is given the
-    /// request's id and the encoded result to frame (``SuccessLine``) and its result is returned.
+    /// request's id and the encoded result to frame (``RPCLine``) and its result is returned.
     /// Counted and timed in the metrics, one answer at a time (the front door counts its own
     /// answers per batch of events instead, ``FrontDoor``).
     func answer<Answer>(to line: UnsafeRawBufferPointer, uid: UInt32, _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> Answer? {

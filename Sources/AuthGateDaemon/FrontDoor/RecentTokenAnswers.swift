@@ -50,8 +50,8 @@ struct RecentTokenAnswers {
                 uid: uid,
                 { id, result in
                     var answer: [UInt8] = []
-                    answer.reserveCapacity(id.count + result.count + SuccessLine.framingLength)
-                    SuccessLine.write(id: id, result: result, into: &answer)
+                    answer.reserveCapacity(id.count + result.count + RPCLine.successFramingLength)
+                    RPCLine.success(id: id, result: result, into: &answer)
                     return answer
                 }
             )

@@ -117,8 +117,8 @@ struct RPCDispatcher: Sendable {
         // The result is already JSON; spliced in rather than decoded and encoded again.
         let idJSON: Data = (try? RPCCoding.makeEncoder().encode(id)) ?? Data("null".utf8)
         var line = ByteBuffer()
-        line.reserveCapacity(idJSON.count + result.count + SuccessLine.framingLength)
-        SuccessLine.write(id: idJSON, result: result, into: &line)
+        line.reserveCapacity(idJSON.count + result.count + RPCLine.successFramingLength)
+        RPCLine.success(id: idJSON, result: result, into: &line)
         return Data(line.readableBytesView)
     }
 
@@ -158,9 +158,4 @@ struct DecodedRequest: Decodable {
             params = .failure(AuthGateError(.invalidParams, "The params cannot be read."))
         }
     }
-}
-
-extension UInt8 {
-    /// JSON's insignificant whitespace (RFC 8259 §2).
-    var isJSONWhitespace: Bool { self == 0x20 || self == 0x09 || self == 0x0A || self == 0x0D }
 }

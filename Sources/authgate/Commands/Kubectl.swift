@@ -122,7 +122,7 @@ struct Kubectl: ParsableCommand {
         // most of the cost.
         let credential = JSONValue.object([
             "apiVersion": .string(apiVersion), "kind": .string("ExecCredential"),
-            "status": .object(["expirationTimestamp": .string(rfc3339(expiresAt)), "token": .string(token)]),
+            "status": .object(["expirationTimestamp": .string(UTCTimestamp.format(expiresAt)), "token": .string(token)]),
         ])
         print(String(decoding: credential.jsonBytes, as: UTF8.self))
     }
@@ -227,16 +227,6 @@ struct Kubectl: ParsableCommand {
             ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_./:=@".unicodeScalars.contains($0)
         }
         return plain && !text.isEmpty ? text : "'" + Terminal.safe(text).replacing("'", with: #"'\''"#) + "'"
-    }
-
-    /// `2026-11-25T10:04:12Z`.
-    static func rfc3339(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        gmtime_r(&seconds, &parts)
-        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let date = "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))"
-        return date + "T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 
     private func snippet() -> String {

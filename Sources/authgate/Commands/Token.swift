@@ -144,9 +144,9 @@ struct Token: ParsableCommand {
             return try Daemon.printJSON(Daemon.call(.token, params, as: TokenResult.self, socket: socket, json: json))
         }
         if let reply = plainCall(params, socket: socket) {
-            if let token = bareToken(in: reply) { return print(token) }
+            if let token = RPCLine.bareAccessToken(in: reply) { return print(token) }
             do {
-                return print(try RPCConnection.decodeReply(reply, id: .number(1), as: BareToken.self).accessToken.exposedValue)
+                return print(try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: BareToken.self).accessToken.exposedValue)
             } catch {
                 throw CLIError(error, json: json)
             }
@@ -156,8 +156,7 @@ struct Token: ParsableCommand {
         print(try Daemon.call(.token, params, as: BareToken.self, socket: socket, json: json).accessToken.exposedValue)
     }
 
-    /// `authgate token PROVIDER` without the JSON encoder: the request line written by
-    /// ``JSONValue``'s writer.
+    /// `authgate token PROVIDER` without the JSON encoder: the plain request line of ``RPCLine``.
     /// - Returns: The reply line; `nil` for other params or when the call failed on the way,
     ///   which the ordinary path then repeats and reports.
     private static func plainCall(_ params: TokenParams, socket: String?) -> [UInt8]? {
@@ -165,25 +164,8 @@ struct Token: ParsableCommand {
             ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
             let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient())
         else { return nil }
-        guard (try? connection.send(PlainCall.requestLine(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
+        guard (try? connection.send(RPCLine.request(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
         return try? connection.receiveLine()
-    }
-
-    /// The token read straight from a success answer in the daemon's own shape (sorted keys,
-    /// so `access_token` comes first); `nil` for anything else (an error, escapes), which the
-    /// JSON decoder then reads.
-    ///
-    /// What skipping the JSON coders buys: their first use (type metadata and protocol
-    /// conformance lookups in the static binary) was half the process's CPU time
-    /// (docs/BENCHMARKS.md, "What was optimised").
-    private static func bareToken(in reply: [UInt8]) -> String? {
-        let prefix = Array(#"{"id":1,"jsonrpc":"2.0","result":{"access_token":""#.utf8)
-        guard reply.starts(with: prefix) else { return nil }
-        let token = reply[prefix.count...].prefix { $0 != UInt8(ascii: "\"") }
-        guard prefix.count + token.count < reply.count, !token.isEmpty,
-            token.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\\") })
-        else { return nil }
-        return String(decoding: token, as: UTF8.self)
     }
 }
 

@@ -1,12 +1,11 @@
-import AuthGateRPC
-
 /// A request for a token in the plain shape that clients send, read by a scanner that
 /// allocates nothing but the two names. Either a `token` call:
 ///
 ///     {"id":7,"jsonrpc":"2.0","method":"token","params":{"provider":"corp"}}
 ///
 /// with an optional `session`, `min_valid_seconds` (0…86400) and `"force_refresh":false`; or a
-/// `credential.get` call as git's and docker's helpers write it (``CredentialParams/plainJSON``):
+/// `credential.get` call as git's and docker's helpers write it (``RPCLine/request(_:params:)``
+/// with ``CredentialParams/plainParams``):
 ///
 ///     {"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"git.example.com","min_valid_seconds":60,"tool":"git"}}
 ///
@@ -15,10 +14,10 @@ import AuthGateRPC
 /// number that is not a plain integer, a repeated key — is not recognized, and the line goes to
 /// the full JSON decoder, which answers it or says precisely what is wrong. So this scanner
 /// never has to be right about errors, only about the lines it accepts, and for those it reads
-/// exactly what the decoder would.
-struct PlainTokenRequest {
+/// exactly what the decoder would. The request reader of ``RPCLine``, for the daemon's front door.
+public struct PlainTokenRequest: Sendable {
     /// Whose token is asked for.
-    enum Target: Equatable {
+    public enum Target: Sendable, Equatable {
         /// `token`: a session of a provider.
         case session(provider: String, session: String?)
         /// `credential.get`: the default session of the provider that lists `host` for `tool`
@@ -26,7 +25,7 @@ struct PlainTokenRequest {
         case credential(host: String, tool: String)
 
         /// The method the line calls.
-        var method: RPCMethod {
+        public var method: RPCMethod {
             switch self {
             case .session: .token
             case .credential: .credentialGet
@@ -36,11 +35,11 @@ struct PlainTokenRequest {
 
     /// The `id` exactly as sent (a canonical integer, or a string with its quotes), echoed
     /// into the answer; both forms mean the same to a JSON reader as the decoder's re-encoding.
-    var id: [UInt8]
-    var target: Target
-    var minimumValidity: Int?
+    public var id: [UInt8]
+    public var target: Target
+    public var minimumValidity: Int?
 
-    init?(_ bytes: UnsafeRawBufferPointer) {
+    public init?(_ bytes: UnsafeRawBufferPointer) {
         var scanner = Scanner(bytes: bytes)
         var id: [UInt8]?
         var sawVersion = false

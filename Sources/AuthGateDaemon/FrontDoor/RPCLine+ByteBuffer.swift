@@ -1,0 +1,14 @@
+import AuthGateRPC
+import NIOCore
+
+extension RPCLine {
+    /// ``RPCLine/success(id:result:into:)`` into a NIO buffer: the answers of the front door's
+    /// cache (``CachedTokenAnswers``) and of the dispatcher.
+    static func success(id: some Sequence<UInt8>, result: some Sequence<UInt8>, into buffer: inout ByteBuffer) {
+        buffer.writeStaticString(successOpening)
+        buffer.writeBytes(id)
+        buffer.writeStaticString(successMiddle)
+        buffer.writeBytes(result)
+        buffer.writeStaticString(successClosing)
+    }
+}

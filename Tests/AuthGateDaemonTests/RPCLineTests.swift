@@ -1,0 +1,44 @@
+import AuthGateCore
+import AuthGateRPC
+import Foundation
+import Testing
+
+/// The one wire codec (``RPCLine``): what it writes, its fast readers read back, and the JSON
+/// decoder reads the same.
+@Suite("The wire codec: RPCLine")
+struct RPCLineTests {
+    @Test("a request line is one plain line the front door's scanner reads, and the decoder reads the same call")
+    func requests() throws {
+        let line = RPCLine.request(.token, params: ["provider": .string("corp"), "session": .string("work")])
+        #expect(line.last == 0x0A && line.dropLast().allSatisfy { $0 != 0x0A })
+        let plain = try #require(Array(line.dropLast()).withUnsafeBytes { PlainTokenRequest($0) })
+        #expect(plain.target == .session(provider: "corp", session: "work") && plain.id == Array("1".utf8))
+        let decoded = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
+        #expect(decoded?["jsonrpc"] as? String == "2.0" && decoded?["method"] as? String == "token" && decoded?["id"] as? Int == 1)
+
+        let encoded = try RPCCoding.makeEncoder().encode(TokenParams(provider: "corp"))
+        let watch = RPCLine.request(.tokenWatch, encodedParams: encoded)
+        let read = try JSONSerialization.jsonObject(with: Data(watch)) as? [String: Any]
+        #expect(read?["method"] as? String == "token.watch" && (read?["params"] as? [String: Any])?["provider"] as? String == "corp")
+    }
+
+    @Test("a success line carries the id and result as given; the CLI's readers take the token and the result from it, and decline anything else")
+    func answers() throws {
+        let result = Array(#"{"access_token":"at-1.x_y","expires_at":"2026-11-27T20:00:00Z","scopes":[],"token_type":"Bearer"}"#.utf8)
+        var line: [UInt8] = []
+        RPCLine.success(id: Array("1".utf8), result: result, into: &line)
+        #expect(line.count == 1 + result.count + RPCLine.successFramingLength)
+        #expect(RPCLine.bareAccessToken(in: line) == "at-1.x_y")
+        #expect(RPCLine.result(in: line)?.objectValue?["token_type"]?.stringValue == "Bearer")
+        let decoded = try RPCConnection.decodeReply(line, id: RPCLine.clientID, as: TokenResult.self)
+        #expect(decoded.accessToken.exposedValue == "at-1.x_y")
+
+        var otherID: [UInt8] = []
+        RPCLine.success(id: Array("2".utf8), result: result, into: &otherID)
+        #expect(RPCLine.bareAccessToken(in: otherID) == nil, "another call's answer")
+        let escaped = Array(#"{"id":1,"jsonrpc":"2.0","result":{"access_token":"a\u0062"}}"#.utf8)
+        #expect(RPCLine.bareAccessToken(in: escaped) == nil, "an escape goes to the decoder")
+        let error = Array(#"{"error":{"code":-32008,"message":"m"},"id":1,"jsonrpc":"2.0"}"#.utf8)
+        #expect(RPCLine.bareAccessToken(in: error) == nil && RPCLine.result(in: error) == nil)
+    }
+}
