@@ -127,3 +127,17 @@ extension LoopbackServer {
         (try stats()["requests"] as? [String: Any])?["POST /token"] as? Int ?? 0
     }
 }
+
+/// A provider file for the fault-injecting provider (Tests/idp/faulty.py) with short timeouts.
+func faultyProviderFile(
+    _ server: LoopbackServer,
+    grants: String = #"["password"]"#,
+    scopes: String = #"["openid"]"#,
+    extra: String = ""
+) -> String {
+    #"""
+    {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate", "grants": \#(grants), "scopes": \#(scopes),
+     "tls": {"ca_file": "\#(server.caFile)"}, "timeouts": {"connect_ms": 1000, "total_ms": 5000},
+     "endpoints": {"device_authorization": "\#(server.issuer)/device"}\#(extra)}
+    """#
+}
