@@ -56,21 +56,16 @@ public enum RPCLine {
 
     // MARK: Reading answers
 
-    /// The access token of the answer to a `token` call with id 1, read straight from the
-    /// daemon's own shape (sorted keys, so `access_token` comes first in the result); `nil`
-    /// for anything else (an error, an escape), which the JSON decoder then reads.
+    /// The access token of the answer to a `token` call with id 1, read by AuthGateCore's
+    /// plain reader (no Codable coder: docs/BENCHMARKS.md); `nil` for anything else (an error
+    /// answer, another id, a line the plain reader declines), which the JSON decoder then reads.
+    /// The whole line is read: a line that merely starts like an answer is not one (the
+    /// `watch-line` fuzz target found that a prefix match took a broken line's first word).
     public static func bareAccessToken(in reply: [UInt8]) -> String? {
-        var prefix: [UInt8] = []
-        append(successOpening, to: &prefix)
-        prefix.append(UInt8(ascii: "1"))
-        append(successMiddle, to: &prefix)
-        prefix += #"{"access_token":""#.utf8
-        guard reply.starts(with: prefix) else { return nil }
-        let token = reply[prefix.count...].prefix { $0 != UInt8(ascii: "\"") }
-        guard prefix.count + token.count < reply.count, !token.isEmpty,
-            token.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\\") })
+        guard let answer = JSONValue.readPlain(reply)?.objectValue, answer["id"] == .number(1), answer["error"] == nil,
+            case .string(let token)? = answer["result"]?.objectValue?["access_token"]
         else { return nil }
-        return String(decoding: token, as: UTF8.self)
+        return token
     }
 
     /// The `result` of an answer line, read by AuthGateCore's plain reader (the JSON parser when

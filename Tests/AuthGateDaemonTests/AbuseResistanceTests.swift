@@ -81,7 +81,7 @@ struct AbuseResistanceTests {
                 closed = true
                 break
             }
-            usleep(100_000)
+            usleep(100_000)  // on purpose: the attacker's drip, one byte every 100 ms
             if ContinuousClock.now - started > .seconds(3) { break }
         }
         if !closed { closed = (try? connection.receiveLine()) == nil }
@@ -158,7 +158,7 @@ struct AbuseResistanceTests {
         }
         let stuckAt = sent.load(ordering: .relaxed)
         let cpuBefore = Self.cpuTicks(daemon.pid)
-        usleep(1_000_000)
+        usleep(1_000_000)  // on purpose: the window the held-back daemon's CPU is measured over
         let idleTicks = Self.cpuTicks(daemon.pid) - cpuBefore
         #expect(stuckAt < batches && sent.load(ordering: .relaxed) == stuckAt, "the daemon stopped reading from a client that does not read")
         #expect(idleTicks < 10, "the daemon used \(idleTicks) ticks of CPU in a second while held back")
@@ -188,7 +188,7 @@ struct AbuseResistanceTests {
         // not run while the daemon holds reads behind the sign-in.
         let next = Array((Self.token + "\n").utf8)
         try connection.send(Array((login + "\n").utf8) + next[..<20])
-        usleep(200_000)
+        usleep(200_000)  // on purpose: the line's second part arrives while the sign-in runs
         try connection.send(Array(next[20...]))
         let replies = try (0..<2).map { _ in try readReply(connection) }
         #expect(replies.map { $0["id"] as? Int } == [1, 2])

@@ -27,13 +27,12 @@ private func waitForSession(
     timeout: Duration = .seconds(20),
     _ condition: ([String: Any]) -> Bool
 ) throws -> [String: Any] {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        let current = try session(daemon)
-        if condition(current) { return current }
-        guard ContinuousClock.now < deadline else { throw TestFailure("the session never got there: \(current)") }
-        usleep(100_000)
+    var current: [String: Any] = [:]
+    try eventually(timeout: timeout, every: .milliseconds(100), "the session never got there: \(current)") {
+        current = try session(daemon)
+        return condition(current)
     }
+    return current
 }
 
 /// Sessions kept fresh by the daemon itself, against real servers on loopback.
@@ -163,7 +162,7 @@ struct BackgroundRefreshTests {
             #expect(sessions.count == count)
             samples += sessions.count
             expired += sessions.count { ["expired", "login_required"].contains($0["state"] as? String) }
-            usleep(200_000)
+            usleep(200_000)  // the sampling period of the 8 s window
         }
         let info = try exchange(connection, #"{"jsonrpc":"2.0","id":3,"method":"daemon.info"}"#)
         let refresh = try #require((info.result as? [String: Any])?["refresh"] as? [String: Any])
@@ -236,7 +235,7 @@ struct BackgroundRefreshTests {
                 $0["provider"] as? String == "fast" && $0["state"] as? String != "authenticated" && $0["state"] as? String != "refreshing"
             }
             shownOverdue = try shownOverdue || daemon.cli(["status", "slow"]).stdout.contains("overdue by")
-            usleep(100_000)
+            usleep(100_000)  // the sampling period of the 4 s window
         }
         #expect(sawOverdue, "status shows the slow provider's sessions waiting")
         #expect(fastExpired == 0, "the fast provider's sessions stay fresh")

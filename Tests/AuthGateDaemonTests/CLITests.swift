@@ -118,60 +118,16 @@ struct CLITests {
         )
     }
 
-    @Test(
-        "the password prompt does not echo on a terminal",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "needs script(1) for a pseudo-terminal")
-    )
+    @Test("the password prompt does not echo on a terminal")
     func passwordPromptWithoutEcho() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
-        // script(1) runs the CLI on a pseudo-terminal and relays our pipe to it, like a person typing.
-        let terminal = try TerminalSession(command: "\(BuiltProducts.cli.path) login mock", environment: ["AUTHGATE_SOCKET": daemon.socketPath])
-        try terminal.waitFor("Username for mock: ")
-        terminal.type("demo\n")
-        try terminal.waitFor("Password for demo at mock: ")
-        terminal.type("demo-password-1\n")
-        try terminal.waitFor("Signed in to mock as mock:demo")
-        #expect(terminal.waitForExit() == 0)
-        #expect(terminal.screen.contains("demo\r\n"), "the username is echoed")
-        #expect(!terminal.screen.contains("demo-password-1"), "the password is not: \(terminal.screen)")
-    }
-}
-
-/// A command on a pseudo-terminal (through script(1)), typed into and read from like a screen.
-final class TerminalSession: Sendable {
-    private let process = Process()
-    private let input = Pipe()
-    private let output = SharedText()
-
-    init(command: String, environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-q", "-e", "-f", "-c", command, "/dev/null"]
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = input
-        collect(pipe.fileHandleForReading, into: output)
-        try process.run()
-    }
-
-    var screen: String { output.text }
-
-    func type(_ text: String) {
-        input.fileHandleForWriting.write(Data(text.utf8))
-    }
-
-    func waitFor(_ text: String, timeout: Duration = .seconds(15)) throws {
-        let deadline = ContinuousClock.now + timeout
-        while !screen.contains(text) {
-            guard ContinuousClock.now < deadline else { throw TestFailure("never saw \"\(text)\"; screen: \(screen)") }
-            usleep(5_000)
-        }
-    }
-
-    func waitForExit() -> Int32 {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
-        return process.terminationStatus
+        let shown = try OnTerminal.run(
+            [BuiltProducts.cli.path, "login", "mock"],
+            steps: [.type("demo", after: "Username for mock: "), .type("demo-password-1", after: "Password for demo at mock: ")],
+            environment: ["AUTHGATE_SOCKET": daemon.socketPath]
+        )
+        #expect(shown.done == 2 && shown.status == 0 && shown.output.contains("Signed in to mock as mock:demo"), "\(shown.output)")
+        #expect(shown.output.contains("demo\r\n"), "the username is echoed")
+        #expect(!shown.output.contains("demo-password-1"), "the password is not: \(shown.output)")
     }
 }

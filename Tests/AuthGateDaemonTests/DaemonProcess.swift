@@ -163,31 +163,18 @@ final class DaemonProcess: Sendable {
     /// Waits until the log contains `text` (the daemon's own signal), failing after `timeout`.
     /// After the daemon exits, its last lines may still be in the pipe for a moment.
     func waitForLog(_ text: String, timeout: Duration = .seconds(30)) throws {
-        let deadline = ContinuousClock.now + timeout
-        var exitedAt: ContinuousClock.Instant?
-        while !logText.contains(text) {
-            guard ContinuousClock.now < deadline else {
-                throw TestFailure("authgated did not log \"\(text)\" in time; log:\n\(logText)")
+        try eventually(timeout: timeout, "authgated did not log \"\(text)\" in time; log:\n\(logText)") {
+            if logText.contains(text) { return true }
+            if log.isComplete {
+                throw StopWaiting(reason: "authgated exited (\(process.terminationStatus)) before logging \"\(text)\"; log:\n\(logText)")
             }
-            if !process.isRunning {
-                let exited = exitedAt ?? .now
-                exitedAt = exited
-                guard ContinuousClock.now - exited < .seconds(2) else {
-                    throw TestFailure("authgated exited (\(process.terminationStatus)) before logging \"\(text)\"; log:\n\(logText)")
-                }
-            }
-            usleep(5_000)
+            return false
         }
     }
 
-    /// Waits for the process to exit and returns its status.
+    /// Waits for the process to exit (its log read to the end) and returns its status.
     func waitForExit(timeout: Duration = .seconds(30)) throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else { throw TestFailure("authgated did not exit in time") }
-            usleep(5_000)
-        }
-        return process.terminationStatus
+        try AuthGateDaemonTests.waitForExit(process, outputs: [log], timeout: timeout, "authgated")
     }
 
     /// The daemon's state directory (persistent sessions, the storage key).
@@ -218,16 +205,24 @@ final class DaemonProcess: Sendable {
 
 /// Text appended from one thread and read from another (a child's output).
 final class SharedText: Sendable {
-    private let value = Mutex("")
-    var text: String { value.withLock { $0 } }
-    func append(_ data: Data) { value.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+    private let value = Mutex(("", complete: false))
+    var text: String { value.withLock { $0.0 } }
+    /// Whether the pipe reached its end: everything the writer wrote is in ``text``.
+    var isComplete: Bool { value.withLock { $0.complete } }
+    func append(_ data: Data) { value.withLock { $0.0 += String(decoding: data, as: UTF8.self) } }
+    func complete() { value.withLock { $0.complete = true } }
 }
 
 /// Collects everything `handle` delivers into `text`.
 func collect(_ handle: FileHandle, into text: SharedText) {
     handle.readabilityHandler = { handle in
         let data = handle.availableData
-        if !data.isEmpty { text.append(data) }
+        if data.isEmpty {
+            handle.readabilityHandler = nil
+            text.complete()
+        } else {
+            text.append(data)
+        }
     }
 }
 

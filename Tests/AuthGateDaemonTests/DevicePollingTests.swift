@@ -38,7 +38,7 @@ struct DevicePollingTests {
         let before = try server.tokenRequests()
         let started = ContinuousClock.now
         let flowID = try begin(connection)
-        usleep(4_000_000)
+        usleep(4_000_000)  // on purpose: a window in which a second poll would be too early
         // Interval 1 s: one poll at ~1 s, answered slow_down, so the next is due at ~7 s, not ~2 s.
         #expect(try server.tokenRequests() - before == 1)
         try server.setMode("expired_token")

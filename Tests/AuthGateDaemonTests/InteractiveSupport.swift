@@ -146,23 +146,18 @@ final class BackgroundProcess: Sendable {
 
     /// Waits until stdout or stderr contains `text`.
     func waitForOutput(_ text: String, timeout: Duration = .seconds(30)) throws {
-        let deadline = ContinuousClock.now + timeout
-        while !(stdout + stderr).contains(text) {
-            guard ContinuousClock.now < deadline, process.isRunning || (stdout + stderr).contains(text) else {
-                throw TestFailure("no \"\(text)\" in the output (running: \(process.isRunning)); stdout:\n\(stdout)\nstderr:\n\(stderr)")
+        try eventually(timeout: timeout, "no \"\(text)\" in the output; stdout:\n\(stdout)\nstderr:\n\(stderr)") {
+            if (stdout + stderr).contains(text) { return true }
+            if stdoutText.isComplete && stderrText.isComplete {
+                throw StopWaiting(reason: "the process ended without \"\(text)\"; stdout:\n\(stdout)\nstderr:\n\(stderr)")
             }
-            usleep(10_000)
+            return false
         }
     }
 
+    /// Waits for the process to exit and its output to reach the end; returns its status.
     func waitForExit(timeout: Duration = .seconds(60)) throws -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            guard ContinuousClock.now < deadline else { throw TestFailure("the process did not exit in time; stderr:\n\(stderr)") }
-            usleep(10_000)
-        }
-        usleep(50_000)  // the last output
-        return process.terminationStatus
+        try AuthGateDaemonTests.waitForExit(process, outputs: [stdoutText, stderrText], timeout: timeout, "the process")
     }
 
     deinit {

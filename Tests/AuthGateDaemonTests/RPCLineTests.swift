@@ -37,7 +37,10 @@ struct RPCLineTests {
         RPCLine.success(id: Array("2".utf8), result: result, into: &otherID)
         #expect(RPCLine.bareAccessToken(in: otherID) == nil, "another call's answer")
         let escaped = Array(#"{"id":1,"jsonrpc":"2.0","result":{"access_token":"a\u0062"}}"#.utf8)
-        #expect(RPCLine.bareAccessToken(in: escaped) == nil, "an escape goes to the decoder")
+        #expect(RPCLine.bareAccessToken(in: escaped) == "ab", "read as the decoder reads it")
+        // A line that starts like an answer but is not JSON (found by the watch-line fuzz target).
+        let broken = Array(#"{"id":1,"jsonrpc":"2.0","result":{"access_token":"mock{"jsonrpc":"2.0"}"#.utf8)
+        #expect(RPCLine.bareAccessToken(in: broken) == nil && RPCLine.result(in: broken) == nil)
         let error = Array(#"{"error":{"code":-32008,"message":"m"},"id":1,"jsonrpc":"2.0"}"#.utf8)
         #expect(RPCLine.bareAccessToken(in: error) == nil && RPCLine.result(in: error) == nil)
     }
