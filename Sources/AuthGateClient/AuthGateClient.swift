@@ -210,7 +210,7 @@ extension AuthGateClient {
         )
         let socketPath = socketPath
         let (stream, continuation) = AsyncThrowingStream<TokenWatchEvent, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
-        let stop = WatchStop()
+        let stop = FollowStop()
         continuation.onTermination = { _ in stop.stop() }
         DispatchQueue.global().async {
             do throws(RPCClientError) {
@@ -218,6 +218,44 @@ extension AuthGateClient {
                 guard stop.attach(connection.interrupter) else { return }
                 defer { stop.detach() }
                 try AuthGateClient.watchBlocking(on: connection, params) { event in
+                    continuation.yield(event)
+                    return !stop.isStopped
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: AuthGateClientError(error))
+            }
+        }
+        return stream
+    }
+
+    /// ``watch(provider:session:minimumValidity:waitForSignIn:)`` that goes on across daemon
+    /// restarts, sign-outs and outages (``TokenFollower``): the token now, then each new one,
+    /// with ``TokenFollower/Event/unavailable(reason:message:)`` while the daemon cannot give one.
+    ///
+    /// ```swift
+    /// for try await event in client.follow(provider: "corp") {
+    ///     if case .token(let token) = event { use(token.accessToken) }
+    /// }
+    /// ```
+    ///
+    /// It throws only for what waiting cannot mend (an unknown provider, not allowed).
+    /// Cancelling the consuming task, or dropping the sequence, stops it.
+    public func follow(
+        provider: String,
+        session: String? = nil,
+        minimumValidity: Int? = nil
+    ) -> AsyncThrowingStream<TokenFollower.Event, any Error> {
+        let follower = TokenFollower(
+            socketPath: socketPath,
+            params: TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity)
+        )
+        let (stream, continuation) = AsyncThrowingStream<TokenFollower.Event, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let stop = FollowStop()
+        continuation.onTermination = { _ in stop.stop() }
+        DispatchQueue.global().async {
+            do throws(RPCClientError) {
+                try follower.run(stop: stop) { event in
                     continuation.yield(event)
                     return !stop.isStopped
                 }
@@ -269,38 +307,5 @@ extension AuthGateClient {
 
     private struct NotificationMethod: Decodable {
         var method: String?
-    }
-}
-
-/// Stops a watch from another thread: interrupts its blocked read, and only while its
-/// connection is open (a descriptor number is reused once closed).
-private final class WatchStop: Sendable {
-    private struct State {
-        var interrupter: RPCConnection.Interrupter?
-        var stopped = false
-    }
-
-    private let state = Mutex(State())
-
-    var isStopped: Bool { state.withLock { $0.stopped } }
-
-    /// False when stopped already: the watch should not start.
-    func attach(_ interrupter: RPCConnection.Interrupter) -> Bool {
-        state.withLock { state in
-            guard !state.stopped else { return false }
-            state.interrupter = interrupter
-            return true
-        }
-    }
-
-    func detach() {
-        state.withLock { $0.interrupter = nil }
-    }
-
-    func stop() {
-        state.withLock { state in
-            state.stopped = true
-            state.interrupter?.interrupt()
-        }
     }
 }

@@ -65,6 +65,44 @@ struct AuthGateClientTests {
         #expect(await result(of: watching) != nil, "the cancelled watch ends")
     }
 
+    @Test(
+        "follow: the token, then across a daemon restart — reconnected, the missing session reported as unavailable and waited for — the new daemon's token once someone signs in; cancelling stops it"
+    )
+    func follow() async throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "debug")
+        try daemon.signIn()
+        let client = AuthGateClient(socketPath: daemon.socketPath)
+        let following = client.follow(provider: "mock")
+        var events = following.makeAsyncIterator()
+        guard case .token(let first)? = try await events.next() else { throw TestFailure("no first token") }
+
+        daemon.send(SIGTERM)
+        #expect(try daemon.waitForExit() == 0)
+        let restarted = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "debug", scratch: daemon.scratch)
+        guard case .unavailable(let reason, _)? = try await events.next() else { throw TestFailure("the missing session was not reported") }
+        #expect(reason == .loginRequired, "the new daemon has no session yet (memory storage)")
+        // The follower now waits for a sign-in (wait_for_sign_in), with no polling.
+        try restarted.signIn()
+        guard case .token(let second)? = try await events.next() else { throw TestFailure("no token after the sign-in") }
+        let current = try await client.token(provider: "mock")
+        #expect(second.accessToken != first.accessToken && second.accessToken == current.accessToken)
+
+        // A consumer that stops while the follower waits for news: it ends.
+        let stopping = Task {
+            for try await _ in client.follow(provider: "mock") {}
+        }
+        try await until { restarted.logText.components(separatedBy: "token watch started").count - 1 >= 2 }
+        stopping.cancel()
+        #expect(await result(of: stopping) != nil, "the cancelled follower ends")
+
+        do {
+            for try await _ in client.follow(provider: "nowhere") {}
+            Issue.record("an unknown provider cannot be followed")
+        } catch let error as AuthGateClientError {
+            #expect(error.reason == .unknownProvider, "waiting would not help: thrown")
+        }
+    }
+
     @Test("watch with waitForSignIn: started before the sign-in, it is pushed the sign-in's token at once")
     func watchWaitsForTheSignIn() async throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "debug")

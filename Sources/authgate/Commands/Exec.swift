@@ -110,7 +110,11 @@ struct Exec: ParsableCommand {
             signals: signals,
             onChange: restartOnChange ? .restart : .signal(Self.signalNumber(signalOnChange ?? "") ?? SIGHUP)
         )
-        let follower = TokenFollower(command: "authgate exec", socket: global.socket ?? SocketLocation.forClient(), params: params)
+        let follower = TokenFollower(
+            socketPath: global.socket ?? SocketLocation.forClient(),
+            params: params,
+            notice: { Terminal.writeError("authgate exec: \(Terminal.safe($0))\n") }
+        )
         throw ExitCode(try supervisor.run(first: first, follower: follower))
     }
 
@@ -196,7 +200,7 @@ final class Supervisor {
         let inbox = self.inbox
         DispatchQueue.global().async {
             do {
-                try follower.run(once: false) { event in
+                try follower.runReporting(once: false) { event in
                     switch event {
                     case .token(let token):
                         inbox.contents.withLock { $0.token = token }

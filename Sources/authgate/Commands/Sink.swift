@@ -134,12 +134,12 @@ struct Sink: ParsableCommand {
         }
         let runner = onChange.isEmpty ? nil : OnChangeRunner(onChange, timeout: onChangeTimeout, label: "authgate sink")
         let follower = TokenFollower(
-            command: "authgate sink",
-            socket: global.socket ?? SocketLocation.forClient(),
-            params: TokenParams(provider: selection.provider, session: selection.session)
+            socketPath: global.socket ?? SocketLocation.forClient(),
+            params: TokenParams(provider: selection.provider, session: selection.session),
+            notice: { Terminal.writeError("authgate sink: \(Terminal.safe($0))\n") }
         )
         var written = false
-        try follower.run(once: once) { event in
+        try follower.runReporting(once: once) { event in
             switch event {
             case .token(let token):
                 written = write(token, as: fileFormat, to: tokenFile)
@@ -149,8 +149,8 @@ struct Sink: ParsableCommand {
                 tokenFile.remove(because: "the session ended (\(ended.reason.rawValue))")
                 Terminal.writeError("authgate sink: the session ended (\(ended.reason.rawValue)): \(Terminal.safe(ended.message)) Waiting for a new sign-in.\n")
                 return true
-            case .unavailable(let reason):
-                tokenFile.remove(because: reason)
+            case .unavailable(let reason, let message):
+                tokenFile.remove(because: "\(Terminal.safe(message)) [\(reason.rawValue)]")
                 return true
             }
         }
@@ -316,5 +316,16 @@ final class TokenFile {
             guard errno == EEXIST else { break }
         }
         throw Failure(description: String(cString: strerror(errno)))
+    }
+}
+
+extension TokenFollower {
+    /// ``run(once:stop:_:)``, its refusals reported as the CLI reports any (``CLIError``).
+    func runReporting(once: Bool, _ handle: (Event) -> Bool) throws {
+        do throws(RPCClientError) {
+            try run(once: once, handle)
+        } catch {
+            throw CLIError(error, json: false)
+        }
     }
 }
