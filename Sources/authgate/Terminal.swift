@@ -34,11 +34,15 @@ enum Terminal {
         return readLine(strippingNewline: true)
     }
 
-    /// Asks for a secret with echo off; echo comes back even on Ctrl-C.
+    /// Asks for a secret with echo off; echo comes back even on Ctrl-C. Echo goes off before
+    /// the prompt shows, as readpassphrase(3) does: a secret typed or pasted the moment the
+    /// prompt appears is neither echoed nor discarded.
     static func askSecret(_ prompt: String) -> String? {
-        writeError(prompt)
         var original = termios()
-        guard tcgetattr(STDIN_FILENO, &original) == 0 else { return readLine(strippingNewline: true) }
+        guard tcgetattr(STDIN_FILENO, &original) == 0 else {
+            writeError(prompt)
+            return readLine(strippingNewline: true)
+        }
         savedTerminalState = original
         signal(SIGINT) { _ in
             if var state = savedTerminalState { tcsetattr(STDIN_FILENO, TCSANOW, &state) }
@@ -48,6 +52,7 @@ enum Terminal {
         var silent = original
         silent.c_lflag &= ~tcflag_t(ECHO)
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+        writeError(prompt)
         let line = readLine(strippingNewline: true)
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &original)
         signal(SIGINT, SIG_DFL)
