@@ -209,24 +209,12 @@ extension AuthGateClient {
             waitForSignIn: waitForSignIn ? true : nil
         )
         let socketPath = socketPath
-        let (stream, continuation) = AsyncThrowingStream<TokenWatchEvent, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
-        let stop = FollowStop()
-        continuation.onTermination = { _ in stop.stop() }
-        DispatchQueue.global().async {
-            do throws(RPCClientError) {
-                let connection = try RPCConnection(path: socketPath)
-                guard stop.attach(connection.interrupter) else { return }
-                defer { stop.detach() }
-                try AuthGateClient.watchBlocking(on: connection, params) { event in
-                    continuation.yield(event)
-                    return !stop.isStopped
-                }
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: AuthGateClientError(error))
-            }
+        return Self.stream { stop, yield throws(RPCClientError) in
+            let connection = try RPCConnection(path: socketPath)
+            guard stop.attach(connection.interrupter) else { return }
+            defer { stop.detach() }
+            try AuthGateClient.watchBlocking(on: connection, params, yield)
         }
-        return stream
     }
 
     /// ``watch(provider:session:minimumValidity:waitForSignIn:)`` that goes on across daemon
@@ -250,12 +238,21 @@ extension AuthGateClient {
             socketPath: socketPath,
             params: TokenParams(provider: provider, session: session, minValidSeconds: minimumValidity)
         )
-        let (stream, continuation) = AsyncThrowingStream<TokenFollower.Event, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        return Self.stream { stop, yield throws(RPCClientError) in try follower.run(stop: stop, yield) }
+    }
+
+    /// Runs `produce` on a Dispatch thread as an async sequence of the events it hands its
+    /// second argument, which says whether to go on; ending the sequence (the consuming task
+    /// cancelled, the sequence dropped) stops it through the ``FollowStop`` it is given.
+    private static func stream<Event: Sendable>(
+        _ produce: @escaping @Sendable (FollowStop, (Event) -> Bool) throws(RPCClientError) -> Void
+    ) -> AsyncThrowingStream<Event, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<Event, any Error>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let stop = FollowStop()
         continuation.onTermination = { _ in stop.stop() }
         DispatchQueue.global().async {
             do throws(RPCClientError) {
-                try follower.run(stop: stop) { event in
+                try produce(stop) { event in
                     continuation.yield(event)
                     return !stop.isStopped
                 }

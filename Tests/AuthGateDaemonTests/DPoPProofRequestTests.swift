@@ -15,8 +15,6 @@ import Glibc
 /// `dpop.proof`'s parameters: the nonce's characters, the normalised `htu`, checked before the session.
 @Suite("DPoP proofs: nonce characters, htu, parameters checked first", .serialized)
 struct DPoPProofRequestTests {
-    static let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
-
     // MARK: DPoP proofs' parameters
 
     @Test("a nonce with a space is refused (RFC 9449 §8.1 NQCHAR is %x21-7E but quote and backslash)")
@@ -45,7 +43,7 @@ struct DPoPProofRequestTests {
         let connection = try daemon.connect()
         let proof = #"{"jsonrpc":"2.0","id":2,"method":"dpop.proof","params":{"provider":"mock","htm":"GET","htu":"https://api.example.com/","nonce":"a b"}}"#
         #expect(try exchange(connection, proof).errorReason == "invalid_params")
-        _ = try exchange(connection, Self.login)
+        _ = try exchange(connection, Providers.mockLogin)
         #expect(try exchange(connection, proof).errorReason == "invalid_params")
         let good = proof.replacingOccurrences(of: "a b", with: "ab")
         #expect(try exchange(connection, good).errorReason == "unsupported_grant", "a Bearer session: the parameters passed")

@@ -256,6 +256,9 @@ extension Dictionary where Key == String, Value == Any {
 
 /// Provider files used across the tests.
 enum Providers {
+    /// The request line that signs the mock provider's demo user in (`Providers.mock`).
+    static let mockLogin = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
+
     static let mock = #"""
         {
           "type": "mock",

@@ -11,7 +11,6 @@ import Testing
 /// other connection on to NIO with what it read, so that a client never sees where it was served.
 @Suite("Front door")
 struct FrontDoorTests {
-    static let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
     static let token = #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#
 
     private func accessToken(_ reply: [String: Any]) -> String? { (reply.result as? [String: Any])?["access_token"] as? String }
@@ -26,7 +25,7 @@ struct FrontDoorTests {
     func handedOnMidWay() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         let connection = try daemon.connect()
-        #expect(try exchange(connection, Self.login).result != nil)
+        #expect(try exchange(connection, Providers.mockLogin).result != nil)
         let viaDispatcher = try connection.callRaw(Self.token)
         let answered = try cachedAnswers(daemon)
         #expect(try connection.callRaw(Self.token) == viaDispatcher)
@@ -62,7 +61,7 @@ struct FrontDoorTests {
     @Test("`authgate token PROVIDER` writes the plain line the front door answers itself")
     func cliLineIsPlain() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
-        #expect(try exchange(daemon.connect(), Self.login).result != nil)
+        #expect(try exchange(daemon.connect(), Providers.mockLogin).result != nil)
         let first = try daemon.cli(["token", "mock"])
         let answered = try cachedAnswers(daemon)
         let second = try daemon.cli(["token", "mock"])
@@ -75,11 +74,10 @@ struct FrontDoorTests {
         let provider =
             #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"], "username": "me"}}"#
         let daemon = try DaemonProcess(providers: ["mock.json": provider], logLevel: "info")
-        #expect(try exchange(daemon.connect(), Self.login).result != nil)
+        #expect(try exchange(daemon.connect(), Providers.mockLogin).result != nil)
         // The line the helpers write (RPCLine.request with CredentialParams.plainParams).
         let params = CredentialParams(host: "git.example.com", tool: "git", minValidSeconds: 60).plainParams
-        let request = JSONValue.object(["id": .number(1), "jsonrpc": .string("2.0"), "method": .string("credential.get"), "params": .object(params)])
-        let line = String(decoding: request.jsonBytes, as: UTF8.self)
+        let line = String(decoding: RPCLine.request(.credentialGet, params: params).dropLast(), as: UTF8.self)  // callRaw adds the newline
         let before = try cachedAnswers(daemon)
         let viaDispatcher = try daemon.connect().callRaw(line)
         #expect(try cachedAnswers(daemon) == before, "the first answer comes from the session manager, which publishes the token")
@@ -107,7 +105,7 @@ struct FrontDoorTests {
     @Test("connections held at the front door keep the deadlines: nothing sent within 2 s, or idle after a cached answer")
     func deadlines() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--idle-timeout", "1"], logLevel: "info")
-        #expect(try exchange(daemon.connect(), Self.login).result != nil)
+        #expect(try exchange(daemon.connect(), Providers.mockLogin).result != nil)
         _ = try daemon.connect().callRaw(Self.token)
         let silent = try daemon.connect()
         let answeredThenIdle = try daemon.connect()

@@ -26,7 +26,7 @@ struct HostileInputTests {
     func logInjection() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "trace")
         let connection = try daemon.connect()
-        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        _ = try exchange(connection, Providers.mockLogin)
         for resource in [
             #"x\r\n<0>emerg forged"#, #"https://api.example.com/\u0000"#, "https://api.example.com/a b", "https://api.example.com/#frag",
             "https://ä.example.com/", "relative/path",

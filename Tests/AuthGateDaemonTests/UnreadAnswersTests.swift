@@ -16,8 +16,6 @@ import Glibc
 /// of its own: it takes the daemon seconds of CPU, and the test shards are filled suite by suite.
 @Suite("Unread answers: memory bounded and given back", .serialized)
 struct UnreadAnswersTests {
-    static let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
-
     // MARK: Memory held by unread answers
 
     /// A field of /proc/PID/status in KiB (VmRSS, VmHWM).
@@ -31,7 +29,7 @@ struct UnreadAnswersTests {
     func unreadAnswersAreBounded() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "notice")
         let connection = try daemon.connect()
-        _ = try exchange(connection, Self.login)
+        _ = try exchange(connection, Providers.mockLogin)
         // Warm the NIO path (two lines in one read are handed on) and the cached answers.
         try connection.send(Array((#"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"# + "\n").utf8) + Array("\n".utf8))
         _ = try connection.receiveLine()
