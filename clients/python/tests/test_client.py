@@ -4,6 +4,7 @@ scripts/test with the package installed in the test venv."""
 import http.server
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -21,7 +22,8 @@ MOCK = '{"type": "mock", "users": [{"username": "demo", "password": "demo-passwo
 
 def start_daemon(work: str, providers: dict) -> tuple:
     """Starts the build's authgated in `work` with `providers` (file name → JSON text) and waits
-    until its socket exists; returns the process and the socket's path."""
+    until its socket accepts a connection (the file exists from bind(), a moment before the
+    daemon listens: a connect then is refused); returns the process and the socket's path."""
     binaries = os.environ.get("AUTHGATE_BIN_DIR", ".build/debug")
     os.makedirs(f"{work}/providers.d", exist_ok=True)
     for name, text in providers.items():
@@ -33,13 +35,25 @@ def start_daemon(work: str, providers: dict) -> tuple:
                                 # never the keyring of whoever runs the tests (storage.rekey opens the store)
                                 "--key-store", "file"], stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
-    while not os.path.exists(socket_path):
+    while not _accepts(socket_path):
         if time.time() > deadline or process.poll() is not None:
             process.kill()
             process.wait()
             pytest.fail("authgated did not start")
         time.sleep(0.02)
     return process, socket_path
+
+
+def _accepts(socket_path: str) -> bool:
+    """Whether a connection to the socket is accepted."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(socket_path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
 
 
 @pytest.fixture
