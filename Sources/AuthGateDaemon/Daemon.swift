@@ -105,7 +105,8 @@ public enum Daemon {
             ),
             logger: logger
         )
-        let broadcast = SessionBroadcast(access: registry.access)
+        let signInNotifier = configuration.notify ? SignInNotifier.find(environment: configuration.environment, logger: logger) : nil
+        let broadcast = SessionBroadcast(access: registry.access, notifier: signInNotifier)
         let sessions = SessionManager(
             logger: logger,
             persistence: persistence,
@@ -141,8 +142,7 @@ public enum Daemon {
         }
         let listensForMetrics = configuration.metricsAddress != nil || inheritedMetricsSocket != nil
         let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
-        let dispatcher = RPCDispatcher(
-            services: DaemonServices(
+        let daemonServices = DaemonServices(
                 registry: registry,
                 sessions: sessions,
                 flows: flows,
@@ -156,7 +156,10 @@ public enum Daemon {
                 metricsListener: metricsListenerStatus,
                 persistence: persistence
             )
-        )
+        if let signInNotifier, case .success(let desktop) = DesktopSession.find(environment: configuration.environment) {
+            signInNotifier.setStarter(DesktopSignIn(services: daemonServices, desktop: desktop))
+        }
+        let dispatcher = RPCDispatcher(services: daemonServices)
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         // The fast path's read side: published tokens of providers open to everyone.
         let answers = CachedTokenAnswers(tokens: broadcast.published, providers: registry.openProviders, metrics: metrics)
@@ -188,7 +191,7 @@ public enum Daemon {
         }
         services += [
             .init(service: RefreshScheduler(sessions: sessions)),
-            .init(service: LoginFlowService(flows: flows)),
+            .init(service: LoginFlowService(flows: flows, notifier: signInNotifier)),
             .init(service: validator),
             .init(service: HangupSignalService(signals: hangups, reloader: reloader, logger: logger)),
         ]

@@ -48,6 +48,10 @@ public struct DaemonConfiguration: Sendable {
     /// `XDG_RUNTIME_DIR`, `PATH`); the process's by default.
     public var environment: [String: String] = ProcessInfo.processInfo.environment
 
+    /// `--notify`: a desktop notification when a session needs a new sign-in (``SignInNotifier``).
+    public var notify = false
+    /// `--consent-timeout`: how long a consent question waits for the user before it denies.
+    public var consentTimeout: Duration = .seconds(60)
     public static let defaultAdminGroup = "authgate-admin"
 
     public init(

@@ -36,7 +36,7 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
                  const unsigned char *input, size_t input_length,
                  unsigned char *output, size_t output_capacity, size_t *output_length,
                  unsigned char *error_output, size_t error_capacity, size_t *error_length,
-                 int timeout_ms, int *exit_status) {
+                 int timeout_ms, int cancel_fd, int *exit_status) {
     int in[2], out[2], err[2];
     *output_length = 0;
     *error_length = 0;
@@ -81,12 +81,13 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
     if (deadline.tv_nsec >= 1000000000L) { deadline.tv_sec += 1; deadline.tv_nsec -= 1000000000L; }
 
     size_t written = 0;
-    int input_open = 1, output_open = 1, error_open = 1, timed_out = 0;
+    int input_open = 1, output_open = 1, error_open = 1, timed_out = 0, cancelled = 0;
     if (input_length == 0) { shutdown(in[0], SHUT_WR); input_open = 0; }
     while (output_open || error_open) {
-        struct pollfd watched[3];
+        struct pollfd watched[4];
         int count = 0;
-        int input_slot = -1, output_slot = -1, error_slot = -1;
+        int input_slot = -1, output_slot = -1, error_slot = -1, cancel_slot = -1;
+        if (cancel_fd >= 0) { cancel_slot = count; watched[count++] = (struct pollfd){ .fd = cancel_fd, .events = POLLIN }; }
         if (input_open) { input_slot = count; watched[count++] = (struct pollfd){ .fd = in[0], .events = POLLOUT }; }
         if (output_open) { output_slot = count; watched[count++] = (struct pollfd){ .fd = out[0], .events = POLLIN }; }
         if (error_open) { error_slot = count; watched[count++] = (struct pollfd){ .fd = err[0], .events = POLLIN }; }
@@ -98,6 +99,7 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
             timed_out = 1;
             break;
         }
+        if (cancel_slot >= 0 && watched[cancel_slot].revents) { timed_out = 1; cancelled = 1; break; }
         if (input_slot >= 0 && watched[input_slot].revents) {
             ssize_t sent = send(in[0], input + written, input_length - written, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (sent > 0) written += (size_t)sent;
@@ -128,7 +130,7 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
         kill(-pid, SIGKILL);
         kill(pid, SIGKILL);
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-        return -2;
+        return cancelled ? -3 : -2;
     }
     *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     return 0;

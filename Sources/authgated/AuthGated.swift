@@ -99,6 +99,21 @@ struct AuthGated: AsyncParsableCommand {
     )
     var keyStore = "auto"
 
+    @Flag(
+        help:
+            "Tell the desktop when a session needs a new sign-in: one notification (notify-send, on the session bus) with the command to run and, for providers that sign in in a browser, a Sign in action. Nothing when there is no session bus."
+    )
+    var notify = false
+
+    @Option(
+        name: .customLong("consent-timeout"),
+        help: ArgumentHelp(
+            "Seconds the user has to answer a consent question (access.confirm, login --confirm) before the program is refused.",
+            valueName: "seconds"
+        )
+    )
+    var consentTimeout = 60
+
     @Flag(name: .customLong("no-metrics"), help: "Keep no metrics at all (their cost on the cached token path is measured in docs/BENCHMARKS.md).")
     var noMetrics = false
 
@@ -114,6 +129,7 @@ struct AuthGated: AsyncParsableCommand {
             throw ValidationError("--login-timeout must be between 1 and 86400 seconds.")
         }
         guard KeyStoreChoice(rawValue: keyStore) != nil else { throw ValidationError("--key-store must be auto, file or secret-service.") }
+        guard (1...3600).contains(consentTimeout) else { throw ValidationError("--consent-timeout must be between 1 and 3600 seconds.") }
         guard maximumSessionsPerUser >= 1 else { throw ValidationError("--max-sessions-per-user must be positive.") }
         guard !(noMetrics && metricsListen != nil) else { throw ValidationError("--no-metrics and --metrics-listen exclude each other.") }
         if let metricsListen, MetricsAddress(metricsListen) == nil {
@@ -144,6 +160,8 @@ struct AuthGated: AsyncParsableCommand {
         configuration.keepsMetrics = !noMetrics
         configuration.metricsWithProviders = metricsWithProviders
         configuration.keyStore = KeyStoreChoice(rawValue: keyStore) ?? .auto
+        configuration.notify = notify
+        configuration.consentTimeout = .seconds(consentTimeout)
         let level = Logger.Level(rawValue: logLevel) ?? .info
         let journal = JournalLogHandler.isJournalStream(environment: ProcessInfo.processInfo.environment)
         LoggingSystem.bootstrap { label in

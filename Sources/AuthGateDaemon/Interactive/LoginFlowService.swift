@@ -1,9 +1,11 @@
 import ServiceLifecycle
 
 /// Forgets finished sign-in flows now and then, and cancels the pending ones (closing their
-/// redirect listeners) as soon as the daemon starts to stop.
+/// redirect listeners) as soon as the daemon starts to stop, with the notifications still
+/// waiting for their "Sign in" action (``SignInNotifier``).
 struct LoginFlowService: Service, CustomStringConvertible {
     let flows: LoginFlowManager
+    var notifier: SignInNotifier? = nil
     var description: String { "LoginFlowService" }
 
     func run() async throws {
@@ -17,6 +19,7 @@ struct LoginFlowService: Service, CustomStringConvertible {
                 await flows.purge()
             }
         }
+        await notifier?.shutdown()
         await flows.shutdown()
     }
 }

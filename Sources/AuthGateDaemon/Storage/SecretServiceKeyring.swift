@@ -46,31 +46,21 @@ struct SecretServiceKeyring: Sendable {
     /// bus (neither `DBUS_SESSION_BUS_ADDRESS` nor `$XDG_RUNTIME_DIR/bus`), or no `secret-tool`.
     /// `AUTHGATE_SECRET_TOOL` names another executable that speaks secret-tool's language.
     static func find(environment: [String: String]) -> Result<SecretServiceKeyring, Failure> {
-        // What systemd hands the daemon is the daemon's alone: no helper may notify, take the
-        // inherited socket or read the credentials.
-        var childEnvironment = environment.filter { !Self.daemonOnlyVariables.contains($0.key) }
-        if (environment["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty {
-            guard let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"),
-                let bus = StorageFiles.pathStatus(runtime + "/bus"), !bus.isRegularFile, !bus.isDirectory
-            else {
-                return .failure(Failure("there is no session bus (DBUS_SESSION_BUS_ADDRESS is not set and there is no $XDG_RUNTIME_DIR/bus)"))
-            }
-            childEnvironment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(runtime)/bus"
+        let session: DesktopSession
+        switch DesktopSession.find(environment: environment) {
+        case .success(let found): session = found
+        case .failure(let none): return .failure(Failure(none.description))
         }
         let tool: String
         if let explicit = environment["AUTHGATE_SECRET_TOOL"], explicit.hasPrefix("/") {
             tool = explicit
-        } else if let found = ChildProcess.find("secret-tool", in: environment["PATH"]) {
+        } else if let found = session.program("secret-tool") {
             tool = found
         } else {
             return .failure(Failure("secret-tool is not installed (Debian: apt install libsecret-tools)"))
         }
-        return .success(SecretServiceKeyring(tool: tool, environment: childEnvironment.map { "\($0.key)=\($0.value)" }.sorted()))
+        return .success(SecretServiceKeyring(tool: tool, environment: session.environmentLines))
     }
-
-    private static let daemonOnlyVariables: Set<String> = [
-        "NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "WATCHDOG_USEC", "WATCHDOG_PID", "CREDENTIALS_DIRECTORY",
-    ]
 
     /// The key stored as `item`; `nil` when there is none.
     func lookup(_ item: Item) -> Result<StorageKey?, Failure> {
@@ -134,7 +124,7 @@ struct SecretServiceKeyring: Sendable {
             return .success((status, output, errorText))
         case .notStarted(let reason):
             return .failure(Failure("\(tool) could not be started: \(reason)"))
-        case .timedOut:
+        case .timedOut, .cancelled:
             return .failure(
                 Failure(
                     "\(tool) \(arguments[0]) did not answer within \(timeout.components.seconds) s "

@@ -225,11 +225,12 @@ static inline int ag_accept(int fd) {
 /// and waits for it at most `timeout_ms`; a child still running then is killed with SIGKILL.
 /// Descriptors other than 0–2 are closed in the child. Returns 0 with `*exit_status` (the exit
 /// code, or 128 + the signal), -1 with errno set when it could not be started, -2 on timeout.
+/// `cancel_fd` (or -1): once it is readable the child is killed as at the deadline, and -3 returned.
 int ag_run_child(const char *path, char *const argv[], char *const envp[],
                  const unsigned char *input, size_t input_length,
                  unsigned char *output, size_t output_capacity, size_t *output_length,
                  unsigned char *error_output, size_t error_capacity, size_t *error_length,
-                 int timeout_ms, int *exit_status);
+                 int timeout_ms, int cancel_fd, int *exit_status);
 
 /// `authgate exec`'s supervisor: blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD in the calling
 /// thread (and so in every thread it starts later) and returns a signalfd that reads them

@@ -1,12 +1,14 @@
 import AuthGateCore
 import CLinux
+import Dispatch
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A short-lived helper program run to completion with a hard deadline: what the daemon uses
-/// to reach the Secret Service (`secret-tool`).
+/// A helper program run to completion with a hard deadline: what the daemon uses to reach the
+/// Secret Service (`secret-tool`), the desktop's notifications (`notify-send`) and the user's
+/// askpass program (consent).
 ///
 /// Secrets go in on stdin and come back on stdout, never in argv (which every local user can
 /// read in `/proc`). The child runs in a session of its own and is killed, with anything it
@@ -21,6 +23,9 @@ struct ChildProcess {
         case notStarted(String)
         /// It was still running at the deadline, and was killed.
         case timedOut
+        /// Its owner stopped waiting (``runSuspending(input:timeout:)``'s task was cancelled), and
+        /// it was killed.
+        case cancelled
     }
 
     /// The program's path; not looked up in `PATH` (see ``find(_:in:)``).
@@ -37,7 +42,7 @@ struct ChildProcess {
 
     /// Runs the child, writes `input` to its stdin and closes it, and waits at most `timeout`.
     /// The caller owns the output bytes and should zero them once used.
-    func run(input: [UInt8], timeout: Duration) -> Outcome {
+    func run(input: [UInt8], timeout: Duration, cancelDescriptor: Int32 = -1) -> Outcome {
         var output = [UInt8](repeating: 0, count: Self.outputLimit)
         var errors = [UInt8](repeating: 0, count: Self.errorLimit)
         var outputLength = 0
@@ -66,6 +71,7 @@ struct ChildProcess {
                         errors.count,
                         &errorLength,
                         milliseconds,
+                        cancelDescriptor,
                         &status
                     )
                 }
@@ -79,8 +85,36 @@ struct ChildProcess {
             return .exited(status: status, output: kept, errorText: String(text))
         case -2:
             return .timedOut
+        case -3:
+            return .cancelled
         default:
             return .notStarted(StorageFiles.errorText())
+        }
+    }
+
+    /// ``run(input:timeout:cancelDescriptor:)`` on a Dispatch thread of its own, for children
+    /// that may wait long (a question to the user, a notification's action): the caller's task
+    /// only suspends, and cancelling it kills the child (with anything it started) at once.
+    func runSuspending(input: [UInt8], timeout: Duration) async -> Outcome {
+        var pipe: [Int32] = [-1, -1]
+        guard Glibc.pipe(&pipe) == 0 else { return .notStarted(StorageFiles.errorText()) }
+        // Children are spawned with every descriptor above 2 closed (ag_run_child) anyway.
+        for descriptor in pipe { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
+        let (cancelRead, cancelWrite) = (pipe[0], pipe[1])
+        defer {
+            close(cancelRead)
+            close(cancelWrite)
+        }
+        let child = self
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+                DispatchQueue.global().async {
+                    continuation.resume(returning: child.run(input: input, timeout: timeout, cancelDescriptor: cancelRead))
+                }
+            }
+        } onCancel: {
+            var byte: UInt8 = 1
+            _ = write(cancelWrite, &byte, 1)
         }
     }
 

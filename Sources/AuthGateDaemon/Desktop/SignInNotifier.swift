@@ -1,0 +1,178 @@
+import AuthGateCore
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Starts a session's interactive sign-in from the daemon's side, for the "Sign in" action of
+/// a notification (``DesktopSignIn``).
+protocol InteractiveSignInStarter: Sendable {
+    /// Whether the session's provider can sign in in a browser (the authorization-code grant):
+    /// only then does the notification offer the action.
+    func canStart(_ key: SessionKey) async -> Bool
+    /// Starts the browser sign-in and opens its page; the flow restores the session when the
+    /// user finishes it.
+    func start(_ key: SessionKey) async
+}
+
+/// `authgated --notify`: one desktop notification when a session of the daemon's user needs a
+/// new sign-in — the provider refused or lost its refresh token, or an administrator narrowed
+/// the provider's access — with the command that signs in again and, where the provider signs
+/// in in a browser, a "Sign in" action that starts that sign-in from here.
+///
+/// The notification goes through `notify-send` (libnotify-bin: `org.freedesktop.Notifications`
+/// on the session bus), run as a child this notifier owns: with an action it waits, until the
+/// user picks it or dismisses the notification, printing the action's name. At most one per
+/// session until the session has tokens again; none for a session the user signed out; none for
+/// another uid's session (the desktop is the daemon's user's); nothing when the daemon has no
+/// session bus. Only the provider's id, the session's name and the session's ending sentence are
+/// shown: never a token.
+final class SignInNotifier: Sendable {
+    private struct Shown {
+        var id: UInt64
+        var task: Task<Void, Never>
+    }
+
+    private struct State {
+        /// Sessions told about since they last had tokens.
+        var notified: Set<SessionKey> = []
+        var showing: [SessionKey: Shown] = [:]
+        var nextID: UInt64 = 0
+        var starter: (any InteractiveSignInStarter)?
+        var isShutDown = false
+    }
+
+    private let state = Mutex(State())
+    /// `notify-send`'s path.
+    private let program: String
+    private let desktop: DesktopSession
+    /// Whose sessions are told about: the daemon's own user.
+    private let owner: UInt32
+    private let logger: Logger
+
+    /// How long a notification with an action is waited on before its `notify-send` is stopped
+    /// (the notification itself stays where the server keeps it).
+    static let actionWait: Duration = .seconds(12 * 3600)
+    /// How long `notify-send` may take to hand over a notification without an action.
+    static let deliveryWait: Duration = .seconds(10)
+
+    init(program: String, desktop: DesktopSession, owner: UInt32 = UInt32(geteuid()), logger: Logger) {
+        self.program = program
+        self.desktop = desktop
+        self.owner = owner
+        self.logger = logger
+    }
+
+    /// The notifier of the desktop session `environment` names; `nil`, saying why in the log,
+    /// when there is no session bus (quietly: a system daemon, an SSH login) or no
+    /// `notify-send` (`AUTHGATE_NOTIFY_SEND` names another program that takes its arguments).
+    static func find(environment: [String: String], logger: Logger) -> SignInNotifier? {
+        guard case .success(let desktop) = DesktopSession.find(environment: environment) else {
+            logger.debug("--notify: no session bus, so no notifications")
+            return nil
+        }
+        let explicit = environment["AUTHGATE_NOTIFY_SEND"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        guard let program = explicit ?? desktop.program("notify-send") else {
+            logger.warning("--notify: notify-send is not installed (Debian: apt install libnotify-bin); no notifications")
+            return nil
+        }
+        return SignInNotifier(program: program, desktop: desktop, logger: logger)
+    }
+
+    /// Who starts a sign-in when the user picks the action; set once the daemon's services exist.
+    func setStarter(_ starter: any InteractiveSignInStarter) {
+        state.withLock { $0.starter = starter }
+    }
+
+    /// `key`'s session needs a new sign-in: why, in one sentence (the session's ending message).
+    func sessionNeedsSignIn(_ key: SessionKey, because message: String, offerSignIn: Bool) {
+        guard key.uid == owner else { return }
+        state.withLock { current in
+            guard !current.isShutDown, current.notified.insert(key).inserted else { return }
+            let id = current.nextID
+            current.nextID += 1
+            let starter = offerSignIn ? current.starter : nil
+            current.showing[key] = Shown(
+                id: id,
+                task: Task { [self] in
+                    await show(key, message: message, starter: starter)
+                    state.withLock { current in
+                        if current.showing[key]?.id == id { current.showing[key] = nil }
+                    }
+                }
+            )
+        }
+    }
+
+    /// `key`'s session has tokens again (or is gone): a later ending is told again, and a
+    /// notification still waiting for its action is withdrawn (its `notify-send` stopped).
+    func sessionRestored(_ key: SessionKey) {
+        guard key.uid == owner else { return }
+        let shown = state.withLock { state -> Shown? in
+            guard state.notified.remove(key) != nil else { return nil }
+            return state.showing.removeValue(forKey: key)
+        }
+        shown?.task.cancel()
+    }
+
+    /// Stops every `notify-send` still waiting, and waits until they are gone.
+    func shutdown() async {
+        let shown = state.withLock { state in
+            state.isShutDown = true
+            defer { state.showing = [:] }
+            return Array(state.showing.values)
+        }
+        for item in shown { item.task.cancel() }
+        for item in shown { await item.task.value }
+    }
+
+    private func show(_ key: SessionKey, message: String, starter: (any InteractiveSignInStarter)?) async {
+        let offers = await starter?.canStart(key) ?? false
+        guard !Task.isCancelled else { return }
+        let text = Self.text(key, message: message)
+        var arguments = ["--app-name=authgate", "--icon=dialog-password", "--urgency=normal"]
+        if offers { arguments.append("--action=signin=Sign in") }
+        arguments += ["--", text.summary, text.body]
+        let child = ChildProcess(path: program, arguments: arguments, environment: desktop.environmentLines)
+        let outcome = await child.runSuspending(input: [], timeout: offers ? Self.actionWait : Self.deliveryWait)
+        let metadata = key.logMetadata()
+        switch outcome {
+        case .exited(0, let output, _):
+            logger.info("sign-in needed: notified", metadata: metadata)
+            let action = String(decoding: output, as: UTF8.self).trimming(while: \.isWhitespace)
+            if offers, action == "signin", let starter {
+                logger.notice("sign-in needed: the notification's Sign in action was picked; starting the sign-in", metadata: metadata)
+                await starter.start(key)
+            }
+        case .exited(let status, _, let errorText):
+            logger.warning(
+                "sign-in needed: notify-send failed (exit status \(status))\(errorText.isEmpty ? "" : ": " + String(errorText.prefix(300)))",
+                metadata: metadata
+            )
+        case .notStarted(let reason):
+            logger.warning("sign-in needed: notify-send could not be started: \(reason)", metadata: metadata)
+        case .timedOut:
+            logger.warning("sign-in needed: notify-send did not finish in time; it was stopped", metadata: metadata)
+        case .cancelled:
+            break
+        }
+    }
+
+    /// The notification's summary and body: the provider, the session, why (escaped: servers
+    /// may read the body as markup) and the command that signs in again.
+    static func text(_ key: SessionKey, message: String) -> (summary: String, body: String) {
+        let session = key.name == .default ? "" : " --session \(key.name.rawValue)"
+        let which = key.name == .default ? "" : " (session \(key.name.rawValue))"
+        let why = String(message.prefix(400)).escapingControlCharacters
+        return (
+            "Sign in to \(key.provider) again\(which)",
+            markupEscaped(why) + "\nRun: authgate login \(key.provider)\(session)"
+        )
+    }
+
+    private static func markupEscaped(_ text: String) -> String {
+        text.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
+    }
+}
