@@ -57,6 +57,8 @@ Modes (what /token answers; discovery and JWKS are normal unless said):
   entra               as ok, but the id_token's iss is "<origin>/<TENANT>/v2.0" and its tid TENANT
                       (https://learn.microsoft.com/en-us/entra/identity-platform/id-token-claims-reference)
   entra_wrong_tenant  as entra, but iss names another tenant than tid
+  refresh_refused     as ok, but a refresh_token grant is invalid_grant (the refresh token was revoked:
+                      the session needs a new sign-in, which works)
   offline_only        as ok, but an authorization code issues a refresh token only when its
                       authorization request had access_type=offline (Google:
                       https://developers.google.com/identity/protocols/oauth2/web-server#offline)
@@ -106,7 +108,7 @@ ID_TOKEN_DEFECTS = {"id_token_unknown_kid", "id_token_bad_signature", "id_token_
 MODES = TRANSPORT_FAULTS | DEVICE_ERRORS | ID_TOKEN_DEFECTS | {
     "ok", "invalid_grant", "truncated", "truncated_transfer", "huge", "wrong_types", "not_json",
     "issuer_mismatch", "slow_discovery", "discovery_500", "injected_token", "escape_error", "escape_user_code",
-    "no_expires_in", "pending_200", "entra", "entra_wrong_tenant", "offline_only", "no_kid",
+    "no_expires_in", "pending_200", "entra", "entra_wrong_tenant", "offline_only", "no_kid", "refresh_refused",
 }
 TENANT = "9188040d-6c67-4c5b-b112-36a304b66dad"
 ESCAPES = "\x1b]52;c;aGVsbG8=\x07\u009b2J\r\nforged line"
@@ -288,7 +290,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if mode in DEVICE_ERRORS:
             return self.send_json(400, {"error": mode})
-        if mode == "invalid_grant":
+        if mode == "invalid_grant" or (mode == "refresh_refused" and form.get("grant_type") == "refresh_token"):
             return self.send_json(400, {"error": "invalid_grant",
                                         "error_description": "The refresh token is invalid or expired."})
         if mode == "wrong_types":
