@@ -106,7 +106,13 @@ public enum Daemon {
             logger: logger
         )
         let signInNotifier = configuration.notify ? SignInNotifier.find(environment: configuration.environment, logger: logger) : nil
-        let broadcast = SessionBroadcast(access: registry.access, notifier: signInNotifier)
+        let consent = ConsentKeeper(
+            directory: configuration.stateDirectory,
+            asker: ConsentKeeper.findAsker(environment: configuration.environment),
+            timeout: configuration.consentTimeout,
+            logger: logger
+        )
+        let broadcast = SessionBroadcast(access: registry.access, notifier: signInNotifier, consent: consent)
         let sessions = SessionManager(
             logger: logger,
             persistence: persistence,
@@ -151,6 +157,7 @@ public enum Daemon {
                 context: context,
                 logger: logger,
                 broadcast: broadcast,
+                consent: consent,
                 metrics: metrics,
                 exposition: exposition,
                 metricsListener: metricsListenerStatus,
@@ -191,7 +198,7 @@ public enum Daemon {
         }
         services += [
             .init(service: RefreshScheduler(sessions: sessions)),
-            .init(service: LoginFlowService(flows: flows, notifier: signInNotifier)),
+            .init(service: LoginFlowService(flows: flows, notifier: signInNotifier, consent: consent)),
             .init(service: validator),
             .init(service: HangupSignalService(signals: hangups, reloader: reloader, logger: logger)),
         ]

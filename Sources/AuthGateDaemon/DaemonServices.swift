@@ -17,6 +17,9 @@ struct DaemonServices: Sendable {
     var providerShare = ProviderRequestShare()
     /// The sign-ins of service providers' sessions on first use.
     var firstUse = FirstUseSignIns()
+    /// Consent before a program gets a token; by default nothing is remembered and nobody can
+    /// be asked, so a session that asks first is denied to every program.
+    var consent: ConsentKeeper
     /// Where each request is counted and timed.
     var metrics: DaemonMetrics?
     /// What the `metrics` method answers with; `nil` where the daemon has no metrics.
@@ -39,7 +42,8 @@ extension DaemonServices {
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) -> DaemonServices {
-        let broadcast = SessionBroadcast(now: now)
+        let consent = ConsentKeeper(directory: nil, asker: nil, logger: logger, now: now)
+        let broadcast = SessionBroadcast(consent: consent, now: now)
         let sessions = SessionManager(logger: logger, observer: broadcast, now: now, random: random)
         return DaemonServices(
             registry: registry,
@@ -55,7 +59,8 @@ extension DaemonServices {
             throttle: LoginThrottle(),
             context: context,
             logger: logger,
-            broadcast: broadcast
+            broadcast: broadcast,
+            consent: consent
         )
     }
 }

@@ -33,6 +33,7 @@ extension ErrorReason {
         case .storageUnavailable: -32019
         case .registrationRefused: -32020
         case .workloadTokenInvalid: -32021
+        case .consentDenied: -32022
         }
     }
 

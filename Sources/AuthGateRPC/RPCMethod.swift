@@ -17,6 +17,10 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     /// A DPoP proof signed with the session's key (RFC 9449).
     case dpopProof = "dpop.proof"
     case userinfo
+    /// The caller's remembered consent answers (`authgate consent list`).
+    case consentList = "consent.list"
+    /// Forgets some of them (`authgate consent revoke`): those programs are asked again.
+    case consentRevoke = "consent.revoke"
     case status
     case logout
     /// What a provider gave one of the caller's sessions, never a token (`authgate provider test`).

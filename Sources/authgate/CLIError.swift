@@ -67,7 +67,7 @@ enum ExitStatus {
             inputRefused
         case .unknownProvider, .providerUnavailable, .unsupportedGrant, .registrationRefused, .workloadTokenInvalid: providerUnusable
         case .networkError, .serviceUnavailable, .serverError, .dpopRejected: providerFailing
-        case .permissionDenied, .rateLimited: notAllowed
+        case .permissionDenied, .rateLimited, .consentDenied: notAllowed
         }
     }
 }

@@ -28,6 +28,8 @@ struct InteractiveLogin {
     var showQRCode: Bool
     /// How the final line starts: "Signed in to" or "Registered and signed in to".
     var verb: String
+    /// `login --confirm` / `--no-confirm`.
+    var confirm: Bool? = nil
 
     func run() throws {
         try report(try signIn(beginAsJSON: global.json), global: global, verb: verb)
@@ -37,7 +39,7 @@ struct InteractiveLogin {
     /// - Parameter beginAsJSON: `login.begin`'s result goes to stdout as JSON, not as
     ///   instructions on stderr.
     func signIn(beginAsJSON: Bool) throws -> LoginResult {
-        let params = LoginBeginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, prompt: prompt)
+        let params = LoginBeginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, prompt: prompt, confirm: confirm)
         let begin = try global.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
         // Ctrl-C cancels the flow from here on, before the instructions promise it.
         let path = global.socket ?? SocketLocation.forClient()

@@ -174,11 +174,15 @@ public struct AccessRules: Sendable, Hashable {
     public var groups: [String]?
     /// Absolute paths of executables (the caller's `/proc/PID/exe`).
     public var executables: [String]?
+    /// `confirm`: the user is asked before a program gets a token of this provider's sessions
+    /// for the first time (docs/SECURITY.md, "Consent").
+    public var confirm: Bool
 
-    public init(users: [String]? = nil, groups: [String]? = nil, executables: [String]? = nil) {
+    public init(users: [String]? = nil, groups: [String]? = nil, executables: [String]? = nil, confirm: Bool = false) {
         self.users = users
         self.groups = groups
         self.executables = executables
+        self.confirm = confirm
     }
 
     public var admitsEveryone: Bool { users == nil && groups == nil && executables == nil }

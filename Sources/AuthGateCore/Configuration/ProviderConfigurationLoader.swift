@@ -249,12 +249,17 @@ struct ProviderDocument {
 
     private static func readAccess(_ root: ObjectReader) -> AccessRules {
         guard let access = root.object("access") else { return AccessRules() }
-        access.rejectUnknownKeys(allowed: ["users", "groups", "executables"], context: "access")
+        access.rejectUnknownKeys(allowed: ["users", "groups", "executables", "confirm"], context: "access")
         let executables = access.stringArray("executables")
         for (index, path) in (executables ?? []).enumerated() where !path.hasPrefix("/") {
             access.add("executables[\(index)]", "must be an absolute path, found \"\(path)\"")
         }
-        return AccessRules(users: access.stringArray("users"), groups: access.stringArray("groups"), executables: executables)
+        return AccessRules(
+            users: access.stringArray("users"),
+            groups: access.stringArray("groups"),
+            executables: executables,
+            confirm: access.bool("confirm") ?? false
+        )
     }
 
     private static func readScopes(_ root: ObjectReader) -> [String] {

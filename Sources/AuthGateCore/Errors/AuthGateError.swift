@@ -52,6 +52,10 @@ public enum ErrorReason: String, Sendable, Codable, CaseIterable {
     /// The platform's token a service signs in with (`client_assertion_file`, `assertion_file`,
     /// `subject_token_file`) is missing, unreadable, not a JWT, expired or not yet valid.
     case workloadTokenInvalid = "workload_token_invalid"
+    /// The session asks the user before a program gets its token (`access.confirm`, `login
+    /// --confirm`), and the user denied this program, did not answer in time, or could not be
+    /// asked.
+    case consentDenied = "consent_denied"
     case internalError = "internal_error"
 }
 

@@ -29,6 +29,12 @@ struct DesktopSession: Sendable {
         var description: String { "there is no session bus (DBUS_SESSION_BUS_ADDRESS is not set and there is no $XDG_RUNTIME_DIR/bus)" }
     }
 
+    /// `environment` without what is the daemon's alone, as `NAME=value` lines: what a helper
+    /// gets where there is no session bus.
+    static func withoutDaemonVariables(_ environment: [String: String]) -> [String] {
+        environment.filter { !daemonOnlyVariables.contains($0.key) }.map { "\($0.key)=\($0.value)" }.sorted()
+    }
+
     /// `NAME=value` lines for ``ChildProcess``, sorted.
     var environmentLines: [String] { childEnvironment.map { "\($0.key)=\($0.value)" }.sorted() }
 

@@ -172,7 +172,7 @@ final class SignInNotifier: Sendable {
         )
     }
 
-    private static func markupEscaped(_ text: String) -> String {
+    static func markupEscaped(_ text: String) -> String {
         text.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
     }
 }

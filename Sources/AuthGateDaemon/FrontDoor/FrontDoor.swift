@@ -221,7 +221,7 @@ final class FrontDoor: Sendable {
         private func accepted(_ descriptor: Int32, _ now: UInt64) {
             // A connection accepted before a reload adds an executables rule has no pin, and
             // the rule refuses it (AccessPolicy): it fails closed until it reconnects.
-            guard let caller = PeerCredentials(socket: descriptor, pinProcess: door.answers.providers.anyExecutableRule) else {
+            guard let caller = PeerCredentials(socket: descriptor, pinProcess: door.answers.providers.pinsProcesses) else {
                 close(descriptor)
                 return
             }

@@ -6,6 +6,8 @@ import ServiceLifecycle
 struct LoginFlowService: Service, CustomStringConvertible {
     let flows: LoginFlowManager
     var notifier: SignInNotifier? = nil
+    /// Its questions still waiting are stopped too (their callers denied).
+    var consent: ConsentKeeper? = nil
     var description: String { "LoginFlowService" }
 
     func run() async throws {
@@ -20,6 +22,7 @@ struct LoginFlowService: Service, CustomStringConvertible {
             }
         }
         await notifier?.shutdown()
+        await consent?.shutdown()
         await flows.shutdown()
     }
 }

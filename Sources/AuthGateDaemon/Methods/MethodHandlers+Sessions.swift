@@ -8,7 +8,8 @@ import NIOPosix
 /// A caller's sessions: `userinfo`, `status` and `logout`.
 extension MethodHandlers {
     func userinfo(_ params: UserinfoParams) async throws(AuthGateError) -> [String: JSONValue] {
-        let (_, client, key) = try await resolve(params.provider, params.session)
+        let (configuration, client, key) = try await resolve(params.provider, params.session)
+        try await requireConsent(configuration, key)
         let tokens = try await services.sessions.token(
             for: key,
             minimumValidity: TimeInterval(TokenParams.defaultMinimumValidity),

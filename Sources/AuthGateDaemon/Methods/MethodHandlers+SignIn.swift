@@ -15,6 +15,7 @@ extension MethodHandlers {
             let allowed = configuration.grants.map(\.rawValue).joined(separator: ", ")
             throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' does not allow the \(grant.rawValue) grant (it allows: \(allowed)).")
         }
+        choose(params.confirm, for: key)
         switch grant {
         case .password:
             let credentials = PasswordCredentials(
@@ -72,6 +73,7 @@ extension MethodHandlers {
         }
         let variant = TokenVariant(scopes: params.scopes ?? [])
         try variant.validate()
+        choose(params.confirm, for: key)
         if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
         let pending = try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
             try await services.flows.begin(

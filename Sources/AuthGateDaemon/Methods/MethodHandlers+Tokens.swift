@@ -84,6 +84,7 @@ extension MethodHandlers {
         if let exchange = variant.exchange, let policy = configuration.settings.remote?.tokenExchange {
             try Self.check(exchange, against: policy, provider: configuration.id)
         }
+        try await requireConsent(configuration, key)
         let read = { () async throws(AuthGateError) -> TokenSet in
             try await services.sessions.token(
                 for: key,
@@ -167,7 +168,8 @@ extension MethodHandlers {
     }
 
     func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
-        let (_, _, key) = try await resolve(params.provider, params.session)
+        let (configuration, _, key) = try await resolve(params.provider, params.session)
+        try await requireConsent(configuration, key)
         let tokens = try await services.sessions.tokenRejected(for: key, rejected: params.accessToken, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
@@ -226,7 +228,8 @@ extension MethodHandlers {
                 fields: fields
             )
         }
-        let (_, _, key) = try await resolve(params.provider, params.session)
+        let (configuration, _, key) = try await resolve(params.provider, params.session)
+        try await requireConsent(configuration, key)
         let (proofKey, accessToken) = try await services.sessions.proofKey(for: key, presenting: params.accessToken, bounded: !caller.isUnbounded)
         services.logger.debug("dpop proof made", metadata: metadata(key, ["dpop.htm": "\(params.htm)"]))
         return DPoPProofResult(

@@ -93,6 +93,8 @@ enum MethodTable {
         case .tokenExchange: .withParams { try await $0.tokenExchange($1) }
         case .dpopProof: .withParams { try await $0.dpopProof($1) }
         case .userinfo: .withParams { try await $0.userinfo($1) }
+        case .consentList: .withoutParams { await $0.consentList() }
+        case .consentRevoke: .withOptionalParams(absent: ConsentRevokeParams()) { try await $0.consentRevoke($1) }
         case .status: .withOptionalParams(absent: StatusParams()) { try await $0.status($1) }
         case .logout: .withParams { try await $0.logout($1) }
         case .sessionInspect: .withParams { try await $0.sessionInspect($1) }

@@ -2,7 +2,8 @@ import AuthGateCore
 import Synchronization
 
 /// The ids of the providers that ``ProviderRegistry/usableProvider(_:for:)`` admits every
-/// caller to: usable and without access rules, and the ``CredentialRoutes`` through them.
+/// caller to: usable, without access rules and without consent (`access.confirm`), and the
+/// ``CredentialRoutes`` through them.
 /// Updated by the registry with every change of a provider, and read from any thread; a
 /// provider with access rules is never in it, because the rules are decided per caller in the
 /// registry.
@@ -13,14 +14,14 @@ final class OpenProviders: Sendable {
     }
 
     private let published = Mutex(Published())
-    private let executableRules = Atomic<Bool>(false)
+    private let pinning = Atomic<Bool>(false)
     private let changes = Atomic<UInt64>(0)
 
     func update(_ providers: some Sequence<RegisteredProvider>) {
         let open = Set(
             providers.filter { provider in
                 guard provider.status != .invalid, provider.client != nil, let configuration = provider.configuration else { return false }
-                return configuration.access.admitsEveryone
+                return configuration.access.admitsEveryone && !configuration.access.confirm
             }.map(\.id)
         )
         let routes = CredentialRoutes.routes(
@@ -29,16 +30,21 @@ final class OpenProviders: Sendable {
             }
         )
         published.withLock { $0 = Published(ids: open, routes: routes) }
-        executableRules.store(providers.contains { $0.configuration?.access.executables != nil }, ordering: .releasing)
+        pinning.store(
+            providers.contains { $0.configuration.map { $0.access.executables != nil || $0.access.confirm } ?? false },
+            ordering: .releasing
+        )
         changes.add(1, ordering: .releasing)
     }
 
     /// Counts the updates, each after it took effect (``RecentTokenAnswers``).
     var generation: UInt64 { changes.load(ordering: .acquiring) }
 
-    /// Whether some provider has an `access.executables` rule: only then is a connecting
-    /// process pinned (PeerCredentials), which costs /proc reads on every connection.
-    var anyExecutableRule: Bool { executableRules.load(ordering: .acquiring) }
+    /// Whether some provider has an `access.executables` rule or asks for consent: only then is
+    /// a connecting process pinned (PeerCredentials), which costs /proc reads on every
+    /// connection. (A session whose user chose consent at sign-in identifies its caller when
+    /// it asks: ``ConsentKeeper``.)
+    var pinsProcesses: Bool { pinning.load(ordering: .acquiring) }
 
     func contains(_ id: String) -> Bool {
         published.withLock { $0.ids.contains(id) }

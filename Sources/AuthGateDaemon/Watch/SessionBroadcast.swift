@@ -9,16 +9,29 @@ struct SessionBroadcast: SessionObserver {
     let published: PublishedTokens
     let watchers: TokenWatchers
     let notifier: SignInNotifier?
+    /// Sessions whose user chose consent are never published for the cached path.
+    let consent: ConsentKeeper?
 
     /// - Parameter access: Who may use which provider now, asked by every watch notification;
     ///   `nil` admits every watcher (tests).
-    init(access: ProviderAccess? = nil, notifier: SignInNotifier? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+    init(
+        access: ProviderAccess? = nil,
+        notifier: SignInNotifier? = nil,
+        consent: ConsentKeeper? = nil,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.consent = consent
         published = PublishedTokens(now: now)
         watchers = TokenWatchers(access: access)
         self.notifier = notifier
     }
 
     func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int>, for key: SessionKey) {
+        // A session that asks first is answered by the dispatcher only, which asks.
+        if let consent, consent.sessionAsks(key) {
+            published.withdraw(key)
+            return
+        }
         published.publish(tokens, obtainedAt: obtainedAt, unmeetable: unmeetable, for: key)
     }
     func withdraw(_ key: SessionKey) { published.withdraw(key) }
@@ -36,7 +49,9 @@ struct SessionBroadcast: SessionObserver {
             }
         watchers.sessionEnded(key, reason, message: message)
         switch ending {
-        case .signedOut: notifier?.sessionRestored(key)
+        case .signedOut:
+            notifier?.sessionRestored(key)
+            consent?.sessionSignedOut(key)
         case .loginRequired: notifier?.sessionNeedsSignIn(key, because: message, offerSignIn: true)
         case .accessRevoked: notifier?.sessionNeedsSignIn(key, because: message, offerSignIn: false)
         }

@@ -14,6 +14,9 @@ public struct LoginParams: Sendable, Codable {
     public var password: Secret?
     public var session: String?
     public var scopes: [String]?
+    /// `true`: the user is asked before a program gets this session's tokens for the first time
+    /// (consent); `false` ends that choice; absent leaves it as it is.
+    public var confirm: Bool?
 
     public init(
         provider: String,
@@ -21,8 +24,10 @@ public struct LoginParams: Sendable, Codable {
         username: String? = nil,
         password: Secret? = nil,
         session: String? = nil,
-        scopes: [String]? = nil
+        scopes: [String]? = nil,
+        confirm: Bool? = nil
     ) {
+        self.confirm = confirm
         self.provider = provider
         self.grant = grant
         self.username = username
@@ -31,7 +36,7 @@ public struct LoginParams: Sendable, Codable {
         self.scopes = scopes
     }
 
-    private enum CodingKeys: String, CodingKey { case provider, grant, username, password, session, scopes }
+    private enum CodingKeys: String, CodingKey { case provider, grant, username, password, session, scopes, confirm }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -41,6 +46,7 @@ public struct LoginParams: Sendable, Codable {
         password = try container.decodeIfPresent(String.self, forKey: .password).map(Secret.init)
         session = try container.decodeIfPresent(String.self, forKey: .session)
         scopes = try container.decodeIfPresent([String].self, forKey: .scopes)
+        confirm = try container.decodeIfPresent(Bool.self, forKey: .confirm)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -51,6 +57,7 @@ public struct LoginParams: Sendable, Codable {
         try container.encodeIfPresent(password?.exposedValue, forKey: .password)
         try container.encodeIfPresent(session, forKey: .session)
         try container.encodeIfPresent(scopes, forKey: .scopes)
+        try container.encodeIfPresent(confirm, forKey: .confirm)
     }
 }
 
@@ -136,8 +143,11 @@ public struct LoginBeginParams: Sendable, Codable {
     /// OpenID Connect `prompt` for the browser flow: `create` (registration), `login`,
     /// `consent` or `select_account`.
     public var prompt: String?
+    /// As `login`'s `confirm`.
+    public var confirm: Bool?
 
-    public init(provider: String, grant: Grant, session: String? = nil, scopes: [String]? = nil, prompt: String? = nil) {
+    public init(provider: String, grant: Grant, session: String? = nil, scopes: [String]? = nil, prompt: String? = nil, confirm: Bool? = nil) {
+        self.confirm = confirm
         self.provider = provider
         self.grant = grant
         self.session = session

@@ -34,6 +34,12 @@ struct Login: ParsableCommand {
     @Flag(name: .customLong("no-qr"), help: "Do not draw a QR code of the device sign-in page.")
     var noQR = false
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Ask you before a program gets this session's tokens for the first time (consent; `authgate consent` lists your answers). --no-confirm ends that choice."
+    )
+    var confirm: Bool?
+
     /// Whether a user name or password was given: the password grant.
     private var userNamed: Bool { username != nil || passwordStdin }
 
@@ -55,11 +61,12 @@ struct Login: ParsableCommand {
                 prompt: nil,
                 openBrowser: !method.noBrowser,
                 showQRCode: !noQR,
-                verb: "Signed in to"
+                verb: "Signed in to",
+                confirm: confirm
             ).run()
         }
         if let grant, grant.isService {
-            let params = LoginParams(provider: provider, grant: grant, session: session, scopes: scope.isEmpty ? nil : scope)
+            let params = LoginParams(provider: provider, grant: grant, session: session, scopes: scope.isEmpty ? nil : scope, confirm: confirm)
             let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
             return try report(result, global: global, verb: "Signed in to")
         }
@@ -73,7 +80,8 @@ struct Login: ParsableCommand {
             username: username,
             password: Secret(password),
             session: session,
-            scopes: scope.isEmpty ? nil : scope
+            scopes: scope.isEmpty ? nil : scope,
+            confirm: confirm
         )
         let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
         try report(result, global: global, verb: "Signed in to")
