@@ -40,9 +40,10 @@ extension DaemonServices {
         context: DaemonContext,
         logger: Logger,
         now: @escaping @Sendable () -> Date = { Date() },
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        consent: ConsentKeeper? = nil
     ) -> DaemonServices {
-        let consent = ConsentKeeper(directory: nil, asker: nil, logger: logger, now: now)
+        let consent = consent ?? ConsentKeeper(directory: nil, asker: nil, logger: logger, now: now)
         let broadcast = SessionBroadcast(consent: consent, now: now)
         let sessions = SessionManager(logger: logger, observer: broadcast, now: now, random: random)
         return DaemonServices(

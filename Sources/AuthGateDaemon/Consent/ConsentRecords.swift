@@ -75,7 +75,7 @@ struct ConsentRecords: Codable, Sendable, Equatable {
     func save(to directory: String) -> String? {
         if let problem = StorageFiles.createPrivateDirectory(directory) { return problem }
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard let data = try? encoder.encode(self) else { return "cannot encode the consent answers" }
         let path = directory + "/" + Self.fileName
         switch StorageFiles.writeTemporaryFile(Array(data), prefix: path + ".tmp.") {
