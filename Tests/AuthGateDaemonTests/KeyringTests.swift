@@ -7,6 +7,54 @@ import Testing
 import Glibc
 #endif
 
+/// A session bus of its own (dbus-daemon on a socket in a fresh HOME's runtime directory),
+/// stopped with the test: what the keyring and the notification tests run their servers on.
+final class PrivateSessionBus: Sendable {
+    let home: ScratchDirectory
+    let address: String
+    private let bus: Process
+
+    init() throws {
+        home = try ScratchDirectory()
+        let runtime = home.path + "/run"
+        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        address = "unix:path=\(runtime)/bus"
+        bus = Process()
+        bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        bus.arguments = ["--session", "--address=\(address)", "--nofork", "--nopidfile", "--print-address=1"]
+        bus.environment = ProcessInfo.processInfo.environment.merging(["HOME": home.path, "XDG_RUNTIME_DIR": runtime]) { _, new in new }
+        let printed = Pipe()
+        bus.standardOutput = printed
+        bus.standardError = FileHandle.nullDevice
+        try bus.run()
+        // The bus prints its address once it listens.
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = printed.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw TestFailure("dbus-daemon exited before listening") }
+            line += chunk
+        }
+    }
+
+    /// What a program of this session has in its environment.
+    var environment: [String: String] { ["DBUS_SESSION_BUS_ADDRESS": address, "HOME": home.path, "XDG_RUNTIME_DIR": home.path + "/run"] }
+
+    /// Whether `name` has an owner on the bus (asked without activating anything).
+    func hasOwner(_ name: String) throws -> Bool {
+        try run(
+            URL(fileURLWithPath: "/usr/bin/dbus-send"),
+            ["--session", "--print-reply", "--dest=org.freedesktop.DBus", "/", "org.freedesktop.DBus.NameHasOwner", "string:\(name)"],
+            environment: ["DBUS_SESSION_BUS_ADDRESS": address]
+        ).stdout.contains("boolean true")
+    }
+
+    deinit {
+        // SIGKILL: it inherits the test thread's signal mask, in which SIGTERM may be blocked.
+        kill(bus.processIdentifier, SIGKILL)
+        bus.waitUntilExit()
+    }
+}
+
 /// A session bus of its own with an unlocked gnome-keyring-daemon on it (a fresh HOME, so a
 /// new login keyring), stopped with the test. scripts/test installs dbus, gnome-keyring and
 /// libsecret-tools.
@@ -14,41 +62,17 @@ final class KeyringSession: Sendable {
     static let programs = ["/usr/bin/dbus-daemon", "/usr/bin/dbus-send", "/usr/bin/gnome-keyring-daemon", "/usr/bin/secret-tool"]
     static var isAvailable: Bool { programs.allSatisfy(FileManager.default.isExecutableFile(atPath:)) }
 
-    let home: ScratchDirectory
-    let busAddress: String
-    private let bus: Process
+    let bus: PrivateSessionBus
     private let keyring: Process
 
     init() throws {
-        home = try ScratchDirectory()
-        let runtime = home.path + "/run"
-        try FileManager.default.createDirectory(atPath: runtime, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        busAddress = "unix:path=\(runtime)/bus"
-        let environment = ProcessInfo.processInfo.environment.merging(
-            ["HOME": home.path, "XDG_RUNTIME_DIR": runtime, "DBUS_SESSION_BUS_ADDRESS": busAddress]) { _, new in new }
-
-        bus = Process()
-        bus.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
-        bus.arguments = ["--session", "--address=\(busAddress)", "--nofork", "--nopidfile", "--print-address=1"]
-        bus.environment = environment
-        let address = Pipe()
-        bus.standardOutput = address
-        bus.standardError = FileHandle.nullDevice
-        try bus.run()
-        // The bus prints its address once it listens.
-        var printed = Data()
-        while !printed.contains(UInt8(ascii: "\n")) {
-            let chunk = address.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { throw TestFailure("dbus-daemon exited before listening") }
-            printed += chunk
-        }
-
+        bus = try PrivateSessionBus()
         keyring = Process()
         keyring.executableURL = URL(fileURLWithPath: "/usr/bin/gnome-keyring-daemon")
         // --unlock reads the login keyring's password from stdin and, with a fresh HOME,
         // creates the keyring with it: no prompt.
         keyring.arguments = ["--unlock", "--components=secrets", "--foreground"]
-        keyring.environment = environment
+        keyring.environment = ProcessInfo.processInfo.environment.merging(bus.environment) { _, new in new }
         let password = Pipe()
         keyring.standardInput = password
         keyring.standardOutput = FileHandle.nullDevice
@@ -57,19 +81,12 @@ final class KeyringSession: Sendable {
         password.fileHandleForWriting.write(Data("keyring-test-password".utf8))
         try password.fileHandleForWriting.close()
 
-        // Ready once it owns org.freedesktop.secrets (asking without activating a second one).
-        let busAddress = busAddress
+        // Ready once it owns org.freedesktop.secrets.
+        let bus = bus
         do {
             try eventually(timeout: .seconds(20)) {
                 guard keyring.isRunning else { return false }
-                return try run(
-                    URL(fileURLWithPath: "/usr/bin/dbus-send"),
-                    [
-                        "--session", "--print-reply", "--dest=org.freedesktop.DBus", "/", "org.freedesktop.DBus.NameHasOwner",
-                        "string:org.freedesktop.secrets",
-                    ],
-                    environment: ["DBUS_SESSION_BUS_ADDRESS": busAddress]
-                ).stdout.contains("boolean true")
+                return try bus.hasOwner("org.freedesktop.secrets")
             }
         } catch {
             throw TestFailure("gnome-keyring-daemon did not come up")
@@ -77,7 +94,8 @@ final class KeyringSession: Sendable {
     }
 
     /// What a daemon of this session has in its environment.
-    var environment: [String: String] { ["DBUS_SESSION_BUS_ADDRESS": busAddress, "HOME": home.path, "XDG_RUNTIME_DIR": home.path + "/run"] }
+    var environment: [String: String] { bus.environment }
+    var home: ScratchDirectory { bus.home }
 
     /// `secret-tool` in this session.
     func secretTool(_ arguments: [String]) throws -> ProcessOutput {
@@ -92,12 +110,10 @@ final class KeyringSession: Sendable {
     }
 
     deinit {
-        // SIGKILL: both inherit the test thread's signal mask, in which SIGTERM may be blocked,
-        // and nothing of either needs keeping.
-        for process in [keyring, bus] {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        // SIGKILL: it inherits the test thread's signal mask, in which SIGTERM may be blocked,
+        // and nothing of it needs keeping. The bus goes after it.
+        kill(keyring.processIdentifier, SIGKILL)
+        keyring.waitUntilExit()
     }
 }
 

@@ -20,8 +20,9 @@ final class LoopbackServer: @unchecked Sendable {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let python = repository.appendingPathComponent(".venv/bin/python").path
 
-    /// Starts `script` (in Tests/idp) with `arguments` and waits for its ready line.
-    init(script: String, workdir: String, arguments: [String]) throws {
+    /// Starts `script` (in Tests/idp) with `arguments` (and `environment` added to the test's)
+    /// and waits for its ready line.
+    init(script: String, workdir: String, arguments: [String], environment: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             throw TestFailure("\(Self.python) is missing: run scripts/test, which creates the venv with the test identity provider")
         }
@@ -29,6 +30,7 @@ final class LoopbackServer: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: Self.python)
         process.arguments = [Self.repository.appendingPathComponent("Tests/idp/\(script)").path, "--workdir", workdir] + arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

@@ -1,17 +1,18 @@
 """A desktop notification server stand-in on a session bus, for the daemon's notifications and
 consent questions (the tests run it on a private dbus-daemon).
 
-    DBUS_SESSION_BUS_ADDRESS=... .venv/bin/python Tests/idp/notifications.py --record FILE
+    DBUS_SESSION_BUS_ADDRESS=... .venv/bin/python Tests/idp/notifications.py --workdir DIR
         [--invoke ACTION]
 
 It owns org.freedesktop.Notifications and implements the calls of the Desktop Notifications
 Specification (https://specifications.freedesktop.org/notification-spec/1.2/protocol.html)
 that libnotify's notify-send makes: GetCapabilities ("actions", "body"), GetServerInformation,
-Notify and CloseNotification. Each Notify is appended to FILE as one line of JSON:
+Notify and CloseNotification. Each Notify is appended to DIR/notifications.jsonl as one line of JSON:
 {"id", "app_name", "summary", "body", "actions": {key: label}, "hints": [names]}. With
 --invoke, a notification offering that action has it invoked at once, as if the user clicked
 it: the ActionInvoked signal, then NotificationClosed with reason 2 (dismissed by the user).
-Prints "ready" once it owns the name; serves until SIGTERM or its parent dies.
+Prints {"record": "DIR/notifications.jsonl"} once it owns the name; serves until SIGTERM or its
+parent dies.
 """
 
 import argparse
@@ -31,7 +32,7 @@ PATH = "/org/freedesktop/Notifications"
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--record", required=True)
+    parser.add_argument("--workdir", required=True)
     parser.add_argument("--invoke")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -49,7 +50,9 @@ def main() -> None:
     if reply.body[0] != 1:
         sys.exit(f"could not own {NAME}: {reply.body[0]}")
     emitter = DBusAddress(PATH, interface=NAME)
-    print("ready", flush=True)
+    os.makedirs(args.workdir, exist_ok=True)
+    record_path = os.path.join(args.workdir, "notifications.jsonl")
+    print(json.dumps({"record": record_path}), flush=True)
     next_id = 1
     while True:
         message = connection.receive()
@@ -64,7 +67,7 @@ def main() -> None:
             app_name, _replaces, _icon, summary, body, actions, hints, _expire = message.body
             number, next_id = next_id, next_id + 1
             offered = dict(zip(actions[0::2], actions[1::2]))
-            with open(args.record, "a") as record:
+            with open(record_path, "a") as record:
                 record.write(json.dumps({"id": number, "app_name": app_name, "summary": summary, "body": body,
                                          "actions": offered, "hints": sorted(hints)}) + "\n")
             connection.send(new_method_return(message, "u", (number,)))

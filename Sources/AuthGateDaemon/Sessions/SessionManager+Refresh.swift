@@ -305,12 +305,15 @@ extension SessionManager {
     /// The provider refused the session, or its token ran out with nothing to refresh it:
     /// the tokens go at once and the user must sign in again.
     func endSession(_ key: SessionKey, reason: String) {
-        sessions[key]?.tokens = nil
-        sessions[key]?.variants = [:]
-        sessions[key]?.state = .loginRequired
-        sessions[key]?.lastError = reason
-        sessions[key]?.nextRefreshAt = nil
-        if sessions[key]?.binding.storage == .persistent { persist(key.uid) }
+        // One change, so that those told of the ending (watches, the desktop) get its reason.
+        guard var record = sessions[key] else { return }
+        record.tokens = nil
+        record.variants = [:]
+        record.state = .loginRequired
+        record.lastError = reason
+        record.nextRefreshAt = nil
+        sessions[key] = record
+        if record.binding.storage == .persistent { persist(key.uid) }
     }
 
     func expireWithoutRefreshToken(_ key: SessionKey) {
