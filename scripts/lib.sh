@@ -40,6 +40,9 @@ missing_test_packages() {
     command -v dbus-daemon >/dev/null && command -v dbus-send >/dev/null || echo dbus
     command -v gnome-keyring-daemon >/dev/null || echo gnome-keyring
     command -v secret-tool >/dev/null || echo libsecret-tools
+    # The desktop notifications (NotificationTests): notify-send, which the daemon runs, talks
+    # to a notification server stand-in on a private session bus.
+    command -v notify-send >/dev/null || echo libnotify-bin
     # The agent forwarded over SSH (SSHForwardingTests): a real sshd on a loopback port, with
     # its own configuration and host key, and the ssh client that forwards the socket.
     [ -x /usr/sbin/sshd ] || echo openssh-server

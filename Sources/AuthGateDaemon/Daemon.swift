@@ -149,20 +149,20 @@ public enum Daemon {
         let listensForMetrics = configuration.metricsAddress != nil || inheritedMetricsSocket != nil
         let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
         let daemonServices = DaemonServices(
-                registry: registry,
-                sessions: sessions,
-                flows: flows,
-                reloader: reloader,
-                throttle: LoginThrottle(),
-                context: context,
-                logger: logger,
-                broadcast: broadcast,
-                consent: consent,
-                metrics: metrics,
-                exposition: exposition,
-                metricsListener: metricsListenerStatus,
-                persistence: persistence
-            )
+            registry: registry,
+            sessions: sessions,
+            flows: flows,
+            reloader: reloader,
+            throttle: LoginThrottle(),
+            context: context,
+            logger: logger,
+            broadcast: broadcast,
+            consent: consent,
+            metrics: metrics,
+            exposition: exposition,
+            metricsListener: metricsListenerStatus,
+            persistence: persistence
+        )
         if let signInNotifier, case .success(let desktop) = DesktopSession.find(environment: configuration.environment) {
             signInNotifier.setStarter(DesktopSignIn(services: daemonServices, desktop: desktop))
         }

@@ -39,7 +39,14 @@ struct InteractiveLogin {
     /// - Parameter beginAsJSON: `login.begin`'s result goes to stdout as JSON, not as
     ///   instructions on stderr.
     func signIn(beginAsJSON: Bool) throws -> LoginResult {
-        let params = LoginBeginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, prompt: prompt, confirm: confirm)
+        let params = LoginBeginParams(
+            provider: provider,
+            grant: grant,
+            session: session,
+            scopes: scopes.isEmpty ? nil : scopes,
+            prompt: prompt,
+            confirm: confirm
+        )
         let begin = try global.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
         // Ctrl-C cancels the flow from here on, before the instructions promise it.
         let path = global.socket ?? SocketLocation.forClient()

@@ -63,7 +63,11 @@ struct ConsentKeeperTests {
     }
 
     private func signIn(_ dispatcher: RPCDispatcher, _ extra: [String: Any] = [:]) async throws {
-        let login = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"].merging(extra) { _, new in new })
+        let login = try await call(
+            dispatcher,
+            "login",
+            ["provider": "mock", "username": "demo", "password": "demo-password-1"].merging(extra) { _, new in new }
+        )
         #expect(login["result"] != nil, "\(login)")
     }
 

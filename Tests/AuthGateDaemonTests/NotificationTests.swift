@@ -80,7 +80,12 @@ struct NotificationTests {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
         let desktop = try NotificationDesktop(caFile: server.caFile)
-        let daemon = try DaemonProcess(providers: ["faulty.json": provider(server)], arguments: ["--notify"], logLevel: "info", environment: desktop.environment)
+        let daemon = try DaemonProcess(
+            providers: ["faulty.json": provider(server)],
+            arguments: ["--notify"],
+            logLevel: "info",
+            environment: desktop.environment
+        )
         try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
         try server.setMode("refresh_refused")
         try eventually(timeout: .seconds(20)) { desktop.notifications.count == 1 }
@@ -116,7 +121,12 @@ struct NotificationTests {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
         let desktop = try NotificationDesktop(invoke: "signin", caFile: server.caFile)
-        let daemon = try DaemonProcess(providers: ["faulty.json": provider(server)], arguments: ["--notify"], logLevel: "info", environment: desktop.environment)
+        let daemon = try DaemonProcess(
+            providers: ["faulty.json": provider(server)],
+            arguments: ["--notify"],
+            logLevel: "info",
+            environment: desktop.environment
+        )
         try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
         let before = try daemon.cli(["token", "faulty", "--min-valid", "0"]).stdout
         // Refreshes are refused; a new sign-in (an authorization code) is not.

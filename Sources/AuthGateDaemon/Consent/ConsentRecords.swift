@@ -56,7 +56,9 @@ struct ConsentRecords: Codable, Sendable, Equatable {
         let path = directory + "/" + fileName
         let fd = StorageFiles.openFile(path, noFollow: true)
         guard fd >= 0 else {
-            if errno != ENOENT { logger.error("consent answers unreadable; every program is asked again", metadata: ["file": "\(path)", "error": "\(StorageFiles.errorText())"]) }
+            if errno != ENOENT {
+                logger.error("consent answers unreadable; every program is asked again", metadata: ["file": "\(path)", "error": "\(StorageFiles.errorText())"])
+            }
             return ConsentRecords()
         }
         defer { close(fd) }

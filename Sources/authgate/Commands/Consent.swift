@@ -67,7 +67,11 @@ struct Consent: ParsableCommand {
             let params = ConsentRevokeParams(provider: provider, session: session, executable: executable)
             let result = try global.call(.consentRevoke, params, as: ConsentRevokeResult.self)
             if global.json { return try global.printJSON(result) }
-            print(result.revoked == 0 ? "No answer matched; nothing to forget." : "Forgot \(result.revoked) answer\(result.revoked == 1 ? "" : "s"); those programs will be asked again.")
+            print(
+                result.revoked == 0
+                    ? "No answer matched; nothing to forget."
+                    : "Forgot \(result.revoked) answer\(result.revoked == 1 ? "" : "s"); those programs will be asked again."
+            )
         }
     }
 }

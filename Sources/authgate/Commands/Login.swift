@@ -36,7 +36,8 @@ struct Login: ParsableCommand {
 
     @Flag(
         inversion: .prefixedNo,
-        help: "Ask you before a program gets this session's tokens for the first time (consent; `authgate consent` lists your answers). --no-confirm ends that choice."
+        help:
+            "Ask you before a program gets this session's tokens for the first time (consent; `authgate consent` lists your answers). --no-confirm ends that choice."
     )
     var confirm: Bool?
 

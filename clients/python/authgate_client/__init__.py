@@ -26,7 +26,7 @@ from __future__ import annotations
 from ._aio import AsyncClient
 from ._auth import AuthGateAuth
 from ._client import Client, Token, default_socket
-from ._errors import (ERRORS, AuthGateError, DaemonUnreachable, DPoPRejected, InternalError, InvalidCredentials,
+from ._errors import (ERRORS, AuthGateError, ConsentDenied, DaemonUnreachable, DPoPRejected, InternalError, InvalidCredentials,
                       InvalidParams, LoginRequired, NetworkError, PermissionDenied, ProtocolError, ProviderUnavailable,
                       RateLimited, RegistrationRefused, ServerError, ServiceUnavailable, UnknownProvider,
                       UnsupportedGrant, ValidationFailed, WorkloadTokenInvalid)
@@ -43,7 +43,7 @@ __all__ = [
     "AuthGateError", "DaemonUnreachable", "ProtocolError", "ERRORS",
     "LoginRequired", "InvalidCredentials", "UnknownProvider", "ProviderUnavailable", "UnsupportedGrant",
     "PermissionDenied", "RateLimited", "NetworkError", "ServiceUnavailable", "ServerError", "ValidationFailed",
-    "InvalidParams", "InternalError", "DPoPRejected", "RegistrationRefused", "WorkloadTokenInvalid",
+    "InvalidParams", "InternalError", "DPoPRejected", "RegistrationRefused", "WorkloadTokenInvalid", "ConsentDenied",
 ]
 
 for _public in (Client, AsyncClient, Token, AuthGateAuth, AuthGateError, DaemonUnreachable, ProtocolError):

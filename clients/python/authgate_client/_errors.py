@@ -53,9 +53,11 @@ RegistrationRefused = _error("RegistrationRefused", "registration_refused",
                              "The provider refused the dynamic client registration or the client's deletion.")
 WorkloadTokenInvalid = _error("WorkloadTokenInvalid", "workload_token_invalid",
                               "The platform token a service signs in with is missing, expired or not a JWT.")
+ConsentDenied = _error("ConsentDenied", "consent_denied",
+                       "The user did not allow this program to have the session's token (or could not be asked).")
 
 #: Exception class by reason code; reasons not listed raise AuthGateError with that reason.
 ERRORS = {cls.reason: cls for cls in (LoginRequired, InvalidCredentials, UnknownProvider, ProviderUnavailable,
                                       UnsupportedGrant, PermissionDenied, RateLimited, NetworkError, ServiceUnavailable,
                                       ServerError, ValidationFailed, InvalidParams, InternalError, DPoPRejected,
-                                      RegistrationRefused, WorkloadTokenInvalid)}
+                                      RegistrationRefused, WorkloadTokenInvalid, ConsentDenied)}
