@@ -108,7 +108,7 @@ struct AuthGated: AsyncParsableCommand {
     @Option(
         name: .customLong("consent-timeout"),
         help: ArgumentHelp(
-            "Seconds the user has to answer a consent question (access.confirm, login --confirm) before the program is refused.",
+            "Seconds the user has to answer a consent question (access.confirm, or a session that asks) before the program is refused.",
             valueName: "seconds"
         )
     )
