@@ -66,7 +66,7 @@ def test_every_method_answers_as_the_schema_says(raw):
     assert set(SCHEMA["x-methods"]) == {"providers.list", "login", "login.begin", "login.complete", "login.cancel", "register",
                                         "token", "credential.get", "token.watch", "token.rejected", "token.exchange", "dpop.proof", "userinfo", "status", "logout",
                                         "session.inspect", "daemon.info", "config.reload", "provider.discover", "provider.register",
-                                        "provider.deregister", "metrics", "storage.rekey"}
+                                        "provider.deregister", "metrics", "storage.rekey", "consent.list", "consent.revoke"}
     results = {}
     for method, params in [
         ("providers.list", None),
@@ -85,6 +85,8 @@ def test_every_method_answers_as_the_schema_says(raw):
         ("config.reload", None),
         ("metrics", None),
         ("storage.rekey", None),
+        ("consent.list", None),
+        ("consent.revoke", {"provider": "mock", "session": "work"}),
         ("logout", {"provider": "mock", "session": "work"}),
     ]:
         answer = raw.call(method, params)
@@ -122,6 +124,12 @@ def test_errors_carry_a_reason_the_schema_lists(raw):
     ]:
         answer = raw.call(method, params)
         assert answer.get("error", {}).get("data", {}).get("reason") == reason, answer
+    # A session that asks before a program gets its token, on a daemon with no way to ask.
+    assert "result" in raw.call("login", {"provider": "mock", "username": "demo", "password": "demo-password-1",
+                                          "session": "asks", "confirm": True})
+    answer = raw.call("token", {"provider": "mock", "session": "asks"})
+    assert answer.get("error", {}).get("data", {}).get("reason") == "consent_denied", answer
+    assert raw.call("consent.list")["result"]["sessions"] == [{"provider": "mock", "session": "asks"}]
     # A line that is no request at all is answered with an error envelope too.
     raw.socket.sendall(b"not json\n")
     answer = raw.line()
