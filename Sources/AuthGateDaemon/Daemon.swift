@@ -121,7 +121,7 @@ public enum Daemon {
             observer: broadcast
         )
         if await registry.hasPersistentProviders {
-            await restoreSessions(sessions, from: persistence, registry: registry, logger: logger)
+            await restoreSessions(sessions, from: persistence, registry: registry, notifier: signInNotifier, logger: logger)
         }
         let context = DaemonContext(
             configDirectory: configuration.providersDirectory,
@@ -242,12 +242,14 @@ public enum Daemon {
         _ sessions: SessionManager,
         from persistence: SessionPersistence,
         registry: ProviderRegistry,
+        notifier: SignInNotifier?,
         logger: Logger
     ) async {
         guard let store = persistence.store() else { return }
         let (saved, problems) = store.loadAll()
         for problem in problems {
             logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
+            if let uid = problem.uid { notifier?.savedSessionsLost(uid: uid, because: problem.reason) }
         }
         let restored = await sessions.restore(saved, bindings: registry.sessionBindings)
         logger.notice("saved sessions restored", metadata: ["sessions.restored": "\(restored)", "storage.directory": "\(store.directory)"])

@@ -108,10 +108,10 @@ struct ConsentTests {
     }
 
     @Test(
-        "login --confirm on an open provider: the cached path never answers it (each token asks), nor the git helper, nor a watch; without it nothing asks"
+        "login --confirm on an open provider: the cached path never answers it (each token asks), nor the git helper, a watch, exec or sink; without it nothing asks"
     )
     func chosenSessionSkipsTheCache() throws {
-        let user = try ScriptedUser(["empty", "empty", "deny", "deny"])
+        let user = try ScriptedUser(["empty", "empty", "deny", "deny", "deny", "deny"])
         let provider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "credential_helper": {"hosts": ["git.example.com"]}}"#
         let daemon = try daemon(user, providers: ["mock.json": provider])
         try daemon.signIn()
@@ -137,6 +137,11 @@ struct ConsentTests {
         let watch = try call(try daemon.connect(), "token.watch", ["provider": "mock"])
         #expect(((watch["error"] as? [String: Any])?["data"] as? [String: Any])?["reason"] as? String == "consent_denied", "\(watch)")
         #expect(user.questions.count == 4)
+        let exec = try daemon.cli(["exec", "mock", "--", "/bin/true"])
+        #expect(exec.status == 8 && exec.stderr.contains("[consent_denied]"), "\(exec.stderr)")
+        let sink = try daemon.cli(["sink", "mock", "--file", user.scratch.path + "/token", "--once"])
+        #expect(sink.status == 8 && !FileManager.default.fileExists(atPath: user.scratch.path + "/token"), "\(sink.stderr)")
+        #expect(user.questions.count == 6)
         let listed = try daemon.cli(["consent", "list"])
         #expect(listed.stdout.contains("Sessions that ask because you chose so at sign-in"), "\(listed.stdout)")
     }

@@ -143,6 +143,57 @@ struct NotificationTests {
         #expect(desktop.notifications.first?["actions"] as? [String: String] == ["signin": "Sign in"])
     }
 
+    @Test("saved sessions that cannot be opened at start-up (the storage key is gone): one notification says so", NotificationTests.needsDesktop)
+    func savedSessionsLost() throws {
+        let persistent = #"{"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}]}"#
+        let desktop = try NotificationDesktop(caFile: "/dev/null")
+        var daemon = try DaemonProcess(providers: ["mock.json": persistent], arguments: ["--notify"], logLevel: "info", environment: desktop.environment)
+        try daemon.signIn()
+        daemon.send(SIGTERM)
+        _ = try daemon.waitForExit()
+        try FileManager.default.removeItem(atPath: daemon.stateDirectory + "/authgate.key")
+        daemon = try DaemonProcess(
+            providers: ["mock.json": persistent],
+            arguments: ["--notify"],
+            logLevel: "info",
+            scratch: daemon.scratch,
+            environment: desktop.environment
+        )
+        try eventually(timeout: .seconds(20)) { desktop.notifications.count == 1 }
+        let shown = try #require(desktop.notifications.first)
+        #expect(shown["summary"] as? String == "Your saved sign-ins could not be opened", "\(shown)")
+        #expect((shown["body"] as? String)?.contains("authgate login") == true && (shown["actions"] as? [String: String])?.isEmpty == true)
+        #expect(try daemon.cli(["token", "mock"]).status == 3)
+    }
+
+    @Test(
+        "consent with no askpass program: the question is a notification with one action per answer; always is remembered",
+        NotificationTests.needsDesktop,
+        .enabled(if: !FileManager.default.fileExists(atPath: "/usr/bin/ssh-askpass"), "an installed ssh-askpass would be asked first")
+    )
+    func consentByNotification() throws {
+        let desktop = try NotificationDesktop(invoke: "always", caFile: "/dev/null")
+        let confirming = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"confirm": true}}"#
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": confirming],
+            logLevel: "info",
+            environment: desktop.environment.merging(["AUTHGATE_ASKPASS": "", "SSH_ASKPASS": ""]) { _, new in new }
+        )
+        try daemon.signIn()
+        let first = try daemon.cli(["token", "mock"])
+        #expect(first.status == 0, "\(first.stderr)")
+        let question = try #require(desktop.notifications.first)
+        #expect(
+            question["actions"] as? [String: String]
+                == ["once": "Allow once", "running": "Allow while it runs", "always": "Always allow", "deny": "Deny"],
+            "\(question)"
+        )
+        #expect((question["summary"] as? String)?.hasPrefix("Allow \(BuiltProducts.cli.resolvingSymlinksInPath().path) (pid ") == true, "\(question)")
+        #expect(!"\(question)".contains(first.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(try daemon.cli(["token", "mock"]).status == 0)
+        #expect(desktop.notifications.count == 1, "always: not asked again")
+    }
+
     @Test("no session bus: --notify shows nothing and says nothing alarming; the session still ends as before", NotificationTests.needsDesktop)
     func noSessionBus() throws {
         let scratch = try ScratchDirectory()

@@ -42,6 +42,9 @@ final class SignInNotifier: Sendable {
         var nextID: UInt64 = 0
         var starter: (any InteractiveSignInStarter)?
         var isShutDown = false
+        var toldOfLostSessions = false
+        /// The notification of ``savedSessionsLost(uid:because:)``, while it is handed over.
+        var lost: Task<Void, Never>?
     }
 
     private let state = Mutex(State())
@@ -106,6 +109,23 @@ final class SignInNotifier: Sendable {
         }
     }
 
+    /// The daemon's user's saved sessions could not be opened at start-up (the storage key is
+    /// gone or another, the file is damaged): every one of them needs a new sign-in, and which
+    /// they were is sealed in the file, so one notification says so.
+    func savedSessionsLost(uid: UInt32, because reason: String) {
+        guard uid == owner else { return }
+        state.withLock { current in
+            guard !current.isShutDown, !current.toldOfLostSessions else { return }
+            current.toldOfLostSessions = true
+            let text = (
+                summary: "Your saved sign-ins could not be opened",
+                body: Self.markupEscaped(String(reason.prefix(400)).escapingControlCharacters)
+                    + "\nSign in again: authgate login PROVIDER (authgate providers lists them)"
+            )
+            current.lost = Task { [self] in await deliver(text) }
+        }
+    }
+
     /// `key`'s session has tokens again (or is gone): a later ending is told again, and a
     /// notification still waiting for its action is withdrawn (its `notify-send` stopped).
     func sessionRestored(_ key: SessionKey) {
@@ -119,13 +139,26 @@ final class SignInNotifier: Sendable {
 
     /// Stops every `notify-send` still waiting, and waits until they are gone.
     func shutdown() async {
-        let shown = state.withLock { state in
+        let tasks = state.withLock { state in
             state.isShutDown = true
             defer { state.showing = [:] }
-            return Array(state.showing.values)
+            return state.showing.values.map(\.task) + (state.lost.map { [$0] } ?? [])
         }
-        for item in shown { item.task.cancel() }
-        for item in shown { await item.task.value }
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    /// A notification without an action.
+    private func deliver(_ text: (summary: String, body: String)) async {
+        let arguments = ["--app-name=authgate", "--icon=dialog-password", "--urgency=normal", "--", text.summary, text.body]
+        let child = ChildProcess(path: program, arguments: arguments, environment: desktop.environmentLines)
+        switch await child.runSuspending(input: [], timeout: Self.deliveryWait) {
+        case .exited(0, _, _): logger.info("saved sessions lost: notified")
+        case .exited(let status, _, let errorText): logger.warning("saved sessions lost: notify-send failed (exit status \(status)): \(errorText.prefix(300))")
+        case .notStarted(let reason): logger.warning("saved sessions lost: notify-send could not be started: \(reason)")
+        case .timedOut: logger.warning("saved sessions lost: notify-send did not finish in time; it was stopped")
+        case .cancelled: break
+        }
     }
 
     private func show(_ key: SessionKey, message: String, starter: (any InteractiveSignInStarter)?) async {
