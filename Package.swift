@@ -107,10 +107,18 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The CLI's logic, tested in process (AuthGateToolsTests): the terminal, the token file
+        // the sink and exec write, exec's supervisor, the sink's --on-change runner, the ID
+        // token's claims, the QR code. The `authgate` executable parses commands and calls it.
+        .target(
+            name: "AuthGateTools",
+            dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "CLinux"],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "authgate",
             dependencies: [
-                "AuthGateClient", "AuthGateRPC", "CLinux",
+                "AuthGateTools", "AuthGateClient", "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -123,6 +131,11 @@ let package = Package(
                 "AuthGateCore", "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AuthGateToolsTests",
+            dependencies: ["AuthGateTools", "AuthGateCore", "AuthGateRPC"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 import CLinux
 import FoundationEssentials
 
@@ -50,6 +51,8 @@ struct AuthGate: ParsableCommand {
             try command.run()
         } catch let error as CLIError {
             CLIError.exit(error)
+        } catch let failure as ToolFailure {
+            CLIError.exit(CLIError(failure))
         } catch {
             exit(withError: error)
         }

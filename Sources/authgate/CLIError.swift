@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 import FoundationEssentials
 
 #if canImport(Glibc)
@@ -33,6 +34,11 @@ struct CLIError: Error, CustomStringConvertible {
             if let retry = remote.data?.retryAfterSeconds { lines.append("  try again in \(retry) s") }
             self.init(message: lines.joined(separator: "\n"), exitCode: ExitStatus.forReason(remote.reason))
         }
+    }
+
+    /// A tool's failure (``ToolFailure``), with its status.
+    init(_ failure: ToolFailure) {
+        self.init(message: failure.description, exitCode: ExitCode(failure.status))
     }
 
     var description: String { message }

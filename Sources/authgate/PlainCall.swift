@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 import FoundationEssentials
 
 /// A call whose answer is read with AuthGateCore's own JSON reader instead of the Codable

@@ -1,5 +1,6 @@
 import ArgumentParser
 import AuthGateCore
+import AuthGateTools
 import CLinux
 import FoundationEssentials
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 /// `authgate consent list|revoke`: the answers you gave to programs asking for a token of a
 /// session that asks first (`access.confirm`, `login --confirm`).

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the daemon's version, mode and counts.")

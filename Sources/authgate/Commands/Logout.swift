@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 struct Logout: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Sign out: the session is revoked at the provider where possible and forgotten.")

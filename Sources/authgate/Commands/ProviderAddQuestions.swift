@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateTools
 
 extension ProviderFiles.Add {
     /// On a terminal, asks for the answers not given as flags: the issuer or a preset, the

@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 /// `authgate provider test NAME`: a sign-in into a session of its own, then what the provider
 /// gave it, one check a line (``ProviderTestReport``), and the sign-out.

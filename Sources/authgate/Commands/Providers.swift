@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 struct Providers: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List the providers you may use, with their status.")

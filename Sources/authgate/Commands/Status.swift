@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show your sessions (never their tokens); admins may see everyone's.")

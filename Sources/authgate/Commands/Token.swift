@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 struct Token: ParsableCommand {
     static let configuration = CommandConfiguration(

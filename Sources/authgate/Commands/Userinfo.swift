@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTools
 
 struct Userinfo: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show who you are signed in as: the provider's claims about you.")

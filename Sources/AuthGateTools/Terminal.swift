@@ -1,6 +1,6 @@
 import AuthGateCore
 import Dispatch
-import FoundationEssentials
+package import FoundationEssentials
 import Synchronization
 
 #if canImport(Glibc)
@@ -8,12 +8,12 @@ import Glibc
 #endif
 
 /// Reading from and drawing on the user's terminal.
-enum Terminal {
-    static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
-    static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+package enum Terminal {
+    package static var stdinIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
+    package static var stderrIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
 
     /// Writes `text` to stderr in one write(2).
-    static func writeError(_ text: String) {
+    package static func writeError(_ text: String) {
         var text = text
         text.withUTF8 { bytes in
             var offset = 0
@@ -29,7 +29,7 @@ enum Terminal {
     }
 
     /// Asks on stderr and reads one line from stdin.
-    static func ask(_ prompt: String) -> String? {
+    package static func ask(_ prompt: String) -> String? {
         writeError(prompt)
         return readLine(strippingNewline: true)
     }
@@ -37,7 +37,7 @@ enum Terminal {
     /// Asks for a secret with echo off; echo comes back even on Ctrl-C. Echo goes off before
     /// the prompt shows, as readpassphrase(3) does: a secret typed or pasted the moment the
     /// prompt appears is neither echoed nor discarded.
-    static func askSecret(_ prompt: String) -> String? {
+    package static func askSecret(_ prompt: String) -> String? {
         var original = termios()
         guard tcgetattr(STDIN_FILENO, &original) == 0 else {
             writeError(prompt)
@@ -62,7 +62,7 @@ enum Terminal {
     }
 
     /// Reads a secret piped on stdin (`--password-stdin`): the first line, without its newline.
-    static func readSecretFromStdin() -> String? {
+    package static func readSecretFromStdin() -> String? {
         readLine(strippingNewline: true)
     }
 
@@ -70,12 +70,12 @@ enum Terminal {
     /// daemon's errors quoting them), fit to print: control characters, which could set the
     /// title, write the clipboard or move the cursor, are shown as `\u{XX}`. Everything the
     /// CLI prints from the daemon passes here.
-    static func safe(_ text: String) -> String {
+    package static func safe(_ text: String) -> String {
         text.escapingControlCharacters
     }
 
     /// Left-aligned columns separated by two spaces; every cell passes ``safe(_:)``.
-    static func table(_ header: [String], _ rows: [[String]]) -> String {
+    package static func table(_ header: [String], _ rows: [[String]]) -> String {
         let all = [header] + rows.map { $0.map(safe) }
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
@@ -87,7 +87,7 @@ enum Terminal {
 
     /// A date as local time, e.g. `2026-11-22 14:03:05 (in 4 min)`; `never` for the expiry of a
     /// token that never expires (the daemon's `4001-01-01T00:00:00Z`, `expires_in_default: "never"`).
-    static func describe(_ date: Date?, now: Date = Date()) -> String {
+    package static func describe(_ date: Date?, now: Date = Date()) -> String {
         guard let date else { return "-" }
         guard date < .distantFuture else { return "never" }
         let seconds = Int(date.timeIntervalSince(now).rounded())
@@ -104,13 +104,13 @@ enum Terminal {
 
     /// How long a token is valid, for a sentence: `valid until 2026-11-22 14:03:05 (in 4 min)`,
     /// or `valid with no expiry` for one that never expires.
-    static func validity(_ expiresAt: Date, now: Date = Date()) -> String {
+    package static func validity(_ expiresAt: Date, now: Date = Date()) -> String {
         expiresAt < .distantFuture ? "valid until \(describe(expiresAt, now: now))" : "valid with no expiry"
     }
 
     /// `yyyy-MM-dd HH:mm:ss` in the local time zone, through the C library (DateFormatter would
     /// load ICU, which costs the CLI milliseconds at every start).
-    static func localTime(_ date: Date) -> String {
+    package static func localTime(_ date: Date) -> String {
         var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
         var parts = tm()
         guard localtime_r(&seconds, &parts) != nil else { return "\(date)" }
@@ -126,11 +126,11 @@ nonisolated(unsafe) private var savedTerminalState: termios?
 
 /// A progress indicator on stderr while the daemon works, shown only on a terminal and only
 /// after a short delay, so fast answers do not flicker.
-final class Spinner: Sendable {
+package final class Spinner: Sendable {
     private let running = Atomic<Bool>(true)
     private let cleared = DispatchSemaphore(value: 0)
 
-    init?(message: String) {
+    package init?(message: String) {
         guard Terminal.stderrIsTerminal else { return nil }
         DispatchQueue.global().async { [self] in draw(message) }
     }
@@ -149,7 +149,7 @@ final class Spinner: Sendable {
     }
 
     /// Stops the indicator and waits until its line is cleared, so the caller prints on a clean line.
-    func stop() {
+    package func stop() {
         guard running.exchange(false, ordering: .acquiringAndReleasing) else { return }
         cleared.wait()
     }

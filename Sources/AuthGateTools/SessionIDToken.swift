@@ -1,20 +1,20 @@
-import AuthGateCore
+package import AuthGateCore
 import AuthGateRPC
-import FoundationEssentials
+package import FoundationEssentials
 
 /// The session's ID token (OpenID Connect Core §2), as `authgate kubectl` in `id` mode and
 /// `authgate token --id-token` hand it out: a Kubernetes API server configured with
 /// `--oidc-issuer-url` authenticates ID tokens, by their own `exp`.
-enum SessionIDToken {
-    struct Current {
-        var token: String
-        var expiresAt: Date
-        var claims: [String: JSONValue]
+package enum SessionIDToken {
+    package struct Current {
+        package var token: String
+        package var expiresAt: Date
+        package var claims: [String: JSONValue]
     }
 
     /// The claims of a compact JWS (its payload, unverified: the daemon verified the ID token
     /// when it arrived, and the API server verifies it again).
-    static func claims(of jwt: String) -> [String: JSONValue]? {
+    package static func claims(of jwt: String) -> [String: JSONValue]? {
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { return nil }
         var base64 = String(parts[1].map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
@@ -32,7 +32,7 @@ enum SessionIDToken {
     ///   the sentences (each command has its own flag).
     /// - Throws: A sentence with `login_required` when the session has no ID token, or the
     ///   refresh brought no new one.
-    static func current(
+    package static func current(
         in result: JSONValue,
         provider: String,
         session: String?,
@@ -45,16 +45,16 @@ enum SessionIDToken {
         let noNewToken =
             "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or \(accessTokenInstead). [login_required]"
         guard let first = usable(result, now: now) else {
-            throw CLIError(
-                message: refreshed
+            throw ToolFailure(
+                refreshed
                     ? noNewToken
                     : "The session with \(Terminal.safe(provider)) has no ID token: sign in with the openid scope (\(signIn)), or \(accessTokenInstead). [login_required]",
-                exitCode: ExitStatus.signInRequired
+                status: ToolFailure.signInRequired
             )
         }
         if first.fresh { return first.current }
         guard let renewed = usable(try refresh(), now: now), renewed.current.token != first.current.token, renewed.fresh else {
-            throw CLIError(message: noNewToken, exitCode: ExitStatus.signInRequired)
+            throw ToolFailure(noNewToken, status: ToolFailure.signInRequired)
         }
         return renewed.current
     }

@@ -12,9 +12,9 @@ import Glibc
 /// burst of writes makes one). The command runs in a process group of its own; past `timeout`
 /// the group gets SIGTERM, and SIGKILL ``killGrace`` later. A failure, a timeout or a command
 /// that cannot start is logged; the sink goes on.
-final class OnChangeRunner: Sendable {
+package final class OnChangeRunner: Sendable {
     /// Between SIGTERM and SIGKILL.
-    static let killGrace = 5.0
+    package static let killGrace = 5.0
 
     private struct State {
         var running = false
@@ -28,14 +28,14 @@ final class OnChangeRunner: Sendable {
     private let idle = DispatchGroup()
 
     /// - Parameter label: The command that runs it, for messages (`authgate sink`).
-    init(_ command: [String], timeout: Double, label: String) {
+    package init(_ command: [String], timeout: Double, label: String) {
         self.command = command
         self.timeout = timeout
         self.label = label
     }
 
     /// A write happened: runs the command now, or after the one running.
-    func trigger() {
+    package func trigger() {
         let start = state.withLock { state -> Bool in
             if state.running {
                 state.pending = true
@@ -51,7 +51,7 @@ final class OnChangeRunner: Sendable {
     }
 
     /// Waits until no run is going on or asked for (`--once`).
-    func waitUntilIdle() {
+    package func waitUntilIdle() {
         idle.wait()
     }
 

@@ -2,12 +2,12 @@
 /// terminal. Byte mode, error correction level L, versions 1–10 (up to 271 bytes), the mask
 /// chosen by the standard's penalty rules. No package on this project's machines offers one,
 /// hence these few lines.
-struct QRCode {
+package struct QRCode {
     /// `modules[y][x]`: true for dark.
-    private(set) var modules: [[Bool]]
+    package private(set) var modules: [[Bool]]
     private var isFunction: [[Bool]]
-    let version: Int
-    var size: Int { version * 4 + 17 }
+    package let version: Int
+    package var size: Int { version * 4 + 17 }
 
     /// (data codewords per block, blocks) for each version at level L, and EC codewords per block.
     private static let blocks: [(groups: [(count: Int, data: Int)], ec: Int)] = [
@@ -20,7 +20,7 @@ struct QRCode {
     ]
 
     /// `nil` when the text is too long for version 10.
-    init?(text: String) {
+    package init?(text: String) {
         let bytes = Array(text.utf8)
         var chosen: Int?
         for version in 1...10 {
@@ -257,7 +257,7 @@ struct QRCode {
 
     /// Two rows of modules per line with half blocks, black on white whatever the terminal's
     /// colours, inside the standard's quiet zone (4 modules; 2 here, which readers accept).
-    func terminalRendering(quietZone: Int = 2) -> String {
+    package func terminalRendering(quietZone: Int = 2) -> String {
         let total = size + 2 * quietZone
         func dark(_ x: Int, _ y: Int) -> Bool {
             let mx = x - quietZone

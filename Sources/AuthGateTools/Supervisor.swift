@@ -1,0 +1,176 @@
+package import AuthGateClient
+import AuthGateCore
+package import AuthGateRPC
+import CLinux
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate exec --restart-on-change` / `--signal-on-change`: runs the command as a child and
+/// stays with it.
+///
+/// The main thread waits (`poll`) on a signalfd and on a pipe from the thread that follows the
+/// token (``TokenFollower``). SIGINT, SIGTERM and SIGHUP are forwarded to the child; the
+/// child's end ends the supervisor with its status (128+N for signal N, as shells report it).
+/// A new token restarts the child (SIGTERM, wait, start with the new token) or is written to
+/// the token file before the child gets its signal. Restarts are serialised: tokens that come
+/// while the child is stopping make one restart, with the newest token.
+package final class Supervisor {
+    package enum OnChange {
+        case restart
+        case signal(Int32)
+    }
+
+    /// What the following thread hands the main thread.
+    private struct Inbox {
+        var token: TokenResult?
+        var failure: String?
+    }
+
+    private final class Mailbox: Sendable {
+        let contents = Mutex(Inbox())
+    }
+
+    private let command: [String]
+    private let variable: String
+    private let tokenFile: TokenFile?
+    private let signals: Int32
+    private let onChange: OnChange
+    private let inbox = Mailbox()
+
+    package init(command: [String], variable: String, tokenFile: TokenFile?, signals: Int32, onChange: OnChange) {
+        self.command = command
+        self.variable = variable
+        self.tokenFile = tokenFile
+        self.signals = signals
+        self.onChange = onChange
+    }
+
+    /// Runs the command until it ends (not for a restart); returns the exit status to pass on.
+    package func run(first: TokenResult, follower: TokenFollower) throws -> Int32 {
+        var pipeEnds: [Int32] = [0, 0]
+        guard pipe(&pipeEnds) == 0,
+            pipeEnds.allSatisfy({ fcntl($0, F_SETFD, FD_CLOEXEC) == 0 && fcntl($0, F_SETFL, O_NONBLOCK) == 0 })
+        else {
+            throw ToolFailure("cannot make a pipe: \(String(cString: strerror(errno))).", status: ToolFailure.internalError)
+        }
+        var current = first
+        try writeFile(current)
+        var child = try spawn(with: current)
+        let wake = pipeEnds[1]
+        let inbox = self.inbox
+        DispatchQueue.global().async {
+            do {
+                try follower.run(once: false) { event in
+                    switch event {
+                    case .token(let token):
+                        inbox.contents.withLock { $0.token = token }
+                        _ = write(wake, "t", 1)
+                    case .ended(let ended):
+                        Terminal.writeError("authgate exec: the session ended (\(ended.reason.rawValue)); the command keeps its token until a new sign-in.\n")
+                    case .unavailable:
+                        break
+                    }
+                    return true
+                }
+            } catch {
+                inbox.contents.withLock { $0.failure = "\(error)" }
+                _ = write(wake, "f", 1)
+            }
+        }
+        var stopping = false  // a restart's SIGTERM was sent; the child's end starts it again
+        var descriptors = [pollfd(fd: signals, events: Int16(POLLIN), revents: 0), pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)]
+        while true {
+            guard poll(&descriptors, 2, -1) >= 0 || errno == EINTR else {
+                throw ToolFailure("cannot wait for the command: \(String(cString: strerror(errno))).", status: ToolFailure.internalError)
+            }
+            if descriptors[0].revents != 0 {
+                let signal = ag_read_signal(signals)
+                if signal == SIGCHLD {
+                    var status: Int32 = 0
+                    let reaped = waitpid(child, &status, WNOHANG)
+                    if reaped == child {
+                        guard stopping else { return Self.exitStatus(status) }
+                        stopping = false
+                        child = try spawn(with: current)
+                    }
+                } else if signal > 0 {
+                    kill(child, signal)
+                }
+            }
+            if descriptors[1].revents != 0 {
+                var byte: UInt8 = 0
+                while read(pipeEnds[0], &byte, 1) == 1 {}
+                let (token, failure) = inbox.contents.withLock { inbox in
+                    defer { inbox = Inbox() }
+                    return (inbox.token, inbox.failure)
+                }
+                if let failure {
+                    Terminal.writeError("authgate exec: no longer follows the token: \(Terminal.safe(failure)); the command keeps running.\n")
+                }
+                if let token, token.accessToken.exposedValue != current.accessToken.exposedValue {
+                    current = token
+                    try? writeFile(current)
+                    switch onChange {
+                    case .restart:
+                        Terminal.writeError("authgate exec: a new token (\(Terminal.validity(token.expiresAt))); restarting the command.\n")
+                        if !stopping {
+                            stopping = true
+                            kill(child, SIGTERM)
+                        }
+                    case .signal(let signal):
+                        Terminal.writeError(
+                            "authgate exec: a new token (\(Terminal.validity(token.expiresAt))); sent the command signal \(signal).\n"
+                        )
+                        kill(child, signal)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The token file, when there is one, holds `token`.
+    private func writeFile(_ token: TokenResult) throws {
+        guard let tokenFile else { return }
+        do {
+            try tokenFile.write(try TokenFileFormat.raw.render(token), mode: 0o400)
+        } catch {
+            Terminal.writeError("authgate exec: cannot write the token file: \(error)\n")
+            throw ToolFailure("the token file was not written.", status: ToolFailure.internalError)
+        }
+    }
+
+    /// Starts the command with `token` in its environment.
+    private func spawn(with token: TokenResult) throws -> pid_t {
+        let prefix = variable + "="
+        var environment: [String] = []
+        var entry: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if !text.hasPrefix(prefix) { environment.append(text) }
+            entry += 1
+        }
+        environment.append(prefix + token.accessToken.exposedValue)
+        let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        let variables: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
+        defer {
+            for item in arguments { free(item) }
+            for item in variables { free(item) }
+        }
+        var pid: pid_t = 0
+        let failed = ag_spawn_child(&pid, command[0], arguments, variables, 0)
+        guard failed == 0 else {
+            throw ToolFailure("cannot run \(Terminal.safe(command[0])): \(String(cString: strerror(failed)))", status: failed == ENOENT ? 127 : 126)
+        }
+        return pid
+    }
+
+    /// A wait status as a shell reports it: the exit code, or 128+N for signal N.
+    package static func exitStatus(_ status: Int32) -> Int32 {
+        let signal = status & 0x7F
+        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+    }
+}

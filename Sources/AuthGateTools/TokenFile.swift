@@ -1,0 +1,121 @@
+package import AuthGateCore
+import FoundationEssentials
+
+#if canImport(Glibc)
+package import Glibc
+#endif
+
+/// `--owner` and `--group` of a file the sink or `exec --token-file` writes: names or numbers,
+/// resolved at start; only root may give a file away.
+package struct FileOwnership {
+    package var uid: uid_t?
+    package var gid: gid_t?
+
+    package init(owner: String?, group: String?) throws {
+        if owner != nil || group != nil, geteuid() != 0 {
+            throw ToolFailure(
+                "--owner and --group need root (this runs as uid \(geteuid())); run the sink as the service's user instead.",
+                status: ToolFailure.usage
+            )
+        }
+        if let owner {
+            if let entry = getpwnam(owner) {
+                uid = entry.pointee.pw_uid
+            } else if let number = UInt32(owner), number != UInt32.max {
+                uid = number
+            } else {
+                throw ToolFailure("--owner \(Terminal.safe(owner)): no such user.", status: ToolFailure.usage)
+            }
+        }
+        if let group {
+            if let entry = getgrnam(group) {
+                gid = entry.pointee.gr_gid
+            } else if let number = UInt32(group), number != UInt32.max {
+                gid = number
+            } else {
+                throw ToolFailure("--group \(Terminal.safe(group)): no such group.", status: ToolFailure.usage)
+            }
+        }
+    }
+}
+
+/// The sink's file in the directory it opened at start: replaced in one step (a temp file in
+/// the directory, written, fsynced, renamed over the file, and the directory fsynced, so that a
+/// reader sees the old file or the new one, whole, and a crash leaves one of the two) and
+/// removed, every call relative to the directory's descriptor, never by path.
+package final class TokenFile {
+    package struct Failure: Error, CustomStringConvertible {
+        package var description: String
+    }
+
+    private let directory: TrustedDirectory
+    /// The path as the user gave it, for messages.
+    private let shown: String
+    private let ownership: FileOwnership?
+
+    package init(_ directory: TrustedDirectory, shown: String, ownership: FileOwnership? = nil) {
+        self.directory = directory
+        self.shown = shown
+        self.ownership = ownership
+    }
+
+    deinit {
+        close(directory.descriptor)
+    }
+
+    package func write(_ bytes: [UInt8], mode: mode_t) throws {
+        let (descriptor, temporary) = try createTemporary()
+        var renamed = false
+        defer {
+            if !renamed { unlinkat(directory.descriptor, temporary, 0) }
+        }
+        guard fchmod(descriptor, mode) == 0 else {
+            close(descriptor)
+            throw Failure(description: String(cString: strerror(errno)))
+        }
+        // Given away before the token is in it (uid_t.max leaves one of the two as it is).
+        if let ownership, ownership.uid != nil || ownership.gid != nil,
+            fchown(descriptor, ownership.uid ?? uid_t.max, ownership.gid ?? gid_t.max) != 0
+        {
+            close(descriptor)
+            throw Failure(description: "cannot set the owner: \(String(cString: strerror(errno)))")
+        }
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else {
+                close(descriptor)
+                throw Failure(description: String(cString: strerror(errno)))
+            }
+            offset += written
+        }
+        guard fsync(descriptor) == 0, close(descriptor) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        guard renameat(directory.descriptor, temporary, directory.descriptor, directory.name) == 0 else {
+            throw Failure(description: String(cString: strerror(errno)))
+        }
+        renamed = true
+        if directory.canSync { fsync(directory.descriptor) }
+    }
+
+    /// Removes the file, and says so and why.
+    package func remove(because reason: String) {
+        if unlinkat(directory.descriptor, directory.name, 0) == 0 {
+            Terminal.writeError("authgate sink: removed \(Terminal.safe(shown)): \(reason).\n")
+        }
+    }
+
+    /// A new file `.NAME.XXXXXX` in the directory, created exclusively (`mkstemp` takes no
+    /// directory descriptor), mode 0600 until the `fchmod`.
+    private func createTemporary() throws -> (Int32, String) {
+        let letters = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<100 {
+            let name = ".\(directory.name)." + String((0..<6).map { _ in letters.randomElement(using: &generator)! })
+            let descriptor = openat(directory.descriptor, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if descriptor >= 0 { return (descriptor, name) }
+            guard errno == EEXIST else { break }
+        }
+        throw Failure(description: String(cString: strerror(errno)))
+    }
+}

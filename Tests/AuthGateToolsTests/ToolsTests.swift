@@ -1,0 +1,181 @@
+import AuthGateCore
+import AuthGateRPC
+import AuthGateTools
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A directory of its own under /tmp, removed with the test.
+private final class Scratch {
+    let path: String
+
+    init() throws {
+        var template = Array("/tmp/agtools-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        path = String(cString: made)
+    }
+
+    var entries: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+@Suite("The CLI's text on a terminal")
+struct TerminalTextTests {
+    @Test("what the daemon sends is printed with its control characters shown, never run")
+    func safe() {
+        #expect(Terminal.safe("ok\u{1B}]52;c;aGk=\u{07}\r\nX") == #"ok\u{1B}]52;c;aGk=\u{7}\u{D}\u{A}X"#)
+        #expect(Terminal.safe("plain text, ünïcode") == "plain text, ünïcode")
+    }
+
+    @Test("a table's columns are aligned on the widest cell, the last one unpadded, every cell made safe")
+    func table() {
+        let text = Terminal.table(["PROVIDER", "STATE"], [["corp", "authenticated"], ["a-much-longer-id", "login\u{1B}[2J"]])
+        #expect(text.split(separator: "\n") == ["PROVIDER          STATE", "corp              authenticated", #"a-much-longer-id  login\u{1B}[2J"#])
+    }
+
+    @Test("dates: local time with a rounded distance either way; never for a token without expiry")
+    func dates() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        #expect(Terminal.describe(now.addingTimeInterval(45), now: now).hasSuffix(" (in 45 s)"))
+        #expect(Terminal.describe(now.addingTimeInterval(-150), now: now).hasSuffix(" (3 min ago)"))
+        #expect(Terminal.describe(now.addingTimeInterval(5400), now: now).hasSuffix(" (in 2 h)"))
+        #expect(Terminal.describe(now.addingTimeInterval(3 * 86_400), now: now).hasSuffix(" (in 3 d)"))
+        #expect(Terminal.describe(nil) == "-")
+        #expect(Terminal.describe(.distantFuture) == "never")
+        #expect(Terminal.validity(.distantFuture) == "valid with no expiry")
+        #expect(Terminal.localTime(now).wholeMatch(of: /\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/) != nil)
+    }
+}
+
+@Suite("The token file the sink and exec write")
+struct TokenFileTests {
+    private func open(_ path: String) throws -> TokenFile {
+        guard case .success(let directory) = FileTrust.openDirectory(of: path, as: .tokenFile) else {
+            throw POSIXError(.EACCES)
+        }
+        return TokenFile(directory, shown: path)
+    }
+
+    @Test("written whole with its mode, replaced in one step, no temporary file left; removed on request")
+    func writeReplaceRemove() throws {
+        let scratch = try Scratch()
+        let file = try open(scratch.path + "/token")
+        try file.write(Array("first-token".utf8), mode: 0o440)
+        #expect(try String(contentsOfFile: scratch.path + "/token", encoding: .utf8) == "first-token")
+        #expect((try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.posixPermissions] as? Int) == 0o440)
+        let before = try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.systemFileNumber] as? Int
+        try file.write(Array("second".utf8), mode: 0o400)
+        #expect(try String(contentsOfFile: scratch.path + "/token", encoding: .utf8) == "second")
+        let after = try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.systemFileNumber] as? Int
+        #expect(before != after, "a new file renamed over the old one, not the old one rewritten")
+        #expect(scratch.entries == ["token"])
+        file.remove(because: "the test is done")
+        #expect(scratch.entries.isEmpty)
+    }
+
+    @Test("a symbolic link planted at the file's name is replaced, never followed")
+    func plantedLink() throws {
+        let scratch = try Scratch()
+        let target = scratch.path + "/elsewhere"
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: target))
+        let file = try open(scratch.path + "/token")
+        try FileManager.default.createSymbolicLink(atPath: scratch.path + "/token", withDestinationPath: target)
+        try file.write(Array("token".utf8), mode: 0o400)
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "precious")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: scratch.path + "/token")) == nil)
+    }
+
+    @Test("--owner and --group: names or numbers; an unknown name is refused with a usage status")
+    func ownership() throws {
+        guard geteuid() == 0 else {
+            #expect(throws: ToolFailure.self) { try FileOwnership(owner: "root", group: nil) }
+            return
+        }
+        let numbers = try FileOwnership(owner: "0", group: "0")
+        #expect(numbers.uid == 0 && numbers.gid == 0)
+        #expect(try FileOwnership(owner: "root", group: nil).uid == 0)
+        do {
+            _ = try FileOwnership(owner: "no-such-user-here", group: nil)
+            Issue.record("an unknown user was accepted")
+        } catch let failure as ToolFailure {
+            #expect(failure.status == ToolFailure.usage && failure.description.contains("no such user"))
+        }
+    }
+}
+
+@Suite("exec's supervisor and the sink's --on-change runner")
+struct ChildProgramTests {
+    @Test("a wait status as a shell reports it: the exit code, or 128 + the signal")
+    func exitStatus() {
+        #expect(Supervisor.exitStatus(0) == 0)
+        #expect(Supervisor.exitStatus(3 << 8) == 3)
+        #expect(Supervisor.exitStatus(Int32(SIGTERM)) == 128 + SIGTERM)
+    }
+
+    @Test("a burst of triggers while the command runs makes one more run, not one per trigger")
+    func coalesces() throws {
+        let scratch = try Scratch()
+        let log = scratch.path + "/runs"
+        let runner = OnChangeRunner(["/bin/sh", "-c", "echo run >> \(log); sleep 0.3"], timeout: 10, label: "test")
+        for _ in 0..<5 { runner.trigger() }
+        runner.waitUntilIdle()
+        let runs = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").count
+        #expect(runs == 2, "the first run, and one for the triggers that came while it ran")
+    }
+
+    @Test("a command past its timeout is stopped (SIGTERM to its group), and the runner goes on")
+    func timeout() throws {
+        let scratch = try Scratch()
+        let runner = OnChangeRunner(["/bin/sh", "-c", "sleep 30; touch \(scratch.path)/finished"], timeout: 0.5, label: "test")
+        let start = ContinuousClock.now
+        runner.trigger()
+        runner.waitUntilIdle()
+        #expect(ContinuousClock.now - start < .seconds(10))
+        #expect(!scratch.entries.contains("finished"))
+    }
+}
+
+@Suite("The QR code of a sign-in page")
+struct QRCodeTests {
+    @Test("its version fits the text; finder and timing patterns where ISO/IEC 18004 puts them")
+    func structure() throws {
+        let short = try #require(QRCode(text: "https://id.example.com/device?user_code=WDJB-MJHT"))
+        #expect(short.size == short.version * 4 + 17 && short.modules.count == short.size)
+        let long = try #require(QRCode(text: String(repeating: "x", count: 200)))
+        #expect(long.version > short.version)
+        #expect(QRCode(text: String(repeating: "x", count: 400)) == nil, "past version 10")
+        let modules = short.modules
+        let size = short.size
+        for (x0, y0) in [(0, 0), (size - 7, 0), (0, size - 7)] {
+            for y in 0..<7 {
+                for x in 0..<7 {
+                    let ring = max(abs(x - 3), abs(y - 3))
+                    #expect(modules[y0 + y][x0 + x] == (ring != 2), "finder at (\(x0), \(y0))")
+                }
+            }
+        }
+        for index in 8..<(size - 8) {
+            #expect(modules[6][index] == index.isMultiple(of: 2) && modules[index][6] == index.isMultiple(of: 2), "timing at \(index)")
+        }
+        let rendering = short.terminalRendering()
+        #expect(rendering.split(separator: "\n").count == (size + 4 + 1) / 2)
+    }
+}
+
+@Suite("The session's ID token")
+struct SessionIDTokenTests {
+    @Test("the claims of a compact JWS's payload (base64url, no padding); not a JWS: none")
+    func claims() throws {
+        let payload = Data(#"{"sub":"alice","exp":1800000000,"aud":["k8s"]}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let claims = try #require(SessionIDToken.claims(of: "eyJhbGciOiJSUzI1NiJ9.\(payload).c2ln"))
+        #expect(claims["sub"] == .string("alice"))
+        #expect(claims["exp"] == .number(1_800_000_000))
+        #expect(SessionIDToken.claims(of: "not-a-jwt") == nil)
+        #expect(SessionIDToken.claims(of: "a.%%%.c") == nil)
+    }
+}
