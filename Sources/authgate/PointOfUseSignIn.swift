@@ -16,13 +16,6 @@ import Glibc
 /// Two helpers starting at once share one flow: the daemon joins the second `login.begin` to
 /// the pending flow of the same user, provider and session, and both wait for it.
 enum PointOfUseSignIn {
-    /// The one sentence on stderr when no person is there to sign in.
-    /// - Parameter why: Why the helper cannot sign in here (no terminal, the tool said not to ask).
-    static func sentence(provider: String, session: String?, why: String) -> String {
-        "sign in first: authgate login \(Terminal.safe(provider))\(session.map { " --session \(Terminal.safe($0))" } ?? "") "
-            + "(the session needs a sign-in, and \(why)) [login_required]"
-    }
-
     /// Runs the sign-in with the terminal as stdin, stdout and stderr, and puts them back.
     /// - Parameter tool: Who asked ("git", "docker", "kubectl"), for the first line.
     /// - Returns: `false` when no terminal can be opened (nothing was run).

@@ -62,6 +62,9 @@ struct DockerCredential: ParsableCommand {
             // docker reads a helper's error from its stdout.
             print("authgate: \(error.message)")
             throw ExitCode(1)
+        } catch let failure as ToolFailure {
+            print("authgate: \(failure)")
+            throw ExitCode(1)
         }
     }
 
@@ -74,7 +77,12 @@ struct DockerCredential: ParsableCommand {
         case "get":
             let serverURL = readLine(strippingNewline: true) ?? ""
             guard let host = CredentialHost.fromServerURL(serverURL),
-                let credential = try CredentialHosts.credential(host: host, tool: "docker", socket: socket)
+                let credential = try CredentialHosts.credential(
+                    host: host,
+                    tool: "docker",
+                    socket: socket,
+                    signIn: { provider, session in try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "docker") }
+                )
             else {
                 print(notFound)
                 throw ExitCode(1)

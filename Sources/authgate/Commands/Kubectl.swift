@@ -90,16 +90,16 @@ struct Kubectl: ParsableCommand {
         var result: JSONValue
         do {
             result = try fetch(options.forceRefresh)
-        } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
+        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
             guard info?.interactive == true else {
                 throw CLIError(
-                    message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
+                    message: CredentialHosts.signInSentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
                     exitCode: ExitStatus.signInRequired
                 )
             }
             guard try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "kubectl") else {
                 throw CLIError(
-                    message: PointOfUseSignIn.sentence(provider: provider, session: session, why: "there is no terminal to run it on"),
+                    message: CredentialHosts.signInSentence(provider: provider, session: session, why: "there is no terminal to run it on"),
                     exitCode: ExitStatus.signInRequired
                 )
             }
@@ -180,7 +180,7 @@ struct Kubectl: ParsableCommand {
         var result: JSONValue
         do {
             result = try fetch(options.forceRefresh)
-        } catch let error as CLIError where error.exitCode == ExitStatus.signInRequired {
+        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
             var arguments = [provider]
             if let session { arguments += ["--session", session] }
             if let socket { arguments += ["--socket", socket] }

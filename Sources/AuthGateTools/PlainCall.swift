@@ -1,16 +1,15 @@
-import AuthGateCore
-import AuthGateRPC
-import AuthGateTools
-import FoundationEssentials
+package import AuthGateCore
+package import AuthGateRPC
+package import FoundationEssentials
 
 /// A call whose answer is read with AuthGateCore's own JSON reader instead of the Codable
 /// coders: the helpers git, docker and kubectl run before each request are whole processes,
 /// and the coders' first use (type metadata and conformance lookups in the static binary)
 /// costs about as much as the rest of the process (docs/BENCHMARKS.md).
-enum PlainCall {
+package enum PlainCall {
     /// The `result` of `method` called with `params`; an error answer is reported as any call's
-    /// (CLIError, with its reason and exit status).
-    static func result(_ method: RPCMethod, params: [String: JSONValue] = [:], socket: String?) throws -> JSONValue {
+    /// (``ToolFailure``, with its reason and exit status).
+    package static func result(_ method: RPCMethod, params: [String: JSONValue] = [:], socket: String?) throws -> JSONValue {
         let path = socket ?? SocketLocation.forClient()
         do {
             let connection = try RPCConnection(path: path)
@@ -21,26 +20,26 @@ enum PlainCall {
             _ = try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: JSONValue.self)
             throw RPCClientError.protocolError("the answer has no result")
         } catch let error as RPCClientError {
-            throw CLIError(error, json: false)
+            throw ToolFailure(error, json: false)
         }
     }
 
     /// ``result(_:params:socket:)`` with the params encoded from their RPC type (for calls
     /// rarer than the helpers' plain ones, where the encoder's first use does not matter).
-    static func result<Params: Encodable>(_ method: RPCMethod, _ params: Params, socket: String?) throws -> JSONValue {
+    package static func result<Params: Encodable>(_ method: RPCMethod, _ params: Params, socket: String?) throws -> JSONValue {
         guard let encoded = try? RPCCoding.makeEncoder().encode(params), case .object(let members)? = try? JSONValue.parse(encoded) else {
-            throw CLIError(message: "cannot encode the \(method.rawValue) call", exitCode: ExitStatus.internalError)
+            throw ToolFailure("cannot encode the \(method.rawValue) call", status: ToolFailure.internalError)
         }
         return try result(method, params: members, socket: socket)
     }
 
     /// The access token and its expiry (seconds since 1970) from a `token` result.
-    static func token(_ result: JSONValue) throws -> (token: String, tokenType: String, expiresAt: Date) {
+    package static func token(_ result: JSONValue) throws -> (token: String, tokenType: String, expiresAt: Date) {
         guard let object = result.objectValue, let token = object["access_token"]?.stringValue,
             let type = object["token_type"]?.stringValue, let expires = object["expires_at"]?.stringValue,
             let date = UTCTimestamp.parse(expires)
         else {
-            throw CLIError(message: "unexpected answer from authgated: a token result without its fields", exitCode: ExitStatus.internalError)
+            throw ToolFailure("unexpected answer from authgated: a token result without its fields", status: ToolFailure.internalError)
         }
         return (token, type, date)
     }
