@@ -4,7 +4,8 @@ import FoundationEssentials
 import Logging
 import NIOCore
 
-/// Serves one connection: answers its request lines in order, one at a time.
+/// Serves one connection: answers its request lines in order, one at a time. What is served
+/// when is ``LineConnectionState``'s decision; this handler does the I/O it asks for.
 ///
 /// A plain `token` or `credential.get` call for a current token is answered right here, on the
 /// connection's event loop (``CachedTokenAnswers``): the front door answers such lines only on
@@ -34,7 +35,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
 
     private let caller: PeerCredentials
     private let admission: OpenConnections.Admission
-    private var admitted: Bool { admission == .admitted }
+    private var state: LineConnectionState
     private let dispatcher: RPCDispatcher
     private let answers: CachedTokenAnswers
     private let connections: OpenConnections
@@ -42,21 +43,6 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private let logger: Logger
     /// Made on the first request that needs the dispatcher; `token.watch` writes through it.
     private var watchSink: WatchSink?
-
-    /// Lines waiting for the request in flight, or for the client to read its answers.
-    private var waiting: [LineFrame] = []
-    /// Their bytes: at most one read's worth while the socket is read in turn, but NIO drains a
-    /// socket whose peer hung up whole (`readEOF`), so they are bounded here too.
-    private var waitingBytes = 0
-    /// More waiting than this closes the connection (see ``waitingBytes``).
-    static let maximumWaitingBytes = 64 * 1024
-    private var requestInFlight = false
-    /// The pipeline asked to read while this handler was busy; it reads once the backlog is answered.
-    private var readHeld = false
-    private var inputClosed = false
-    /// A last line (an error) was written and the connection is closing: nothing more is served.
-    private var closing = false
-    private var unflushed = false
 
     /// - Parameter admission: Anything but `admitted`: the connection gets `rate_limited` and is closed.
     init(
@@ -70,6 +56,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     ) {
         self.caller = caller
         self.admission = admission
+        state = LineConnectionState(admitted: admission == .admitted)
         self.dispatcher = dispatcher
         self.answers = answers
         self.connections = connections
@@ -79,7 +66,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         context.fireChannelActive()
-        guard !admitted else { return }
+        guard !state.admitted else { return }
         // Logged by BatchedNotices (RPCServer), one summary an interval.
         let message =
             admission == .tooManyOfOneUser
@@ -90,20 +77,18 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard admitted, !closing else { return }
         let frame = unwrapInboundIn(data)
-        if requestInFlight || !waiting.isEmpty || !context.channel.isWritable {
-            waiting.append(frame)
-            waitingBytes += frame.byteCount
-            if waitingBytes > Self.maximumWaitingBytes {
-                let error = AuthGateError(
-                    .requestTooLarge,
-                    "More than \(Self.maximumWaitingBytes / 1024) KiB of request lines wait for their answers; read the answers before sending more. Closing the connection."
-                )
-                finish(context, with: dispatcher.encodeError(error, id: nil))
-            }
-        } else {
+        switch state.lineArrived(frame, writable: context.channel.isWritable) {
+        case .serve:
             serve(frame, context)
+        case .refuseTooMuchWaiting:
+            let error = AuthGateError(
+                .requestTooLarge,
+                "More than \(LineConnectionState.maximumWaitingBytes / 1024) KiB of request lines wait for their answers; read the answers before sending more. Closing the connection."
+            )
+            finish(context, with: dispatcher.encodeError(error, id: nil))
+        case .wait, .drop:
+            break
         }
     }
 
@@ -115,7 +100,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event as? ChannelEvent == .inputClosed {
             // The line decoder has passed on the last, unterminated line by now.
-            inputClosed = true
+            state.inputEnded()
             closeIfDone(context)
         }
         context.fireUserInboundEventTriggered(event)
@@ -123,11 +108,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
 
     /// Holds reads while a whole line is waiting or the client does not take its answers.
     func read(context: ChannelHandlerContext) {
-        if closing || !waiting.isEmpty || !context.channel.isWritable {
-            readHeld = true
-        } else {
-            context.read()
-        }
+        if state.readRequested(writable: context.channel.isWritable) { context.read() }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -158,7 +139,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     }
 
     private func startRequest(_ line: ByteBuffer, _ context: ChannelHandlerContext) {
-        requestInFlight = true
+        state.requestStarted()
         let eventLoop = context.eventLoop
         let handler = NIOLoopBound((self, context), eventLoop: eventLoop)
         let sink = watchSink ?? WatchSink(channel: context.channel, uid: caller.uid, logger: logger)
@@ -179,7 +160,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     }
 
     private func requestFinished(_ response: Data?, _ context: ChannelHandlerContext) {
-        requestInFlight = false
+        state.requestFinished()
         write(response.map { ByteBuffer(bytes: $0) } ?? ByteBuffer(), context)
         // A token.watch just answered: its notifications may follow now.
         watchSink?.answerWritten()
@@ -192,9 +173,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     /// Serves the lines that wait, in order, while no request is in flight and the client takes
     /// its answers.
     private func serveWaiting(_ context: ChannelHandlerContext) {
-        while !requestInFlight, !closing, !waiting.isEmpty, context.channel.isWritable {
-            let frame = waiting.removeFirst()
-            waitingBytes -= frame.byteCount
+        while let frame = state.nextWaiting(writable: context.channel.isWritable) {
             serve(frame, context)
         }
     }
@@ -202,20 +181,16 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private func write(_ answer: ByteBuffer, _ context: ChannelHandlerContext) {
         // Flushed once per read (or per finished request), so pipelined answers share a write.
         context.write(wrapOutboundOut(answer), promise: nil)
-        unflushed = true
+        state.answerWritten()
     }
 
     private func flushAnswers(_ context: ChannelHandlerContext) {
-        guard unflushed else { return }
-        unflushed = false
-        context.flush()
+        if state.flushNow() { context.flush() }
     }
 
     /// Writes a last line and closes.
     private func finish(_ context: ChannelHandlerContext, with line: Data) {
-        closing = true
-        waiting.removeAll()
-        waitingBytes = 0
+        state.finish()
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: line))).whenComplete { _ in channel.close(promise: nil) }
     }
@@ -223,16 +198,12 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     /// Closes a half-closed connection once every answer is written (writes complete in
     /// order, and a close would drop those still queued for a client that reads slowly).
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        guard inputClosed, !requestInFlight, waiting.isEmpty, !closing else { return }
-        closing = true
-        unflushed = false
+        guard state.closeIfDone() else { return }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer())).whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func resumeReading(_ context: ChannelHandlerContext) {
-        guard readHeld, !closing, waiting.isEmpty, context.channel.isWritable else { return }
-        readHeld = false
-        context.read()
+        if state.resumeReading(writable: context.channel.isWritable) { context.read() }
     }
 }
