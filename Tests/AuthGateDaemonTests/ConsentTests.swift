@@ -146,6 +146,29 @@ struct ConsentTests {
         #expect(listed.stdout.contains("Sessions that ask because you chose so at sign-in"), "\(listed.stdout)")
     }
 
+    @Test("a watch that began before the session asked is ended when it starts asking (login --confirm); watching again asks")
+    func watchBeforeConsent() throws {
+        let user = try ScriptedUser(["deny"])
+        let open = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}]}"#
+        let daemon = try daemon(user, providers: ["mock.json": open])
+        try daemon.signIn()
+        let watch = try daemon.connect()
+        let first = try call(watch, "token.watch", ["provider": "mock"])
+        #expect(first.object["access_token"] as? String != nil, "\(first)")
+        let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin", "--confirm"], stdin: "demo-password-1\n")
+        #expect(login.status == 0, "\(login.stderr)")
+        let line = try #require(try watch.receiveLine())
+        let notice = try #require(try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any])
+        let params = notice["params"] as? [String: Any] ?? [:]
+        #expect(notice["method"] as? String == "session.ended" && params["reason"] as? String == "access_revoked", "\(notice)")
+        #expect((params["message"] as? String)?.contains("watch it again to be asked") == true)
+        #expect(params["access_token"] == nil && !String(decoding: line, as: UTF8.self).contains("mock_at"), "no token to a watcher never asked")
+        #expect(try watch.receiveLine() == nil, "the connection is closed")
+        let again = try call(try daemon.connect(), "token.watch", ["provider": "mock"])
+        #expect(((again["error"] as? [String: Any])?["data"] as? [String: Any])?["reason"] as? String == "consent_denied", "\(again)")
+        #expect(user.questions.count == 1)
+    }
+
     @Test("a question waiting holds up nobody else; unanswered, it denies at --consent-timeout")
     func timeoutDenies() throws {
         let user = try ScriptedUser(["wait"])

@@ -135,7 +135,7 @@ extension MethodHandlers {
             )
         }
         guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
-        let (_, _, key) = try await resolve(params.provider, params.session)
+        let (configuration, _, key) = try await resolve(params.provider, params.session)
         let watchers = services.broadcast.watchers
         let id = try watchers.add(key, sink: watchSink, caller: caller, bounded: !caller.isUnbounded)
         watchSink.onClose { watchers.remove(key, id: id) }
@@ -148,6 +148,8 @@ extension MethodHandlers {
                     minValidSeconds: params.minValidSeconds,
                     forceRefresh: nil
                 )
+                // The user was asked (the token came): later tokens of a session that asks go on.
+                if services.consent.requiresConsent(key, configuration) { watchers.consented(key, id: id) }
                 // Only a watch that answered makes the connection a watching one (never idle): a
                 // refused watch leaves it an ordinary connection, with its deadlines.
                 watchSink.started()

@@ -16,6 +16,11 @@ final class ProviderAccess: Sendable {
         rules.withLock { $0 = next }
     }
 
+    /// Whether the provider `id` asks before a program gets a token of its sessions (`access.confirm`).
+    func asksConsent(_ id: String) -> Bool {
+        rules.withLock { $0[id] }??.confirm ?? false
+    }
+
     /// Whether `caller` may use the provider `id` now; false for a provider that is gone.
     func admits(_ caller: PeerCredentials, to id: String) -> Bool {
         guard let entry = rules.withLock({ $0[id] }) else { return false }

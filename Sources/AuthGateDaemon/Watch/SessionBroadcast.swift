@@ -22,7 +22,9 @@ struct SessionBroadcast: SessionObserver {
     ) {
         self.consent = consent
         published = PublishedTokens(now: now)
-        watchers = TokenWatchers(access: access)
+        watchers = TokenWatchers(access: access) { [access, consent] key in
+            access?.asksConsent(key.provider.rawValue) == true || consent?.sessionAsks(key) == true
+        }
         self.notifier = notifier
     }
 

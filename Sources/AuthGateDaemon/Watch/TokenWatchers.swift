@@ -10,7 +10,10 @@ import Synchronization
 ///
 /// Every notification asks the provider's current `access` again (``ProviderAccess``): a
 /// watcher a reload no longer admits gets `session.ended` with `access_revoked`, and its
-/// connection is closed.
+/// connection is closed. So does a watcher the user was never asked about once the session
+/// asks before a program gets its token (a reload set `access.confirm`, or the user signed in
+/// again with `--confirm`): a cached token never reaches an unconfirmed program, and a client
+/// that watches again is asked.
 final class TokenWatchers: Sendable {
     /// Watches one bounded uid may hold (root and the daemon's own user are not bound).
     static let maximumPerUser = 64
@@ -22,6 +25,8 @@ final class TokenWatchers: Sendable {
         var changed = false
         /// A `wait_for_sign_in` watch waiting for the session's first token.
         var waiter: CheckedContinuation<Bool, Never>?
+        /// The user allowed this watcher when it began (the session asked then).
+        var consented = false
     }
 
     private struct State {
@@ -32,10 +37,19 @@ final class TokenWatchers: Sendable {
 
     private let state = Mutex(State())
     private let access: ProviderAccess?
+    private let asksConsent: @Sendable (SessionKey) -> Bool
 
-    /// - Parameter access: Who may use which provider now; `nil` admits every watcher (tests).
-    init(access: ProviderAccess? = nil) {
+    /// - Parameters:
+    ///   - access: Who may use which provider now; `nil` admits every watcher (tests).
+    ///   - asksConsent: Whether the session asks before a program gets its token now.
+    init(access: ProviderAccess? = nil, asksConsent: @escaping @Sendable (SessionKey) -> Bool = { _ in false }) {
         self.access = access
+        self.asksConsent = asksConsent
+    }
+
+    /// The user allowed the watcher `id` of `key` (the session asked when the watch began).
+    func consented(_ key: SessionKey, id: UInt64) {
+        state.withLock { $0.bySession[key]?[id]?.consented = true }
     }
 
     /// Adds a watch of `key` by `caller`; it ends with ``remove(_:id:)`` (when its connection closes).
@@ -134,21 +148,35 @@ final class TokenWatchers: Sendable {
         send(RPCNotification(method: SessionEnded.method, params: ended), accessToken: nil, to: sinks)
     }
 
-    /// The sinks of the watchers of `key` that the provider's access admits now; the others'
-    /// watches end.
+    /// The sinks of the watchers of `key` that the provider's access admits now and that the
+    /// user allowed if the session asks; the others' watches end.
     private func admittedWatchers(of key: SessionKey) -> [WatchSink] {
         let watches = state.withLock { $0.bySession[key] ?? [:] }
-        guard let access else { return watches.values.map(\.sink) }
+        let asks = asksConsent(key)
         var admitted: [WatchSink] = []
         var refused: [UInt64] = []
+        var unasked: [UInt64] = []
         for (id, watch) in watches {
-            if access.admits(watch.caller, to: key.provider.rawValue) { admitted.append(watch.sink) } else { refused.append(id) }
+            if let access, !access.admits(watch.caller, to: key.provider.rawValue) {
+                refused.append(id)
+            } else if asks, !watch.consented {
+                unasked.append(id)
+            } else {
+                admitted.append(watch.sink)
+            }
         }
         if !refused.isEmpty {
             revoke(
                 key,
                 removing: refused,
                 message: "You may no longer use the provider '\(key.provider)': an administrator narrowed its access."
+            )
+        }
+        if !unasked.isEmpty {
+            revoke(
+                key,
+                removing: unasked,
+                message: "The session now asks you before a program gets its token; watch it again to be asked."
             )
         }
         return admitted
