@@ -155,6 +155,10 @@ struct ConsentTests {
         let watch = try daemon.connect()
         let first = try call(watch, "token.watch", ["provider": "mock"])
         #expect(first.object["access_token"] as? String != nil, "\(first)")
+        // A watch that went on would be stopped after 30 s, and the test fail.
+        let stop = DispatchWorkItem { [interrupter = watch.interrupter] in interrupter.interrupt() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: stop)
+        defer { stop.cancel() }
         let login = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin", "--confirm"], stdin: "demo-password-1\n")
         #expect(login.status == 0, "\(login.stderr)")
         let line = try #require(try watch.receiveLine())
@@ -167,6 +171,31 @@ struct ConsentTests {
         let again = try call(try daemon.connect(), "token.watch", ["provider": "mock"])
         #expect(((again["error"] as? [String: Any])?["data"] as? [String: Any])?["reason"] as? String == "consent_denied", "\(again)")
         #expect(user.questions.count == 1)
+    }
+
+    @Test("a reload that sets access.confirm ends the watches never asked at their next token")
+    func reloadSetsConfirm() throws {
+        let user = try ScriptedUser([])
+        let daemon = try daemon(user, providers: ["mock.json": Providers.quicklyRefreshedMock])
+        try daemon.signIn()
+        let watch = try daemon.connect()
+        #expect(try call(watch, "token.watch", ["provider": "mock"]).object["access_token"] != nil)
+        let confirming = Providers.quicklyRefreshedMock.replacingOccurrences(of: #""refresh":"#, with: #""access": {"confirm": true}, "refresh":"#)
+        try Data(confirming.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
+        #expect(try daemon.cli(["reload"]).status == 0)
+        // The 3 s token is refreshed within seconds: that token is not sent, the watch ends (a
+        // watch that went on would be stopped after 30 s, and the test fail).
+        let stop = DispatchWorkItem { [interrupter = watch.interrupter] in interrupter.interrupt() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 30, execute: stop)
+        var methods: [String] = []
+        while let line = try watch.receiveLine() {
+            let notice = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] ?? [:]
+            methods.append("\(notice["method"] ?? "?"):\((notice["params"] as? [String: Any])?["reason"] ?? "-")")
+        }
+        stop.cancel()
+        // A refresh may have come between the watch's start and the reload: it is a token.changed.
+        #expect(methods.last == "session.ended:access_revoked", "\(methods)")
+        #expect(user.questions.isEmpty)
     }
 
     @Test("a question waiting holds up nobody else; unanswered, it denies at --consent-timeout")
