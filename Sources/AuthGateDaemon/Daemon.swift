@@ -163,8 +163,8 @@ public enum Daemon {
             metricsListener: metricsListenerStatus,
             persistence: persistence
         )
-        if let signInNotifier, case .success(let desktop) = DesktopSession.find(environment: configuration.environment) {
-            signInNotifier.setStarter(DesktopSignIn(services: daemonServices, desktop: desktop))
+        if let signInNotifier {
+            signInNotifier.setStarter(DesktopSignIn(services: daemonServices, desktop: signInNotifier.desktop))
         }
         let dispatcher = RPCDispatcher(services: daemonServices)
         // Ready once the socket serves: providers are loaded, network checks go on in the background.

@@ -67,6 +67,27 @@ struct NotificationTests {
         """#
     }
 
+    /// faulty.py (its files in `scratch`), a desktop (with `invoke`, its server clicks that
+    /// action), and a `--notify` daemon on it — or, with `withBus` false, one that has no session
+    /// bus — signed in to faulty.
+    private func signedIn(
+        _ scratch: ScratchDirectory,
+        invoke: String? = nil,
+        withBus: Bool = true,
+        logLevel: String = "info"
+    ) throws -> (server: LoopbackServer, desktop: NotificationDesktop, daemon: DaemonProcess) {
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
+        let desktop = try NotificationDesktop(invoke: invoke, caFile: server.caFile)
+        let daemon = try DaemonProcess(
+            providers: ["faulty.json": provider(server)],
+            arguments: ["--notify"],
+            logLevel: logLevel,
+            environment: withBus ? desktop.environment : withoutSessionBus
+        )
+        try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
+        return (server, desktop, daemon)
+    }
+
     private func state(_ daemon: DaemonProcess) throws -> String? {
         let status = try daemon.cli(["status", "--json"]).stdout
         return ((try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [[String: Any]])?.first)?["state"] as? String
@@ -78,15 +99,7 @@ struct NotificationTests {
     )
     func oneNotificationPerEnding() throws {
         let scratch = try ScratchDirectory()
-        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
-        let desktop = try NotificationDesktop(caFile: server.caFile)
-        let daemon = try DaemonProcess(
-            providers: ["faulty.json": provider(server)],
-            arguments: ["--notify"],
-            logLevel: "info",
-            environment: desktop.environment
-        )
-        try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
+        let (server, desktop, daemon) = try signedIn(scratch)
         try server.setMode("refresh_refused")
         try eventually(timeout: .seconds(20)) { desktop.notifications.count == 1 }
         let shown = try #require(desktop.notifications.first)
@@ -119,15 +132,7 @@ struct NotificationTests {
     )
     func signInAction() throws {
         let scratch = try ScratchDirectory()
-        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
-        let desktop = try NotificationDesktop(invoke: "signin", caFile: server.caFile)
-        let daemon = try DaemonProcess(
-            providers: ["faulty.json": provider(server)],
-            arguments: ["--notify"],
-            logLevel: "info",
-            environment: desktop.environment
-        )
-        try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
+        let (server, desktop, daemon) = try signedIn(scratch, invoke: "signin")
         let before = try daemon.cli(["token", "faulty", "--min-valid", "0"]).stdout
         // Refreshes are refused; a new sign-in (an authorization code) is not.
         try server.setMode("refresh_refused")
@@ -197,16 +202,8 @@ struct NotificationTests {
     @Test("no session bus: --notify shows nothing and says nothing alarming; the session still ends as before", NotificationTests.needsDesktop)
     func noSessionBus() throws {
         let scratch = try ScratchDirectory()
-        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 4)
-        let desktop = try NotificationDesktop(caFile: server.caFile)
-        let daemon = try DaemonProcess(
-            providers: ["faulty.json": provider(server)],
-            arguments: ["--notify"],
-            logLevel: "debug",
-            environment: withoutSessionBus
-        )
+        let (server, desktop, daemon) = try signedIn(scratch, withBus: false, logLevel: "debug")
         try daemon.waitForLog("--notify: no session bus, so no notifications")
-        try daemon.signIn("faulty", username: "alice", password: "alice-password-1")
         try server.setMode("refresh_refused")
         try eventually(timeout: .seconds(20)) { try state(daemon) == "login_required" }
         #expect(desktop.notifications.isEmpty)

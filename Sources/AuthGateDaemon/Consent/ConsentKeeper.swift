@@ -93,8 +93,8 @@ final class ConsentKeeper: Sendable {
     ///   asked, or the caller cannot be identified.
     func check(_ caller: PeerCredentials, _ key: SessionKey, providerName: String) async throws(AuthGateError) {
         let which = key.name == .default ? "" : " (session \(key.name.rawValue))"
-        // The process as it was when it connected where it was pinned then; otherwise now.
-        guard let process = caller.process ?? ProcessIdentity(pid: caller.pid), ProcessIdentity(pid: caller.pid) == process else {
+        // The process now, which must be the one pinned when it connected, where it was pinned.
+        guard let process = ProcessIdentity(pid: caller.pid), caller.process == nil || caller.process == process else {
             throw AuthGateError(
                 .consentDenied,
                 "Your \(providerName) sign-in\(which) asks before a program gets its token, and the program (pid \(caller.pid)) could not be identified: it has exited, or runs another program than when it connected."

@@ -50,7 +50,8 @@ final class SignInNotifier: Sendable {
     private let state = Mutex(State())
     /// `notify-send`'s path.
     private let program: String
-    private let desktop: DesktopSession
+    /// The desktop session it notifies on; its Sign in action opens pages there too.
+    let desktop: DesktopSession
     /// Whose sessions are told about: the daemon's own user.
     private let owner: UInt32
     private let logger: Logger
