@@ -110,7 +110,8 @@ extension MethodHandlers {
     private func signInOnFirstUse(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider) async throws(AuthGateError) {
         let handlers = self
         let grant = configuration.serviceGrant ?? .clientCredentials
-        try await services.firstUse.signIn(key) {
+        let sessions = services.sessions
+        try await services.firstUse.signIn(key, isSignedIn: { await sessions.hasTokens(key) }) {
             do throws(AuthGateError) {
                 _ = try await handlers.signIn(key, configuration, client, grant: grant, event: "signed in on first use") {
                     provider throws(AuthGateError) in

@@ -52,6 +52,9 @@ extension SessionManager {
     /// Whether the session exists, in any state.
     func exists(_ key: SessionKey) -> Bool { sessions[key] != nil }
 
+    /// Whether the session has tokens (it is signed in, though they may need a refresh).
+    func hasTokens(_ key: SessionKey) -> Bool { sessions[key]?.tokens != nil }
+
     func count(uid: UInt32?) -> Int {
         guard let uid else { return sessions.count }
         return sessions.count(uid: uid)
