@@ -111,7 +111,7 @@ extension MethodHandlers {
         let handlers = self
         let grant = configuration.serviceGrant ?? .clientCredentials
         let sessions = services.sessions
-        try await services.firstUse.signIn(key, isSignedIn: { await sessions.hasTokens(key) }) {
+        let signIn: @Sendable () async -> Result<Void, AuthGateError> = {
             do throws(AuthGateError) {
                 _ = try await handlers.signIn(key, configuration, client, grant: grant, event: "signed in on first use") {
                     provider throws(AuthGateError) in
@@ -122,6 +122,7 @@ extension MethodHandlers {
                 return .failure(error)
             }
         }
+        try await services.firstUse.signIn(key, isSignedIn: { await sessions.hasTokens(key) }, signIn)
     }
 
     /// `token`, and from then on `token.changed` and `session.ended` on this connection until it
