@@ -108,8 +108,11 @@ build_release() {
     swift build -c release --static-swift-stdlib --product authgated >&2
     swift build -c release --product authgate --static-swift-stdlib -Xswiftc -static-executable --scratch-path .build/static >&2
 }
-release_daemon_dir() { swift build -c release --show-bin-path; }
-release_cli_dir() { swift build -c release --scratch-path .build/static --show-bin-path; }
+# $AUTHGATE_RELEASE_DIR, when set, names the release build's directory for both (scripts/test
+# sets it: it packages that build while another build runs in .build, whose lock
+# `swift build --show-bin-path` would wait for).
+release_daemon_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(swift build -c release --show-bin-path)}"; }
+release_cli_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(swift build -c release --scratch-path .build/static --show-bin-path)}"; }
 
 # The Python virtualenv (.venv in the repo root) that runs the test identity providers in
 # Tests/idp. pip runs only when Tests/idp/requirements.txt changed since the last install
