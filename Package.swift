@@ -165,15 +165,34 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // What the test targets share: waiting on a condition, scratch directories, a child's
+        // output, the injected clock, a log kept as text. No Testing: it is built with the package.
+        .target(
+            name: "AuthGateTestSupport",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/AuthGateTestSupport",
+            swiftSettings: strictSettings
+        ),
+        // The daemon's logic in process: no daemon, no test server, seconds.
         .testTarget(
             name: "AuthGateDaemonTests",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing", "AuthGateClient",
-                // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
-                .product(name: "Crypto", package: "swift-crypto"),
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing", "AuthGateClient", "AuthGateTestSupport",
                 // Connection handlers tested in process.
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 // Event loops, where the tests check which thread work runs on.
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The built daemon and CLI as processes, through the real socket, against the test
+        // identity providers (Tests/idp) and the real tools (git, kubectl, docker, nginx, sshd…).
+        .testTarget(
+            name: "AuthGateSystemTests",
+            dependencies: [
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateClient", "AuthGateTestSupport",
+                // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

@@ -1,3 +1,4 @@
+import AuthGateTestSupport
 import NIOCore
 import NIOEmbedded
 import Synchronization

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateTestSupport
 import CLinux
 import Foundation
 import Logging

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTestSupport
 import Foundation
 import Testing
 
@@ -15,7 +16,7 @@ struct ErrorReasonTests {
             #expect(ErrorReason(rpcCode: reason.rpcCode) == reason)
             #expect(reason.rpcCode <= -32_000 || [-32_700, -32_600, -32_601, -32_602, -32_603].contains(reason.rpcCode))
         }
-        let docs = LoopbackServer.repository.appendingPathComponent("docs")
+        let docs = Repository.root.appendingPathComponent("docs")
         let table = try String(contentsOf: docs.appendingPathComponent("RPC.md"), encoding: .utf8)
         let schema = try String(contentsOf: docs.appendingPathComponent("rpc.schema.json"), encoding: .utf8)
         for reason in ErrorReason.allCases {

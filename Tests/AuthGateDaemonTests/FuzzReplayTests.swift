@@ -1,4 +1,5 @@
 import AuthGateFuzzing
+import AuthGateTestSupport
 import Foundation
 import Testing
 
@@ -6,7 +7,7 @@ import Testing
 /// run through its target as `scripts/fuzz` does: a crash found once stays fixed.
 @Suite("Fuzz inputs replayed")
 struct FuzzReplayTests {
-    static let root = LoopbackServer.repository.appendingPathComponent("Tests/Fuzz")
+    static let root = Repository.root.appendingPathComponent("Tests/Fuzz")
 
     static func inputs(_ target: FuzzTarget) -> [URL] {
         ["corpus", "crashes"].flatMap { folder in
@@ -35,7 +36,7 @@ struct FuzzReplayTests {
         "scripts/fuzz names an unknown target and lists the valid ones (usage error, no crash folder made); --help and --list answer; its list is FuzzTarget's"
     )
     func scriptRefusesUnknownTargets() throws {
-        let script = LoopbackServer.repository.appendingPathComponent("scripts/fuzz").path
+        let script = Repository.root.appendingPathComponent("scripts/fuzz").path
         let unknown = try run(URL(fileURLWithPath: "/bin/bash"), [script, "no-such-target", "1"])
         #expect(
             unknown.status == 64 && unknown.stderr.contains("no fuzz target \"no-such-target\"") && unknown.stderr.contains("rpc-line"),

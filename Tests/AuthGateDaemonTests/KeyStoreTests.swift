@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateTestSupport
 import Foundation
 import Logging
 import Testing
@@ -232,23 +233,5 @@ struct KeyStoreTests {
             Issue.record("a missing program starts")
             return
         }
-    }
-}
-
-/// Collects log lines as text.
-struct RecordingLogHandler: LogHandler {
-    let text: SharedText
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    init(_ text: SharedText) { self.text = text }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        text.append(Data("\(event.level) \(event.message) \(event.metadata ?? [:])\n".utf8))
     }
 }

@@ -1,3 +1,4 @@
+import AuthGateTestSupport
 import Foundation
 import Logging
 import Testing

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateHTTP
+import AuthGateTestSupport
 import Crypto
 import Foundation
 import Testing

@@ -1,4 +1,5 @@
 import AuthGateOAuth
+import AuthGateTestSupport
 import Testing
 
 @testable import AuthGateDaemon

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTestSupport
 import Foundation
 import Logging
 import NIOCore
@@ -8,17 +9,6 @@ import Synchronization
 import Testing
 
 @testable import AuthGateDaemon
-
-/// A clock and a random source the tests set by hand: nothing here sleeps.
-final class ManualClock: Sendable {
-    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
-    private let randomValue = Mutex(0.0)
-    var now: Date { current.withLock { $0 } }
-    func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
-    func set(_ date: Date) { current.withLock { $0 = max($0, date) } }
-    var random: Double { randomValue.withLock { $0 } }
-    func setRandom(_ value: Double) { randomValue.withLock { $0 = value } }
-}
 
 /// A provider whose refreshes are counted and, when `gated`, held until the test releases them.
 private actor ScriptedProvider: IdentityProvider {

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateTestSupport
 import Foundation
 import Testing
 

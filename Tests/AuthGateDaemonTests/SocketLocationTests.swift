@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTestSupport
 import Foundation
 import Testing
 

@@ -1,5 +1,5 @@
 """An API that takes Bearer tokens, on loopback over plain HTTP, for the Swift client's
-HTTPAuthorizer (Tests/AuthGateDaemonTests/HTTPAuthorizerTests.swift).
+HTTPAuthorizer (Tests/AuthGateSystemTests/HTTPAuthorizerTests.swift).
 
     .venv/bin/python Tests/idp/resource_api.py --workdir DIR
 

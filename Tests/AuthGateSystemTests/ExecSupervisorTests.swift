@@ -1,0 +1,95 @@
+import AuthGateTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate exec --restart-on-change` / `--signal-on-change` (issue 30 item 4): authgate stays
+/// as the command's supervisor, through the real daemon with short-lived mock tokens.
+@Suite("authgate exec as a supervisor", .serialized)
+struct ExecSupervisorTests {
+    private static func lines(_ path: String) -> [String] {
+        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    @Test(
+        "--restart-on-change: each refreshed token starts the command again with it in its environment; SIGINT to authgate reaches the command, whose status authgate exits with"
+    )
+    func restartsWithEachToken() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signIn()
+        let scratch = daemon.scratch.path
+        let seen = scratch + "/seen"
+        let interrupted = scratch + "/interrupted"
+        // Records the token it was started with; on SIGINT records that and exits 42.
+        let script = #"echo "$AUTHGATE_TOKEN" >> "$0"; trap 'echo INT >> "$1"; exit 42' INT; while :; do sleep 0.1; done"#
+        let supervisor = try daemon.backgroundCLI(
+            ["exec", "mock", "--min-valid", "0", "--restart-on-change", "--", "/bin/sh", "-c", script, seen, interrupted]
+        )
+        try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
+        let tokens = Self.lines(seen)
+        #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "a new token each start: \(tokens)")
+        #expect(supervisor.stderr.contains("restarting the command"))
+        // The newest start has the daemon's current token (or the one before, if a refresh is under way).
+        try eventually {
+            Self.lines(seen).last == (try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+
+        kill(supervisor.pid, SIGINT)
+        #expect(try supervisor.waitForExit() == 42, "\(supervisor.stderr)")
+        #expect(Self.lines(interrupted) == ["INT"])
+        #expect(!supervisor.stderr.contains("mock_at_"), "no token on stderr")
+    }
+
+    @Test("--signal-on-change HUP: the command keeps running, gets SIGHUP after each new token is in --token-file and reads it there; SIGTERM passes as 128+15")
+    func signalsWithEachToken() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signIn()
+        let scratch = daemon.scratch.path
+        let tokenFile = scratch + "/token"
+        let seen = scratch + "/seen"
+        let starts = scratch + "/starts"
+        let script = #"echo start >> "$2"; cat "$0" >> "$1"; trap 'cat "$0" >> "$1"' HUP; while :; do sleep 0.1; done"#
+        let supervisor = try daemon.backgroundCLI(
+            [
+                "exec", "mock", "--min-valid", "0", "--signal-on-change", "HUP", "--token-file", tokenFile, "--",
+                "/bin/sh", "-c", script, tokenFile, seen, starts,
+            ]
+        )
+        try eventually(timeout: .seconds(30)) { Set(Self.lines(seen)).count >= 3 }
+        let tokens = Self.lines(seen)
+        #expect(tokens.allSatisfy { $0.hasPrefix("mock_at_") } && Set(tokens).count == tokens.count, "each signal saw a new token: \(tokens)")
+        #expect(Self.lines(starts) == ["start"], "started once")
+        #expect(try FileManager.default.attributesOfItem(atPath: tokenFile)[.posixPermissions] as? Int == 0o400)
+
+        kill(supervisor.pid, SIGTERM)
+        #expect(try supervisor.waitForExit() == 128 + SIGTERM, "\(supervisor.stderr)")
+    }
+
+    @Test("the supervisor passes the command's own exit status on, refuses flags that do not fit, and without the flags exec stays an execvp")
+    func statusAndUsage() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let exited = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "exit 7"])
+        #expect(exited.status == 7, "\(exited)")
+        let killed = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", "kill -USR1 $$"])
+        #expect(killed.status == 128 + SIGUSR1, "\(killed)")
+        // Without the flags: no supervisor process in between (the command is this test's child).
+        let plain = try daemon.cli(["exec", "mock", "--", "/bin/sh", "-c", #"echo "$PPID""#])
+        #expect(plain.status == 0 && Int32(plain.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) == getpid(), "\(plain)")
+        let supervised = try daemon.cli(["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", #"cat /proc/$PPID/comm"#])
+        #expect(supervised.stdout == "authgate\n", "\(supervised)")
+
+        for (arguments, sentence) in [
+            (["--restart-on-change", "--signal-on-change", "HUP"], "exclude each other"),
+            (["--signal-on-change", "NOPE", "--token-file", "/tmp/x"], "--signal-on-change NOPE is not a signal"),
+            (["--signal-on-change", "HUP"], "--signal-on-change needs --token-file"),
+            (["--token-file", "/tmp/x"], "--token-file goes with"),
+        ] {
+            let refused = try daemon.cli(["exec", "mock"] + arguments + ["--", "/bin/true"])
+            #expect(refused.status == 64 && refused.stderr.contains(sentence), "\(arguments): \(refused)")
+        }
+    }
+}

@@ -1,0 +1,172 @@
+import AuthGateCore
+import AuthGateRPC
+import AuthGateTestSupport
+import Foundation
+import Testing
+
+/// `authgate provider test`: the built CLI signs in through the built daemon at a real
+/// provider, the daemon's `session.inspect` reports, and the session is signed out.
+@Suite("authgate provider test against real providers")
+struct ProviderTestCommandTests {
+    @Test(
+        "idpyoidc, browser with DPoP: every check passes (revocation not applicable: no endpoint), --json parsed, exit 0, no session left, no token anywhere"
+    )
+    func idpyAllPass() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
+        let provider = #"""
+            {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "authgate-dpop", "grants": ["authorization_code"],
+             "scopes": ["openid", "profile", "email"], "tls": {"ca_file": "\#(server.caFile)"}, "dpop": "required"}
+            """#
+        let daemon = try DaemonProcess(providers: ["corp.json": provider])
+        try daemon.waitForLog("provider ready")
+        let cli = try daemon.backgroundCLI(["provider", "test", "corp", "--json", "--no-browser"])
+        try Interactive.approveInBrowser(cli, server)
+        #expect(try cli.waitForExit() == 0, "\(cli.stdout)\n\(cli.stderr)")
+        let report = try JSONDecoder().decode(ProviderTestReport.self, from: Data(cli.stdout.utf8))
+        let outcomes = Dictionary(uniqueKeysWithValues: report.checks.map { ($0.name, $0.outcome) })
+        #expect(
+            outcomes == [
+                "sign_in": .pass, "id_token": .pass, "claims": .pass, "scopes": .pass, "access_token_lifetime": .pass, "refresh_token": .pass,
+                "refresh": .pass, "userinfo": .pass, "revocation": .skip, "dpop": .pass,
+            ],
+            "\(cli.stdout)"
+        )
+        #expect(report.passed && !report.kept && report.session == "authgate-provider-test" && report.grant == .authorizationCode)
+        let details = Dictionary(uniqueKeysWithValues: report.checks.map { ($0.name, $0.detail) })
+        #expect(details["id_token"]?.contains("alg RS256") == true && details["id_token"]?.contains("aud authgate-dpop") == true, "\(details)")
+        #expect(details["refresh"]?.contains("was rotated") == true, "idpyoidc rotates refresh tokens: \(details)")
+        #expect(details["revocation"]?.contains("no revocation endpoint") == true)
+        #expect(try server.idpyStats()["last_token_request"].map { "\($0)" }?.contains("refresh_token") == true, "the forced refresh reached the server")
+        // Nothing left behind, and no token (idpyoidc's are JWTs: "eyJ…") in any output or log.
+        #expect(!(try daemon.cli(["status", "--json"]).stdout.contains("authgate-provider-test")))
+        try daemon.waitForLog("signed out", timeout: .seconds(10))
+        #expect(!(cli.stdout + cli.stderr + daemon.logText).contains("eyJ"))
+    }
+
+    @Test(
+        "a provider without refresh tokens (offline_only, no access_type): ✗ refresh token, exit 9; --keep keeps the session; without it the session is revoked and gone"
+    )
+    func failingChecks() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "offline_only")
+        let provider = #"""
+            {"type": "oauth2", "client_id": "authgate", "grants": ["authorization_code"], "scopes": ["email"], "tls": {"ca_file": "\#(server.caFile)"},
+             "endpoints": {"authorization": "\#(server.issuer)/authorize", "token": "\#(server.issuer)/token",
+                           "userinfo": "\#(server.issuer)/userinfo", "revocation": "\#(server.issuer)/revoke"}}
+            """#
+        let daemon = try DaemonProcess(providers: ["google.json": provider])
+        try daemon.waitForLog("provider ready")
+
+        let kept = try daemon.backgroundCLI(["provider", "test", "google", "--keep", "--no-browser"])
+        try Interactive.approveInBrowser(kept, server)
+        #expect(try kept.waitForExit() == 9, "\(kept.stdout)\n\(kept.stderr)")
+        let lines = kept.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.hasPrefix("✗ refresh token") && $0.contains("none issued") }, "\(kept.stdout)")
+        #expect(lines.contains { $0.hasPrefix("– forced refresh") && $0.contains("no refresh token") })
+        #expect(lines.contains { $0.hasPrefix("– ID token") && $0.contains("not an OpenID Connect sign-in") })
+        #expect(lines.contains { $0.hasPrefix("✓ claims") && $0.contains("(userinfo)") })
+        #expect(lines.contains { $0.hasPrefix("✓ userinfo") && $0.contains("preferred_username") })
+        #expect(lines.contains { $0.hasPrefix("– revocation") && $0.contains("--keep") })
+        #expect(lines.last == "google: 1 check failed.", "\(kept.stdout)")
+        #expect(try daemon.cli(["status", "--json"]).stdout.contains(#""session":"authgate-provider-test""#))
+        #expect(try server.stats()["requests"].map { "\($0)" }?.contains("POST /revoke") != true, "a kept session is not revoked")
+
+        let signedOut = try daemon.backgroundCLI(["provider", "test", "google", "--no-browser"])
+        try Interactive.approveInBrowser(signedOut, server)
+        #expect(try signedOut.waitForExit() == 9, "\(signedOut.stderr)")
+        #expect(signedOut.stdout.contains("✓ revocation"), "\(signedOut.stdout)")
+        #expect(!(try daemon.cli(["status", "--json"]).stdout.contains("authgate-provider-test")))
+        // The faulty provider's tokens are faulty-at-N and faulty-rt-N.
+        let everything = kept.stdout + kept.stderr + signedOut.stdout + signedOut.stderr + daemon.logText
+        #expect(!everything.contains("faulty-at-") && !everything.contains("faulty-rt-"))
+    }
+}
+
+/// The checks `provider test` makes of what the daemon saw, each failure with its reason.
+@Suite("provider test: the checks")
+struct ProviderTestReportTests {
+    private func inspection(_ change: (inout SessionInspection) -> Void = { _ in }) -> SessionInspection {
+        var inspection = SessionInspection(
+            provider: "corp",
+            session: "authgate-provider-test",
+            grant: .deviceCode,
+            tokenType: "Bearer",
+            expiresAt: Date(timeIntervalSince1970: 2_000_000_000),
+            accessTokenLifetimeSeconds: 3600,
+            scopesRequested: ["openid", "email"],
+            scopesGranted: ["openid", "email"],
+            idTokenExpected: true,
+            idToken: IDTokenFacts(alg: "ES256", kid: "k1", iss: "https://idp.example", aud: ["corp"], claims: ["aud", "email", "iss", "name", "sub"]),
+            refreshToken: true,
+            refresh: RefreshFacts(status: .refreshed, rotated: false),
+            userinfo: UserinfoFacts(status: .answered, claims: ["preferred_username", "sub"]),
+            dpop: DPoPFacts(required: false, bound: false, jkt: nil)
+        )
+        change(&inspection)
+        return inspection
+    }
+
+    private let signIn = LoginResult(provider: "corp", session: "authgate-provider-test", state: .authenticated, expiresAt: Date(), subject: "1")
+    private let revoked = LogoutResult(removed: true, revocation: RevocationReport(.revoked))
+
+    private func outcomes(_ report: ProviderTestReport) -> [String: ProviderTestReport.Check.Outcome] {
+        Dictionary(uniqueKeysWithValues: report.checks.map { ($0.name, $0.outcome) })
+    }
+
+    @Test("claims from the ID token and userinfo together; a refresh token reused is said so; a token that never expires passes as never")
+    func passing() {
+        let report = ProviderTestReport(signIn: signIn, inspection: inspection { $0.accessTokenLifetimeSeconds = nil }, signOut: revoked)
+        #expect(report.passed && outcomes(report).values.allSatisfy { $0 != .fail })
+        #expect(report.checks.first { $0.name == "refresh" }?.detail.contains("not rotated (reused)") == true)
+        #expect(report.checks.first { $0.name == "access_token_lifetime" }?.detail.hasPrefix("never expires") == true)
+        #expect(report.checks.first { $0.name == "claims" }?.detail.contains("(ID token and userinfo)") == true)
+    }
+
+    @Test(
+        "each failure: no ID token though openid, a claim missing, a scope not granted, a short lifetime, a failed refresh, userinfo failing, revocation refused, DPoP asked but Bearer"
+    )
+    func failing() {
+        let problem = InspectionProblem(reason: .loginRequired, message: "The provider refused the refresh token.")
+        let report = ProviderTestReport(
+            signIn: signIn,
+            inspection: inspection {
+                $0.idToken = nil
+                $0.userinfo = UserinfoFacts(status: .failed, error: InspectionProblem(reason: .serviceUnavailable, message: "userinfo answered 503."))
+                $0.scopesGranted = ["openid"]
+                $0.accessTokenLifetimeSeconds = 30
+                $0.refresh = RefreshFacts(status: .failed, error: problem)
+                $0.dpop = DPoPFacts(required: true, bound: false, jkt: nil)
+            },
+            signOut: LogoutResult(removed: true, revocation: RevocationReport(.refused(status: 400)))
+        )
+        #expect(!report.passed)
+        #expect(
+            outcomes(report) == [
+                "sign_in": .pass, "id_token": .fail, "claims": .skip, "scopes": .fail, "access_token_lifetime": .fail, "refresh_token": .pass,
+                "refresh": .fail, "userinfo": .fail, "revocation": .fail, "dpop": .fail,
+            ]
+        )
+        let details = Dictionary(uniqueKeysWithValues: report.checks.map { ($0.name, $0.detail) })
+        #expect(details["scopes"]?.hasSuffix("not granted email") == true)
+        #expect(details["refresh"]?.contains("[login_required]") == true)
+        #expect(details["revocation"]?.contains("HTTP 400") == true)
+        let missing = ProviderTestReport(signIn: signIn, inspection: inspection { $0.userinfo = nil }, signOut: nil)
+        #expect(missing.checks.first { $0.name == "claims" }?.detail == "missing from the ID token: preferred_username (ask the scopes profile and email?)")
+        #expect(missing.kept && outcomes(missing)["revocation"] == .skip)
+    }
+
+    @Test("the --json shape: stable names, outcomes pass/fail/skip, and no more members than documented")
+    func jsonShape() throws {
+        let report = ProviderTestReport(signIn: signIn, inspection: inspection(), signOut: revoked)
+        let object = try #require(try JSONSerialization.jsonObject(with: try RPCCoding.makeEncoder().encode(report)) as? [String: Any])
+        #expect(Set(object.keys) == ["provider", "session", "grant", "passed", "kept", "checks"])
+        let checks = try #require(object["checks"] as? [[String: Any]])
+        #expect(checks.allSatisfy { Set($0.keys) == ["name", "outcome", "detail"] })
+        #expect(
+            checks.map { $0["name"] as? String ?? "" } == [
+                "sign_in", "id_token", "claims", "scopes", "access_token_lifetime", "refresh_token", "refresh", "userinfo", "revocation", "dpop",
+            ]
+        )
+    }
+}
