@@ -148,50 +148,76 @@ manual_generator() {
     echo "$(swift build --show-bin-path)/generate-manual"
 }
 
-# Runs the Swift tests as $AUTHGATE_TEST_SHARDS (default 4) test processes at once, each given
-# whole suites (the largest first, each to the shard with the fewest tests so far), and prints
-# each shard's output as it ends. Why processes: a process-level test blocks its thread while
-# it waits for a child process or a socket, and Swift's cooperative pool has one thread per
-# core, so one test process runs two such tests at a time on this 2-core machine however idle
-# the CPU is. The test bundle is run directly (what `swift test --skip-build` runs, without
-# SwiftPM's seconds of planning per process). Fails when any shard fails.
+# Runs the Swift tests: the unit tests (every target but AuthGateSystemTests: in process, seconds)
+# in one test process, beside $AUTHGATE_TEST_SHARDS (default 4) processes of system tests, each
+# given whole suites balanced by measured time: the longest suite first, each to the shard with
+# the least time so far. The times are in Tests/suite-seconds, each suite run alone
+# (`scripts/test --measure-suites` measures them again; a suite not there counts 2 s): in a
+# shard the suites run side by side, so what one takes there says little. Why processes: a
+# process-level test blocks its thread while it waits for a child process or a socket, and
+# Swift's cooperative pool has one thread per core, so one test process runs two such tests at
+# a time on this 2-core machine however idle the CPU is (and an in-process async test beside
+# them waits for a free thread, which is why the unit tests have a process of their own). The
+# test bundle is run directly (what `swift test --skip-build` runs, without SwiftPM's seconds of
+# planning per process). Fails when any process fails.
 run_test_shards() {
-    local shards="${AUTHGATE_TEST_SHARDS:-4}" bundle logs list index status=0
+    local shards="${AUTHGATE_TEST_SHARDS:-4}" bundle logs list index status=0 times
     bundle="$(swift build --show-bin-path)/authgatePackageTests.xctest"
     list="$("$bundle" --testing-library swift-testing --list-tests)"
-    local suites counts=() patterns=() pids=() suite size smallest
-    mapfile -t suites < <(sed 's|/.*||' <<<"$list" | sort | uniq -c | sort -rn | awk '{print $2}')
-    for ((index = 0; index < shards; index++)); do counts[index]=0; patterns[index]=""; done
-    for suite in "${suites[@]}"; do
-        size="$(grep -c "^$suite/" <<<"$list")"
-        smallest=0
-        for ((index = 1; index < shards; index++)); do
-            [ "${counts[index]}" -lt "${counts[smallest]}" ] && smallest=$index
-        done
-        counts[smallest]=$((counts[smallest] + size))
-        patterns[smallest]="${patterns[smallest]:+${patterns[smallest]}|}$suite/"
-    done
-    echo "==> testing: $(wc -l <<<"$list") tests in ${#suites[@]} suites, $shards processes" >&2
+    times="Tests/suite-seconds"
+    local patterns=() names=() pids=() suite shard
+    for ((index = 0; index < shards; index++)); do patterns[index]=""; names[index]="system tests $((index + 1)) of $shards"; done
+    patterns[shards]="AuthGateCoreTests\\.|AuthGateDaemonTests\\.|AuthGateToolsTests\\."
+    names[shards]="unit tests (AuthGateCoreTests, AuthGateDaemonTests, AuthGateToolsTests)"
+    # "SECONDS SUITE" per suite of the bundle, the longest first, then each to the lightest shard.
+    while read -r shard suite; do
+        patterns[shard]="${patterns[shard]:+${patterns[shard]}|}$suite/"
+    done < <(sed -n 's|^\(AuthGateSystemTests\.[^/]*\)/.*|\1|p' <<<"$list" | sort -u \
+        | awk -v times="$times" 'BEGIN { while ((getline line < times) > 0) { split(line, f, " "); t[f[2]] = f[1] } }
+            { print (($1 in t) ? t[$1] : 2), $1 }' \
+        | sort -k1,1gr -k2 \
+        | awk -v shards="$shards" '{ best = 0; for (i = 1; i < shards; i++) if (load[i] < load[best]) best = i
+            load[best] += $1; print best, $2 }')
+    echo "==> testing: $(wc -l <<<"$list") tests; the system tests in $shards processes balanced by the suites' times in $times" >&2
     logs="$(mktemp -d)"
-    for ((index = 0; index < shards; index++)); do
+    for ((index = 0; index <= shards; index++)); do
         [ -n "${patterns[index]}" ] || continue
-        # A shard takes under a minute; one that hangs fails the run instead of holding it.
+        # A shard takes about two minutes; one that hangs fails the run instead of holding it.
         timeout --kill-after=10 "${AUTHGATE_SHARD_TIMEOUT:-600}" \
-            "$bundle" --testing-library swift-testing --filter "^(${patterns[index]})" >"$logs/$index.log" 2>&1 &
+            "$bundle" --testing-library swift-testing --filter "^(${patterns[index]})" \
+            >"$logs/$index.log" 2>&1 &
         pids[index]=$!
     done
     for index in "${!pids[@]}"; do
         local code=0
         wait "${pids[index]}" || code=$?
-        echo "==> test shard $((index + 1)) of $shards: ${patterns[index]//|/ }" >&2
+        echo "==> ${names[index]}: ${patterns[index]//|/ }" >&2
         cat "$logs/$index.log"
         if [ "$code" -ne 0 ]; then
             status=1
             if [ "$code" -eq 124 ] || [ "$code" -eq 137 ]; then
-                echo "test shard $((index + 1)) did not finish within ${AUTHGATE_SHARD_TIMEOUT:-600} s: a test hangs (the last one started above without an end)" >&2
+                echo "${names[index]} did not finish within ${AUTHGATE_SHARD_TIMEOUT:-600} s: a test hangs (the last one started above without an end)" >&2
             fi
         fi
     done
     rm -rf "$logs"
     return "$status"
+}
+
+# Runs each suite of the system tests alone, one after another, and writes how long each took
+# to Tests/suite-seconds, which run_test_shards balances its processes by (scripts/test
+# --measure-suites; about six minutes). Commit the file when the times have moved.
+measure_suite_times() {
+    local bundle suite start code out="Tests/suite-seconds.new"
+    bundle="$(swift build --show-bin-path)/authgatePackageTests.xctest"
+    : >"$out"
+    while read -r suite; do
+        start="$(date +%s.%N)"
+        code=0
+        timeout --kill-after=10 600 "$bundle" --testing-library swift-testing --filter "^$suite/" >/dev/null 2>&1 || code=$?
+        awk -v s="$start" -v e="$(date +%s.%N)" -v n="$suite" 'BEGIN { printf "%.1f %s\n", e - s, n }' | tee -a "$out" >&2
+        [ "$code" -eq 0 ] || echo "note: $suite failed (exit $code) while it was measured" >&2
+    done < <("$bundle" --testing-library swift-testing --list-tests | sed -n 's|^\(AuthGateSystemTests\.[^/]*\)/.*|\1|p' | sort -u)
+    sort -k2 "$out" >Tests/suite-seconds
+    rm -f "$out"
 }

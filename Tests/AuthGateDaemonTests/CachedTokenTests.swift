@@ -21,128 +21,8 @@ private let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler
 struct CachedTokenTests {
     // MARK: The scanner
 
-    private func scan(_ line: String) -> PlainTokenRequest? {
+    func scan(_ line: String) -> PlainTokenRequest? {
         Array(line.utf8).withUnsafeBytes { PlainTokenRequest($0) }
-    }
-
-    @Test(
-        "plain token lines are read exactly as the JSON decoder reads them",
-        arguments: [
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"id":42,"jsonrpc":"2.0","method":"token","params":{"provider":"corp","session":"work"}}"#,
-            #" { "params" : { "min_valid_seconds" : 300 , "provider" : "corp" } , "method" : "token" , "jsonrpc" : "2.0" , "id" : "a-1" } "#,
-            #"{"jsonrpc":"2.0","id":-7,"method":"token","params":{"provider":"mock","force_refresh":false,"min_valid_seconds":0}}"#,
-            "{\"jsonrpc\":\"2.0\",\t\"id\":123456789012345678,\r\"method\":\"token\",\"params\":{\"provider\":\"mock\",\"min_valid_seconds\":86400}}",
-            #"{"jsonrpc":"2.0","id":"x/y z","method":"token","params":{"provider":"m","session":"Default.2"}}"#,
-        ]
-    )
-    func acceptedLines(_ line: String) throws {
-        let request = try #require(scan(line), "the scanner should accept \(line)")
-        let decoded = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(line.utf8))
-        let params = try #require(try decoded.params.get() as? TokenParams)
-        #expect(decoded.envelope.method == "token" && decoded.envelope.jsonrpc == "2.0")
-        #expect(request.target == .session(provider: params.provider, session: params.session))
-        #expect(request.minimumValidity == params.minValidSeconds)
-        #expect(params.forceRefresh != true && params.scopes == nil && params.resource == nil)
-        // The id is echoed as sent; it must mean what the dispatcher's re-encoded id means.
-        let echoed = try RPCCoding.makeDecoder().decode(RPCID.self, from: Data(request.id))
-        #expect(echoed == decoded.envelope.id)
-    }
-
-    @Test(
-        "anything else goes to the full decoder",
-        arguments: [
-            "",
-            "[]",
-            #"{"jsonrpc":"2.0","id":1,"method":"status","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"1.0","id":1,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","method":"token","params":{"provider":"mock"}}"#,  // a notification
-            #"{"jsonrpc":"2.0","id":null,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token"}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"\u006dock"}}"#,  // an escape
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"möck"}}"#,  // not ASCII
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","scopes":[]}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":true}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":86401}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":1.5}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","min_valid_seconds":"5"}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","provider":"corp"}}"#,
-            #"{"jsonrpc":"2.0","id":1,"id":2,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":1.0,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":1e3,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":01,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":-0,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":1234567890123456789,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"},"extra":1}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}} x"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock",}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock","force_refresh":falsey}}"#,
-            #"{"jsonrpc":"2.0","id":1,"method":"token","params":["mock"]}"#,
-        ]
-    )
-    func refusedLines(_ line: String) {
-        #expect(scan(line) == nil)
-    }
-
-    @Test(
-        "plain credential.get lines are read exactly as the JSON decoder reads them",
-        arguments: [
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"git.example.com","min_valid_seconds":60,"tool":"git"}}"#,
-            #"{"params":{"tool":"docker","host":"Registry.example.com:5000"},"method":"credential.get","id":"d","jsonrpc":"2.0"}"#,
-            #" { "jsonrpc" : "2.0" , "id" : 3 , "method" : "credential.get" , "params" : { "host" : "[::1]:443" , "tool" : "git" , "min_valid_seconds" : 0 } } "#,
-        ]
-    )
-    func acceptedCredentialLines(_ line: String) throws {
-        let request = try #require(scan(line), "the scanner should accept \(line)")
-        let decoded = try RPCCoding.makeDecoder().decode(DecodedRequest.self, from: Data(line.utf8))
-        let params = try #require(try decoded.params.get() as? CredentialParams)
-        #expect(decoded.envelope.method == "credential.get")
-        #expect(request.target == .credential(host: params.host, tool: params.tool))
-        #expect(request.minimumValidity == params.minValidSeconds)
-        #expect(try RPCCoding.makeDecoder().decode(RPCID.self, from: Data(request.id)) == decoded.envelope.id)
-    }
-
-    @Test(
-        "a credential.get line with any other member, or a token line with credential.get's, goes to the full decoder",
-        arguments: [
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","path":"org/repo","tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","tool":"git","username":"me"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","session":"work","tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"force_refresh":false,"host":"h.example.com","tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","provider":"mock","tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"host":"h.example.com","tool":"git","tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"credential.get","params":{"provider":"mock"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"token","params":{"host":"h.example.com","tool":"git"}}"#,
-            #"{"id":1,"jsonrpc":"2.0","method":"token","params":{"provider":"mock","tool":"git"}}"#,
-        ]
-    )
-    func refusedCredentialLines(_ line: String) {
-        #expect(scan(line) == nil)
-    }
-
-    // MARK: Which provider answers credential.get
-
-    private func claim(
-        _ provider: String,
-        _ hosts: [String],
-        tools: [String] = ["git", "docker"],
-        paths: [String] = [],
-        authType: ProviderConfiguration.CredentialHelper.AuthType = .basic,
-        open: Bool = true
-    ) -> CredentialRoutes.Claim {
-        CredentialRoutes.Claim(
-            provider: provider,
-            helper: .init(hosts: hosts, username: "u-\(provider)", tools: tools, paths: paths, authType: authType),
-            open: open
-        )
-    }
-
-    private func route(_ routes: [CredentialRoutes.Key: CredentialRoutes.Route], _ host: String, _ tool: String = "git") -> String? {
-        CredentialRoutes.key(host: host, tool: tool).flatMap { routes[$0]?.provider }
     }
 
     @Test("a host routes to the one provider that lists it for the tool; the scheme's default port is the same as none")
@@ -255,20 +135,20 @@ struct CachedTokenTests {
 
     // MARK: Published tokens follow the session manager
 
-    private let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
+    let key = SessionKey(uid: 1000, provider: ProviderID("mock")!, name: .default)
 
-    private func plainLine(minimumValidity: Int? = nil) -> ByteBuffer {
+    func plainLine(minimumValidity: Int? = nil) -> ByteBuffer {
         let extra = minimumValidity.map { #","min_valid_seconds":\#($0)"# } ?? ""
         return ByteBuffer(string: #"{"jsonrpc":"2.0","id":9,"method":"token","params":{"provider":"mock"\#(extra)}}"#)
     }
 
-    private func answers(_ broadcast: SessionBroadcast, open: [RegisteredProvider]) -> CachedTokenAnswers {
+    func answers(_ broadcast: SessionBroadcast, open: [RegisteredProvider]) -> CachedTokenAnswers {
         let providers = OpenProviders()
         providers.update(open)
         return CachedTokenAnswers(tokens: broadcast.published, providers: providers)
     }
 
-    private func mockProvider(id: String = "mock", access: String = "", now: @escaping @Sendable () -> Date = { Date() }) -> RegisteredProvider {
+    func mockProvider(id: String = "mock", access: String = "", now: @escaping @Sendable () -> Date = { Date() }) -> RegisteredProvider {
         let json = #"{"type":"mock","users":[{"username":"u","password":"p-password-1"}],"access_token_lifetime_seconds":60\#(access)}"#
         return RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(json.utf8), id: id, file: "\(id).json"), now: now, logger: quiet)
     }
@@ -494,102 +374,4 @@ struct CachedTokenTests {
         #expect(!open.contains("mock"), "a provider gone from the registry is gone from the set")
     }
 
-    // MARK: Through the daemon's socket
-
-    @Test("through the socket: the cached answer is the dispatcher's line, keeps request order, and ends with the session")
-    func throughTheSocket() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.slowMock(100), "short.json": Providers.shortLivedMock(30)])
-        let connection = try daemon.connect()
-        let login = #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#
-        _ = try exchange(connection, login)
-        // The first call goes through the dispatcher and publishes; the second is answered from
-        // the cache; the third is the same request spelt with an escape, which only the full
-        // decoder reads. All three lines must be identical.
-        // daemon.info counts the answers given on the event loop (shown to root, an administrator).
-        func cachedAnswers() throws -> Int? {
-            (try exchange(daemon.connect(), #"{"jsonrpc":"2.0","id":0,"method":"daemon.info"}"#).result as? [String: Any])?["cached_token_answers"] as? Int
-        }
-        let plain = #"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"mock"}}"#
-        #expect(try cachedAnswers() == 0)
-        let viaDispatcher = try connection.callRaw(plain)
-        #expect(try cachedAnswers() == 0, "the first call goes through the dispatcher, which publishes")
-        let cached = try connection.callRaw(plain)
-        #expect(try cachedAnswers() == 1, "the second is answered from the published token")
-        let escaped = try connection.callRaw(#"{"jsonrpc":"2.0","id":5,"method":"token","params":{"provider":"\u006dock"}}"#)
-        #expect(try cachedAnswers() == 1, "a spelling only the decoder reads goes through the dispatcher")
-        #expect(viaDispatcher.contains("mock_at_"))
-        #expect(cached == viaDispatcher)
-        #expect(escaped == viaDispatcher)
-        let stringID = try connection.callRaw(#"{"jsonrpc":"2.0","id":"x-1","method":"token","params":{"provider":"mock"}}"#)
-        #expect(stringID == viaDispatcher.replacingOccurrences(of: #"{"id":5,"#, with: #"{"id":"x-1","#))
-        #expect(try cachedAnswers() == 2)
-        func accessToken(_ reply: [String: Any]) -> String? { (reply.result as? [String: Any])?["access_token"] as? String }
-        let first = try #require(accessToken(try exchange(connection, plain)))
-
-        // Pipelined: a cached token, a slow sign-in that replaces the session, then two tokens.
-        // The answers come in order, and the tokens after the sign-in are the new session's.
-        let pipelined = [
-            #"{"jsonrpc":"2.0","id":10,"method":"token","params":{"provider":"mock"}}"#,
-            login.replacingOccurrences(of: #""id":1"#, with: #""id":11"#),
-            #"{"jsonrpc":"2.0","id":12,"method":"token","params":{"provider":"mock"}}"#,
-            #"{"jsonrpc":"2.0","id":13,"method":"token","params":{"provider":"mock"}}"#,
-        ]
-        try connection.send(Array((pipelined.joined(separator: "\n") + "\n").utf8))
-        let replies = try (0..<4).map { _ in try readReply(connection) }
-        #expect(replies.map { $0["id"] as? Int } == [10, 11, 12, 13])
-        #expect(accessToken(replies[0]) == first)
-        let second = try #require(accessToken(replies[2]))
-        #expect(second != first, "the sign-in replaced the session before the next token was answered")
-        #expect(accessToken(replies[3]) == second)
-        #expect(accessToken(try exchange(connection, plain)) == second)
-
-        // Signed out on another connection: the cached token is gone for this one too.
-        let other = try daemon.connect()
-        #expect(
-            (try exchange(other, #"{"jsonrpc":"2.0","id":20,"method":"logout","params":{"provider":"mock"}}"#).result as? [String: Any])?["removed"] as? Bool
-                == true
-        )
-        #expect(try exchange(connection, plain).errorReason == "login_required")
-
-        // A token that will not last long enough is refreshed, not served from the cache.
-        _ = try exchange(connection, login.replacingOccurrences(of: #""mock""#, with: #""short""#))
-        let short = #"{"jsonrpc":"2.0","id":30,"method":"token","params":{"provider":"short","min_valid_seconds":20}}"#
-        let before = try #require(accessToken(try exchange(connection, short)))
-        #expect(accessToken(try exchange(connection, short)) == before)
-        let longer = try #require(accessToken(try exchange(connection, short.replacingOccurrences(of: ":20}", with: ":40}"))))
-        #expect(longer != before)
-        #expect(accessToken(try exchange(connection, short)) == longer, "the old token is not served after the refresh")
-        #expect(!daemon.logText.contains(before) && !daemon.logText.contains(longer))
-    }
-
-    @Test(
-        "through the socket: a reload that adds access rules or breaks the provider ends the cached answers at once (and the sessions of those it no longer admits)"
-    )
-    func reloadEndsCachedAnswers() throws {
-        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
-        let connection = try daemon.connect()
-        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
-        let plain = #"{"jsonrpc":"2.0","id":2,"method":"token","params":{"provider":"mock"}}"#
-        #expect(try exchange(connection, plain).result != nil)
-        #expect(try exchange(connection, plain).result != nil, "answered from the cache now")
-
-        // Only `nobody` may use it now: the caller (not nobody) is refused, session or not.
-        let restricted = Providers.mock.replacingOccurrences(of: #""type": "mock","#, with: #""type": "mock", "access": {"users": ["nobody"]},"#)
-        #expect(restricted != Providers.mock)
-        try Data(restricted.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
-        #expect(try daemon.cli(["reload"]).status == 0)
-        #expect(try exchange(connection, plain).errorReason == "permission_denied")
-
-        // Back to open: the session did not survive the narrowing (issue 26 item 2), so a sign-in
-        // first; then an invalid file makes it unusable.
-        try Data(Providers.mock.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
-        #expect(try daemon.cli(["reload"]).status == 0)
-        #expect(try exchange(connection, plain).errorReason == "login_required")
-        _ = try exchange(connection, #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
-        #expect(try exchange(connection, plain).result != nil)
-        #expect(try exchange(connection, plain).result != nil)
-        try Data(#"{"type": "mock", "latency": 1}"#.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
-        _ = try daemon.cli(["reload"])
-        #expect(try exchange(connection, plain).errorReason == "provider_unavailable")
-    }
 }
