@@ -93,48 +93,24 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Print JSON for scripts instead of text.")
     var json = false
 
-    /// Connects to the daemon, calls `method`, and turns any failure into a clear message and exit status.
+    /// Calls `method` on the daemon (``DaemonConnection``): a failure is one sentence and the
+    /// exit status of its class.
     func call<Params: Encodable, Result: Decodable>(
         _ method: RPCMethod,
         _ params: Params,
         as: Result.Type = Result.self,
         progress: String? = nil
     ) throws -> Result {
-        try Daemon.call(method, params, as: Result.self, socket: socket, json: json, progress: progress)
-    }
-
-    /// Prints `value` as JSON on stdout.
-    func printJSON<Value: Encodable>(_ value: Value) throws {
-        try Daemon.printJSON(value)
-    }
-}
-
-/// The daemon as the CLI talks to it.
-enum Daemon {
-    /// Connects to the daemon (at `socket`, else where it is usually found), calls `method`,
-    /// and turns any failure into a clear message and exit status.
-    static func call<Params: Encodable, Result: Decodable>(
-        _ method: RPCMethod,
-        _ params: Params,
-        as: Result.Type = Result.self,
-        socket: String?,
-        json: Bool,
-        progress: String? = nil
-    ) throws -> Result {
-        let path = socket ?? SocketLocation.forClient()
-        let spinner = progress.flatMap { json ? nil : Spinner(message: $0) }
-        defer { spinner?.stop() }
         do {
-            return try AuthGateClient(socketPath: path).callBlocking(method, params, as: Result.self)
+            return try DaemonConnection(socket: socket, json: json).call(method, params, as: Result.self, progress: progress)
         } catch {
-            spinner?.stop()
-            throw CLIError(error, json: json)
+            // As CLIError: the commands that say more about a failed call catch that.
+            throw CLIError(error)
         }
     }
 
     /// Prints `value` as JSON on stdout.
-    static func printJSON<Value: Encodable>(_ value: Value) throws {
-        let data = try RPCCoding.makeEncoder().encode(value)
-        print(String(decoding: data, as: UTF8.self))
+    func printJSON<Value: Encodable>(_ value: Value) throws {
+        try DaemonConnection.printJSON(value)
     }
 }

@@ -107,7 +107,8 @@ struct DockerCredential: ParsableCommand {
                 print(notFound)
                 throw ExitCode(1)
             }
-            let removed = try Daemon.call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self, socket: socket, json: false).removed
+            let removed = try DaemonConnection(socket: socket, json: false).call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self)
+                .removed
             Terminal.writeError(
                 removed
                     ? "authgate: signed out of \(Terminal.safe(mapping.provider)) (docker logout \(Terminal.safe(host))).\n"

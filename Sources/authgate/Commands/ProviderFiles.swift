@@ -45,12 +45,11 @@ struct ProviderFiles: ParsableCommand {
         func directory(_ global: GlobalOptions) throws -> String {
             if let providersDir { return providersDir }
             do {
-                return try Daemon.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self, socket: global.socket, json: global.json).configDir
-            } catch let error as CLIError {
-                throw CLIError(
-                    message:
-                        "\(error.message)\nWithout the daemon, authgate cannot tell which providers directory it reads: start it, or pass --providers-dir DIR.",
-                    exitCode: error.exitCode
+                return try DaemonConnection(socket: global.socket, json: global.json).call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir
+            } catch {
+                throw ToolFailure(
+                    "\(error.description)\nWithout the daemon, authgate cannot tell which providers directory it reads: start it, or pass --providers-dir DIR.",
+                    status: error.status
                 )
             }
         }
@@ -150,7 +149,7 @@ struct ProviderFiles: ParsableCommand {
                 throw CLIError(message: "\(Terminal.safe(error.description)) [provider_file.unreadable]", exitCode: ExitStatus.inputRefused)
             }
             // The files are read here; the daemon adds what it made of them, when it can be asked.
-            let loaded = try? Daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self, socket: global.socket, json: false)
+            let loaded = try? DaemonConnection(socket: global.socket, json: false).call(.providersList, EmptyResult(), as: [ProviderInfo].self)
             let listings = reports.map { report in
                 let info = loaded?.first { $0.id == report.id }
                 return Listing(

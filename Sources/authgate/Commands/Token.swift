@@ -142,7 +142,7 @@ struct Token: ParsableCommand {
     /// PROVIDER`'s fast path, which does not parse arguments (see ``AuthGate/main()``).
     static func printToken(_ params: TokenParams, socket: String?, json: Bool) throws {
         if json {
-            return try Daemon.printJSON(Daemon.call(.token, params, as: TokenResult.self, socket: socket, json: json))
+            return try DaemonConnection.printJSON(DaemonConnection(socket: socket, json: json).call(.token, params, as: TokenResult.self))
         }
         if let reply = plainCall(params, socket: socket) {
             if let token = RPCLine.bareAccessToken(in: reply) { return print(token) }
@@ -154,7 +154,7 @@ struct Token: ParsableCommand {
         }
         // Only the token is printed, so only the token is decoded: decoding `expires_at` as a
         // date also loaded the local time zone (docs/BENCHMARKS.md, "What was optimised").
-        print(try Daemon.call(.token, params, as: BareToken.self, socket: socket, json: json).accessToken.exposedValue)
+        print(try DaemonConnection(socket: socket, json: json).call(.token, params, as: BareToken.self).accessToken.exposedValue)
     }
 
     /// `authgate token PROVIDER` without the JSON encoder: the plain request line of ``RPCLine``.
