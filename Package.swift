@@ -109,7 +109,8 @@ let package = Package(
         ),
         // The CLI's logic, tested in process (AuthGateToolsTests): the terminal, the token file
         // the sink and exec write, exec's supervisor, the sink's --on-change runner, the ID
-        // token's claims, the QR code. The `authgate` executable parses commands and calls it.
+        // token's claims, the QR code, the daemon call, a registered client's files. The
+        // `authgate` executable parses commands and calls it.
         .target(
             name: "AuthGateTools",
             dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "CLinux"],

@@ -377,7 +377,7 @@ struct ProviderFiles: ParsableCommand {
             try deregister(id: id, directory: directory)
             do {
                 try ProviderFileStore.remove(id: id, directory: directory)
-                ProviderRegistrationFiles.removeFiles(id: id, directory: directory)
+                RegisteredClientFiles.removeFiles(id: id, directory: directory)
             } catch {
                 throw CLIError(
                     message: "\(error.message) [\(error.code)]",

@@ -22,23 +22,6 @@ enum ProviderRegistrationFiles {
     /// per sign-in.
     static let loopbackRedirectURI = "http://127.0.0.1/callback"
 
-    /// `ID.registration`: JSON, 0600.
-    struct Record: Codable {
-        var clientID: String
-        var registrationClientURI: String
-        var registrationAccessToken: String
-        var registrationEndpoint: String
-        var caFile: String?
-
-        enum CodingKeys: String, CodingKey {
-            case clientID = "client_id"
-            case registrationClientURI = "registration_client_uri"
-            case registrationAccessToken = "registration_access_token"
-            case registrationEndpoint = "registration_endpoint"
-            case caFile = "ca_file"
-        }
-    }
-
     /// The grants to register when none are given: the browser sign-in, and the device code
     /// grant when the provider offers it.
     static func defaultGrants(_ offer: ProviderOffer) -> [Grant] {
@@ -61,19 +44,13 @@ enum ProviderRegistrationFiles {
         return token
     }
 
-    /// An absolute form of the providers directory, for the `client_secret_file` the provider
-    /// file names.
-    static func absolute(_ directory: String) -> String {
-        directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory
-    }
-
     /// Deletes the client of `ID.registration` at the provider, through the daemon; nothing to do
     /// without that file.
     /// - Returns: the client id deleted, `nil` without a registration file.
     static func deregister(_ global: GlobalOptions, id: ProviderID, directory: String) throws -> String? {
         let path = ProviderFileStore.registrationPath(id: id.rawValue, directory: directory)
         guard FileManager.default.fileExists(atPath: path) else { return nil }
-        guard let record = record(id: id, directory: directory) else {
+        guard let record = RegisteredClientFiles.record(id: id, directory: directory) else {
             throw CLIError(
                 message:
                     "\(path) is not a registration file authgate wrote; nothing was removed. Pass --force to remove the files without deleting the client at the provider. [provider_file.invalid]",
@@ -83,15 +60,9 @@ enum ProviderRegistrationFiles {
         return try deregister(global, record)
     }
 
-    /// What `ID.registration` holds; `nil` when there is no such file or it is not one authgate wrote.
-    static func record(id: ProviderID, directory: String) -> Record? {
-        FileManager.default.contents(atPath: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory))
-            .flatMap { try? JSONDecoder().decode(Record.self, from: $0) }
-    }
-
     /// Deletes the client of `record` at the provider, through the daemon.
     /// - Returns: the client id deleted.
-    static func deregister(_ global: GlobalOptions, _ record: Record) throws -> String {
+    static func deregister(_ global: GlobalOptions, _ record: RegisteredClientFiles.Record) throws -> String {
         _ = try global.call(
             .providerDeregister,
             ProviderDeregisterParams(
@@ -103,17 +74,6 @@ enum ProviderRegistrationFiles {
             progress: "Deleting the client at the provider…"
         )
         return record.clientID
-    }
-
-    /// Removes `ID.registration`, `ID.client-secret` and `ID.key` where they exist.
-    static func removeFiles(id: ProviderID, directory: String) {
-        for path in [
-            ProviderFileStore.registrationPath(id: id.rawValue, directory: directory),
-            ProviderFileStore.clientSecretPath(id: id.rawValue, directory: directory),
-            ProviderFileStore.clientKeyPath(id: id.rawValue, directory: directory),
-        ] {
-            unlink(path)
-        }
     }
 }
 
@@ -145,10 +105,10 @@ extension ProviderFiles.Add {
         let id = ProviderID(name)?.rawValue ?? name
         if privateKeyJWT {
             draft.clientAuth = "private_key_jwt"
-            draft.clientKeyFile = ProviderFileStore.clientKeyPath(id: id, directory: ProviderRegistrationFiles.absolute(directory))
+            draft.clientKeyFile = ProviderFileStore.clientKeyPath(id: id, directory: RegisteredClientFiles.absolute(directory))
             draft.clientKeyID = "registered-by-provider-add"
         } else {
-            draft.clientSecretFile = ProviderFileStore.clientSecretPath(id: id, directory: ProviderRegistrationFiles.absolute(directory))
+            draft.clientSecretFile = ProviderFileStore.clientSecretPath(id: id, directory: RegisteredClientFiles.absolute(directory))
         }
     }
 
@@ -204,7 +164,7 @@ extension ProviderFiles.Add {
         }
         // --force over a client `add --register` made: it is deleted at the provider once the
         // new one is written, so replacing the file leaves no client behind.
-        let earlier = force ? ProviderRegistrationFiles.record(id: id, directory: directory) : nil
+        let earlier = force ? RegisteredClientFiles.record(id: id, directory: directory) : nil
         let registration = try global.call(.providerRegister, params, as: ProviderRegistration.self, progress: "Registering a client…")
         draft.clientID = registration.clientID
         // The provider may register fewer grants than asked (RFC 7591 §3.2.1 answers what it
@@ -251,69 +211,21 @@ extension ProviderFiles.Add {
         try ProviderFiles.reload(global, id: id, directory: directory, added: true)
     }
 
-    /// The secret file, the registration file, then the provider file. Without `--force` none
-    /// replaces a file (two concurrent adds: one wins, the other is refused and deletes its
-    /// client); with it, each file replaced is kept aside until the provider file is written.
-    /// When a later file cannot be written, the files this command wrote go and the ones it
-    /// replaced come back, so the earlier provider file still finds its own.
+    /// The registered client's files (``RegisteredClientFiles/write(_:registration:id:directory:caFile:force:readableBy:)``).
     private func write(_ draft: ProviderFileDraft, registration: ProviderRegistration, id: ProviderID, directory: String) throws {
-        var draft = draft
-        // The placeholders of prepareRegistration: what the provider issued takes their place.
-        (draft.clientSecretFile, draft.clientAuth, draft.clientKeyFile, draft.clientKeyID) = (nil, nil, nil, nil)
-        let reader = try daemonReader()
-        var written: [String] = []
-        var replaced: [(target: String, kept: String)] = []
-        // The daemon reads the secret and the key; the registration file is the CLI's alone.
-        func put(_ text: String, at path: String, forDaemon: Bool = true) throws(ProviderFileError) {
-            let kept = path + ".replaced-\(getpid())"
-            if force, link(path, kept) == 0 { replaced.append((path, kept)) }
-            try ProviderFileStore.writePrivate(text, to: path, directory: directory, replacing: force, readableBy: forDaemon ? reader : nil)
-            written.append(path)
-        }
-        do throws(ProviderFileError) {
-            if let secret = registration.clientSecret {
-                let path = ProviderFileStore.clientSecretPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
-                try put(secret, at: path)
-                draft.clientSecretFile = path
-            }
-            if let pem = registration.clientKeyPEM, let keyID = registration.clientKeyID {
-                let path = ProviderFileStore.clientKeyPath(id: id.rawValue, directory: ProviderRegistrationFiles.absolute(directory))
-                try put(pem, at: path)
-                (draft.clientAuth, draft.clientKeyFile, draft.clientKeyID) = ("private_key_jwt", path, keyID)
-            }
-            if let uri = registration.registrationClientURI, let token = registration.registrationAccessToken {
-                let record = ProviderRegistrationFiles.Record(
-                    clientID: registration.clientID,
-                    registrationClientURI: uri,
-                    registrationAccessToken: token,
-                    registrationEndpoint: registration.registrationEndpoint,
-                    caFile: caFile
-                )
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-                let text = String(decoding: (try? encoder.encode(record)) ?? Data(), as: UTF8.self) + "\n"
-                try put(text, at: ProviderFileStore.registrationPath(id: id.rawValue, directory: directory), forDaemon: false)
-            }
-            // Checked again as registered: a provider that issued no secret for a client
-            // credentials client leaves a file the daemon would refuse.
-            let report = draft.check(id: id.rawValue, directory: directory)
-            guard report.configuration != nil else {
-                throw ProviderFileError(
-                    "provider_file.invalid",
-                    "The registered client cannot be used as asked, so no file was written: "
-                        + report.problems.map { Terminal.safe($0.description) }.joined(separator: "; ")
-                )
-            }
-            try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
-        } catch {
-            for path in written { unlink(path) }
-            for file in replaced { rename(file.kept, file.target) }
-            throw CLIError(
-                message: "\(error.message) [\(error.code)]",
-                exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError
+        do {
+            try RegisteredClientFiles.write(
+                draft,
+                registration: registration,
+                id: id,
+                directory: directory,
+                caFile: caFile,
+                force: force,
+                readableBy: try daemonReader()
             )
+        } catch let failure as ToolFailure {
+            throw CLIError(failure)
         }
-        for file in replaced { unlink(file.kept) }
     }
 
     /// The group the secret files are given to: the daemon's, when root writes them for a
