@@ -48,7 +48,9 @@ struct GitCredential: ParsableCommand {
         switch operation {
         case "configure", "unconfigure":
             guard let host else { throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST") }
-            try GitConfiguration.apply(configure: operation == "configure", host: host, useHttpPath: useHttpPath)
+            let done = try GitConfiguration.apply(configure: operation == "configure", host: host, useHttpPath: useHttpPath)
+            print(done.output, terminator: "")
+            if let note = done.note { Terminal.writeError("authgate: \(note)\n") }
         default:
             guard host == nil, !useHttpPath else { throw ValidationError("a host and --use-http-path are for configure and unconfigure") }
             try Self.perform(operation, socket: global.socket, verbose: verbose)
@@ -137,78 +139,6 @@ struct GitCredential: ParsableCommand {
             )
         default:
             say("\(operation): nothing to do (the daemon keeps the session)")  // store
-        }
-    }
-}
-
-/// `authgate git-credential configure|unconfigure HOST`: the git config lines
-/// docs/INTEGRATIONS.md shows, written and removed with `git config --global` (git run as a
-/// child process).
-enum GitConfiguration {
-    /// The lines for `host`, as `git config` arguments, and what `unconfigure` matches to
-    /// remove them: the empty helper (a reset: helpers configured for every host, such as
-    /// `cache` or `libsecret`, are not asked for this one, nor told to store its token), then
-    /// `authgate`.
-    static func apply(configure: Bool, host text: String, useHttpPath: Bool) throws {
-        guard let host = CredentialHost.normalize(text) else {
-            throw CLIError(
-                message: "\(Terminal.safe(text)) is not a host: give host or host:port, without a scheme or path [invalid_params]",
-                exitCode: ExitStatus.inputRefused
-            )
-        }
-        let helperKey = "credential.https://\(host).helper"
-        let pathKey = "credential.https://\(host).useHttpPath"
-        // Removes this helper's lines (an `authgate …` helper and the reset) and nothing else;
-        // status 5: there were none.
-        try git(["config", "--global", "--unset-all", helperKey, "^(authgate( .*)?|!.* git-credential( .*)?)?$"], allowing: [5])
-        if useHttpPath { try git(["config", "--global", "--unset-all", pathKey], allowing: [5]) }
-        guard configure else {
-            return Terminal.writeError("authgate: removed git's credential lines for https://\(host)\(useHttpPath ? ", and its useHttpPath" : "").\n")
-        }
-        var lines = [["config", "--global", "--add", helperKey, ""], ["config", "--global", "--add", helperKey, helperLine()]]
-        if useHttpPath { lines.append(["config", "--global", pathKey, "true"]) }
-        for line in lines {
-            try git(line, allowing: [])
-            print("git " + line.map { $0.isEmpty ? "''" : $0 }.joined(separator: " "))
-        }
-    }
-
-    /// The helper as git will find it: `authgate` (git runs `git-credential-authgate`) when that
-    /// link is on PATH, else this very program by its absolute path (`!'/path/authgate'
-    /// git-credential`, which git runs through the shell), so that the line works wherever the
-    /// CLI is installed, links or not.
-    static func helperLine(path: String = ProcessEnvironment.value("PATH") ?? "") -> String {
-        let linked = path.split(separator: ":").contains { access("\($0)/\(GitCredential.name)", X_OK) == 0 }
-        if linked { return "authgate" }
-        guard let program = realpath("/proc/self/exe", nil) else { return "authgate" }
-        defer { free(program) }
-        let quoted = String(cString: program).replacing("'", with: "'\\''")
-        return "!'\(quoted)' git-credential"
-    }
-
-    /// Runs `git ARGUMENTS` with this process's stdin, stdout and stderr, and waits for it.
-    /// - Parameter allowing: Exit statuses other than 0 that are not a failure.
-    private static func git(_ arguments: [String], allowing: Set<Int32>) throws {
-        let argv: [UnsafeMutablePointer<CChar>?] = (["git"] + arguments).map { strdup($0) } + [nil]
-        defer { for item in argv { free(item) } }
-        var pid: pid_t = 0
-        let failed = posix_spawnp(&pid, "git", nil, nil, argv, environ)
-        guard failed == 0 else {
-            throw CLIError(
-                message: failed == ENOENT
-                    ? "git is not installed (no git in PATH): install it, then run this again [git_not_found]"
-                    : "cannot run git: \(String(cString: strerror(failed))) [internal_error]",
-                exitCode: ExitStatus.internalError
-            )
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        let code = Supervisor.exitStatus(status)
-        guard code == 0 || allowing.contains(code) else {
-            throw CLIError(
-                message: "git \(arguments.prefix(3).joined(separator: " ")) … failed with status \(code) [internal_error]",
-                exitCode: ExitStatus.internalError
-            )
         }
     }
 }
