@@ -136,7 +136,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AuthGateToolsTests",
-            dependencies: ["AuthGateTools", "AuthGateCore", "AuthGateRPC"],
+            dependencies: ["AuthGateTools", "AuthGateCore", "AuthGateRPC", "AuthGateTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

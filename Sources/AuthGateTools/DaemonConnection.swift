@@ -28,7 +28,6 @@ package struct DaemonConnection: Sendable {
         do {
             return try AuthGateClient(socketPath: socketPath).callBlocking(method, params, as: Result.self)
         } catch {
-            spinner?.stop()
             throw ToolFailure(error, json: json)
         }
     }

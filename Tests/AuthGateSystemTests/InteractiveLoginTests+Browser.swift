@@ -59,7 +59,7 @@ extension InteractiveLoginTests {
                 import socket, sys, time
                 began = time.time()
                 held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(32)]
-                time.sleep(0.3)
+                time.sleep(0.3)  # on purpose: the listener accepts the 32 before the 33rd arrives (nothing outside shows it)
                 extra = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
                 extra.settimeout(1.5)
                 try:

@@ -81,6 +81,9 @@ package final class ScratchDirectory: Sendable {
         try Data(contents.utf8).write(to: URL(fileURLWithPath: path + "/" + name))
     }
 
+    /// The names in the directory, sorted.
+    package var entries: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
+
     deinit {
         try? FileManager.default.removeItem(atPath: path)
     }

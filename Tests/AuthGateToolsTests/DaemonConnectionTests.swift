@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTestSupport
 import AuthGateTools
 import Foundation
 import Testing
@@ -46,7 +47,7 @@ private final class OneAnswerDaemon: Sendable {
 struct DaemonConnectionTests {
     @Test("an answer is decoded; an error answer is one sentence with its reason and the status of its class; no daemon is status 2 naming the socket")
     func calls() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let answering = try OneAnswerDaemon(in: scratch.path) { id in
             #"{"jsonrpc":"2.0","id":\#(id),"result":{"removed":true}}"#
         }

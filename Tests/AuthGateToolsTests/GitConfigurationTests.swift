@@ -1,3 +1,4 @@
+import AuthGateTestSupport
 import AuthGateTools
 import Foundation
 import Testing
@@ -16,7 +17,7 @@ struct GitConfigurationTests {
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/git"))
     )
     func configureAndUnconfigure() throws {
-        let home = try Scratch()
+        let home = try ScratchDirectory()
         let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"]
         let host = "git.example.com:8443"
         for _ in 0..<2 {

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTestSupport
 import AuthGateTools
 import Foundation
 import Testing
@@ -12,8 +13,13 @@ import Glibc
 struct RegisteredClientFilesTests {
     private let id = ProviderID("corp")!
 
-    private func registration(secret: String) -> ProviderRegistration {
-        ProviderRegistration(
+    /// Writes the files of client-1, registered with `secret`, into `directory`.
+    private func write(secret: String, into directory: String, force: Bool = false) throws(ToolFailure) {
+        var draft = ProviderFileDraft()
+        draft.issuer = "https://idp.example.test"
+        draft.clientID = "client-1"
+        draft.grants = [.authorizationCode]
+        let registration = ProviderRegistration(
             clientID: "client-1",
             clientSecret: secret,
             clientSecretExpiresAt: 0,
@@ -25,14 +31,7 @@ struct RegisteredClientFilesTests {
             tokenEndpointAuthMethod: "client_secret_basic",
             scope: nil
         )
-    }
-
-    private var draft: ProviderFileDraft {
-        var draft = ProviderFileDraft()
-        draft.issuer = "https://idp.example.test"
-        draft.clientID = "client-1"
-        draft.grants = [.authorizationCode]
-        return draft
+        try RegisteredClientFiles.write(draft, registration: registration, id: id, directory: directory, caFile: nil, force: force, readableBy: nil)
     }
 
     private func mode(_ path: String) throws -> Int {
@@ -43,16 +42,8 @@ struct RegisteredClientFilesTests {
         "the secret and the registration record (0600) and the provider file naming the secret; the record reads back; removeFiles leaves the provider file only"
     )
     func writes() throws {
-        let scratch = try Scratch()
-        try RegisteredClientFiles.write(
-            draft,
-            registration: registration(secret: "s3cret-1"),
-            id: id,
-            directory: scratch.path,
-            caFile: nil,
-            force: false,
-            readableBy: nil
-        )
+        let scratch = try ScratchDirectory()
+        try write(secret: "s3cret-1", into: scratch.path)
         let secretPath = ProviderFileStore.clientSecretPath(id: "corp", directory: scratch.path)
         let providerPath = ProviderFileStore.path(id: "corp", directory: scratch.path)
         let registrationPath = ProviderFileStore.registrationPath(id: "corp", directory: scratch.path)
@@ -72,19 +63,11 @@ struct RegisteredClientFilesTests {
         "a provider file already there: refused (provider_file.exists, status 5), and the secret and record this write made are gone again, the file untouched"
     )
     func rolledBack() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let providerPath = ProviderFileStore.path(id: "corp", directory: scratch.path)
         try "{}\n".write(toFile: providerPath, atomically: false, encoding: .utf8)
         let refused = #expect(throws: ToolFailure.self) {
-            try RegisteredClientFiles.write(
-                draft,
-                registration: registration(secret: "s3cret-1"),
-                id: id,
-                directory: scratch.path,
-                caFile: nil,
-                force: false,
-                readableBy: nil
-            )
+            try write(secret: "s3cret-1", into: scratch.path)
         }
         #expect(
             refused?.status == ToolFailure.inputRefused && refused?.description.hasSuffix("[provider_file.exists]") == true,
@@ -96,17 +79,9 @@ struct RegisteredClientFilesTests {
 
     @Test("--force replaces each file and keeps none of the copies it set aside")
     func forced() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         for secret in ["s3cret-1", "s3cret-2"] {
-            try RegisteredClientFiles.write(
-                draft,
-                registration: registration(secret: secret),
-                id: id,
-                directory: scratch.path,
-                caFile: nil,
-                force: true,
-                readableBy: nil
-            )
+            try write(secret: secret, into: scratch.path, force: true)
         }
         let secretPath = ProviderFileStore.clientSecretPath(id: "corp", directory: scratch.path)
         #expect(try String(contentsOfFile: secretPath, encoding: .utf8) == "s3cret-2")

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateTestSupport
 import AuthGateTools
 import Foundation
 import Testing
@@ -7,21 +8,6 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A directory of its own under /tmp, removed with the test.
-final class Scratch {
-    let path: String
-
-    init() throws {
-        var template = Array("/tmp/agtools-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
-        path = String(cString: made)
-    }
-
-    var entries: [String] { ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted() }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 @Suite("The CLI's text on a terminal")
 struct TerminalTextTests {
@@ -62,7 +48,7 @@ struct TokenFileTests {
 
     @Test("written whole with its mode, replaced in one step, no temporary file left; removed on request")
     func writeReplaceRemove() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let file = try open(scratch.path + "/token")
         try file.write(Array("first-token".utf8), mode: 0o440)
         #expect(try String(contentsOfFile: scratch.path + "/token", encoding: .utf8) == "first-token")
@@ -79,7 +65,7 @@ struct TokenFileTests {
 
     @Test("a symbolic link planted at the file's name is replaced, never followed")
     func plantedLink() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let target = scratch.path + "/elsewhere"
         try Data("precious".utf8).write(to: URL(fileURLWithPath: target))
         let file = try open(scratch.path + "/token")
@@ -118,7 +104,7 @@ struct ChildProgramTests {
 
     @Test("a burst of triggers while the command runs makes one more run, not one per trigger")
     func coalesces() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let log = scratch.path + "/runs"
         let runner = OnChangeRunner(["/bin/sh", "-c", "echo run >> \(log); sleep 0.3"], timeout: 10, label: "test")
         for _ in 0..<5 { runner.trigger() }
@@ -129,7 +115,7 @@ struct ChildProgramTests {
 
     @Test("a command past its timeout is stopped (SIGTERM to its group), and the runner goes on")
     func timeout() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let runner = OnChangeRunner(["/bin/sh", "-c", "sleep 30; touch \(scratch.path)/finished"], timeout: 0.5, label: "test")
         let start = ContinuousClock.now
         runner.trigger()
@@ -225,7 +211,7 @@ struct DockerConfigurationTests {
 
     @Test("configure adds the entry and keeps the rest of the file and its mode; again changes nothing; unconfigure removes only it")
     func configureAndUnconfigure() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let file = scratch.path + "/config.json"
         try Data(#"{"auths": {"ghcr.io": {}}, "credHelpers": {"gcr.io": "gcloud"}, "psFormat": "table"}"#.utf8).write(to: URL(fileURLWithPath: file))
         chmod(file, 0o640)
@@ -245,7 +231,7 @@ struct DockerConfigurationTests {
 
     @Test("a file that is not docker's JSON object, or a registry that is not a host, is refused and nothing changes")
     func refusals() throws {
-        let scratch = try Scratch()
+        let scratch = try ScratchDirectory()
         let file = scratch.path + "/config.json"
         try Data("not json".utf8).write(to: URL(fileURLWithPath: file))
         do {
