@@ -157,7 +157,8 @@ let package = Package(
         ),
         // Entry points into every parser of untrusted bytes, for scripts/fuzz (libFuzzer) and the
         // tests' replay of the committed inputs. It uses @testable imports, so its source is for
-        // debug builds only (#if DEBUG): a release build of the whole package builds it empty.
+        // builds with testability only (debug, or AUTHGATE_TESTABLE_RELEASE below): a plain
+        // release build of the whole package builds it empty.
         .target(
             name: "AuthGateFuzzing",
             dependencies: [
@@ -201,6 +202,26 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The one build of the full test run (scripts/test sets AUTHGATE_TESTABLE_RELEASE=1 for a
+// release build with the tests): this package's modules compiled with testability (the tests'
+// `@testable` imports; the fuzz entry points, which use them, are compiled too: the condition
+// AUTHGATE_TESTABLE), and the two executables the Debian package ships linked with the Swift
+// runtime statically (they run where no Swift is installed), while the test bundle links it
+// dynamically: `--static-swift-stdlib` would link the test bundle statically too, and Swift
+// Testing has no static library. The dependencies keep their ordinary flags. A static
+// FoundationEssentials needs _FoundationCollections and _FoundationCShims, which a module
+// compiled for the dynamic runtime does not name: they are given to the linker here.
+if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
+    for index in package.targets.indices where package.targets[index].type == .regular && package.targets[index].name.hasPrefix("AuthGate") {
+        package.targets[index].swiftSettings =
+            (package.targets[index].swiftSettings ?? []) + [.unsafeFlags(["-enable-testing"]), .define("AUTHGATE_TESTABLE")]
+    }
+    for index in package.targets.indices where ["authgated", "authgate"].contains(package.targets[index].name) {
+        package.targets[index].linkerSettings =
+            (package.targets[index].linkerSettings ?? []) + [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
+    }
+}
 
 // Coverage-guided fuzzing (libFuzzer), declared only for `scripts/fuzz`, which sets
 // AUTHGATE_FUZZ=1: one executable, `authgate-fuzz TARGET …`, and this package's own Swift

@@ -162,7 +162,7 @@ manual_generator() {
 # planning per process). Fails when any process fails.
 run_test_shards() {
     local shards="${AUTHGATE_TEST_SHARDS:-4}" bundle logs list index status=0 times
-    bundle="$(swift build --show-bin-path)/authgatePackageTests.xctest"
+    bundle="${AUTHGATE_BIN_DIR:-$(swift build --show-bin-path)}/authgatePackageTests.xctest"
     list="$("$bundle" --testing-library swift-testing --list-tests)"
     times="Tests/suite-seconds"
     local patterns=() names=() pids=() suite shard
@@ -212,7 +212,7 @@ run_test_shards() {
 # --measure-suites; about six minutes). Commit the file when the times have moved.
 measure_suite_times() {
     local bundle suite start code out="Tests/suite-seconds.new"
-    bundle="$(swift build --show-bin-path)/authgatePackageTests.xctest"
+    bundle="${AUTHGATE_BIN_DIR:-$(swift build --show-bin-path)}/authgatePackageTests.xctest"
     : >"$out"
     while read -r suite; do
         start="$(date +%s.%N)"

@@ -1,7 +1,8 @@
-// The fuzz entry points reach the modules' internals with `@testable`, which only debug builds
-// (compiled with testability) allow: in a release build (`swift build -c release` of the whole
-// package) this module is empty, and nothing else in a release product uses it.
-#if DEBUG
+// The fuzz entry points reach the modules' internals with `@testable`, which only builds
+// compiled with testability allow: debug builds, and the full test run's release build
+// (AUTHGATE_TESTABLE, Package.swift). In a plain release build (`swift build -c release` of the
+// whole package) this module is empty, and nothing else in a release product uses it.
+#if DEBUG || AUTHGATE_TESTABLE
 @testable import AuthGateCore
 @testable import AuthGateDaemon
 import AuthGateHTTP
@@ -16,7 +17,7 @@ import Logging
 /// ordinary test suite (`FuzzReplayTests`). Each runs any input to an answer: an error value,
 /// never a trap; a trap, or an expectation a target checks failing, is a crash libFuzzer keeps.
 ///
-/// Built in debug mode only (it reaches the modules' internals with `@testable`); empty in release.
+/// Built only with testability (it reaches the modules' internals with `@testable`); empty in a plain release build.
 public enum FuzzTarget: String, CaseIterable, Sendable {
     /// An RPC line: the cached path's scanner and the CLI's plain JSON reader against the JSON
     /// decoder (differential), then the whole dispatcher, which must answer every line (and

@@ -1,4 +1,5 @@
 import AuthGateTestSupport
+import CLinux
 import Foundation
 import Logging
 import Testing
