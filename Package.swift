@@ -77,7 +77,26 @@ let package = Package(
             dependencies: ["AuthGateCore"],
             swiftSettings: strictSettings
         ),
-        // Services (RPC server, provider registry, sessions) and the composition root.
+        // The socket server: both doors (the front door's thread with its connection table, and
+        // NIO's pipelines with the line connection's state machine), limits, deadlines, peer
+        // credentials, and the one-request connections of the small HTTP listeners. It moves
+        // lines; what they mean is the daemon's, behind two protocols (ServedLines.swift).
+        .target(
+            name: "AuthGateServer",
+            dependencies: [
+                "CLinux",
+                "AuthGateCore",
+                "AuthGateRPC",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The daemon's domain (sessions, storage, providers, sign-ins, methods, watches, consent,
+        // metrics) and the composition root.
         .target(
             name: "AuthGateDaemon",
             dependencies: [
@@ -85,6 +104,7 @@ let package = Package(
                 "AuthGateCore",
                 "AuthGateRPC",
                 "AuthGateOAuth",
+                "AuthGateServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 // The loopback redirect listener of the authorization-code flow.
@@ -102,7 +122,7 @@ let package = Package(
         .executableTarget(
             name: "authgated",
             dependencies: [
-                "AuthGateDaemon",
+                "AuthGateDaemon", "AuthGateServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -162,7 +182,7 @@ let package = Package(
         .target(
             name: "AuthGateFuzzing",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP",
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP", "AuthGateServer",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -175,11 +195,24 @@ let package = Package(
             path: "Tests/AuthGateTestSupport",
             swiftSettings: strictSettings
         ),
+        // The socket server in process: the connection table, the state machines, the NIO
+        // handlers on EmbeddedChannel, a real socket where the kernel's behaviour is the point;
+        // the daemon's answers are stand-ins.
+        .testTarget(
+            name: "AuthGateServerTests",
+            dependencies: [
+                "AuthGateCore", "AuthGateRPC", "AuthGateServer", "AuthGateTestSupport", "CLinux",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // The daemon's logic in process: no daemon, no test server, seconds.
         .testTarget(
             name: "AuthGateDaemonTests",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateFuzzing", "AuthGateClient", "AuthGateTestSupport",
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateServer", "AuthGateFuzzing", "AuthGateClient",
+                "AuthGateTestSupport",
                 // Connection handlers tested in process.
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 // Event loops, where the tests check which thread work runs on.
@@ -192,7 +225,8 @@ let package = Package(
         .testTarget(
             name: "AuthGateSystemTests",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateClient", "AuthGateTestSupport",
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateServer", "AuthGateClient",
+                "AuthGateTestSupport",
                 // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOPosix", package: "swift-nio"),

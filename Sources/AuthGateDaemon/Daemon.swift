@@ -1,6 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
+import AuthGateServer
 import FoundationEssentials
 public import Logging
 import ServiceLifecycle
@@ -175,11 +176,11 @@ public enum Daemon {
             socketGroup: configuration.socketGroup,
             inheritedSocket: inheritedSocket,
             limits: configuration.limits,
-            dispatcher: dispatcher,
+            responder: dispatcher,
             answers: answers,
             connections: connections,
-            metrics: metrics,
-            readiness: readiness,
+            refused: { admission in metrics?.connectionRefused(admission == .tooManyOfOneUser ? .perUserShare : .limit) },
+            serving: { readiness.socketServing($0) },
             logger: logger,
             onListening: { notifier.ready() },
             onStopping: { notifier.stopping() }

@@ -1,4 +1,5 @@
 import AuthGateRPC
+public import AuthGateServer
 public import FoundationEssentials
 import Logging
 

@@ -8,6 +8,7 @@
 import AuthGateHTTP
 @testable import AuthGateOAuth
 import AuthGateRPC
+@testable import AuthGateServer
 import Dispatch
 import FoundationEssentials
 import Logging

@@ -54,6 +54,19 @@ public enum RPCLine {
         append(successClosing, to: &bytes)
     }
 
+    // MARK: Error answers
+
+    /// The daemon's error answer to the request with `id` (`nil`: a line it could not read),
+    /// newline included: the dispatcher's, and the socket server's own (a line too long, too
+    /// many connections).
+    public static func error(_ error: AuthGateError, id: RPCID?) -> [UInt8] {
+        var line =
+            (try? RPCCoding.makeEncoder().encode(RPCErrorResponse(id: id, error: RPCErrorObject(error)))).map(Array.init)
+            ?? Array(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.utf8)
+        line.append(0x0A)
+        return line
+    }
+
     // MARK: Reading answers
 
     /// The access token of the answer to a `token` call with id 1, read by AuthGateCore's

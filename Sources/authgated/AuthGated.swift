@@ -1,6 +1,7 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateDaemon
+import AuthGateServer
 import FoundationEssentials
 import Logging
 

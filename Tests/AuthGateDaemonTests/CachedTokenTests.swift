@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import AuthGateDaemon
+@testable import AuthGateServer
 
 #if canImport(Glibc)
 import Glibc

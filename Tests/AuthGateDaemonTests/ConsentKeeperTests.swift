@@ -6,6 +6,7 @@ import Testing
 
 @testable import AuthGateCore
 @testable import AuthGateDaemon
+@testable import AuthGateServer
 
 #if canImport(Glibc)
 import Glibc

@@ -9,6 +9,7 @@ import Synchronization
 import Testing
 
 @testable import AuthGateDaemon
+@testable import AuthGateServer
 
 /// A provider whose refreshes are counted and, when `gated`, held until the test releases them.
 actor ScriptedProvider: IdentityProvider {

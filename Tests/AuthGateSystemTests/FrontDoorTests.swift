@@ -3,7 +3,6 @@ import AuthGateRPC
 import AuthGateTestSupport
 import Foundation
 import NIOCore
-import NIOEmbedded
 import Testing
 
 @testable import AuthGateDaemon
@@ -121,31 +120,5 @@ struct FrontDoorTests {
         try daemon.waitForLog("closing a connection: the connection was idle", timeout: .seconds(5))
         try daemon.waitForLog("closing a connection: nothing arrived within", timeout: .seconds(5))
         #expect(accessToken(try exchange(daemon.connect(), Self.token)) != nil, "the daemon serves on")
-    }
-
-    @Test("a handed-on connection first gets the rest of an answer, then the lines read are served, then the socket is read")
-    func handedOnBytes() throws {
-        let channel = EmbeddedChannel()
-        let served = RecordedLines()
-        try channel.pipeline.syncOperations.addHandlers([
-            HandedOnBytes(unread: Array("first\nsec".utf8), unwritten: Array("rest of an answer\n".utf8)),
-            ByteToMessageHandler(LineFrameDecoder(maximumLength: 100)), served,
-        ])
-        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/tmp/authgate-embedded")).wait()
-        #expect(try channel.readOutbound(as: ByteBuffer.self).map { String(buffer: $0) } == "rest of an answer\n")
-        #expect(served.lines == ["first"])
-        try channel.writeInbound(ByteBuffer(string: "ond\nthird\n"))
-        #expect(served.lines == ["first", "second", "third"], "what the front door read comes before what NIO reads")
-        #expect(throws: (any Error).self, "it left the pipeline") { try channel.pipeline.syncOperations.handler(type: HandedOnBytes.self) }
-    }
-}
-
-/// The lines a pipeline passes on.
-private final class RecordedLines: ChannelInboundHandler {
-    typealias InboundIn = LineFrame
-    var lines: [String] = []
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .line(let line) = unwrapInboundIn(data) { lines.append(String(buffer: line)) }
     }
 }

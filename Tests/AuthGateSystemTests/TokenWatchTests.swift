@@ -8,6 +8,7 @@ import NIOEmbedded
 import Testing
 
 @testable import AuthGateDaemon
+@testable import AuthGateServer
 
 #if canImport(Glibc)
 import Glibc

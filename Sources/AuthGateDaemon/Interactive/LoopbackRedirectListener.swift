@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateOAuth
+import AuthGateServer
 import FoundationEssentials
 import NIOCore
 import NIOHTTP1

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateServer
 import Logging
 
 /// Consent (``ConsentKeeper``): asked by every method that hands out a session's token, chosen at

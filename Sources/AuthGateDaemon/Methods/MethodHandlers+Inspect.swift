@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateServer
 import FoundationEssentials
 import Logging
 

@@ -1,6 +1,7 @@
 import AuthGateCore
 import AuthGateOAuth
 import AuthGateRPC
+import AuthGateServer
 import FoundationEssentials
 import Logging
 import NIOPosix

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateServer
 import Synchronization
 
 /// At most ``maximumPerUser`` sign-ins, registrations, interactive starts and userinfo calls

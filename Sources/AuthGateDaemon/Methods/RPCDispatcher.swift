@@ -1,14 +1,16 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateServer
 import FoundationEssentials
 import Logging
 import NIOCore
 
 /// Answers one JSON-RPC line: decodes it, runs the method for the caller, encodes the answer.
+/// The socket server's ``RequestResponder``: every line its cached path does not answer.
 ///
 /// Errors a user can hit become JSON-RPC errors with a stable `data.reason`; anything else
 /// becomes `internal_error` and is logged (without secrets: errors never carry them).
-struct RPCDispatcher: Sendable {
+struct RPCDispatcher: RequestResponder {
     let services: DaemonServices
 
     /// The response line (with its `\n`), or `nil` for a notification.
@@ -122,12 +124,8 @@ struct RPCDispatcher: Sendable {
         return Data(line.readableBytesView)
     }
 
-    func encodeError(_ error: AuthGateError, id: RPCID?) -> Data {
-        var line =
-            (try? RPCCoding.makeEncoder().encode(RPCErrorResponse(id: id, error: RPCErrorObject(error))))
-            ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.utf8)
-        line.append(0x0A)
-        return line
+    private func encodeError(_ error: AuthGateError, id: RPCID?) -> Data {
+        Data(RPCLine.error(error, id: id))
     }
 }
 

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateServer
 import Prometheus
 import Synchronization
 

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateServer
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateServer
 import FoundationEssentials
 
 #if canImport(Glibc)
@@ -23,7 +24,7 @@ struct AccessPolicy: Sendable {
         }
         if let groups = rules.groups {
             let callerGroups = Self.groupIDs(userName: name, primary: caller.gid)
-            let allowed = Set(groups.compactMap(Self.groupID(named:)))
+            let allowed = Set(groups.compactMap(SystemGroups.id(named:)))
             guard !callerGroups.isDisjoint(with: allowed) else { return false }
         }
         if let executables = rules.executables {
@@ -55,7 +56,7 @@ struct AccessPolicy: Sendable {
     /// `adminGroup` administer the daemon. They may reload and list all sessions; they never read others' tokens.
     func isAdmin(_ caller: PeerCredentials, adminGroup: String = AccessPolicy.defaultAdminGroup) -> Bool {
         if caller.uid == 0 || caller.uid == geteuid() { return true }
-        guard let admins = Self.groupID(named: adminGroup) else { return false }
+        guard let admins = SystemGroups.id(named: adminGroup) else { return false }
         return Self.groupIDs(userName: Self.userName(uid: caller.uid), primary: caller.gid).contains(admins)
     }
 
@@ -70,15 +71,6 @@ struct AccessPolicy: Sendable {
         var buffer = [CChar](repeating: 0, count: 4096)
         guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
         return (String(cString: entry.pw_name), entry.pw_gid)
-    }
-
-    static func groupID(named name: String) -> UInt32? {
-        if let numeric = UInt32(name) { return numeric }
-        var entry = group()
-        var result: UnsafeMutablePointer<group>?
-        var buffer = [CChar](repeating: 0, count: 16 * 1024)
-        guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return entry.gr_gid
     }
 
     static func groupIDs(userName: String?, primary: UInt32) -> Set<UInt32> {

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateServer
 import Synchronization
 
 /// The ids of the providers that ``ProviderRegistry/usableProvider(_:for:)`` admits every

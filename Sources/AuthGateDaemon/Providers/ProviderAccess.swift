@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateServer
 import Synchronization
 
 /// Every provider's `access` rules as the registry holds them now, readable from any thread:

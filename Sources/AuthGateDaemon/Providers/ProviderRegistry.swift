@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateHTTP
 import AuthGateOAuth
 import AuthGateRPC
+import AuthGateServer
 import FoundationEssentials
 import Logging
 import Synchronization

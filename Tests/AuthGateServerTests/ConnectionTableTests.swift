@@ -1,4 +1,4 @@
-import AuthGateCore
+import AuthGateRPC
 import AuthGateTestSupport
 import CLinux
 import Foundation
@@ -8,7 +8,7 @@ import NIOPosix
 import Synchronization
 import Testing
 
-@testable import AuthGateDaemon
+@testable import AuthGateServer
 
 #if canImport(Glibc)
 import Glibc
@@ -234,19 +234,8 @@ struct ConnectionTableTests {
             bytes.withMemoryRebound(to: CChar.self) { ag_bind_unix($0.baseAddress, $0.count, Int32(SOCK_STREAM.rawValue), 8) }
         }
         #expect(listener >= 0)
-        // A token far larger than a Unix socket's buffers, published for this uid.
-        let broadcast = SessionBroadcast()
-        let key = SessionKey(uid: getuid(), provider: ProviderID("mock")!, name: .default)
-        broadcast.publish(
-            TokenSet(accessToken: Secret(String(repeating: "t", count: 2_000_000)), expiresAt: Date().addingTimeInterval(3600)),
-            obtainedAt: Date(),
-            unmeetable: [],
-            for: key
-        )
-        let providers = OpenProviders()
-        let json = #"{"type":"mock","users":[{"username":"u","password":"p-password-1"}]}"#
-        providers.update([RegisteredProvider.make(ProviderConfigurationLoader.parse(Data(json.utf8), id: "mock", file: "mock.json"), logger: quiet)])
-        let answers = CachedTokenAnswers(tokens: broadcast.published, providers: providers)
+        // A token far larger than a Unix socket's buffers.
+        let answers = OneTokenAnswers(token: String(repeating: "t", count: 2_000_000))
         let line = #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#
         let expected = Array(buffer: try #require(answers.answer(to: ByteBuffer(string: line), uid: getuid(), allocator: ByteBufferAllocator())))
 
@@ -292,4 +281,25 @@ struct ConnectionTableTests {
         await serving.value
         close(client)
     }
+}
+
+/// The daemon's cached answers reduced to one token: every plain `token` call is answered with
+/// it, whoever asks (PlainTokenRequest reads the line, as the daemon's answers do).
+private struct OneTokenAnswers: TokenAnswers {
+    let token: String
+    var generation: AnswerGeneration { AnswerGeneration(tokens: 1, providers: 1) }
+    var currentTime: Date { Date() }
+    var pinsProcesses: Bool { false }
+
+    func lookUp<Answer>(
+        _ line: UnsafeRawBufferPointer,
+        uid: UInt32,
+        _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer
+    ) -> (answer: Answer, validUntil: Date, method: RPCMethod)? {
+        guard let request = PlainTokenRequest(line), case .session = request.target else { return nil }
+        return (write(request.id, Array(#"{"access_token":"\#(token)"}"#.utf8)), .distantFuture, .token)
+    }
+
+    func answeredAgain() {}
+    func answered(_ method: RPCMethod, _ count: Int, eachWithin duration: Duration) {}
 }

@@ -3,7 +3,7 @@ import FoundationEssentials
 
 /// What the front door (one thread) remembers of its last answers: the same line from the same
 /// uid gets the same bytes again — no scan, no hashing, no lock — while the
-/// ``CachedTokenAnswers/Generation`` is unchanged (nothing published or withdrawn, no provider
+/// ``TokenAnswers/generation`` is unchanged (nothing published or withdrawn, no provider
 /// changed) and the token stays valid long enough for the request. Clients mostly send the very
 /// same line again (`authgate token corp`, a helper, a keep-alive client with a fixed id).
 ///
@@ -15,7 +15,7 @@ struct RecentTokenAnswers {
         var line: [UInt8]
         /// The whole answer line, newline included.
         var answer: [UInt8]
-        var generation: CachedTokenAnswers.Generation
+        var generation: AnswerGeneration
         var validUntil: Date
         var method: RPCMethod
     }
@@ -32,16 +32,16 @@ struct RecentTokenAnswers {
     mutating func withAnswer<Result>(
         to line: UnsafeRawBufferPointer,
         uid: UInt32,
-        from answers: CachedTokenAnswers,
+        from answers: any TokenAnswers,
         _ body: (UnsafeRawBufferPointer) -> Result
     ) -> (result: Result, method: RPCMethod)? {
         let generation = answers.generation
         for index in entries.indices where entries[index].uid == uid && entries[index].line.elementsEqual(line) {
-            guard entries[index].generation == generation, answers.tokens.currentTime < entries[index].validUntil else {
+            guard entries[index].generation == generation, answers.currentTime < entries[index].validUntil else {
                 entries.remove(at: index)
                 break
             }
-            answers.tokens.countAnswer()
+            answers.answeredAgain()
             return (entries[index].answer.withUnsafeBytes(body), entries[index].method)
         }
         guard

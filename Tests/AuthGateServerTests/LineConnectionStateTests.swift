@@ -2,7 +2,7 @@ import AuthGateTestSupport
 import NIOCore
 import Testing
 
-@testable import AuthGateDaemon
+@testable import AuthGateServer
 
 /// ``LineConnectionState`` in process, event by event: the serving decisions of a handed-on
 /// connection without a channel (RPCServerTests and UnreadAnswersTests prove them through the

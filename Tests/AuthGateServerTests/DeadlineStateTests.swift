@@ -2,7 +2,7 @@ import AuthGateTestSupport
 import NIOCore
 import Testing
 
-@testable import AuthGateDaemon
+@testable import AuthGateServer
 
 /// ``DeadlineState`` in process, event by event, on made-up times: which clock runs when
 /// (ConnectionHandlerTests runs the same rules with their timers on an EmbeddedChannel).

@@ -1,14 +1,14 @@
-import NIOCore
-import NIOHTTP1
+package import NIOCore
+package import NIOHTTP1
 
 /// The one-request HTTP/1 connections of the daemon's two small HTTP servers (the browser
 /// sign-in's redirect listener and the metrics endpoint): the request's head must arrive
 /// within `timeout` of connecting (`headReceived` is told when it has), `respond` answers it,
 /// and the connection is closed; it is closed at once when the serving task is cancelled.
-enum OneRequestHTTP {
-    typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+package enum OneRequestHTTP {
+    package typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
-    static func serve(
+    package static func serve(
         _ connection: Connection,
         timeout: TimeAmount,
         headReceived: @Sendable () -> Void = {},

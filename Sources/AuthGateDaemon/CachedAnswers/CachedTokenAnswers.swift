@@ -1,11 +1,11 @@
 import AuthGateCore
 import AuthGateRPC
+import AuthGateServer
 import FoundationEssentials
-import NIOCore
 
-/// Answers a plain `token` or `credential.get` call for a session's current token where its
-/// line was read — on the front door's thread (``FrontDoor``) or a handed-on connection's event
-/// loop — with no task, no actor and no JSON coder.
+/// The socket server's ``TokenAnswers``: answers a plain `token` or `credential.get` call for a
+/// session's current token where its line was read — on the front door's thread or a handed-on
+/// connection's event loop (AuthGateServer) — with no task, no actor and no JSON coder.
 ///
 /// It answers only what needs no decision: a ``PlainTokenRequest`` for a provider in
 /// ``OpenProviders`` (usable, no access rules), or for a host whose ``CredentialRoutes`` route
@@ -17,7 +17,7 @@ import NIOCore
 /// What it buys (docs/BENCHMARKS.md, "What was optimised"): the cached `token` call is the one
 /// every API call of every client makes, and through the dispatcher it costs JSON decoding and
 /// encoding, a task and two actor hops.
-struct CachedTokenAnswers: Sendable {
+struct CachedTokenAnswers: TokenAnswers {
     let tokens: PublishedTokens
     let providers: OpenProviders
     /// Counts and times the answers (two atomic additions per answer, or per batch at the front
@@ -25,30 +25,6 @@ struct CachedTokenAnswers: Sendable {
     /// nothing is measured.
     var metrics: DaemonMetrics?
 
-    /// The whole answer line, or `nil` when the dispatcher must answer.
-    func answer(to line: ByteBuffer, uid: UInt32, allocator: ByteBufferAllocator) -> ByteBuffer? {
-        line.withUnsafeReadableBytes { bytes in
-            answer(to: bytes, uid: uid) { id, result in
-                var answer = allocator.buffer(capacity: result.count + id.count + RPCLine.successFramingLength)
-                RPCLine.success(id: id, result: result, into: &answer)
-                return answer
-            }
-        }
-    }
-
-    /// Whether `line` (without its newline) can be answered here; if so, `write` is given the
-    /// request's id and the encoded result to frame (``RPCLine``) and its result is returned.
-    /// Counted and timed in the metrics, one answer at a time (the front door counts its own
-    /// answers per batch of events instead, ``FrontDoor``).
-    func answer<Answer>(to line: UnsafeRawBufferPointer, uid: UInt32, _ write: (_ id: [UInt8], _ result: [UInt8]) -> Answer) -> Answer? {
-        let start = ContinuousClock.now
-        guard let found = lookUp(line, uid: uid, write) else { return nil }
-        metrics?.cachedAnswers(found.method, 1, eachWithin: .now - start)
-        return found.answer
-    }
-
-    /// ``answer(to:uid:_:)`` without the metrics, until when the token stays valid enough for
-    /// this request, and the method answered (for the metrics).
     func lookUp<Answer>(
         _ line: UnsafeRawBufferPointer,
         uid: UInt32,
@@ -76,12 +52,15 @@ struct CachedTokenAnswers: Sendable {
         }
     }
 
-    /// Changes when a token is published or withdrawn or a provider changes: an answer found
-    /// under one generation is the answer while the generation is the same (and the token valid).
-    struct Generation: Equatable {
-        var tokens: UInt64
-        var providers: UInt64
-    }
+    var generation: AnswerGeneration { AnswerGeneration(tokens: tokens.generation, providers: providers.generation) }
 
-    var generation: Generation { Generation(tokens: tokens.generation, providers: providers.generation) }
+    var currentTime: Date { tokens.currentTime }
+
+    var pinsProcesses: Bool { providers.pinsProcesses }
+
+    func answeredAgain() { tokens.countAnswer() }
+
+    func answered(_ method: RPCMethod, _ count: Int, eachWithin duration: Duration) {
+        metrics?.cachedAnswers(method, count, eachWithin: duration)
+    }
 }

@@ -8,11 +8,11 @@ import NIOCore
 /// when is ``LineConnectionState``'s decision; this handler does the I/O it asks for.
 ///
 /// A plain `token` or `credential.get` call for a current token is answered right here, on the
-/// connection's event loop (``CachedTokenAnswers``): the front door answers such lines only on
+/// connection's event loop (``TokenAnswers``): the front door answers such lines only on
 /// connections it still holds, and a client that made another call first, or sends several
 /// lines at once, is served here (what that saves: docs/BENCHMARKS.md, "The NIO handler's
 /// cached path"). Any other line becomes a request task (owned by
-/// ``OpenConnections``) that runs the dispatcher; lines that arrive meanwhile wait their turn,
+/// ``OpenConnections``) that runs the ``RequestResponder``; lines that arrive meanwhile wait their turn,
 /// and once a whole line waits the socket is not read again until it is answered, so a client
 /// cannot queue more than one read's worth of lines (an unfinished line behind a slow request
 /// is still read to its end). Answers, cached ones too, are written only while the channel is
@@ -36,20 +36,20 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private let caller: PeerCredentials
     private let admission: OpenConnections.Admission
     private var state: LineConnectionState
-    private let dispatcher: RPCDispatcher
-    private let answers: CachedTokenAnswers
+    private let responder: any RequestResponder
+    private let answers: any TokenAnswers
     private let connections: OpenConnections
     private let limits: ConnectionLimits
     private let logger: Logger
-    /// Made on the first request that needs the dispatcher; `token.watch` writes through it.
+    /// Made on the first request that needs the responder; `token.watch` writes through it.
     private var watchSink: WatchSink?
 
     /// - Parameter admission: Anything but `admitted`: the connection gets `rate_limited` and is closed.
     init(
         caller: PeerCredentials,
         admission: OpenConnections.Admission,
-        dispatcher: RPCDispatcher,
-        answers: CachedTokenAnswers,
+        responder: any RequestResponder,
+        answers: any TokenAnswers,
         connections: OpenConnections,
         limits: ConnectionLimits,
         logger: Logger
@@ -57,7 +57,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         self.caller = caller
         self.admission = admission
         state = LineConnectionState(admitted: admission == .admitted)
-        self.dispatcher = dispatcher
+        self.responder = responder
         self.answers = answers
         self.connections = connections
         self.limits = limits
@@ -73,7 +73,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
             ? "authgated serves at most \(limits.perUserShare) connections of one user at once, and yours are open; close some and try again."
             : "authgated serves at most \(limits.maximumConnections) connections at once; try again in a moment."
         let error = AuthGateError(.rateLimited, message, retryAfterSeconds: 1)
-        finish(context, with: dispatcher.encodeError(error, id: nil))
+        finish(context, with: RPCLine.error(error, id: nil))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -86,7 +86,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
                 .requestTooLarge,
                 "More than \(LineConnectionState.maximumWaitingBytes / 1024) KiB of request lines wait for their answers; read the answers before sending more. Closing the connection."
             )
-            finish(context, with: dispatcher.encodeError(error, id: nil))
+            finish(context, with: RPCLine.error(error, id: nil))
         case .wait, .drop:
             break
         }
@@ -126,7 +126,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         case .tooLong:
             logger.notice("request line too long; closing the connection", metadata: ["peer.uid": "\(caller.uid)"])
             let error = AuthGateError(.requestTooLarge, "A request line may be at most \(RPCCoding.maximumLineLength) bytes; closing the connection.")
-            finish(context, with: dispatcher.encodeError(error, id: nil))
+            finish(context, with: RPCLine.error(error, id: nil))
         case .line(let line):
             if !line.readableBytesView.contains(where: { !$0.isJSONWhitespace }) {
                 write(ByteBuffer(), context)
@@ -144,8 +144,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         let handler = NIOLoopBound((self, context), eventLoop: eventLoop)
         let sink = watchSink ?? WatchSink(channel: context.channel, uid: caller.uid, logger: logger)
         watchSink = sink
-        connections.run(on: eventLoop) { [dispatcher, caller] in
-            let response = await dispatcher.respond(to: Data(line.readableBytesView), from: caller, watchSink: sink)
+        connections.run(on: eventLoop) { [responder, caller] in
+            let response = await responder.respond(to: Data(line.readableBytesView), from: caller, watchSink: sink)
             // The task runs on this loop (EventLoopTaskExecutor), so this is normally no hop.
             if eventLoop.inEventLoop {
                 let (self_, context) = handler.value
@@ -189,7 +189,7 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     }
 
     /// Writes a last line and closes.
-    private func finish(_ context: ChannelHandlerContext, with line: Data) {
+    private func finish(_ context: ChannelHandlerContext, with line: [UInt8]) {
         state.finish()
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: line))).whenComplete { _ in channel.close(promise: nil) }

@@ -1,4 +1,4 @@
-import NIOCore
+package import NIOCore
 import Synchronization
 
 /// The connections of an async NIO server wrapped for its serving loop and not yet taken by it.
@@ -11,8 +11,8 @@ import Synchronization
 /// metrics endpoint, whose accept loop is ``serveAll(from:admit:serve:)``. (The RPC socket
 /// has no serving loop to miss: its connections are served in their pipelines, see
 /// RPCConnectionHandler.)
-final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable {
-    typealias Connection = NIOAsyncChannel<Inbound, Outbound>
+package final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable {
+    package typealias Connection = NIOAsyncChannel<Inbound, Outbound>
 
     private struct State {
         var isOpen = true
@@ -21,9 +21,11 @@ final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable
 
     private let state = Mutex(State())
 
+    package init() {}
+
     /// Wraps `channel` for the serving loop.
     /// - Throws: `ChannelError.ioOnClosedChannel` once the server stopped (NIO closes it).
-    func wrap(_ channel: any Channel) throws -> Connection {
+    package func wrap(_ channel: any Channel) throws -> Connection {
         try state.withLock { state in
             guard state.isOpen else { throw ChannelError.ioOnClosedChannel }
             let connection = try Connection(wrappingChannelSynchronously: channel)
@@ -33,13 +35,13 @@ final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable
     }
 
     /// The serving loop has it.
-    func take(_ connection: Connection) {
+    package func take(_ connection: Connection) {
         _ = state.withLock { $0.waiting.removeValue(forKey: ObjectIdentifier(connection.channel)) }
     }
 
     /// No more wrapping; the connections the loop never took are closed. Call it once the
     /// serving loop has ended, however it ended.
-    func drain() async {
+    package func drain() async {
         let left = state.withLock { state in
             state.isOpen = false
             defer { state.waiting.removeAll() }
@@ -58,7 +60,7 @@ final class AcceptedConnections<Inbound: Sendable, Outbound: Sendable>: Sendable
     ///   - admit: Whether to serve a connection: what to do when it ends (give its place
     ///     back), or `nil` to close it at once.
     ///   - serve: Serves one connection.
-    func serveAll(
+    package func serveAll(
         from server: NIOAsyncChannel<Connection, Never>,
         admit: (Connection) -> (@Sendable () -> Void)?,
         serve: @escaping @Sendable (Connection) async -> Void

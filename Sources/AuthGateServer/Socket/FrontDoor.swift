@@ -19,7 +19,7 @@ import Glibc
 /// a channel and its pipeline of five handlers, promises for `SO_PEERCRED` and the close,
 /// timers scheduled and cancelled, and a hop between event loops. Here it costs what the
 /// kernel's `accept4`, `read`, `write` and `close` cost, plus a look at the line
-/// (``RecentTokenAnswers``, ``CachedTokenAnswers``), much as in a trivial C server
+/// (``RecentTokenAnswers``, ``TokenAnswers``), much as in a trivial C server
 /// (docs/BENCHMARKS.md, "What was optimised", has the figures).
 ///
 /// What stays here and what is handed on, and the deadlines, are ``ConnectionTable``'s
@@ -44,7 +44,7 @@ final class FrontDoor: Sendable {
     private let wake: Int32
     private let limits: ConnectionLimits
     private let connections: OpenConnections
-    private let answers: CachedTokenAnswers
+    private let answers: any TokenAnswers
     private let logger: Logger
     /// Where connections closed by a deadline are logged, batched.
     private let timeouts: BatchedNotices
@@ -64,7 +64,7 @@ final class FrontDoor: Sendable {
         listener: Int32,
         limits: ConnectionLimits,
         connections: OpenConnections,
-        answers: CachedTokenAnswers,
+        answers: any TokenAnswers,
         logger: Logger,
         timeouts: BatchedNotices,
         handOff: @escaping @Sendable (HandOff) -> Void
@@ -187,10 +187,10 @@ final class FrontDoor: Sendable {
                     default: read(Int32(truncatingIfNeeded: tags[index]), now)
                     }
                 }
-                if tokensAnsweredInBatch + credentialsAnsweredInBatch > 0, let metrics = door.answers.metrics {
+                if tokensAnsweredInBatch + credentialsAnsweredInBatch > 0 {
                     let within = Duration.nanoseconds(Self.uptime() - now)
-                    if tokensAnsweredInBatch > 0 { metrics.cachedAnswers(.token, tokensAnsweredInBatch, eachWithin: within) }
-                    if credentialsAnsweredInBatch > 0 { metrics.cachedAnswers(.credentialGet, credentialsAnsweredInBatch, eachWithin: within) }
+                    if tokensAnsweredInBatch > 0 { door.answers.answered(.token, tokensAnsweredInBatch, eachWithin: within) }
+                    if credentialsAnsweredInBatch > 0 { door.answers.answered(.credentialGet, credentialsAnsweredInBatch, eachWithin: within) }
                 }
                 tokensAnsweredInBatch = 0
                 credentialsAnsweredInBatch = 0
@@ -220,8 +220,8 @@ final class FrontDoor: Sendable {
 
         private func accepted(_ descriptor: Int32, _ now: UInt64) {
             // A connection accepted before a reload adds an executables rule has no pin, and
-            // the rule refuses it (AccessPolicy): it fails closed until it reconnects.
-            guard let caller = PeerCredentials(socket: descriptor, pinProcess: door.answers.providers.pinsProcesses) else {
+            // the rule refuses it (the daemon's AccessPolicy): it fails closed until it reconnects.
+            guard let caller = PeerCredentials(socket: descriptor, pinProcess: door.answers.pinsProcesses) else {
                 close(descriptor)
                 return
             }

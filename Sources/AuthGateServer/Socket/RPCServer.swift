@@ -2,7 +2,7 @@ import AuthGateCore
 import AuthGateRPC
 import CLinux
 import FoundationEssentials
-import Logging
+package import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle
@@ -13,8 +13,12 @@ import Glibc
 #endif
 
 /// A start-up problem with the socket, in words an admin can act on.
-struct SocketSetupError: Error, CustomStringConvertible {
-    var description: String
+package struct SocketSetupError: Error, CustomStringConvertible {
+    package var description: String
+
+    package init(description: String) {
+        self.description = description
+    }
 }
 
 /// Serves JSON-RPC on the daemon's Unix socket.
@@ -26,52 +30,54 @@ struct SocketSetupError: Error, CustomStringConvertible {
 /// connections are closed and their requests cancelled (``OpenConnections``), and the socket
 /// file is removed — unless systemd passed the socket (socket activation), which then stays
 /// systemd's.
-final class RPCServer: Service, CustomStringConvertible {
+package final class RPCServer: Service, CustomStringConvertible {
     private let socketPath: String
     private let socketGroup: String?
     private let inheritedSocket: Int32?
     private let limits: ConnectionLimits
-    private let dispatcher: RPCDispatcher
-    /// Plain `token` calls answered without the dispatcher, at the front door and on the event loops.
-    private let answers: CachedTokenAnswers
+    private let responder: any RequestResponder
+    /// Plain `token` calls answered without the responder, at the front door and on the event loops.
+    private let answers: any TokenAnswers
     private let logger: Logger
     private let onListening: @Sendable () -> Void
     private let onStopping: @Sendable () -> Void
     private let connections: OpenConnections
     private let refusals: BatchedNotices
     private let timeouts: BatchedNotices
-    private let metrics: DaemonMetrics?
-    private let readiness: Readiness?
+    private let refused: @Sendable (OpenConnections.Admission) -> Void
+    private let serving: @Sendable (Bool) -> Void
 
     /// - Parameters:
     ///   - inheritedSocket: A listening socket from systemd (`LISTEN_FDS`), served instead of
     ///     creating `socketPath`.
     ///   - onListening: Called once the socket accepts connections (readiness).
     ///   - onStopping: Called when the graceful shutdown begins.
+    ///   - responder: Answers every line `answers` does not (the daemon's dispatcher).
     ///   - connections: The connections served, shared with the metrics.
-    ///   - readiness: Told when the socket serves and when it stops (`/readyz`).
-    init(
+    ///   - refused: Told of each connection refused for being over a limit (the metrics).
+    ///   - serving: Told when the socket serves and when it stops (`/readyz`).
+    package init(
         socketPath: String,
         socketGroup: String?,
         inheritedSocket: Int32? = nil,
         limits: ConnectionLimits = ConnectionLimits(),
-        dispatcher: RPCDispatcher,
-        answers: CachedTokenAnswers,
+        responder: any RequestResponder,
+        answers: any TokenAnswers,
         connections: OpenConnections = OpenConnections(),
-        metrics: DaemonMetrics? = nil,
-        readiness: Readiness? = nil,
+        refused: @escaping @Sendable (OpenConnections.Admission) -> Void = { _ in },
+        serving: @escaping @Sendable (Bool) -> Void = { _ in },
         logger: Logger,
         onListening: @escaping @Sendable () -> Void = {},
         onStopping: @escaping @Sendable () -> Void = {}
     ) {
         self.connections = connections
-        self.metrics = metrics
-        self.readiness = readiness
+        self.refused = refused
+        self.serving = serving
         self.socketPath = socketPath
         self.socketGroup = socketGroup
         self.inheritedSocket = inheritedSocket
         self.limits = limits
-        self.dispatcher = dispatcher
+        self.responder = responder
         self.answers = answers
         self.logger = logger
         self.onListening = onListening
@@ -80,9 +86,9 @@ final class RPCServer: Service, CustomStringConvertible {
         timeouts = .timeouts(logger: logger)
     }
 
-    var description: String { "RPCServer(\(socketPath))" }
+    package var description: String { "RPCServer(\(socketPath))" }
 
-    func run() async throws {
+    package func run() async throws {
         let listener: Int32
         if let inheritedSocket {
             listener = inheritedSocket
@@ -109,15 +115,15 @@ final class RPCServer: Service, CustomStringConvertible {
             throw error
         }
         defer { if inheritedSocket == nil { unlink(socketPath) } }
-        readiness?.socketServing(true)
-        defer { readiness?.socketServing(false) }
+        serving(true)
+        defer { serving(false) }
         onListening()
 
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await door.run()
             } onGracefulShutdown: {
-                self.readiness?.socketServing(false)
+                self.serving(false)
                 self.onStopping()
                 door.stop()
             }
@@ -167,7 +173,7 @@ final class RPCServer: Service, CustomStringConvertible {
         if admission != .admitted {
             let cause = admission == .tooManyOfOneUser ? "per-user share" : "limit"
             refusals.record(cause, message: "connection refused: too many connections (\(cause))", uid: caller.uid, on: channel.eventLoop)
-            metrics?.connectionRefused(admission == .tooManyOfOneUser ? .perUserShare : .limit)
+            refused(admission)
         }
         let timeouts = timeouts
         let eventLoop = channel.eventLoop
@@ -177,7 +183,7 @@ final class RPCServer: Service, CustomStringConvertible {
         let handler = RPCConnectionHandler(
             caller: caller,
             admission: admission,
-            dispatcher: dispatcher,
+            responder: responder,
             answers: answers,
             connections: connections,
             limits: limits,
@@ -241,7 +247,7 @@ final class RPCServer: Service, CustomStringConvertible {
             chmod(socketPath, 0o600)
             return
         }
-        guard let gid = AccessPolicy.groupID(named: socketGroup) else {
+        guard let gid = SystemGroups.id(named: socketGroup) else {
             throw SocketSetupError(description: "the socket group \"\(socketGroup)\" does not exist")
         }
         guard chown(socketPath, uid_t(bitPattern: -1), gid) == 0 else {

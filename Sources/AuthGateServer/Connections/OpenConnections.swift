@@ -10,9 +10,9 @@ import Synchronization
 /// loop (``EventLoopTaskExecutor``). When the server stops, ``stop()`` closes every connection,
 /// cancels every request and waits until all of them have ended, so nothing a client asked
 /// for outlives the server; connections accepted after that are closed at once.
-final class OpenConnections: Sendable {
+package final class OpenConnections: Sendable {
     /// Whether a new connection is served, and if not, which bound it met.
-    enum Admission: Equatable, Sendable {
+    package enum Admission: Equatable, Sendable {
         case admitted
         /// `maximumConnections` are open.
         case tooManyInAll
@@ -45,6 +45,8 @@ final class OpenConnections: Sendable {
     static let trimDelay: TimeAmount = .seconds(1)
 
     private let state = Mutex(State())
+
+    package init() {}
 
     /// Decides on a new connection of `uid`: whether it is within `limit` open connections
     /// and, unless `share` is nil, within `share` of them for `uid`. An admitted connection
@@ -117,7 +119,7 @@ final class OpenConnections: Sendable {
     }
 
     /// The connections being served (within the limit); for the metrics.
-    var count: Int { state.withLock { $0.admitted } }
+    package var count: Int { state.withLock { $0.admitted } }
 
     /// Runs `request` on `eventLoop`; nothing runs once the server has stopped.
     func run(on eventLoop: any EventLoop, _ request: @escaping @Sendable () async -> Void) {

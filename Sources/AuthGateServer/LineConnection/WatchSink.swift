@@ -14,7 +14,7 @@ struct WatchStarted: Sendable {}
 /// written after it, without the one that only repeats the answered token. A client that stops
 /// reading is dropped, not buffered for: once NIO's outbound buffer is over its high-water mark
 /// (64 KiB), the connection is closed.
-final class WatchSink: Sendable {
+package final class WatchSink: Sendable {
     private struct State {
         /// No watch answered yet: notifications wait (at most ``maximumHeld``, the newest kept).
         var active = false
@@ -36,12 +36,12 @@ final class WatchSink: Sendable {
     }
 
     /// The connection now carries a watch (see ``WatchStarted``).
-    func started() {
+    package func started() {
         channel.eventLoop.execute { [channel] in channel.triggerUserOutboundEvent(WatchStarted(), promise: nil) }
     }
 
     /// The watch's answer, about to be written, holds `accessToken`.
-    func willAnswer(with accessToken: String) {
+    package func willAnswer(with accessToken: String) {
         state.withLock { $0.answeredToken = accessToken }
     }
 
@@ -61,7 +61,7 @@ final class WatchSink: Sendable {
 
     /// Writes one notification line (with its newline), or holds it until the watch's answer.
     /// - Parameter accessToken: The token a `token.changed` carries, to leave out a repeat of the answer.
-    func send(_ line: [UInt8], accessToken: String?) {
+    package func send(_ line: [UInt8], accessToken: String?) {
         channel.eventLoop.execute {
             let held = self.state.withLock { state -> Bool in
                 guard !state.active else { return false }
@@ -75,7 +75,7 @@ final class WatchSink: Sendable {
 
     /// Writes a last notification, then closes the connection: the watch it carried ended for
     /// good. Notifications still held for a watch not yet answered are dropped with it.
-    func sendLast(_ line: [UInt8]) {
+    package func sendLast(_ line: [UInt8]) {
         channel.eventLoop.execute { [channel] in
             self.state.withLock { $0.held = [] }
             guard channel.isActive else { return }
@@ -94,7 +94,7 @@ final class WatchSink: Sendable {
     }
 
     /// Calls `body` once the connection has closed.
-    func onClose(_ body: @escaping @Sendable () -> Void) {
+    package func onClose(_ body: @escaping @Sendable () -> Void) {
         channel.closeFuture.whenComplete { _ in body() }
     }
 }

@@ -8,30 +8,30 @@ import Glibc
 ///
 /// This is what the daemon trusts to tell users apart: sessions are keyed by `uid`, and
 /// access rules look at the uid, its groups and the executable behind `pid`.
-struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
-    var pid: Int32
-    var uid: UInt32
-    var gid: UInt32
+package struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
+    package var pid: Int32
+    package var uid: UInt32
+    package var gid: UInt32
     /// The connecting process as it was when the connection was accepted: `access.executables`
     /// is checked against it, and refused once the pid names another process or another program.
-    var process: ProcessIdentity?
+    package var process: ProcessIdentity?
 
-    init(pid: Int32, uid: UInt32, gid: UInt32, process: ProcessIdentity? = nil) {
+    package init(pid: Int32, uid: UInt32, gid: UInt32, process: ProcessIdentity? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.process = process
     }
 
-    var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
+    package var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
 
     /// Root, or the daemon's own user: not bound by the per-user shares (connections, sessions,
     /// provider requests), which protect users from each other.
-    var isUnbounded: Bool { uid == 0 || uid == geteuid() }
+    package var isUnbounded: Bool { uid == 0 || uid == geteuid() }
 
     /// The process's name as the kernel keeps it (`/proc/PID/comm`, at most 15 bytes), escaped
     /// for a log line; `nil` when the process is gone.
-    var programName: String? {
+    package var programName: String? {
         let file = fopen("/proc/\(pid)/comm", "r")
         guard let file else { return nil }
         defer { fclose(file) }
@@ -44,7 +44,7 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// The peer of a connected Unix socket, or `nil` when the kernel does not say.
     /// - Parameter pinProcess: Whether to pin the process too (``process``), which costs /proc
     ///   reads on every connection and matters only to `access.executables` rules.
-    init?(socket descriptor: Int32, pinProcess: Bool) {
+    package init?(socket descriptor: Int32, pinProcess: Bool) {
         var pid: Int32 = 0
         var uid: UInt32 = 0
         var gid: UInt32 = 0
@@ -57,13 +57,13 @@ struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
 /// process) and the device and inode of its executable (so an `exec` of another program, or
 /// another file put at the program's path, is another program). Read from /proc when a
 /// connection is accepted, and again when a request needs `access.executables`.
-struct ProcessIdentity: Sendable, Hashable {
-    var startTime: UInt64
-    var executableDevice: UInt64
-    var executableInode: UInt64
+package struct ProcessIdentity: Sendable, Hashable {
+    package var startTime: UInt64
+    package var executableDevice: UInt64
+    package var executableInode: UInt64
 
     /// `nil` when /proc does not tell (the process is gone, or /proc is hidden from the daemon).
-    init?(pid: Int32) {
+    package init?(pid: Int32) {
         let startTime = ag_process_start_time(pid)
         var device: UInt64 = 0
         var inode: UInt64 = 0
@@ -71,14 +71,14 @@ struct ProcessIdentity: Sendable, Hashable {
         self.init(startTime: startTime, executableDevice: device, executableInode: inode)
     }
 
-    init(startTime: UInt64, executableDevice: UInt64, executableInode: UInt64) {
+    package init(startTime: UInt64, executableDevice: UInt64, executableInode: UInt64) {
         self.startTime = startTime
         self.executableDevice = executableDevice
         self.executableInode = executableInode
     }
 
     /// Whether the file at `path` is this process's program.
-    func runs(_ path: String) -> Bool {
+    package func runs(_ path: String) -> Bool {
         var device: UInt64 = 0
         var inode: UInt64 = 0
         return ag_file_identity(path, &device, &inode) == 0 && device == executableDevice && inode == executableInode
