@@ -26,7 +26,9 @@ public enum RPCClientError: Error, Sendable, CustomStringConvertible {
 /// start fast and pays for no event loop. One connection carries any number of calls.
 public final class RPCConnection {
     public let path: String
-    private let descriptor: Int32
+    /// The connected socket, which the connection owns and closes: for what a caller checks on
+    /// it (a poll, a socket option), not for reading or writing beside the connection.
+    public let descriptor: Int32
     private var buffer: [UInt8] = []
     private var nextID: Int64 = 1
 

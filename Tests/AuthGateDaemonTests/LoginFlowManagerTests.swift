@@ -10,10 +10,37 @@ import Testing
 private actor DeviceProvider: IdentityProvider {
     enum Decision { case approve, deny }
     private var decision: Decision?
+    /// The sign-ins waiting for the decision, each resumed once: by it, or with `nil` when its
+    /// task is cancelled.
+    private var waiting: [Int: CheckedContinuation<Decision?, Never>] = [:]
+    private var nextWaiter = 0
     private(set) var begun = 0
     private(set) var revoked: [String] = []
 
-    func decide(_ decision: Decision) { self.decision = decision }
+    func decide(_ decision: Decision) {
+        self.decision = decision
+        for waiter in waiting.values { waiter.resume(returning: decision) }
+        waiting = [:]
+    }
+
+    /// The decision, once the test makes it; `nil` when the task is cancelled first.
+    private func awaitDecision() async -> Decision? {
+        if let decision { return decision }
+        let waiter = nextWaiter
+        nextWaiter += 1
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                // Cancelled before it waits: the handler below found nothing to resume.
+                if Task.isCancelled { continuation.resume(returning: nil) } else { waiting[waiter] = continuation }
+            }
+        } onCancel: {
+            Task { await self.cancel(waiter) }
+        }
+    }
+
+    private func cancel(_ waiter: Int) {
+        waiting.removeValue(forKey: waiter)?.resume(returning: nil)
+    }
 
     func beginDeviceAuthorization(scopes: [String]) async throws(AuthGateError) -> DeviceAuthorization {
         begun += 1
@@ -29,24 +56,22 @@ private actor DeviceProvider: IdentityProvider {
 
     /// Waits for the test's decision; `nil` once cancelled, as the protocol asks.
     func awaitDeviceAuthorization(_ authorization: DeviceAuthorization, scopes: [String]) async -> Result<SignInResult, AuthGateError>? {
-        while true {
-            switch decision {
-            case .approve?:
-                return .success(
-                    SignInResult(
-                        tokens: TokenSet(
-                            accessToken: Secret("at-\(authorization.deviceCode.exposedValue)"),
-                            expiresAt: Date().addingTimeInterval(3600),
-                            refreshToken: Secret("rt")
-                        ),
-                        subject: "alice"
-                    )
+        switch await awaitDecision() {
+        case .approve?:
+            return .success(
+                SignInResult(
+                    tokens: TokenSet(
+                        accessToken: Secret("at-\(authorization.deviceCode.exposedValue)"),
+                        expiresAt: Date().addingTimeInterval(3600),
+                        refreshToken: Secret("rt")
+                    ),
+                    subject: "alice"
                 )
-            case .deny?:
-                return .failure(AuthGateError(.permissionDenied, "denied"))
-            case nil:
-                do { try await Task.sleep(for: .milliseconds(5)) } catch { return nil }
-            }
+            )
+        case .deny?:
+            return .failure(AuthGateError(.permissionDenied, "denied"))
+        case nil:
+            return nil
         }
     }
 

@@ -1,5 +1,6 @@
 import AuthGateRPC
 import AuthGateTestSupport
+import CLinux
 import Foundation
 import Synchronization
 import Testing
@@ -189,7 +190,8 @@ struct AbuseResistanceTests {
         // not run while the daemon holds reads behind the sign-in.
         let next = Array((Self.token + "\n").utf8)
         try connection.send(Array((login + "\n").utf8) + next[..<20])
-        usleep(200_000)  // on purpose: the line's second part arrives while the sign-in runs
+        // The line's second part arrives once the daemon has read the first (the sign-in runs).
+        try eventually(timeout: .seconds(10)) { ag_unread_by_peer(connection.descriptor) == 0 }
         try connection.send(Array(next[20...]))
         let replies = try (0..<2).map { _ in try readReply(connection) }
         #expect(replies.map { $0["id"] as? Int } == [1, 2])

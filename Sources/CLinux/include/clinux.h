@@ -12,7 +12,9 @@
 #include <string.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -159,6 +161,14 @@ static inline int ag_connect_unix(const char *path, size_t path_length) {
         return -1;
     }
     return fd;
+}
+
+/// How many bytes sent on the Unix stream socket `fd` its peer has not read yet (SIOCOUTQ: for
+/// AF_UNIX, the sent data the sender is still charged for), or -1 with errno set. The tests use
+/// it to know that the daemon has read what a client sent.
+static inline int ag_unread_by_peer(int fd) {
+    int count = 0;
+    return ioctl(fd, SIOCOUTQ, &count) == 0 ? count : -1;
 }
 
 /// Adds `fd` to `epoll` for `events` (EPOLLIN, …), tagged with `tag`, which ag_epoll_wait reports.
