@@ -16,19 +16,6 @@ struct ProviderFiles: ParsableCommand {
         subcommands: [List.self, Add.self, Remove.self, ProviderTest.self]
     )
 
-    /// The installed docs/provider.schema.json as a `file://` URL: `PREFIX/share/doc/authgate/`
-    /// beside this binary's `PREFIX/bin`, where `scripts/install` puts it; `nil` when it is not there.
-    static func installedSchema() -> String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return nil }
-        let executable = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let prefix = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast(2).joined(separator: "/")
-        let path = prefix + "/" + ProviderFileDraft.installedSchemaPath
-        guard access(path, R_OK) == 0 else { return nil }
-        return "file://" + path
-    }
-
     /// Where the provider files go.
     struct Location: ParsableArguments {
         @Option(
@@ -78,42 +65,16 @@ struct ProviderFiles: ParsableCommand {
     /// directory than `directory` is said, with a failure, never reported as a success.
     static func reload(_ global: GlobalOptions, id: ProviderID, directory: String, added: Bool) throws {
         let reports = try global.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
-        let report = reports.first { $0.id == id.rawValue && $0.change != .removed }
-        if added == (report == nil) {
-            let reads = (try? global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir).map { " (it reads \(Terminal.safe($0)))" } ?? ""
-            throw CLIError(
-                message: added
-                    ? "The daemon reloaded but has no provider \(id.rawValue): it does not read \(Terminal.safe(directory))\(reads). Pass the daemon's directory with --providers-dir. [provider_file.not_loaded]"
-                    : "The daemon reloaded and still has \(id.rawValue): it reads its providers from another directory than \(Terminal.safe(directory))\(reads). [provider_file.not_loaded]",
-                exitCode: ExitStatus.inputRefused
-            )
+        let report: ProviderReloadReport?
+        do throws(ToolFailure) {
+            report = try ProviderDirectory.reloaded(reports, id: id, added: added, directory: directory) {
+                try? global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir
+            }
+        } catch {
+            throw CLIError(error)
         }
         if global.json { return try global.printJSON(reports) }
-        guard let report else { return print("The daemon reloaded; \(id.rawValue) is gone.") }
-        print(
-            "The daemon reloaded: \(id.rawValue) is \(report.status?.rawValue ?? report.change.rawValue)\(report.statusReason.map { " (\(Terminal.safe($0)))" } ?? "")."
-        )
-    }
-
-    /// What a discovery document offers, a line each, for a person; then what it lacks of `chosen`.
-    static func describe(_ offer: ProviderOffer, chosen: [Grant]) -> String {
-        func list(_ values: [String]) -> String { values.isEmpty ? "not said" : values.map(Terminal.safe).joined(separator: ", ") }
-        func endpoint(_ url: String?) -> String { url.map(Terminal.safe) ?? "none" }
-        var lines = [
-            "\(Terminal.safe(offer.issuer)) offers:",
-            "  grants:                  \(offer.grantTypes.map(list) ?? "not said (all are tried)")",
-            "  PKCE methods:            \(list(offer.codeChallengeMethods))",
-            "  DPoP algorithms:         \(list(offer.dpopSigningAlgs))",
-            "  PAR endpoint:            \(endpoint(offer.pushedAuthorizationRequestEndpoint))\(offer.requirePushedAuthorizationRequests ? " (required)" : "")",
-            "  device endpoint:         \(endpoint(offer.deviceAuthorizationEndpoint))",
-            "  registration endpoint:   \(endpoint(offer.registrationEndpoint))",
-            "  token endpoint auth:     \(list(offer.tokenEndpointAuthMethods))",
-            "  scopes:                  \(list(offer.scopes))",
-        ]
-        for grant in chosen where !offer.grants.contains(grant) {
-            lines.append("warning: the provider does not list the \(grant.rawValue) grant; the daemon will try it anyway.")
-        }
-        return lines.joined(separator: "\n") + "\n"
+        print(ProviderDirectory.reloadSentence(report, id: id))
     }
 
     struct List: ParsableCommand {
@@ -123,22 +84,6 @@ struct ProviderFiles: ParsableCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var location: Location
-
-        /// One file, as `--json` prints it.
-        struct Listing: Encodable {
-            var id: String
-            var file: String
-            var valid: Bool
-            var problems: [String]
-            /// The daemon's status; `nil` when the daemon cannot be asked or has not loaded it.
-            var status: String?
-            var statusReason: String?
-
-            enum CodingKeys: String, CodingKey {
-                case id, file, valid, problems, status
-                case statusReason = "status_reason"
-            }
-        }
 
         func run() throws {
             let directory = try location.directory(global)
@@ -150,22 +95,10 @@ struct ProviderFiles: ParsableCommand {
             }
             // The files are read here; the daemon adds what it made of them, when it can be asked.
             let loaded = try? DaemonConnection(socket: global.socket, json: false).call(.providersList, EmptyResult(), as: [ProviderInfo].self)
-            let listings = reports.map { report in
-                let info = loaded?.first { $0.id == report.id }
-                return Listing(
-                    id: report.id,
-                    file: report.file,
-                    valid: report.configuration != nil,
-                    problems: report.problems.map(\.description),
-                    status: info?.status.rawValue,
-                    statusReason: info?.statusReason
-                )
-            }
+            let listings = ProviderDirectory.listings(reports, loaded: loaded)
             if global.json { return try global.printJSON(listings) }
             guard !listings.isEmpty else { return print("No provider files in \(directory).") }
-            let rows = listings.map { listing in
-                [listing.id, listing.valid ? "valid" : "invalid", listing.status ?? (loaded == nil ? "?" : "not loaded"), listing.file]
-            }
+            let rows = ProviderDirectory.rows(listings, daemonAnswered: loaded != nil)
             print(Terminal.table(["PROVIDER", "FILE", "DAEMON", "PATH"], rows.map { $0.map(Terminal.safe) }))
             for listing in listings {
                 for problem in listing.problems { print("  error: \(Terminal.safe(problem))") }
@@ -279,7 +212,7 @@ struct ProviderFiles: ParsableCommand {
             try checkRegistrationOptions()
             askForMissingAnswers()
             var draft = ProviderFileDraft()
-            draft.schema = ProviderFiles.installedSchema()
+            draft.schema = ProviderDirectory.installedSchema()
             draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
             for (option, value) in [("host", host), ("tenant", tenant), ("realm", realm), ("authorization_server", authorizationServer)] {
                 if let value { draft.presetOptions[option] = value }
@@ -312,7 +245,7 @@ struct ProviderFiles: ParsableCommand {
                 )
                 // --dry-run's standard output is the file alone.
                 let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
-                if !global.json || dryRun { describe(ProviderFiles.describe(offer, chosen: draft.grants)) }
+                if !global.json || dryRun { describe(ProviderDirectory.describe(offer, chosen: draft.grants)) }
                 // A device code grant with nowhere to ask for a code would be listed as ready and
                 // fail at the first `login --device`.
                 if draft.grants.contains(.deviceCode), offer.deviceAuthorizationEndpoint == nil, deviceEndpoint == nil {

@@ -14,20 +14,6 @@ import Glibc
 /// later is kept in `ID.registration` (0600) beside the provider file, a client secret in
 /// `ID.client-secret` (0600); neither is ever printed or put into the provider JSON.
 enum ProviderRegistrationFiles {
-    /// The client id a `--dry-run` file shows: no client is registered then.
-    static let dryRunClientID = "registered-by-provider-add"
-
-    /// The redirect URI of the daemon's browser sign-in (`LoopbackRedirectListener`), registered
-    /// without a port: RFC 8252 §7.3 lets the server match it on any port, which the daemon picks
-    /// per sign-in.
-    static let loopbackRedirectURI = "http://127.0.0.1/callback"
-
-    /// The grants to register when none are given: the browser sign-in, and the device code
-    /// grant when the provider offers it.
-    static func defaultGrants(_ offer: ProviderOffer) -> [Grant] {
-        [.authorizationCode] + (offer.deviceAuthorizationEndpoint != nil && offer.grants.contains(.deviceCode) ? [.deviceCode] : [])
-    }
-
     /// The initial access token of `--initial-access-token-file`, without surrounding whitespace.
     /// Read with `O_NOFOLLOW`, as a regular file of at most 64 KiB.
     static func initialAccessToken(_ path: String?) throws -> String? {
@@ -92,31 +78,11 @@ extension ProviderFiles.Add {
         }
     }
 
-    /// With `--register`, the draft is checked before the provider assigns a client id and before
-    /// its discovery document says which grants it offers: a placeholder id and the browser
-    /// grant, and for the client credentials grant the client authentication the registration
-    /// will bring (the generated key of `--private-key-jwt`, else the secret a confidential
-    /// client is issued), so that the draft is checked as it will be once registered.
+    /// With `--register`, the draft as it will be once registered (``ClientRegistrationPlan``).
     func prepareRegistration(_ draft: inout ProviderFileDraft, directory: String) {
         guard register else { return }
-        draft.clientID = ProviderRegistrationFiles.dryRunClientID
-        if draft.grants.isEmpty { draft.grants = [.authorizationCode] }
-        guard draft.grants.contains(.clientCredentials) else { return }
-        let id = ProviderID(name)?.rawValue ?? name
-        if privateKeyJWT {
-            draft.clientAuth = "private_key_jwt"
-            draft.clientKeyFile = ProviderFileStore.clientKeyPath(id: id, directory: RegisteredClientFiles.absolute(directory))
-            draft.clientKeyID = "registered-by-provider-add"
-        } else {
-            draft.clientSecretFile = ProviderFileStore.clientSecretPath(id: id, directory: RegisteredClientFiles.absolute(directory))
-        }
-    }
-
-    /// How the client registered for `grants` authenticates: `private_key_jwt` with
-    /// `--private-key-jwt`, a confidential client with a secret for the client credentials grant
-    /// (a public client cannot use it), else a public client.
-    func registeredAuthMethod(for grants: [Grant]) -> String {
-        privateKeyJWT ? "private_key_jwt" : grants.contains(.clientCredentials) ? "client_secret_basic" : "none"
+        ClientRegistrationPlan(privateKeyJWT: privateKeyJWT)
+            .prepare(&draft, id: ProviderID(name)?.rawValue ?? name, directory: RegisteredClientFiles.absolute(directory))
     }
 
     /// Registers a client for `draft` at the provider `offer` describes, then writes the
@@ -124,27 +90,16 @@ extension ProviderFiles.Add {
     /// reloads. With `--dry-run`, registers nothing and prints the file with a placeholder id.
     func registerAndWrite(_ draft: ProviderFileDraft, offer: ProviderOffer, id: ProviderID, directory: String) throws {
         var draft = draft
-        if grants.isEmpty { draft.grants = ProviderRegistrationFiles.defaultGrants(offer) }
-        let params = ProviderRegisterParams(
-            issuer: offer.issuer,
+        let plan = ClientRegistrationPlan(privateKeyJWT: privateKeyJWT)
+        if grants.isEmpty { draft.grants = ClientRegistrationPlan.defaultGrants(offer) }
+        let params = plan.request(
+            draft,
+            offer: offer,
+            id: id,
             caFile: caFile,
-            grants: draft.grants,
-            // Also for a client without the authorization code grant: OpenID Connect Dynamic
-            // Client Registration 1.0 §2 makes redirect_uris REQUIRED (idpyoidc refuses a
-            // registration without), where RFC 7591 §2 asks it only of redirect-based flows.
-            redirectURIs: [ProviderRegistrationFiles.loopbackRedirectURI],
-            tokenEndpointAuthMethod: registeredAuthMethod(for: draft.grants),
-            clientName: "authgate (\(id.rawValue))",
-            scope: draft.scopes.isEmpty ? nil : draft.scopes.joined(separator: " "),
             initialAccessToken: try ProviderRegistrationFiles.initialAccessToken(initialAccessTokenFile)
         )
-        let summary =
-            (privateKeyJWT
-                ? "a confidential client (private_key_jwt, a new ES256 key)"
-                : params.tokenEndpointAuthMethod == "none"
-                    ? "a public client (token_endpoint_auth_method none)" : "a confidential client (client_secret_basic: the provider issues a secret)")
-            + " for \(draft.grants.map(\.rawValue).joined(separator: ", "))"
-            + (params.redirectURIs.isEmpty ? "" : " with the redirect URI \(params.redirectURIs.joined(separator: ", "))")
+        let summary = plan.summary(params)
         if dryRun {
             Terminal.writeError(
                 "--dry-run registers nothing: it would register \(summary) at \(offer.registrationEndpoint.map(Terminal.safe) ?? "(no registration endpoint)"); the file's client_id is a placeholder.\n"
@@ -167,10 +122,9 @@ extension ProviderFiles.Add {
         let earlier = force ? RegisteredClientFiles.record(id: id, directory: directory) : nil
         let registration = try global.call(.providerRegister, params, as: ProviderRegistration.self, progress: "Registering a client…")
         draft.clientID = registration.clientID
-        // The provider may register fewer grants than asked (RFC 7591 §3.2.1 answers what it
-        // registered): the file lists only those, so that no sign-in is offered that would fail.
-        let refused = registration.grantTypes.map { granted in draft.grants.filter { !granted.contains($0.wireName) } } ?? []
-        if !refused.isEmpty, refused.count < draft.grants.count { draft.grants.removeAll { refused.contains($0) } }
+        // The provider may register fewer grants than asked: the file lists only those.
+        let (kept, refused) = ClientRegistrationPlan.granted(draft.grants, by: registration)
+        draft.grants = kept
         do {
             try write(draft, registration: registration, id: id, directory: directory)
         } catch {

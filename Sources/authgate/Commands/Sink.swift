@@ -17,7 +17,7 @@ import Glibc
 /// fsync of the directory), so a reader never sees a partial or empty file while the session
 /// lives. When the session ends (signed out, refused) the file is **removed**, and the log says
 /// why: a service then fails loudly instead of sending a dead token. What the file holds is a
-/// ``TokenFileFormat`` (the library's, tested in process).
+/// ``TokenFileFormat``; what is done with each event is ``TokenSink``'s (both tested in process).
 ///
 /// The sink may be root's, so the file's directory is opened once, at start, by
 /// `FileTrust.openDirectory` (no directory others could change entries of, no symbolic link
@@ -139,24 +139,12 @@ struct Sink: ParsableCommand {
             params: TokenParams(provider: selection.provider, session: selection.session),
             notice: { Terminal.writeError("authgate sink: \(Terminal.safe($0))\n") }
         )
-        var written = false
-        try follower.runReporting(once: once) { event in
-            switch event {
-            case .token(let token):
-                written = write(token, as: fileFormat, to: tokenFile)
-                if written { runner?.trigger() }
-                return !once
-            case .ended(let ended):
-                tokenFile.remove(because: "the session ended (\(ended.reason.rawValue))")
-                Terminal.writeError("authgate sink: the session ended (\(ended.reason.rawValue)): \(Terminal.safe(ended.message)) Waiting for a new sign-in.\n")
-                return true
-            case .unavailable(let reason, let message):
-                tokenFile.remove(because: "\(Terminal.safe(message)) [\(reason.rawValue)]")
-                return true
-            }
+        let sink = TokenSink(file: tokenFile, shown: file, format: fileFormat, mode: fileMode, onChange: runner) {
+            Terminal.writeError("authgate sink: \($0)\n")
         }
+        try follower.runReporting(once: once) { sink.handle($0, once: once) }
         runner?.waitUntilIdle()
-        if once && !written {
+        if once && !sink.written {
             throw CLIError(message: "the sink did not write \(Terminal.safe(file)).", exitCode: ExitStatus.internalError)
         }
     }
@@ -170,38 +158,12 @@ struct Sink: ParsableCommand {
         case .nginx: return .nginx
         case .env: return .env(name: env)
         case .template:
-            // A root sink copies the template into a file it gives the service: read it as the
-            // daemon reads a file it trusts (root's or the caller's, in directories nobody else
-            // may change, no link another user owns, a regular file of at most 1 MiB), or a
-            // service user could have it copy any root-only file to them.
-            let path = template ?? ""
-            let text: String
-            switch FileTrust.readWithoutForeignLinks(path, as: .template, maximumSize: 1 << 20) {
-            case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
-            case .failure(let problem):
-                throw CLIError(message: "the sink does not use the template: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
-            }
-            do throws(TokenTemplate.Problem) {
-                return .template(try TokenTemplate(parsing: text))
+            do throws(ToolFailure) {
+                return try TokenSink.template(at: template ?? "")
             } catch {
-                throw CLIError(
-                    message: "the template \(Terminal.safe(path)) cannot be used: \(Terminal.safe(error.description)).",
-                    exitCode: .validationFailure
-                )
+                throw CLIError(error)
             }
         }
-    }
-
-    /// Writes the file in the chosen format; says whether it did.
-    private func write(_ token: TokenResult, as format: TokenFileFormat, to tokenFile: TokenFile) -> Bool {
-        do {
-            try tokenFile.write(try format.render(token), mode: fileMode)
-        } catch {
-            Terminal.writeError("authgate sink: cannot write \(Terminal.safe(file)): \(error)\n")
-            return false
-        }
-        Terminal.writeError("authgate sink: wrote \(Terminal.safe(file)) (the token is \(Terminal.validity(token.expiresAt))).\n")
-        return true
     }
 }
 
