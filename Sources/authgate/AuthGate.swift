@@ -93,6 +93,32 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Print JSON for scripts instead of text.")
     var json = false
 
+    /// The daemon these options name, as a value the commands' shared steps take.
+    var daemon: DaemonClient { DaemonClient(socket: socket, json: json) }
+
+    /// ``DaemonClient/call(_:_:as:progress:)``.
+    func call<Params: Encodable, Result: Decodable>(
+        _ method: RPCMethod,
+        _ params: Params,
+        as: Result.Type = Result.self,
+        progress: String? = nil
+    ) throws -> Result {
+        try daemon.call(method, params, as: Result.self, progress: progress)
+    }
+
+    /// Prints `value` as JSON on stdout.
+    func printJSON<Value: Encodable>(_ value: Value) throws {
+        try DaemonConnection.printJSON(value)
+    }
+}
+
+/// The daemon's socket and the output wanted (`--json`), as plain values: what the steps
+/// several commands share take (a sign-in, its report), so that one command can run another's
+/// with typed values (the point-of-use sign-in) instead of an argv to parse.
+struct DaemonClient {
+    var socket: String?
+    var json: Bool
+
     /// Calls `method` on the daemon (``DaemonConnection``): a failure is one sentence and the
     /// exit status of its class.
     func call<Params: Encodable, Result: Decodable>(

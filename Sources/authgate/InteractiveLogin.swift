@@ -19,7 +19,7 @@ private let interrupted = Atomic<Bool>(false)
 /// (URL, code, QR code, browser), then `login.complete` with a spinner. Ctrl-C sends
 /// `login.cancel` on a second connection and exits with status 130.
 struct InteractiveLogin {
-    var global: GlobalOptions
+    var daemon: DaemonClient
     var provider: String
     var grant: Grant
     var session: String?
@@ -33,7 +33,7 @@ struct InteractiveLogin {
     var confirm: Bool? = nil
 
     func run() throws {
-        try report(try signIn(beginAsJSON: global.json), global: global, verb: verb)
+        try report(try signIn(beginAsJSON: daemon.json), daemon: daemon, verb: verb)
     }
 
     /// The sign-in without its last line: its result.
@@ -48,13 +48,13 @@ struct InteractiveLogin {
             prompt: prompt,
             confirm: confirm
         )
-        let begin = try global.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
+        let begin = try daemon.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
         // Ctrl-C cancels the flow from here on, before the instructions promise it.
-        let path = global.socket ?? SocketLocation.forClient()
+        let path = daemon.socket ?? SocketLocation.forClient()
         let stopCancelling = Self.cancelOnInterrupt(flowID: begin.flowID, socket: path, provider: provider)
         defer { stopCancelling() }
         if beginAsJSON {
-            try global.printJSON(begin)
+            try daemon.printJSON(begin)
         } else {
             Terminal.writeError(instructions(begin))
         }
@@ -63,7 +63,7 @@ struct InteractiveLogin {
         }
         let waiting = begin.grant == .deviceCode ? "Waiting for you to enter the code…" : "Waiting for you to sign in in the browser…"
         do {
-            return try global.call(.loginComplete, LoginCompleteParams(flowID: begin.flowID), as: LoginResult.self, progress: waiting)
+            return try daemon.call(.loginComplete, LoginCompleteParams(flowID: begin.flowID), as: LoginResult.self, progress: waiting)
         } catch {
             // Ctrl-C: the handler cancelled the flow (which failed this call) and exits by itself.
             if interrupted.load(ordering: .acquiring) { while true { pause() } }

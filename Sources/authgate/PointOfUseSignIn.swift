@@ -22,10 +22,6 @@ enum PointOfUseSignIn {
     static func run(provider: String, session: String?, socket: String?, tool: String) throws -> Bool {
         let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard terminal >= 0 else { return false }
-        var arguments = [provider]
-        if let session { arguments += ["--session", session] }
-        if let socket { arguments += ["--socket", socket] }
-        let login = try Login.parse(arguments)
         fflush(nil)
         let saved = (0...2).map { dup(Int32($0)) }
         for descriptor in 0...2 { dup2(terminal, Int32(descriptor)) }
@@ -42,7 +38,7 @@ enum PointOfUseSignIn {
         Terminal.writeError(
             "\(tool) asks authgate for a token of \(Terminal.safe(provider)) for the local account \(Terminal.safe(localAccount)), whose session needs a sign-in.\n"
         )
-        try login.run()
+        try SignIn(provider: provider, session: session, daemon: DaemonClient(socket: socket, json: false)).run()
         return true
     }
 

@@ -131,10 +131,7 @@ struct Kubectl: ParsableCommand {
         do {
             result = try fetch(options.forceRefresh)
         } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
-            var arguments = [provider]
-            if let session { arguments += ["--session", session] }
-            if let socket { arguments += ["--socket", socket] }
-            try Login.parse(arguments).run()
+            try SignIn(provider: provider, session: session, daemon: DaemonClient(socket: socket, json: false)).run()
             result = try fetch(false)
         }
         let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) { try fetch(true) }

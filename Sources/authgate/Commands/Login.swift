@@ -43,34 +43,63 @@ struct Login: ParsableCommand {
     var confirm: Bool?
 
     /// Whether a user name or password was given: the password grant.
-    private var userNamed: Bool { username != nil || passwordStdin }
-
     func validate() throws {
-        if method.chosen + (userNamed ? 1 : 0) > 1 {
+        if method.chosen + (username != nil || passwordStdin ? 1 : 0) > 1 {
             throw ValidationError("Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin.")
         }
     }
 
     func run() throws {
-        let grant = try method.grant(for: provider, userNamed: userNamed, global: global)
+        try SignIn(
+            provider: provider,
+            session: session,
+            username: username,
+            passwordStdin: passwordStdin,
+            scopes: scope,
+            method: method.choice,
+            showQRCode: !noQR,
+            confirm: confirm,
+            daemon: global.daemon
+        ).run()
+    }
+}
+
+/// A sign-in with typed values: `authgate login`'s, and the point-of-use sign-in of the
+/// credential helpers and `kubectl --setup` (``PointOfUseSignIn``), which need no argv.
+struct SignIn {
+    var provider: String
+    var session: String?
+    var username: String? = nil
+    var passwordStdin = false
+    var scopes: [String] = []
+    var method = SignInChoice()
+    var showQRCode = true
+    /// `--confirm` / `--no-confirm`; `nil` leaves the session's choice as it is.
+    var confirm: Bool? = nil
+    var daemon: DaemonClient
+
+    private var userNamed: Bool { username != nil || passwordStdin }
+
+    func run() throws {
+        let grant = try method.grant(for: provider, userNamed: userNamed, daemon: daemon)
         if let grant, grant.isInteractive {
             return try InteractiveLogin(
-                global: global,
+                daemon: daemon,
                 provider: provider,
                 grant: grant,
                 session: session,
-                scopes: scope,
+                scopes: scopes,
                 prompt: nil,
                 openBrowser: !method.noBrowser,
-                showQRCode: !noQR,
+                showQRCode: showQRCode,
                 verb: "Signed in to",
                 confirm: confirm
             ).run()
         }
         if let grant, grant.isService {
-            let params = LoginParams(provider: provider, grant: grant, session: session, scopes: scope.isEmpty ? nil : scope, confirm: confirm)
-            let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
-            return try report(result, global: global, verb: "Signed in to")
+            let params = LoginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, confirm: confirm)
+            let result = try daemon.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
+            return try report(result, daemon: daemon, verb: "Signed in to")
         }
         guard let username = username ?? (Terminal.stdinIsTerminal ? Terminal.ask("Username for \(provider): ") : nil) else {
             throw ValidationError("Give --username (there is no terminal to ask on).")
@@ -82,15 +111,14 @@ struct Login: ParsableCommand {
             username: username,
             password: Secret(password),
             session: session,
-            scopes: scope.isEmpty ? nil : scope,
+            scopes: scopes.isEmpty ? nil : scopes,
             confirm: confirm
         )
-        let result = try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
-        try report(result, global: global, verb: "Signed in to")
+        let result = try daemon.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
+        try report(result, daemon: daemon, verb: "Signed in to")
     }
 }
 
-/// The ways to sign in that `authgate login` and `authgate provider test` both take.
 struct SignInMethodOptions: ParsableArguments {
     @Flag(
         name: .customLong("client-credentials"),
@@ -110,16 +138,26 @@ struct SignInMethodOptions: ParsableArguments {
     /// How many of `--device`, `--browser` and `--client-credentials` were given.
     var chosen: Int { [device, browser, clientCredentials].filter { $0 }.count }
 
-    /// The grant to sign in with: the one asked for (`--client-credentials`: the provider's
-    /// first service grant, ``Grant/isService``); else, with no user name or password
-    /// (`userNamed` false), one `provider` offers: its service grant when it has only those
-    /// (a service's provider: no user name is asked for), the browser on a desktop, the device
-    /// code elsewhere; `nil` for the password grant.
-    func grant(for provider: String, userNamed: Bool, global: GlobalOptions) throws -> Grant? {
+    var choice: SignInChoice {
+        SignInChoice(clientCredentials: clientCredentials, device: device, browser: browser, noBrowser: noBrowser)
+    }
+}
+
+/// How to sign in, as `--client-credentials`, `--device`, `--browser` and `--no-browser` say.
+struct SignInChoice {
+    var clientCredentials = false
+    var device = false
+    var browser = false
+    var noBrowser = false
+
+    /// The grant to sign in with: the one chosen, else the provider's (its grants, from the
+    /// daemon): a service's own, the browser where there is a display (or no device grant), the
+    /// device code where there is no password grant or no terminal; `nil` for a password.
+    func grant(for provider: String, userNamed: Bool, daemon: DaemonClient) throws -> Grant? {
         if device { return .deviceCode }
         if browser { return .authorizationCode }
         if userNamed, !clientCredentials { return nil }
-        let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
+        let providers = try daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         let grants = providers.first(where: { $0.id == provider })?.grants ?? []
         if clientCredentials { return grants.first(where: \.isService) ?? .clientCredentials }
         if !grants.isEmpty, grants.allSatisfy(\.isService) { return grants.first }
@@ -141,8 +179,8 @@ func readPassword(passwordStdin: Bool, prompt: String) throws -> String {
 }
 
 /// Prints the outcome of a sign-in.
-func report(_ result: LoginResult, global: GlobalOptions, verb: String) throws {
-    if global.json { return try global.printJSON(result) }
+func report(_ result: LoginResult, daemon: DaemonClient, verb: String) throws {
+    if daemon.json { return try daemon.printJSON(result) }
     // The name the user knows; the subject is often opaque ("1", a UUID).
     let who = (result.displayName ?? result.subject).map { " as \(Terminal.safe($0))" } ?? ""
     let session = result.session == "default" ? "" : " (session \(result.session))"

@@ -65,9 +65,9 @@ struct ProviderTest: ParsableCommand {
 
     /// The sign-in, as `authgate login` would run it, into the test's session.
     private func signIn() throws -> LoginResult {
-        if let grant = try method.grant(for: provider, userNamed: false, global: global), grant.isInteractive {
+        if let grant = try method.choice.grant(for: provider, userNamed: false, daemon: global.daemon), grant.isInteractive {
             return try InteractiveLogin(
-                global: global,
+                daemon: global.daemon,
                 provider: provider,
                 grant: grant,
                 session: Self.sessionName,

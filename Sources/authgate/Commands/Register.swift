@@ -41,7 +41,7 @@ struct Register: ParsableCommand {
                 )
             }
             return try InteractiveLogin(
-                global: global,
+                daemon: global.daemon,
                 provider: provider,
                 grant: .authorizationCode,
                 session: session,
@@ -77,6 +77,6 @@ struct Register: ParsableCommand {
             session: session
         )
         let result = try global.call(.register, params, as: LoginResult.self, progress: "Creating your account at \(provider)…")
-        try report(result, global: global, verb: "Registered and signed in to")
+        try report(result, daemon: global.daemon, verb: "Registered and signed in to")
     }
 }
