@@ -35,9 +35,7 @@ struct DockerCredential: ParsableCommand {
     var registry: String?
 
     /// What docker matches to tell "no credentials" from a failure.
-    static let notFound = "credentials not found in native keychain"
-    static let name = "docker-credential-authgate"
-    static let usage = "Usage: \(name) <store|get|erase|list|version>"
+    static let name = DockerCredentialHelper.name
 
     func run() throws {
         try Self.serve([operation] + (registry.map { [$0] } ?? []), socket: global.socket)
@@ -54,7 +52,7 @@ struct DockerCredential: ParsableCommand {
         }
         do {
             guard arguments.count == 1 else {
-                print(usage)
+                print(DockerCredentialHelper.usage)
                 throw ExitCode(1)
             }
             try perform(arguments[0], socket: socket)
@@ -68,64 +66,14 @@ struct DockerCredential: ParsableCommand {
         }
     }
 
+    /// docker's `action` (``DockerCredentialHelper``): its answer on stdout, its note on stderr.
     private static func perform(_ action: String, socket: String?) throws {
-        switch action {
-        case "-v", "--version", "version":
-            print("\(name) (authgate) \(AuthGateVersion.current)")
-        case "-h", "--help":
-            print(usage)
-        case "get":
-            let serverURL = readLine(strippingNewline: true) ?? ""
-            guard let host = CredentialHost.fromServerURL(serverURL),
-                let credential = try CredentialHosts.credential(
-                    host: host,
-                    tool: "docker",
-                    socket: socket,
-                    signIn: { provider, session in try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "docker") }
-                )
-            else {
-                print(notFound)
-                throw ExitCode(1)
-            }
-            let answer = JSONValue.object([
-                "Secret": .string(credential.token.token), "ServerURL": .string(serverURL), "Username": .string(credential.username),
-            ])
-            print(String(decoding: answer.jsonBytes, as: UTF8.self))
-        case "list":
-            // A provider with paths serves git only: docker's requests name no path.
-            let servers = try CredentialHosts.all(socket: socket).filter { $0.helper.tools.contains("docker") && $0.helper.paths.isEmpty }
-                .flatMap { listing in listing.helper.hosts.map { ($0, JSONValue.string(listing.helper.username)) } }
-            // A host belongs to one provider (the loader refuses a second); the first would win.
-            let answer = JSONValue.object(Dictionary(servers, uniquingKeysWith: { first, _ in first }))
-            print(String(decoding: answer.jsonBytes, as: UTF8.self))
-        case "erase":
-            // docker logout: the session ends, as signing out of the registry means.
-            let serverURL = readLine(strippingNewline: true) ?? ""
-            guard let host = CredentialHost.fromServerURL(serverURL),
-                let mapping = try CredentialHosts.provider(for: host, path: nil, socket: socket, tool: "docker").0
-            else {
-                print(notFound)
-                throw ExitCode(1)
-            }
-            let removed = try DaemonConnection(socket: socket, json: false).call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self)
-                .removed
-            Terminal.writeError(
-                removed
-                    ? "authgate: signed out of \(Terminal.safe(mapping.provider)) (docker logout \(Terminal.safe(host))).\n"
-                    : "authgate: there was no session with \(Terminal.safe(mapping.provider)) to sign out of.\n"
-            )
-        case "store":
-            // docker login: the daemon signs in with the provider, never with a password docker holds.
-            let payload = (try? JSONValue.parse(Data((readLine(strippingNewline: true) ?? "").utf8)))?.objectValue
-            let host = payload?["ServerURL"]?.stringValue.flatMap(CredentialHost.fromServerURL)
-            let provider = try host.flatMap { try CredentialHosts.provider(for: $0, path: nil, socket: socket, tool: "docker").0 }?.provider
-            print(
-                "authgate does not store credentials from docker login: sign in with `authgate login \(provider.map(Terminal.safe) ?? "PROVIDER")`, and docker gets the session's token. [invalid_request]"
-            )
-            throw ExitCode(1)
-        default:
-            print("\(name): unknown action: \(Terminal.safe(action))")
-            throw ExitCode(1)
+        let helper = DockerCredentialHelper(socket: socket) { provider, session in
+            try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "docker")
         }
+        let answer = try helper.perform(action) { readLine(strippingNewline: true) ?? "" }
+        if !answer.output.isEmpty { print(answer.output) }
+        if let note = answer.note { Terminal.writeError("authgate: \(note)\n") }
+        if answer.failed { throw ExitCode(1) }
     }
 }
