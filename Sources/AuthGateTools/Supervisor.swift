@@ -22,6 +22,19 @@ package final class Supervisor {
     package enum OnChange {
         case restart
         case signal(Int32)
+
+        /// A signal's number from its name (`HUP`, `SIGHUP`, case-insensitive) or its number
+        /// (1–64): `--signal-on-change`'s value; `nil` for anything else.
+        package static func signalNumber(_ text: String) -> Int32? {
+            if let number = Int32(text), (1..<65).contains(number) { return number }
+            var name = text.uppercased()
+            if name.hasPrefix("SIG") { name.removeFirst(3) }
+            let names: [String: Int32] = [
+                "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT, "TERM": SIGTERM, "USR1": SIGUSR1,
+                "USR2": SIGUSR2, "ALRM": SIGALRM, "WINCH": SIGWINCH, "CONT": SIGCONT,
+            ]
+            return names[name]
+        }
     }
 
     /// What the following thread hands the main thread.

@@ -102,6 +102,14 @@ struct ChildProgramTests {
         #expect(Supervisor.exitStatus(Int32(SIGTERM)) == 128 + SIGTERM)
     }
 
+    @Test("--signal-on-change: a signal by name, with or without SIG and in any case, or by number; nothing else")
+    func signalNames() {
+        #expect(Supervisor.OnChange.signalNumber("HUP") == SIGHUP)
+        #expect(Supervisor.OnChange.signalNumber("sigusr2") == SIGUSR2)
+        #expect(Supervisor.OnChange.signalNumber("10") == 10)
+        for refused in ["0", "65", "KILLALL", "", "SIG"] { #expect(Supervisor.OnChange.signalNumber(refused) == nil, "\(refused)") }
+    }
+
     @Test("a burst of triggers while the command runs makes one more run, not one per trigger")
     func coalesces() throws {
         let scratch = try ScratchDirectory()

@@ -76,7 +76,7 @@ struct Exec: ParsableCommand {
         guard !(restartOnChange && signalOnChange != nil) else {
             throw ValidationError("--restart-on-change and --signal-on-change exclude each other: restart the command or signal it.")
         }
-        if let signalOnChange, Self.signalNumber(signalOnChange) == nil {
+        if let signalOnChange, Supervisor.OnChange.signalNumber(signalOnChange) == nil {
             throw ValidationError("--signal-on-change \(signalOnChange) is not a signal: use a name such as HUP, USR1 or USR2, or a number.")
         }
         guard tokenFile == nil || restartOnChange || signalOnChange != nil else {
@@ -109,7 +109,7 @@ struct Exec: ParsableCommand {
             variable: env,
             tokenFile: file,
             signals: signals,
-            onChange: restartOnChange ? .restart : .signal(Self.signalNumber(signalOnChange ?? "") ?? SIGHUP)
+            onChange: restartOnChange ? .restart : .signal(Supervisor.OnChange.signalNumber(signalOnChange ?? "") ?? SIGHUP)
         )
         let follower = TokenFollower(
             socketPath: global.socket ?? SocketLocation.forClient(),
@@ -131,17 +131,5 @@ struct Exec: ParsableCommand {
         // Only reached when the command could not be started.
         let reason = String(cString: strerror(errno))
         throw CLIError(message: "cannot run \(Terminal.safe(command[0])): \(reason)", exitCode: ExitCode(errno == ENOENT ? 127 : 126))
-    }
-
-    /// A signal's number from its name (`HUP`, `SIGHUP`, case-insensitive) or number.
-    static func signalNumber(_ text: String) -> Int32? {
-        if let number = Int32(text), (1..<65).contains(number) { return number }
-        var name = text.uppercased()
-        if name.hasPrefix("SIG") { name.removeFirst(3) }
-        let names: [String: Int32] = [
-            "HUP": SIGHUP, "INT": SIGINT, "QUIT": SIGQUIT, "TERM": SIGTERM, "USR1": SIGUSR1,
-            "USR2": SIGUSR2, "ALRM": SIGALRM, "WINCH": SIGWINCH, "CONT": SIGCONT,
-        ]
-        return names[name]
     }
 }
