@@ -128,9 +128,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // The CLI's logic, tested in process (AuthGateToolsTests): the terminal, the token file
-        // the sink and exec write, exec's supervisor, the sink's --on-change runner, the ID
-        // token's claims, the QR code, the daemon call, a registered client's files. The
-        // `authgate` executable parses commands and calls it.
+        // the sink and exec write, the sink's handling of a followed session, exec's supervisor,
+        // the sink's --on-change runner, the ID token's claims, the QR code, the daemon call,
+        // git's and docker's credential protocols, the providers directory, a registration's
+        // plan and a registered client's files. The `authgate` executable parses commands and
+        // calls it.
         .target(
             name: "AuthGateTools",
             dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "CLinux"],
