@@ -44,3 +44,44 @@ package enum PlainCall {
         return (token, type, date)
     }
 }
+
+extension PlainCall {
+    /// The session's access token alone, as `authgate token PROVIDER` prints it: for plain
+    /// params (a provider id and nothing else) by the plain request line of ``RPCLine`` and
+    /// ``RPCLine/bareAccessToken(in:)`` (no JSON coder: the CLI's whole-process cost,
+    /// docs/BENCHMARKS.md), else by the decoder, which decodes the token alone (decoding
+    /// `expires_at` as a date also loaded the local time zone). A failure is any call's
+    /// (``ToolFailure``); a plain call that fails on the way is repeated the ordinary way, which
+    /// reports it.
+    package static func accessToken(_ params: TokenParams, socket: String?) throws(ToolFailure) -> String {
+        if let reply = plainTokenCall(params, socket: socket) {
+            if let token = RPCLine.bareAccessToken(in: reply) { return token }
+            do throws(RPCClientError) {
+                return try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: BareToken.self).accessToken
+            } catch {
+                throw ToolFailure(error, json: false)
+            }
+        }
+        return try DaemonConnection(socket: socket, json: false).call(.token, params, as: BareToken.self).accessToken
+    }
+
+    /// The reply line to the plain `token` request; `nil` for params that are not plain or when
+    /// the call failed on the way.
+    private static func plainTokenCall(_ params: TokenParams, socket: String?) -> [UInt8]? {
+        guard params.session == nil, params.minValidSeconds == nil, params.forceRefresh == nil, params.scopes == nil, params.resource == nil,
+            ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
+            let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient())
+        else { return nil }
+        guard (try? connection.send(RPCLine.request(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
+        return try? connection.receiveLine()
+    }
+
+    /// The part of a `token` result that is printed.
+    private struct BareToken: Decodable {
+        var accessToken: String
+
+        enum CodingKeys: String, CodingKey {
+            case accessToken = "access_token"
+        }
+    }
+}

@@ -144,41 +144,10 @@ struct Token: ParsableCommand {
         if json {
             return try DaemonConnection.printJSON(DaemonConnection(socket: socket, json: json).call(.token, params, as: TokenResult.self))
         }
-        if let reply = plainCall(params, socket: socket) {
-            if let token = RPCLine.bareAccessToken(in: reply) { return print(token) }
-            do {
-                return print(try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: BareToken.self).accessToken.exposedValue)
-            } catch {
-                throw CLIError(error, json: json)
-            }
+        do throws(ToolFailure) {
+            print(try PlainCall.accessToken(params, socket: socket))
+        } catch {
+            throw CLIError(error)
         }
-        // Only the token is printed, so only the token is decoded: decoding `expires_at` as a
-        // date also loaded the local time zone (docs/BENCHMARKS.md, "What was optimised").
-        print(try DaemonConnection(socket: socket, json: json).call(.token, params, as: BareToken.self).accessToken.exposedValue)
-    }
-
-    /// `authgate token PROVIDER` without the JSON encoder: the plain request line of ``RPCLine``.
-    /// - Returns: The reply line; `nil` for other params or when the call failed on the way,
-    ///   which the ordinary path then repeats and reports.
-    private static func plainCall(_ params: TokenParams, socket: String?) -> [UInt8]? {
-        guard params.session == nil, params.minValidSeconds == nil, params.forceRefresh == nil, params.scopes == nil, params.resource == nil,
-            ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
-            let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient())
-        else { return nil }
-        guard (try? connection.send(RPCLine.request(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
-        return try? connection.receiveLine()
-    }
-}
-
-/// The part of a `token` result that `authgate token` prints.
-private struct BareToken: Decodable {
-    var accessToken: Secret
-
-    enum CodingKeys: String, CodingKey {
-        case accessToken = "access_token"
-    }
-
-    init(from decoder: any Decoder) throws {
-        accessToken = Secret(try decoder.container(keyedBy: CodingKeys.self).decode(String.self, forKey: .accessToken))
     }
 }
