@@ -1,5 +1,5 @@
 package import AuthGateCore
-import AuthGateRPC
+package import AuthGateRPC
 package import FoundationEssentials
 
 /// kubectl's exec credential plugin (client.authentication.k8s.io), `authgate kubectl`: the
@@ -61,6 +61,54 @@ package enum KubernetesCredential {
             ),
             socket: socket
         )
+    }
+
+    /// The `ExecCredential` for the session, as kubectl asks for it (`execInfo`:
+    /// `KUBERNETES_EXEC_INFO`, its apiVersion and whether the plugin may use the terminal).
+    /// When the session needs a sign-in and kubectl lets the plugin ask, `signIn` runs the
+    /// provider's sign-in on the terminal (false: there is none); otherwise, or without a
+    /// terminal, one sentence naming `authgate login PROVIDER` (status 3).
+    package static func credential(
+        provider: String,
+        session: String?,
+        socket: String?,
+        options: Options = Options(),
+        execInfo: KubernetesExecInfo?,
+        signIn: (_ provider: String, _ session: String?) throws -> Bool
+    ) throws -> JSONValue {
+        let apiVersion = execInfo?.apiVersion.flatMap { apiVersions.contains($0) ? $0 : nil } ?? apiVersions[0]
+        let fetch = { (force: Bool) throws -> JSONValue in
+            try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
+        }
+        var result: JSONValue
+        do {
+            result = try fetch(options.forceRefresh)
+        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
+            guard execInfo?.interactive == true else {
+                throw ToolFailure(
+                    CredentialHosts.signInSentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
+                    status: ToolFailure.signInRequired
+                )
+            }
+            guard try signIn(provider, session) else {
+                throw ToolFailure(
+                    CredentialHosts.signInSentence(provider: provider, session: session, why: "there is no terminal to run it on"),
+                    status: ToolFailure.signInRequired
+                )
+            }
+            result = try fetch(false)
+        }
+        // The default, without a second call: `id` when the session has an ID token (an `oidc`
+        // provider's, signed in with openid, as kubelogin sends), else `access` (`oauth2`). A
+        // forced refresh may have lost the ID token: then the provider's type says.
+        let hasIDToken = result.objectValue?["id_token"]?.stringValue != nil
+        let tokenType = try options.tokenType ?? (hasIDToken ? .id : options.forceRefresh ? providerTokenType(provider, socket: socket) : .access)
+        if tokenType == .id {
+            let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) { try fetch(true) }
+            return execCredential(apiVersion: apiVersion, token: id.token, expiresAt: id.expiresAt)
+        }
+        let access = try PlainCall.token(result)
+        return execCredential(apiVersion: apiVersion, token: access.token, expiresAt: access.expiresAt)
     }
 
     /// `id` for an `oidc` provider, `access` for any other.

@@ -76,46 +76,20 @@ struct Kubectl: ParsableCommand {
         socket: String?,
         options: KubernetesCredential.Options = KubernetesCredential.Options()
     ) throws {
-        let info = ProcessEnvironment.value("KUBERNETES_EXEC_INFO")
-            .flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
-        let apiVersion = info?.apiVersion.flatMap { KubernetesCredential.apiVersions.contains($0) ? $0 : nil } ?? KubernetesCredential.apiVersions[0]
-        let fetch = { (force: Bool) throws -> JSONValue in
-            try KubernetesCredential.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
-        }
-        var result: JSONValue
+        let credential: JSONValue
         do {
-            result = try fetch(options.forceRefresh)
-        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
-            guard info?.interactive == true else {
-                throw CLIError(
-                    message: CredentialHosts.signInSentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
-                    exitCode: ExitStatus.signInRequired
-                )
+            credential = try KubernetesCredential.credential(
+                provider: provider,
+                session: session,
+                socket: socket,
+                options: options,
+                execInfo: ProcessEnvironment.value("KUBERNETES_EXEC_INFO").flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
+            ) { provider, session in
+                try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "kubectl")
             }
-            guard try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "kubectl") else {
-                throw CLIError(
-                    message: CredentialHosts.signInSentence(provider: provider, session: session, why: "there is no terminal to run it on"),
-                    exitCode: ExitStatus.signInRequired
-                )
-            }
-            result = try fetch(false)
+        } catch let failure as ToolFailure {
+            throw CLIError(failure)
         }
-        let token: String
-        let expiresAt: Date
-        // The default, without a second call: `id` when the session has an ID token (an `oidc`
-        // provider's, signed in with openid, as kubelogin sends), else `access` (`oauth2`). A
-        // forced refresh may have lost the ID token: then the provider's type says.
-        let hasIDToken = result.objectValue?["id_token"]?.stringValue != nil
-        let tokenType =
-            try options.tokenType ?? (hasIDToken ? .id : options.forceRefresh ? KubernetesCredential.providerTokenType(provider, socket: socket) : .access)
-        if tokenType == .id {
-            let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) { try fetch(true) }
-            (token, expiresAt) = (id.token, id.expiresAt)
-        } else {
-            let access = try PlainCall.token(result)
-            (token, expiresAt) = (access.token, access.expiresAt)
-        }
-        let credential = KubernetesCredential.execCredential(apiVersion: apiVersion, token: token, expiresAt: expiresAt)
         print(String(decoding: credential.jsonBytes, as: UTF8.self))
     }
 
