@@ -42,7 +42,6 @@ struct Login: ParsableCommand {
     )
     var confirm: Bool?
 
-    /// Whether a user name or password was given: the password grant.
     func validate() throws {
         if method.chosen + (username != nil || passwordStdin ? 1 : 0) > 1 {
             throw ValidationError("Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin.")
@@ -78,6 +77,7 @@ struct SignIn {
     var confirm: Bool? = nil
     var daemon: DaemonClient
 
+    /// Whether a user name or password was given: the password grant.
     private var userNamed: Bool { username != nil || passwordStdin }
 
     func run() throws {
@@ -119,6 +119,7 @@ struct SignIn {
     }
 }
 
+/// The ways to sign in that `authgate login` and `authgate provider test` both take.
 struct SignInMethodOptions: ParsableArguments {
     @Flag(
         name: .customLong("client-credentials"),
@@ -150,9 +151,11 @@ struct SignInChoice {
     var browser = false
     var noBrowser = false
 
-    /// The grant to sign in with: the one chosen, else the provider's (its grants, from the
-    /// daemon): a service's own, the browser where there is a display (or no device grant), the
-    /// device code where there is no password grant or no terminal; `nil` for a password.
+    /// The grant to sign in with: the one asked for (`--client-credentials`: the provider's
+    /// first service grant, ``Grant/isService``); else, with no user name or password
+    /// (`userNamed` false), one `provider` offers: its service grant when it has only those
+    /// (a service's provider: no user name is asked for), the browser on a desktop, the device
+    /// code elsewhere; `nil` for the password grant.
     func grant(for provider: String, userNamed: Bool, daemon: DaemonClient) throws -> Grant? {
         if device { return .deviceCode }
         if browser { return .authorizationCode }
