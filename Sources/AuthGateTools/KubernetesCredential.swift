@@ -80,10 +80,7 @@ package enum KubernetesCredential {
         let fetch = { (force: Bool) throws -> JSONValue in
             try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
         }
-        var result: JSONValue
-        do {
-            result = try fetch(options.forceRefresh)
-        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
+        let result = try fetchSigningIn(provider: provider, session: session, socket: socket, options: options) {
             guard execInfo?.interactive == true else {
                 throw ToolFailure(
                     CredentialHosts.signInSentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
@@ -96,7 +93,6 @@ package enum KubernetesCredential {
                     status: ToolFailure.signInRequired
                 )
             }
-            result = try fetch(false)
         }
         // The default, without a second call: `id` when the session has an ID token (an `oidc`
         // provider's, signed in with openid, as kubelogin sends), else `access` (`oauth2`). A
@@ -109,6 +105,24 @@ package enum KubernetesCredential {
         }
         let access = try PlainCall.token(result)
         return execCredential(apiVersion: apiVersion, token: access.token, expiresAt: access.expiresAt)
+    }
+
+    /// ``fetch(provider:session:socket:options:force:)`` (forced as `options` say); when the
+    /// session needs a sign-in, `signIn` runs it (or throws why it cannot), and the result is
+    /// fetched again. The plugin's credential and `--setup` both start here.
+    package static func fetchSigningIn(
+        provider: String,
+        session: String?,
+        socket: String?,
+        options: Options,
+        signIn: () throws -> Void
+    ) throws -> JSONValue {
+        do {
+            return try fetch(provider: provider, session: session, socket: socket, options: options, force: options.forceRefresh)
+        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
+            try signIn()
+            return try fetch(provider: provider, session: session, socket: socket, options: options, force: false)
+        }
     }
 
     /// `id` for an `oidc` provider, `access` for any other.

@@ -98,17 +98,12 @@ struct Kubectl: ParsableCommand {
         let provider = selection.provider
         let session = selection.session
         let socket = global.socket
-        let fetch = { (force: Bool) throws -> JSONValue in
-            try KubernetesCredential.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
-        }
-        var result: JSONValue
-        do {
-            result = try fetch(options.forceRefresh)
-        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
+        let result = try KubernetesCredential.fetchSigningIn(provider: provider, session: session, socket: socket, options: options) {
             try SignIn(provider: provider, session: session, daemon: DaemonClient(socket: socket, json: false)).run()
-            result = try fetch(false)
         }
-        let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) { try fetch(true) }
+        let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) {
+            try KubernetesCredential.fetch(provider: provider, session: session, socket: socket, options: options, force: true)
+        }
         print(KubernetesCredential.setupText(provider: provider, session: session, accessToken: options.tokenType == .access, claims: id.claims))
     }
 
