@@ -31,14 +31,18 @@ protocol InteractiveSignInStarter: Sendable {
 /// shown: never a token.
 final class SignInNotifier: Sendable {
     private struct Shown {
-        var id: UInt64
+        var key: SessionKey
         var task: Task<Void, Never>
+        /// The user picked its Sign in action: the task is starting that sign-in now, which a
+        /// restored session must not stop (the sign-in is what restores it).
+        var picked = false
     }
 
     private struct State {
         /// Sessions told about since they last had tokens.
         var notified: Set<SessionKey> = []
-        var showing: [SessionKey: Shown] = [:]
+        /// Each notification's task, by its id, until it ends.
+        var showing: [UInt64: Shown] = [:]
         var nextID: UInt64 = 0
         var starter: (any InteractiveSignInStarter)?
         var isShutDown = false
@@ -98,13 +102,11 @@ final class SignInNotifier: Sendable {
             let id = current.nextID
             current.nextID += 1
             let starter = offerSignIn ? current.starter : nil
-            current.showing[key] = Shown(
-                id: id,
+            current.showing[id] = Shown(
+                key: key,
                 task: Task { [self] in
-                    await show(key, message: message, starter: starter)
-                    state.withLock { current in
-                        if current.showing[key]?.id == id { current.showing[key] = nil }
-                    }
+                    await show(key, id: id, message: message, starter: starter)
+                    _ = state.withLock { $0.showing.removeValue(forKey: id) }
                 }
             )
         }
@@ -128,14 +130,17 @@ final class SignInNotifier: Sendable {
     }
 
     /// `key`'s session has tokens again (or is gone): a later ending is told again, and a
-    /// notification still waiting for its action is withdrawn (its `notify-send` stopped).
+    /// notification still waiting for its action is withdrawn (its `notify-send` stopped). A
+    /// sign-in its action started goes on: it may well be what restored the session, and its
+    /// page's opener is still finishing.
     func sessionRestored(_ key: SessionKey) {
         guard key.uid == owner else { return }
-        let shown = state.withLock { state -> Shown? in
-            guard state.notified.remove(key) != nil else { return nil }
-            return state.showing.removeValue(forKey: key)
+        let waiting = state.withLock { state -> [Task<Void, Never>] in
+            guard state.notified.remove(key) != nil else { return [] }
+            let ids = state.showing.filter { $0.value.key == key && !$0.value.picked }.map(\.key)
+            return ids.compactMap { state.showing.removeValue(forKey: $0)?.task }
         }
-        shown?.task.cancel()
+        for task in waiting { task.cancel() }
     }
 
     /// Stops every `notify-send` still waiting, and waits until they are gone.
@@ -162,7 +167,7 @@ final class SignInNotifier: Sendable {
         }
     }
 
-    private func show(_ key: SessionKey, message: String, starter: (any InteractiveSignInStarter)?) async {
+    private func show(_ key: SessionKey, id: UInt64, message: String, starter: (any InteractiveSignInStarter)?) async {
         let offers = await starter?.canStart(key) ?? false
         guard !Task.isCancelled else { return }
         let text = Self.text(key, message: message)
@@ -177,6 +182,11 @@ final class SignInNotifier: Sendable {
             logger.info("sign-in needed: notified", metadata: metadata)
             let action = String(decoding: output, as: UTF8.self).trimming(while: \.isWhitespace)
             if offers, action == "signin", let starter {
+                let stillShown = state.withLock { current -> Bool in
+                    current.showing[id]?.picked = true
+                    return current.showing[id] != nil
+                }
+                guard stillShown, !Task.isCancelled else { return }
                 logger.notice("sign-in needed: the notification's Sign in action was picked; starting the sign-in", metadata: metadata)
                 await starter.start(key)
             }
