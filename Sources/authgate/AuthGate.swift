@@ -106,6 +106,9 @@ struct GlobalOptions: ParsableArguments {
         try daemon.call(method, params, as: Result.self, progress: progress)
     }
 
+    /// The connection the library's steps take (their failures are ``ToolFailure``s).
+    var connection: DaemonConnection { DaemonConnection(socket: socket, json: json) }
+
     /// Prints `value` as JSON on stdout.
     func printJSON<Value: Encodable>(_ value: Value) throws {
         try DaemonConnection.printJSON(value)
@@ -128,12 +131,15 @@ struct DaemonClient {
         progress: String? = nil
     ) throws -> Result {
         do {
-            return try DaemonConnection(socket: socket, json: json).call(method, params, as: Result.self, progress: progress)
+            return try connection.call(method, params, as: Result.self, progress: progress)
         } catch {
             // As CLIError: the commands that say more about a failed call catch that.
             throw CLIError(error)
         }
     }
+
+    /// The connection the library's steps take (their failures are ``ToolFailure``s).
+    var connection: DaemonConnection { DaemonConnection(socket: socket, json: json) }
 
     /// Prints `value` as JSON on stdout.
     func printJSON<Value: Encodable>(_ value: Value) throws {

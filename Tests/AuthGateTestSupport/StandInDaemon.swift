@@ -1,18 +1,25 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A daemon of one connection on a Unix socket: it reads one request line (kept in `request`)
-/// and answers `reply` with the request's id.
-package final class OneAnswerDaemon: Sendable {
+/// A daemon on a Unix socket that answers each request line with `reply(method, id)`, on as
+/// many connections as come, until it is released; it keeps the lines it read (`requests`).
+/// What the tools' steps are tested against in process, where the answer is the point.
+package final class StandInDaemon: Sendable {
     package let path: String
-    /// The request line it read.
-    package let request = SharedText()
     private let listener: Int32
+    private let received = Lines()
 
-    package init(in directory: String, reply: @escaping @Sendable (_ id: String) -> String) throws {
+    private final class Lines: Sendable {
+        let lines = Mutex<[String]>([])
+    }
+
+    /// - Parameter reply: The answer line (without its newline) to a request of `method`,
+    ///   whose id is `id` (as it appeared on the wire).
+    package init(in directory: String, reply: @escaping @Sendable (_ method: String, _ id: String) -> String) throws {
         path = directory + "/s.sock"
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
@@ -21,23 +28,38 @@ package final class OneAnswerDaemon: Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0, listen(listener, 1) == 0 else { throw POSIXError(.EADDRINUSE) }
+        guard bound == 0, listen(listener, 8) == 0 else { throw POSIXError(.EADDRINUSE) }
         let socketFD = listener
-        let received = request
+        let received = received
         Thread {
-            let connection = accept(socketFD, nil, nil)
-            guard connection >= 0 else { return }
-            defer { close(connection) }
-            var line: [UInt8] = []
-            var byte: UInt8 = 0
-            while read(connection, &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
-            received.append(Data(line))
-            let request = String(decoding: line, as: UTF8.self)
-            let id = request.firstMatch(of: /"id":([0-9]+)/).map { String($0.1) } ?? "null"
-            let answer = Array((reply(id) + "\n").utf8)
-            _ = answer.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+            // Until deinit shuts the listener down, which ends accept; the descriptor is closed
+            // here, after that, so that no later socket given its number is accepted from.
+            defer { close(socketFD) }
+            while case let connection = accept(socketFD, nil, nil), connection >= 0 {
+                defer { close(connection) }
+                var line: [UInt8] = []
+                var byte: UInt8 = 0
+                while read(connection, &byte, 1) == 1 {
+                    guard byte == UInt8(ascii: "\n") else {
+                        line.append(byte)
+                        continue
+                    }
+                    let request = String(decoding: line, as: UTF8.self)
+                    line = []
+                    received.lines.withLock { $0.append(request) }
+                    let id = request.firstMatch(of: /"id":([0-9]+)/).map { String($0.1) } ?? "null"
+                    let method = request.firstMatch(of: /"method":"([^"]+)"/).map { String($0.1) } ?? ""
+                    let answer = Array((reply(method, id) + "\n").utf8)
+                    _ = answer.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                }
+            }
         }.start()
     }
 
-    deinit { close(listener) }
+    /// The request lines read so far, in order.
+    package var requests: [String] { received.lines.withLock { $0 } }
+    /// Every request line read so far, one per line.
+    package var requestText: String { requests.joined(separator: "\n") }
+
+    deinit { shutdown(listener, Int32(SHUT_RDWR)) }
 }

@@ -14,7 +14,7 @@ struct DaemonConnectionTests {
     @Test("an answer is decoded; an error answer is one sentence with its reason and the status of its class; no daemon is status 2 naming the socket")
     func calls() throws {
         let scratch = try ScratchDirectory()
-        let answering = try OneAnswerDaemon(in: scratch.path) { id in
+        let answering = try StandInDaemon(in: scratch.path) { _, id in
             #"{"jsonrpc":"2.0","id":\#(id),"result":{"removed":true}}"#
         }
         let removed = try DaemonConnection(socket: answering.path, json: false).call(.logout, LogoutParams(provider: "corp"), as: LogoutResult.self)
@@ -24,7 +24,7 @@ struct DaemonConnectionTests {
         // The error object as the daemon's coder writes it.
         let error = try RPCCoding.makeEncoder().encode(RPCErrorObject(AuthGateError(.loginRequired, "You are not signed in to corp.")))
         let errorObject = String(decoding: error, as: UTF8.self)
-        let refusing = try OneAnswerDaemon(in: scratch.path) { id in
+        let refusing = try StandInDaemon(in: scratch.path) { _, id in
             #"{"jsonrpc":"2.0","id":\#(id),"error":\#(errorObject)}"#
         }
         let refused = #expect(throws: ToolFailure.self) {

@@ -26,14 +26,14 @@ struct DockerCredentialHelperTests {
     @Test("get: the session's token as docker's JSON, the server URL as docker sent it; a server URL that names no host is not found")
     func get() throws {
         let scratch = try ScratchDirectory()
-        let daemon = try OneAnswerDaemon(in: scratch.path) { id in
+        let daemon = try StandInDaemon(in: scratch.path) { _, id in
             #"{"jsonrpc":"2.0","id":\#(id),"result":{"provider":"registry","username":"oauth2","token":{"access_token":"tok-9","token_type":"Bearer","expires_at":"2030-01-01T00:00:00Z","scopes":[]}}}"#
         }
         let answer = try helper(daemon.path).perform("get") { "https://registry.example.com/v2/" }
         #expect(!answer.failed && answer.note == nil)
         let json = try JSONSerialization.jsonObject(with: Data(answer.output.utf8)) as? [String: String]
         #expect(json == ["Secret": "tok-9", "ServerURL": "https://registry.example.com/v2/", "Username": "oauth2"])
-        #expect(daemon.request.text.contains(#""host":"registry.example.com""#) && daemon.request.text.contains(#""tool":"docker""#))
+        #expect(daemon.requestText.contains(#""host":"registry.example.com""#) && daemon.requestText.contains(#""tool":"docker""#))
 
         let nowhere = try helper(scratch.path + "/none.sock").perform("get") { "" }
         #expect(nowhere == DockerCredentialHelper.Answer(output: DockerCredentialHelper.notFound, failed: true), "no daemon call for no host")
@@ -42,7 +42,7 @@ struct DockerCredentialHelperTests {
     @Test("list: the registries of providers that list docker, without git-only hosts or hosts served by path")
     func list() throws {
         let scratch = try ScratchDirectory()
-        let daemon = try OneAnswerDaemon(in: scratch.path) { id in
+        let daemon = try StandInDaemon(in: scratch.path) { _, id in
             Self.providers.replacingOccurrences(of: "\n", with: "").replacingOccurrences(of: "ID", with: id)
         }
         let answer = try helper(daemon.path).perform("list") {
@@ -56,7 +56,7 @@ struct DockerCredentialHelperTests {
     @Test("store is refused with the command that signs in instead, naming the registry's provider; version, help and unknown actions")
     func storeAndTheRest() throws {
         let scratch = try ScratchDirectory()
-        let daemon = try OneAnswerDaemon(in: scratch.path) { id in
+        let daemon = try StandInDaemon(in: scratch.path) { _, id in
             Self.providers.replacingOccurrences(of: "\n", with: "").replacingOccurrences(of: "ID", with: id)
         }
         let store = try helper(daemon.path).perform("store") { #"{"ServerURL":"registry.example.com","Username":"u","Secret":"s3cret"}"# }

@@ -25,16 +25,16 @@ struct GitCredentialHelperTests {
     @Test("get: the token as the password of the provider's user name, with its expiry; the request names the host, git and the path")
     func getAsPassword() throws {
         let scratch = try ScratchDirectory()
-        let daemon = try OneAnswerDaemon(in: scratch.path) { id in
+        let daemon = try StandInDaemon(in: scratch.path) { _, id in
             Self.answer.replacingOccurrences(of: "ID", with: id).replacingOccurrences(of: "AUTHTYPE", with: "null")
         }
         let said = SharedText()
         let out = try helper(socket: daemon.path, said: said)
             .perform("get", attributes: ["protocol": "https", "host": "Git.Example.com", "path": "team/repo.git"])
         #expect(out == "username=oauth2\npassword=tok-123\npassword_expiry_utc=1893456000\n")
-        #expect(daemon.request.text.contains(#""method":"credential.get""#) && daemon.request.text.contains(#""host":"git.example.com""#))
-        #expect(daemon.request.text.contains(#""tool":"git""#), "\(daemon.request.text)")
-        #expect(daemon.request.text.contains(#""path":"team/repo.git""#), "\(daemon.request.text)")
+        #expect(daemon.requestText.contains(#""method":"credential.get""#) && daemon.requestText.contains(#""host":"git.example.com""#))
+        #expect(daemon.requestText.contains(#""tool":"git""#), "\(daemon.requestText)")
+        #expect(daemon.requestText.contains(#""path":"team/repo.git""#), "\(daemon.requestText)")
         #expect(said.text.contains("get: git.example.com path team/repo.git answered by provider forge, session default, user name oauth2"))
         #expect(!said.text.contains("tok-123"), "the report never holds the token")
     }
@@ -42,15 +42,17 @@ struct GitCredentialHelperTests {
     @Test("get: a Bearer credential when the provider asks for it and git offers authtype; the password form when git does not offer it, said why")
     func getAsBearer() throws {
         let scratch = try ScratchDirectory()
-        let reply = { @Sendable (id: String) in Self.answer.replacingOccurrences(of: "ID", with: id).replacingOccurrences(of: "AUTHTYPE", with: #""bearer""#) }
-        let offering = try OneAnswerDaemon(in: scratch.path, reply: reply)
+        let reply = { @Sendable (_: String, id: String) in
+            Self.answer.replacingOccurrences(of: "ID", with: id).replacingOccurrences(of: "AUTHTYPE", with: #""bearer""#)
+        }
+        let offering = try StandInDaemon(in: scratch.path, reply: reply)
         let said = SharedText()
         let bearer = try helper(socket: offering.path, said: said)
             .perform("get", attributes: ["protocol": "https", "host": "git.example.com", "capability[]": "authtype"])
         #expect(bearer == "capability[]=authtype\nauthtype=Bearer\ncredential=tok-123\npassword_expiry_utc=1893456000\n")
 
         try FileManager.default.removeItem(atPath: offering.path)
-        let old = try OneAnswerDaemon(in: scratch.path, reply: reply)
+        let old = try StandInDaemon(in: scratch.path, reply: reply)
         let basic = try helper(socket: old.path, said: said).perform("get", attributes: ["protocol": "https", "host": "git.example.com"])
         #expect(basic.hasPrefix("username=oauth2\npassword=tok-123\n"))
         #expect(said.text.contains("but git offers no capability[]=authtype: git 2.46 or later does"))

@@ -13,7 +13,7 @@ extension KubernetesCredentialTests {
     @Test("an access token becomes an ExecCredential of the apiVersion kubectl asked for, expiring with the token")
     func accessToken() throws {
         let scratch = try ScratchDirectory()
-        let daemon = try OneAnswerDaemon(in: scratch.path) { id in
+        let daemon = try StandInDaemon(in: scratch.path) { _, id in
             #"{"jsonrpc":"2.0","id":\#(id),"result":{"access_token":"tok-k","token_type":"Bearer","expires_at":"2030-01-01T00:00:00Z","scopes":[]}}"#
         }
         let credential = try KubernetesCredential.credential(
@@ -32,14 +32,14 @@ extension KubernetesCredentialTests {
                     "status": .object(["expirationTimestamp": .string("2030-01-01T00:00:00Z"), "token": .string("tok-k")]),
                 ])
         )
-        #expect(daemon.request.text.contains(#""min_valid_seconds":60"#), "valid for at least a minute: \(daemon.request.text)")
+        #expect(daemon.requestText.contains(#""min_valid_seconds":60"#), "valid for at least a minute: \(daemon.requestText)")
     }
 
     @Test("a session that needs a sign-in: kubectl's non-interactive mode gets one sentence naming authgate login (status 3), and no sign-in runs")
     func signInRequired() throws {
         let scratch = try ScratchDirectory()
         let error = String(decoding: try RPCCoding.makeEncoder().encode(RPCErrorObject(AuthGateError(.loginRequired, "Sign in first."))), as: UTF8.self)
-        let daemon = try OneAnswerDaemon(in: scratch.path) { id in #"{"jsonrpc":"2.0","id":\#(id),"error":\#(error)}"# }
+        let daemon = try StandInDaemon(in: scratch.path) { _, id in #"{"jsonrpc":"2.0","id":\#(id),"error":\#(error)}"# }
         let failure = #expect(throws: ToolFailure.self) {
             try KubernetesCredential.credential(
                 provider: "cluster",

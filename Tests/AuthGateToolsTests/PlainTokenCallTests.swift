@@ -10,28 +10,28 @@ import Testing
 /// call's.
 @Suite("authgate token's call (PlainCall.accessToken)")
 struct PlainTokenCallTests {
-    private static func tokenAnswer(_ id: String) -> String {
+    private static func tokenAnswer(_ method: String, _ id: String) -> String {
         #"{"jsonrpc":"2.0","id":\#(id),"result":{"access_token":"tok-7","token_type":"Bearer","expires_at":"2030-01-01T00:00:00Z","scopes":[]}}"#
     }
 
     @Test("plain params: the plain request line, read without the JSON coders; a session or a minimum goes the ordinary way, with the same token")
     func calls() throws {
         let scratch = try ScratchDirectory()
-        let plain = try OneAnswerDaemon(in: scratch.path, reply: Self.tokenAnswer)
+        let plain = try StandInDaemon(in: scratch.path, reply: Self.tokenAnswer)
         #expect(try PlainCall.accessToken(TokenParams(provider: "corp"), socket: plain.path) == "tok-7")
-        #expect(plain.request.text == String(decoding: RPCLine.request(.token, params: ["provider": .string("corp")]).dropLast(), as: UTF8.self))
+        #expect(plain.requestText == String(decoding: RPCLine.request(.token, params: ["provider": .string("corp")]).dropLast(), as: UTF8.self))
 
         try FileManager.default.removeItem(atPath: plain.path)
-        let ordinary = try OneAnswerDaemon(in: scratch.path, reply: Self.tokenAnswer)
+        let ordinary = try StandInDaemon(in: scratch.path, reply: Self.tokenAnswer)
         #expect(try PlainCall.accessToken(TokenParams(provider: "corp", session: "work", minValidSeconds: 300), socket: ordinary.path) == "tok-7")
-        #expect(ordinary.request.text.contains(#""session":"work""#) && ordinary.request.text.contains(#""min_valid_seconds":300"#))
+        #expect(ordinary.requestText.contains(#""session":"work""#) && ordinary.requestText.contains(#""min_valid_seconds":300"#))
     }
 
     @Test("a refusal is the daemon's sentence with its reason and the status of its class; no daemon is status 2")
     func failures() throws {
         let scratch = try ScratchDirectory()
         let error = String(decoding: try RPCCoding.makeEncoder().encode(RPCErrorObject(AuthGateError(.loginRequired, "Sign in to corp first."))), as: UTF8.self)
-        let refusing = try OneAnswerDaemon(in: scratch.path) { id in #"{"jsonrpc":"2.0","id":\#(id),"error":\#(error)}"# }
+        let refusing = try StandInDaemon(in: scratch.path) { _, id in #"{"jsonrpc":"2.0","id":\#(id),"error":\#(error)}"# }
         let refused = #expect(throws: ToolFailure.self) { try PlainCall.accessToken(TokenParams(provider: "corp"), socket: refusing.path) }
         #expect(refused?.status == ToolFailure.signInRequired && refused?.description.contains("Sign in to corp first. [login_required]") == true)
 

@@ -8,61 +8,8 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// `provider add --register` and the delete of `provider remove`: RFC 7591 dynamic client
-/// registration and the RFC 7592 §2.3 delete, both run by the daemon (`provider.register`,
-/// `provider.deregister`; the CLI has no HTTP client). What RFC 7592 needs to delete the client
-/// later is kept in `ID.registration` (0600) beside the provider file, a client secret in
-/// `ID.client-secret` (0600); neither is ever printed or put into the provider JSON.
-enum ProviderRegistrationFiles {
-    /// The initial access token of `--initial-access-token-file`, without surrounding whitespace.
-    /// Read with `O_NOFOLLOW`, as a regular file of at most 64 KiB.
-    static func initialAccessToken(_ path: String?) throws -> String? {
-        guard let path else { return nil }
-        guard case .success(let bytes) = FileTrust.readRegularFile(path, as: .secret, maximumSize: 64 << 10),
-            case let token = String(decoding: bytes, as: UTF8.self).trimming(while: \.isWhitespace), !token.isEmpty
-        else {
-            throw CLIError(
-                message:
-                    "The initial access token file \(Terminal.safe(path)) cannot be read (it must be a regular file of at most 64 KiB, not a link) or is empty. [provider_file.unreadable]",
-                exitCode: ExitStatus.inputRefused
-            )
-        }
-        return token
-    }
-
-    /// Deletes the client of `ID.registration` at the provider, through the daemon; nothing to do
-    /// without that file.
-    /// - Returns: the client id deleted, `nil` without a registration file.
-    static func deregister(_ global: GlobalOptions, id: ProviderID, directory: String) throws -> String? {
-        let path = ProviderFileStore.registrationPath(id: id.rawValue, directory: directory)
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
-        guard let record = RegisteredClientFiles.record(id: id, directory: directory) else {
-            throw CLIError(
-                message:
-                    "\(path) is not a registration file authgate wrote; nothing was removed. Pass --force to remove the files without deleting the client at the provider. [provider_file.invalid]",
-                exitCode: ExitStatus.inputRefused
-            )
-        }
-        return try deregister(global, record)
-    }
-
-    /// Deletes the client of `record` at the provider, through the daemon.
-    /// - Returns: the client id deleted.
-    static func deregister(_ global: GlobalOptions, _ record: RegisteredClientFiles.Record) throws -> String {
-        _ = try global.call(
-            .providerDeregister,
-            ProviderDeregisterParams(
-                registrationClientURI: record.registrationClientURI,
-                registrationAccessToken: record.registrationAccessToken,
-                caFile: record.caFile
-            ),
-            as: ProviderDeregistration.self,
-            progress: "Deleting the client at the provider…"
-        )
-        return record.clientID
-    }
-}
-
+/// `provider add --register` and the delete of `provider remove` (``ClientRegistrar``): their
+/// options, and what they print.
 extension ProviderFiles.Add {
     /// `--register`: the options that go with it.
     func checkRegistrationOptions() throws {
@@ -92,13 +39,13 @@ extension ProviderFiles.Add {
         var draft = draft
         let plan = ClientRegistrationPlan(privateKeyJWT: privateKeyJWT)
         if grants.isEmpty { draft.grants = ClientRegistrationPlan.defaultGrants(offer) }
-        let params = plan.request(
-            draft,
-            offer: offer,
-            id: id,
-            caFile: caFile,
-            initialAccessToken: try ProviderRegistrationFiles.initialAccessToken(initialAccessTokenFile)
-        )
+        let initialAccessToken: String?
+        do throws(ToolFailure) {
+            initialAccessToken = try ClientRegistrar.initialAccessToken(initialAccessTokenFile)
+        } catch {
+            throw CLIError(error)
+        }
+        let params = plan.request(draft, offer: offer, id: id, caFile: caFile, initialAccessToken: initialAccessToken)
         let summary = plan.summary(params)
         if dryRun {
             Terminal.writeError(
@@ -106,89 +53,56 @@ extension ProviderFiles.Add {
             )
             return print(draft.json(), terminator: "")
         }
-        guard offer.registrationEndpoint != nil else {
-            throw CLIError(
-                message:
-                    "\(Terminal.safe(offer.issuer)) offers no dynamic client registration (its discovery document names no registration_endpoint): register a client by hand and pass --client-id. [unsupported_grant]",
-                exitCode: ExitStatus.providerUnusable
+        let registered: ClientRegistrar.Registered
+        do throws(ToolFailure) {
+            registered = try ClientRegistrar(daemon: global.daemon.connection).register(
+                draft,
+                request: params,
+                offer: offer,
+                id: id,
+                directory: directory,
+                caFile: caFile,
+                force: force,
+                readableBy: daemonReader
             )
-        }
-        let target = ProviderFileStore.path(id: id.rawValue, directory: directory)
-        if !force, FileManager.default.fileExists(atPath: target) {
-            throw CLIError(message: "\(target) exists; pass --force to replace it. [provider_file.exists]", exitCode: ExitStatus.inputRefused)
-        }
-        // --force over a client `add --register` made: it is deleted at the provider once the
-        // new one is written, so replacing the file leaves no client behind.
-        let earlier = force ? RegisteredClientFiles.record(id: id, directory: directory) : nil
-        let registration = try global.call(.providerRegister, params, as: ProviderRegistration.self, progress: "Registering a client…")
-        draft.clientID = registration.clientID
-        // The provider may register fewer grants than asked: the file lists only those.
-        let (kept, refused) = ClientRegistrationPlan.granted(draft.grants, by: registration)
-        draft.grants = kept
-        do {
-            try write(draft, registration: registration, id: id, directory: directory)
         } catch {
-            // No file names the client: delete it at the provider again, where that is possible.
-            if let uri = registration.registrationClientURI, let token = registration.registrationAccessToken {
-                _ = try? global.call(
-                    .providerDeregister,
-                    ProviderDeregisterParams(registrationClientURI: uri, registrationAccessToken: token, caFile: caFile),
-                    as: ProviderDeregistration.self
-                )
-            }
-            throw error
+            throw CLIError(error)
         }
         if !global.json {
+            let registration = registered.registration
             print("Registered the client \(Terminal.safe(registration.clientID)) at \(Terminal.safe(registration.registrationEndpoint)): \(summary).")
             if let granted = registration.grantTypes { print("The provider granted: \(granted.map(Terminal.safe).joined(separator: ", ")).") }
-            if !refused.isEmpty {
+            if !registered.refused.isEmpty {
                 print(
-                    refused.count < params.grants.count
-                        ? "Left out of the file, as the provider did not grant them: \(refused.map(\.rawValue).joined(separator: ", "))."
+                    registered.refused.count < registered.asked.count
+                        ? "Left out of the file, as the provider did not grant them: \(registered.refused.map(\.rawValue).joined(separator: ", "))."
                         : "The provider granted none of the grants asked for; the file keeps them, and sign-ins may be refused."
                 )
             }
             if registration.registrationClientURI == nil {
                 print("The provider gave no registration_client_uri (RFC 7592): provider remove cannot delete the client there.")
             }
-            print("Wrote \(target).")
+            print("Wrote \(registered.path).")
         }
-        // (A provider that answered with the same client id again keeps it.)
-        if let earlier, earlier.clientID != registration.clientID {
-            do {
-                let deleted = try ProviderRegistrationFiles.deregister(global, earlier)
-                if !global.json { print("Deleted the earlier client \(Terminal.safe(deleted)) at the provider.") }
-            } catch let error as CLIError {
-                Terminal.writeError("authgate: \(error.message)\nThe earlier client \(Terminal.safe(earlier.clientID)) stays registered at the provider.\n")
+        if let earlier = registered.earlier {
+            if let failure = earlier.failure {
+                Terminal.writeError(
+                    "authgate: \(failure.description)\nThe earlier client \(Terminal.safe(earlier.clientID)) stays registered at the provider.\n"
+                )
+            } else if !global.json {
+                print("Deleted the earlier client \(Terminal.safe(earlier.clientID)) at the provider.")
             }
         }
         try ProviderFiles.reload(global, id: id, directory: directory, added: true)
-    }
-
-    /// The registered client's files (``RegisteredClientFiles/write(_:registration:id:directory:caFile:force:readableBy:)``).
-    private func write(_ draft: ProviderFileDraft, registration: ProviderRegistration, id: ProviderID, directory: String) throws {
-        do {
-            try RegisteredClientFiles.write(
-                draft,
-                registration: registration,
-                id: id,
-                directory: directory,
-                caFile: caFile,
-                force: force,
-                readableBy: try daemonReader()
-            )
-        } catch let failure as ToolFailure {
-            throw CLIError(failure)
-        }
     }
 
     /// The group the secret files are given to: the daemon's, when root writes them for a
     /// daemon that runs as another user (the system unit's `User=authgate`), so that it can read
     /// them (`root:authgate 0640`, as docs/CONFIGURATION.md asks of secret files); `nil` (0600,
     /// the writer's) otherwise.
-    private func daemonReader() throws -> UInt32? {
+    private func daemonReader() throws(ToolFailure) -> UInt32? {
         guard geteuid() == 0 else { return nil }
-        let info = try global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
+        let info = try global.daemon.connection.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
         guard let uid = info.daemonUID, uid != 0, let gid = info.daemonGID else { return nil }
         return gid
     }
@@ -198,17 +112,18 @@ extension ProviderFiles.Remove {
     /// Deletes the registered client at the provider, if `ID.registration` says there is one;
     /// a refusal stops the removal unless `--force`.
     func deregister(id: ProviderID, directory: String) throws {
-        do {
-            guard let clientID = try ProviderRegistrationFiles.deregister(global, id: id, directory: directory) else { return }
+        do throws(ToolFailure) {
+            guard let clientID = try ClientRegistrar(daemon: global.daemon.connection).deregister(id: id, directory: directory) else { return }
             if !global.json { print("Deleted the client \(Terminal.safe(clientID)) at the provider.") }
-        } catch let error as CLIError {
+        } catch {
             guard force else {
                 throw CLIError(
-                    message: "\(error.message)\nThe client was not deleted at the provider, and nothing was removed: pass --force to remove the files anyway.",
-                    exitCode: error.exitCode
+                    message:
+                        "\(error.description)\nThe client was not deleted at the provider, and nothing was removed: pass --force to remove the files anyway.",
+                    exitCode: ExitCode(error.status)
                 )
             }
-            Terminal.writeError("authgate: \(error.message)\nThe client stays registered at the provider; removing the files (--force).\n")
+            Terminal.writeError("authgate: \(error.description)\nThe client stays registered at the provider; removing the files (--force).\n")
         }
     }
 }
