@@ -137,11 +137,3 @@ struct InteractiveLogin {
         }
     }
 }
-
-/// Whether a graphical browser can be opened here (a desktop session).
-enum Display {
-    static var isAvailable: Bool {
-        let environment = ProcessInfo.processInfo.environment
-        return !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
-    }
-}

@@ -2,6 +2,7 @@ import ArgumentParser
 import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
+import FoundationEssentials
 
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -144,31 +145,14 @@ struct SignInMethodOptions: ParsableArguments {
     }
 }
 
-/// How to sign in, as `--client-credentials`, `--device`, `--browser` and `--no-browser` say.
-struct SignInChoice {
-    var clientCredentials = false
-    var device = false
-    var browser = false
-    var noBrowser = false
-
-    /// The grant to sign in with: the one asked for (`--client-credentials`: the provider's
-    /// first service grant, ``Grant/isService``); else, with no user name or password
-    /// (`userNamed` false), one `provider` offers: its service grant when it has only those
-    /// (a service's provider: no user name is asked for), the browser on a desktop, the device
-    /// code elsewhere; `nil` for the password grant.
+extension SignInChoice {
+    /// The grant to sign in to `provider` with (``grant(userNamed:offered:at:)``), asking the
+    /// daemon what the provider offers only when that decides.
     func grant(for provider: String, userNamed: Bool, daemon: DaemonClient) throws -> Grant? {
-        if device { return .deviceCode }
-        if browser { return .authorizationCode }
-        if userNamed, !clientCredentials { return nil }
+        guard needsOffer(userNamed: userNamed) else { return grant(userNamed: userNamed, offered: [], at: .current(environment: [:])) }
         let providers = try daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
-        let grants = providers.first(where: { $0.id == provider })?.grants ?? []
-        if clientCredentials { return grants.first(where: \.isService) ?? .clientCredentials }
-        if !grants.isEmpty, grants.allSatisfy(\.isService) { return grants.first }
-        let hasBrowser = grants.contains(.authorizationCode)
-        let hasDevice = grants.contains(.deviceCode)
-        if hasBrowser, Display.isAvailable || !hasDevice { return .authorizationCode }
-        if hasDevice, !grants.contains(.password) || !Terminal.stdinIsTerminal { return .deviceCode }
-        return nil
+        let offered = providers.first(where: { $0.id == provider })?.grants ?? []
+        return grant(userNamed: userNamed, offered: offered, at: .current(environment: ProcessInfo.processInfo.environment))
     }
 }
 
