@@ -56,7 +56,8 @@ struct InteractiveLogin {
         if beginAsJSON {
             try daemon.printJSON(begin)
         } else {
-            Terminal.writeError(instructions(begin))
+            let instructions = SignInInstructions(provider: provider, openingBrowser: openBrowser, drawsQRCode: showQRCode && Terminal.stderrIsTerminal)
+            Terminal.writeError(instructions.text(begin))
         }
         if begin.grant == .authorizationCode, openBrowser, let url = begin.authorizationURL {
             Self.openInBrowser(url)
@@ -69,33 +70,6 @@ struct InteractiveLogin {
             if interrupted.load(ordering: .acquiring) { while true { pause() } }
             throw error
         }
-    }
-
-    /// What the user must do, for stderr.
-    /// The code and the URLs come from the provider: each passes Terminal.safe (the daemon
-    /// refuses controls in them too); the QR code is the CLI's own drawing.
-    private func instructions(_ begin: LoginBeginResult) -> String {
-        var lines: [String] = []
-        let verificationURI = Terminal.safe(begin.verificationURI)
-        let until = "The sign-in stays open until \(Terminal.describe(begin.expiresAt)); Ctrl-C cancels it."
-        if begin.grant == .deviceCode {
-            lines.append("To sign in to \(provider), open \(verificationURI)")
-            if let code = begin.userCode { lines.append("and enter the code:  \(Terminal.safe(code))") }
-            if let complete = begin.verificationURIComplete, showQRCode, Terminal.stderrIsTerminal, let qr = QRCode(text: complete) {
-                lines.append("")
-                lines.append("or scan this with your phone (\(Terminal.safe(complete))):")
-                lines.append(qr.terminalRendering())
-            } else if let complete = begin.verificationURIComplete {
-                lines.append("(or open \(Terminal.safe(complete)), which has the code filled in)")
-            }
-        } else {
-            lines.append("To sign in to \(provider), open this page in your browser\(openBrowser ? " (authgate is trying to open it for you)" : ""):")
-            lines.append("")
-            lines.append("    \(begin.authorizationURL.map(Terminal.safe) ?? verificationURI)")
-        }
-        lines.append("")
-        lines.append(until)
-        return lines.joined(separator: "\n") + "\n"
     }
 
     /// Runs `xdg-open URL` in the background, its output to /dev/null; silent when it is

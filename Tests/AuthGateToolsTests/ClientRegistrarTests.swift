@@ -86,7 +86,7 @@ struct ClientRegistrarTests {
     }
 
     private func registrar(_ daemon: StandInDaemon) -> ClientRegistrar {
-        ClientRegistrar(daemon: DaemonConnection(socket: daemon.path, json: true))
+        ClientRegistrar(daemon: DaemonConnection(socket: daemon.path, json: false))
     }
 
     private func methods(_ daemon: StandInDaemon) -> [String] {
