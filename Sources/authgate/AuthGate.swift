@@ -106,9 +106,6 @@ struct GlobalOptions: ParsableArguments {
         try daemon.call(method, params, as: Result.self, progress: progress)
     }
 
-    /// The connection the library's steps take (their failures are ``ToolFailure``s).
-    var connection: DaemonConnection { DaemonConnection(socket: socket, json: json) }
-
     /// Prints `value` as JSON on stdout.
     func printJSON<Value: Encodable>(_ value: Value) throws {
         try DaemonConnection.printJSON(value)

@@ -149,9 +149,11 @@ extension SignInChoice {
     /// The grant to sign in to `provider` with (``grant(userNamed:offered:at:)``), asking the
     /// daemon what the provider offers only when that decides.
     func grant(for provider: String, userNamed: Bool, daemon: DaemonClient) throws -> Grant? {
-        guard needsOffer(userNamed: userNamed) else { return grant(userNamed: userNamed, offered: [], at: .current(environment: [:])) }
-        let providers = try daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
-        let offered = providers.first(where: { $0.id == provider })?.grants ?? []
+        var offered: [Grant] = []
+        if needsOffer(userNamed: userNamed) {
+            let providers = try daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
+            offered = providers.first(where: { $0.id == provider })?.grants ?? []
+        }
         return grant(userNamed: userNamed, offered: offered, at: .current(environment: ProcessInfo.processInfo.environment))
     }
 }
