@@ -70,12 +70,13 @@ struct ClientRegistrarTests {
     {
         let answers = try registered.map { String(decoding: try RPCCoding.makeEncoder().encode($0), as: UTF8.self) }
         let refused = try refusal.map { String(decoding: try RPCCoding.makeEncoder().encode(RPCErrorObject($0)), as: UTF8.self) }
-        let next = SharedText()
+        // How many registrations were answered: one character each (the answers go in turn).
+        let answered = SharedText()
         return try StandInDaemon(in: scratch.path) { method, id in
             switch method {
             case "provider.register":
-                let index = next.text.count
-                next.append(Data("x".utf8))
+                let index = answered.text.count
+                answered.append(Data("x".utf8))
                 return #"{"jsonrpc":"2.0","id":\#(id),"result":\#(answers[min(index, answers.count - 1)])}"#
             case "provider.deregister":
                 return refused.map { #"{"jsonrpc":"2.0","id":\#(id),"error":\#($0)}"# } ?? #"{"jsonrpc":"2.0","id":\#(id),"result":{"deleted":true}}"#
