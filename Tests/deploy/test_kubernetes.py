@@ -9,6 +9,8 @@ it (a projected volume, whose root is a sticky tmpfs, in a subdirectory: a confi
 root is 0777 and refused), the files it names are the ones mounted in the daemon's container,
 the projected service-account token is the one the provider file sends,
 the sink talks to the socket the daemon listens on and writes where the application reads,
+no caller administers the daemon (a socket on the node's hostPath needs --no-admin), the node's
+socket directory is not the Debian package's /run/authgate (systemd/tmpfiles.d),
 the probes ask the port the daemon serves its metrics on, and every flag given to authgated
 and authgate is one their --help lists (the binaries from $AUTHGATE_BIN_DIR, else .build/debug;
 only that check is skipped without them).
@@ -329,6 +331,61 @@ def test_the_sink_reaches_the_daemon_and_may_use_the_provider(path, workload, po
     users = providers[provider].get("access", {}).get("users")
     if users is not None:
         assert str(uid_of(pod, sink)) in users, f"{provider}'s access.users {users} does not admit the sink's uid {uid_of(pod, sink)}"
+
+
+def package_runtime_directories() -> set[str]:
+    """The directories under /run that the Debian package's tmpfiles.d snippet makes its own
+    (/run/authgate: the system daemon's socket directory)."""
+    lines = (ROOT / "systemd" / "tmpfiles.d" / "authgate.conf").read_text().splitlines()
+    fields = [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return {posixpath.normpath(f[1]) for f in fields if len(f) > 1 and f[1].startswith("/run/")}
+
+
+def node_path(path: str) -> str:
+    path = posixpath.normpath(path)
+    # /var/run is a link to /run on every distribution with systemd.
+    return "/run" + path[len("/var/run"):] if path == "/var/run" or path.startswith("/var/run/") else path
+
+
+def test_the_node_socket_directory_is_not_the_packages():
+    """A node with the Debian package installed has its own /run/authgate: tmpfiles.d gives it
+    to the package's `authgate` user and its daemon listens on authgate.sock there. A hostPath
+    in or around it would share that directory with the host's daemon."""
+    package = package_runtime_directories()
+    assert "/run/authgate" in package
+    checked = 0
+    for path, workload in WORKLOADS:
+        for definition in pod_spec(workload).get("volumes", []):
+            if "hostPath" not in definition:
+                continue
+            host = node_path(definition["hostPath"]["path"])
+            for directory in package:
+                where = f"{path.name}: {workload['metadata']['name']}, volume {definition['name']}: hostPath {host}"
+                assert host != directory, f"{where} is the Debian package's runtime directory"
+                assert not host.startswith(directory + "/"), f"{where} is inside the Debian package's {directory}"
+                assert not directory.startswith(host.rstrip("/") + "/"), f"{where} holds the Debian package's {directory}"
+            checked += 1
+    assert checked >= 2, "the DaemonSet and its caller each mount the node's socket directory"
+
+
+@pytest.mark.parametrize("path, workload, pod, daemon", DAEMONS, ids=ids(DAEMONS))
+def test_no_caller_administers_the_daemon(path, workload, pod, daemon):
+    """authgated takes root, its own uid and members of --admin-group for administrators
+    (config.reload, provider.discover/register, status --all, ...) unless it runs --no-admin,
+    which refuses those methods to everyone (docs/DAEMON.md)."""
+    if "--no-admin" in command(daemon):
+        return
+    mount, _ = mount_of(daemon, posixpath.dirname(option(daemon, "--socket")))
+    # Any pod on the node may mount a hostPath, as any uid (0 and 10001 are common image uids).
+    assert "hostPath" not in volume(pod, mount["name"]), (
+        f"{path.name}: {daemon['name']} serves the node's pods through a hostPath without --no-admin: a caller running as uid 0 or {uid_of(pod, daemon)} would administer it"
+    )
+    # A socket in the pod's own volume: its callers are the pod's containers, none of them root
+    # or the daemon's uid (an admin is `kubectl exec` into the daemon's container).
+    administrators = {0, uid_of(pod, daemon)}
+    for container in containers(pod):
+        if container is not daemon and any(m["name"] == mount["name"] for m in container.get("volumeMounts", [])):
+            assert uid_of(pod, container) not in administrators, f"{path.name}: {container['name']} (uid {uid_of(pod, container)}) would administer {daemon['name']}"
 
 
 @pytest.mark.parametrize("path, workload, pod, sink", SINKS, ids=ids(SINKS))
