@@ -1,6 +1,5 @@
 import AuthGateCore
 import CLinux
-import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -92,9 +91,11 @@ struct ChildProcess {
         }
     }
 
-    /// ``run(input:timeout:cancelDescriptor:)`` on a Dispatch thread of its own, for children
-    /// that may wait long (a question to the user, a notification's action): the caller's task
-    /// only suspends, and cancelling it kills the child (with anything it started) at once.
+    /// ``run(input:timeout:cancelDescriptor:)`` on a thread of its own, for children that may
+    /// wait long (a question to the user, a notification's action): the caller's task only
+    /// suspends, and cancelling it kills the child (with anything it started) at once. Not on
+    /// Dispatch's shared pool, whose threads are few: questions held open by one user's slow
+    /// askpass must not keep another user's from starting, nor start their timeout late.
     func runSuspending(input: [UInt8], timeout: Duration) async -> Outcome {
         var pipe: [Int32] = [-1, -1]
         guard Glibc.pipe(&pipe) == 0 else { return .notStarted(StorageFiles.errorText()) }
@@ -108,14 +109,42 @@ struct ChildProcess {
         let child = self
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                DispatchQueue.global().async {
+                let started = Self.onThreadOfItsOwn {
                     continuation.resume(returning: child.run(input: input, timeout: timeout, cancelDescriptor: cancelRead))
                 }
+                if !started { continuation.resume(returning: .notStarted("no thread could be started: \(StorageFiles.errorText())")) }
             }
         } onCancel: {
             var byte: UInt8 = 1
             _ = write(cancelWrite, &byte, 1)
         }
+    }
+
+    /// Runs `body` on a new detached thread; false (with `errno` set) when none could be started.
+    private static func onThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) -> Bool {
+        final class Work: Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let work = Unmanaged.passRetained(Work(body)).toOpaque()
+        var thread = pthread_t()
+        let result = pthread_create(
+            &thread,
+            nil,
+            { argument in
+                guard let argument else { return nil }
+                Unmanaged<Work>.fromOpaque(argument).takeRetainedValue().body()
+                return nil
+            },
+            work
+        )
+        guard result == 0 else {
+            Unmanaged<Work>.fromOpaque(work).release()
+            errno = result
+            return false
+        }
+        pthread_detach(thread)
+        return true
     }
 
     /// The first executable file called `name` in the directories of `searchPath` (a `PATH`),

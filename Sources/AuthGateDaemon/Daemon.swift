@@ -124,6 +124,8 @@ public enum Daemon {
         if await registry.hasPersistentProviders {
             await restoreSessions(sessions, from: persistence, registry: registry, notifier: signInNotifier, logger: logger)
         }
+        // An older consent.json kept the sessions' choices: they move into the sessions' records.
+        for key in consent.takeEarlierChoices() { await sessions.askConsent(key) }
         let context = DaemonContext(
             configDirectory: configuration.providersDirectory,
             mode: configuration.mode,
@@ -158,6 +160,7 @@ public enum Daemon {
             context: context,
             logger: logger,
             broadcast: broadcast,
+            firstUse: FirstUseSignIns(counted: { [metrics] provider, outcome in metrics?.firstUseSignIn(provider: provider, outcome: outcome) }),
             consent: consent,
             metrics: metrics,
             exposition: exposition,

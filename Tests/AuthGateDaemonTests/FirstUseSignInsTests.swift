@@ -1,5 +1,7 @@
 import AuthGateCore
 import AuthGateTestSupport
+import Foundation
+import Logging
 import Synchronization
 import Testing
 
@@ -49,16 +51,85 @@ struct FirstUseSignInsTests {
         #expect(count.withLock { $0 } == 2)
     }
 
-    @Test("a refused sign-in reaches every waiting caller, and the next caller tries again")
-    func refusal() async throws {
-        let signIns = FirstUseSignIns()
+    @Test("a refused sign-in is remembered for the uid and provider: callers within its time get it without a request; after it, the next one asks again")
+    func refusalRemembered() async throws {
+        let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let counted = Mutex<[FirstUseSignIns.Outcome]>([])
+        let signIns = FirstUseSignIns(now: { clock.withLock { $0 } }, counted: { _, outcome in counted.withLock { $0.append(outcome) } })
         let count = Mutex(0)
         let refuse: @Sendable () async -> Result<Void, AuthGateError> = {
             count.withLock { $0 += 1 }
             return .failure(AuthGateError(.providerUnavailable, "The provider is down."))
         }
+        let throttled: @Sendable () async -> Result<Void, AuthGateError> = {
+            count.withLock { $0 += 1 }
+            return .failure(AuthGateError(.rateLimited, "The provider throttles.", retryAfterSeconds: 30))
+        }
         await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, refuse) }
-        await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, refuse) }
+        // Another session name of the same uid and provider: the same client, the same answer.
+        let other = SessionKey(uid: 1000, provider: key.provider, name: SessionName("ci")!)
+        let remembered = await #expect(throws: AuthGateError.self) { try await signIns.signIn(other, isSignedIn: { false }, refuse) }
+        #expect(remembered?.reason == .providerUnavailable && remembered?.retryAfterSeconds == 2, "\(String(describing: remembered))")
+        #expect(count.withLock { $0 } == 1, "the provider was asked again within the remembered time")
+        // Another uid is not answered from this uid's memory.
+        let stranger = SessionKey(uid: 1001, provider: key.provider, name: .default)
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(stranger, isSignedIn: { false }, refuse) }
         #expect(count.withLock { $0 } == 2)
+
+        clock.withLock { $0 += 3 }
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, throttled) }
+        #expect(count.withLock { $0 } == 3, "after the remembered time the next caller asks again")
+        clock.withLock { $0 += 29 }
+        let waiting = await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, throttled) }
+        #expect(waiting?.reason == .rateLimited && waiting?.retryAfterSeconds == 1 && count.withLock { $0 } == 3, "the provider's Retry-After is kept")
+        clock.withLock { $0 += 1 }
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, throttled) }
+        #expect(count.withLock { $0 } == 4)
+        #expect(counted.withLock { $0 } == [.attempted, .remembered, .attempted, .attempted, .remembered, .attempted])
+    }
+
+    @Test("one uid's first sign-ins to a provider are rate-limited (a burst, then one a second); another uid and root are not held by it")
+    func rateLimited() async throws {
+        let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let signIns = FirstUseSignIns(limits: .init(burst: 3, perSecond: 1), now: { clock.withLock { $0 } })
+        let count = Mutex(0)
+        let succeed: @Sendable () async -> Result<Void, AuthGateError> = {
+            count.withLock { $0 += 1 }
+            return .success(())
+        }
+        func session(_ uid: UInt32, _ index: Int) -> SessionKey { SessionKey(uid: uid, provider: key.provider, name: SessionName("s\(index)")!) }
+        for index in 0..<3 { try await signIns.signIn(session(1000, index), isSignedIn: { false }, succeed) }
+        let refused = await #expect(throws: AuthGateError.self) { try await signIns.signIn(session(1000, 3), isSignedIn: { false }, succeed) }
+        #expect(refused?.reason == .rateLimited && refused?.retryAfterSeconds == 1, "\(String(describing: refused))")
+        #expect(refused?.message.contains("too many first sign-ins to svc") == true)
+        #expect(count.withLock { $0 } == 3)
+        try await signIns.signIn(session(1001, 0), isSignedIn: { false }, succeed)
+        try await signIns.signIn(session(0, 0), bounded: false, isSignedIn: { false }, succeed)
+        clock.withLock { $0 += 1 }
+        try await signIns.signIn(session(1000, 4), isSignedIn: { false }, succeed)
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(session(1000, 5), isSignedIn: { false }, succeed) }
+        #expect(count.withLock { $0 } == 6)
+    }
+}
+
+/// The sessions one uid may hold, counted with the sign-ins under way: many at once cannot
+/// together pass the limit (they each saw room before any was stored).
+@Suite("Session room per uid")
+struct SessionRoomTests {
+    @Test("sign-ins under way hold their room: a third new session is refused while two are being signed in; released room is free again")
+    func reservedRoomCounts() async throws {
+        let sessions = SessionManager(logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }), maximumSessionsPerUser: 2)
+        func key(_ name: String, uid: UInt32 = 1000) -> SessionKey { SessionKey(uid: uid, provider: ProviderID("svc")!, name: SessionName(name)!) }
+        try await sessions.reserveRoom(for: key("a"))
+        try await sessions.reserveRoom(for: key("b"))
+        // The same session again is the same room.
+        try await sessions.reserveRoom(for: key("b"))
+        let refused = await #expect(throws: AuthGateError.self) { try await sessions.reserveRoom(for: key("c")) }
+        #expect(refused?.reason == .rateLimited && refused?.message.contains("You have 2 sessions") == true)
+        try await sessions.reserveRoom(for: key("c", uid: 1001))
+        await sessions.releaseRoom(for: key("b"))
+        await #expect(throws: AuthGateError.self) { try await sessions.reserveRoom(for: key("c")) }
+        await sessions.releaseRoom(for: key("b"))
+        try await sessions.reserveRoom(for: key("c"))
     }
 }

@@ -308,4 +308,5 @@ private final class ThreadRecordingObserver: SessionObserver {
     func withdraw(_ key: SessionKey) { note() }
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) { note() }
     func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) { note() }
+    func consentChoiceChanged(_ key: SessionKey, asks: Bool) { note() }
 }

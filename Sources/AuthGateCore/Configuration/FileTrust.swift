@@ -54,46 +54,53 @@ public enum FileTrust {
         return problem(path: path, kind: kind, owner: owner, mode: mode, owners: owners)
     }
 
-    /// Reads a file the daemon trusts, checked on the descriptor it reads: its path resolved
-    /// once, every directory above it checked as sshd's StrictModes does (owned by root or the
-    /// daemon's user and writable by nobody else, or root's sticky directories such as /tmp,
-    /// where others cannot replace an entry), the file opened with `O_NOFOLLOW`, and its owner,
-    /// mode, type and size taken from `fstat` of that descriptor. Nothing is reopened by path
-    /// afterwards, so a file swapped after the check is never the one used.
+    /// Reads a file the daemon trusts — the one rule for every file it reads on an
+    /// administrator's word (provider files, client secrets and keys, CA files, workload tokens).
+    ///
+    /// The path is walked from `/` one component at a time (``openDirectory(of:as:owners:creating:)``):
+    /// every directory on the way must be owned by root or the daemon's user and writable by
+    /// nobody else (or be root's and sticky, like /tmp), checked by `fstat` on the descriptor
+    /// just opened. A symbolic link — on the way or the file itself — is followed only when root
+    /// or the daemon's user owns the link (it sits in a directory that passed, so nobody else
+    /// can have put it there), and its target is walked the same way; one anybody else owns is
+    /// refused before anything it points at is looked at, with a sentence that names the link
+    /// only, so the answer says nothing of the target. The file is opened relative to its
+    /// directory with `O_NOFOLLOW`, and its owner, mode, type and size are taken from `fstat`
+    /// of that descriptor. Nothing is reopened by path afterwards, so a file swapped after the
+    /// check is never the one used.
     /// - Returns: The bytes, or a sentence saying why the file is not used.
     public static func read(_ path: String, as kind: Kind, maximumSize: Int, owners: Set<UInt32> = trustedOwners) -> Result<[UInt8], FileTrustProblem> {
-        guard let resolved = realpath(path, nil) else {
-            return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
+        var target = path
+        for _ in 0..<40 {
+            let directory: TrustedDirectory
+            switch openDirectory(of: target, as: kind, owners: owners) {
+            case .success(let opened): directory = opened
+            case .failure(let problem): return .failure(problem.naming(path, for: target))
+            }
+            defer { close(directory.descriptor) }
+            var info = stat()
+            guard fstatat(directory.descriptor, directory.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else {
+                return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
+            }
+            guard info.st_mode & S_IFMT == S_IFLNK else {
+                let descriptor = openat(directory.descriptor, directory.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+                return readOpened(descriptor, path: path, kind: kind, maximumSize: maximumSize, owners: owners)
+            }
+            let link = (directory.path == "/" ? "" : directory.path) + "/" + directory.name
+            guard owners.contains(info.st_uid) else {
+                return .failure(
+                    FileTrustProblem(
+                        "the \(kind.noun) \(path) is a symbolic link (\(link)) owned by uid \(info.st_uid): only one of root's or the daemon's user's is followed",
+                        refused: true
+                    )
+                )
+            }
+            guard let next = readLink(directory.descriptor, directory.name), !next.isEmpty else {
+                return .failure(FileTrustProblem("cannot follow the symbolic link \(link) of the \(kind.noun) \(path)", refused: false))
+            }
+            target = next.hasPrefix("/") ? next : (directory.path == "/" ? "" : directory.path) + "/" + next
         }
-        let real = String(cString: resolved)
-        free(resolved)
-        if let problem = directoryProblem(above: real, path: path, kind: kind, owners: owners) { return .failure(problem) }
-        return readOpened(open(real, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK), path: path, kind: kind, maximumSize: maximumSize, owners: owners)
-    }
-
-    /// Reads a file the way ``read(_:as:maximumSize:owners:)`` does, but reaches it as
-    /// ``openDirectory(of:as:owners:creating:)`` reaches a file it writes: every directory on
-    /// the path walked and checked from `/`, a symbolic link on the way followed only when root
-    /// or the caller owns it, and the file itself opened relative to the last directory with
-    /// `O_NOFOLLOW`. For a process that may run as root and reads a path another user may have
-    /// named (`authgate sink --template`): `realpath` would follow anyone's link first.
-    public static func readWithoutForeignLinks(
-        _ path: String,
-        as kind: Kind,
-        maximumSize: Int,
-        owners: Set<UInt32> = trustedOwners
-    ) -> Result<[UInt8], FileTrustProblem> {
-        let directory: TrustedDirectory
-        switch openDirectory(of: path, as: kind, owners: owners) {
-        case .success(let opened): directory = opened
-        case .failure(let problem): return .failure(problem)
-        }
-        defer { close(directory.descriptor) }
-        let descriptor = openat(directory.descriptor, directory.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        if descriptor < 0, errno == ELOOP {
-            return .failure(FileTrustProblem("the \(kind.noun) \(path) is a symbolic link; name the file itself", refused: true))
-        }
-        return readOpened(descriptor, path: path, kind: kind, maximumSize: maximumSize, owners: owners)
+        return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): too many symbolic links", refused: false))
     }
 
     /// Reads a file a user named for their own command (not one the daemon trusts, so no owner
@@ -385,6 +392,12 @@ public struct FileTrustProblem: Error, Sendable, CustomStringConvertible {
     public init(_ description: String, refused: Bool) {
         self.description = description
         self.refused = refused
+    }
+
+    /// The sentence of a link's target's walk, said of the file the administrator named.
+    func naming(_ path: String, for target: String) -> FileTrustProblem {
+        guard path != target else { return self }
+        return FileTrustProblem("\(description) (the target of \(path))", refused: refused)
     }
 }
 

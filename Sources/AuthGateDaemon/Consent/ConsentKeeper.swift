@@ -24,18 +24,32 @@ import Glibc
 /// and a session that asks is never answered from the cached path (``SessionBroadcast``,
 /// ``OpenProviders``).
 final class ConsentKeeper: Sendable {
-    private struct ProcessGrant: Hashable {
-        var uid: UInt32
+    /// "While it runs": one program's process, for one session.
+    private struct RunningGrant: Hashable {
+        var key: SessionKey
         var pid: Int32
         var startTime: UInt64
-        var key: SessionKey
+    }
+
+    /// A question waiting for its answer: one per program and session; the requests waiting on
+    /// it, so that it ends when the last of their callers has gone.
+    private struct Question {
+        var task: Task<ConsentReply, Never>
+        var waiters: Set<UInt64>
     }
 
     private struct State {
         var records: ConsentRecords
-        var chosen: Set<SessionKey>
-        var running: [ProcessGrant: (executable: String, grantedAt: Date)] = [:]
-        var questions: [ProcessGrant: Task<ConsentReply, Never>] = [:]
+        /// The sessions that ask because their user chose so at sign-in: a mirror of their
+        /// records' ``SessionRecord/asksConsent``, kept by the session table
+        /// (``sessionChoiceChanged(_:asks:)``), read on every publication of their tokens.
+        var chosen: Set<SessionKey> = []
+        /// Choices read from an older `consent.json` (which kept them), applied to the sessions
+        /// restored at start-up (``takeEarlierChoices()``).
+        var earlierChoices: Set<SessionKey>
+        var running: [RunningGrant: (program: ConsentProgram, grantedAt: Date)] = [:]
+        var questions: [RunningGrant: Question] = [:]
+        var nextWaiter: UInt64 = 0
         var isShutDown = false
     }
 
@@ -46,24 +60,32 @@ final class ConsentKeeper: Sendable {
     private let timeout: Duration
     private let logger: Logger
     private let now: @Sendable () -> Date
+    private let tools: ToolFiles
+
+    /// Questions one uid may have waiting at once (each for another session: a session has one
+    /// at a time), and questions in all.
+    static let maximumQuestionsPerUser = 4
+    static let maximumQuestions = 64
 
     init(
         directory: String?,
         asker: (any ConsentAsker)?,
         timeout: Duration = .seconds(60),
         logger: Logger,
+        tools: ToolFiles = .besideDaemon(),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         let records = directory.map { ConsentRecords.load(from: $0, logger: logger) } ?? ConsentRecords()
-        let chosen = records.confirmSessions.compactMap { chosen -> SessionKey? in
+        let earlier = records.confirmSessions.compactMap { chosen -> SessionKey? in
             guard let provider = ProviderID(chosen.provider), let name = SessionName(chosen.session) else { return nil }
             return SessionKey(uid: chosen.uid, provider: provider, name: name)
         }
-        state = Mutex(State(records: records, chosen: Set(chosen)))
+        state = Mutex(State(records: records, earlierChoices: Set(earlier)))
         self.directory = directory
         self.asker = asker
         self.timeout = timeout
         self.logger = logger
+        self.tools = tools
         self.now = now
     }
 
@@ -77,42 +99,54 @@ final class ConsentKeeper: Sendable {
         state.withLock { $0.chosen.contains(key) }
     }
 
-    /// The user's choice at sign-in (`login --confirm`, `--no-confirm`), kept for the session's
-    /// name until the session is signed out.
-    func choose(_ key: SessionKey, confirm: Bool) {
+    /// The session's record now asks (or no longer asks, or is gone): told by the session table
+    /// in the same step as the change, before any of its tokens is published.
+    func sessionChoiceChanged(_ key: SessionKey, asks: Bool) {
+        state.withLock { current in
+            if asks { current.chosen.insert(key) } else { current.chosen.remove(key) }
+        }
+    }
+
+    /// The choices an older `consent.json` kept, once: the daemon applies them to the sessions it
+    /// restored, and the file is written again without them.
+    func takeEarlierChoices() -> Set<SessionKey> {
         update { current in
-            guard confirm ? current.chosen.insert(key).inserted : current.chosen.remove(key) != nil else { return false }
-            current.records.confirmSessions = current.chosen.sorted().map {
-                ConsentRecords.ChosenSession(uid: $0.uid, provider: $0.provider.rawValue, session: $0.name.rawValue)
-            }
+            guard !current.earlierChoices.isEmpty else { return false }
+            current.records.confirmSessions = []
             return true
+        } taking: { current in
+            defer { current.earlierChoices = [] }
+            return current.earlierChoices
         }
     }
 
     /// Allows the caller to have `key`'s tokens, asking the user when no answer covers it.
+    /// - Parameter callerGone: Registers what to do when the caller's connection closes (its
+    ///   question ends when no caller waits for it any more); `nil` in process.
     /// - Throws: `consent_denied` when the user denies, does not answer in time, or cannot be
-    ///   asked, or the caller cannot be identified.
-    func check(_ caller: PeerCredentials, _ key: SessionKey, providerName: String) async throws(AuthGateError) {
+    ///   asked, or the caller cannot be identified; `rate_limited` when another program's
+    ///   question about the session is waiting, or the uid has too many.
+    func check(
+        _ caller: PeerCredentials,
+        _ key: SessionKey,
+        providerName: String,
+        callerGone: ((@escaping @Sendable () -> Void) -> Void)? = nil
+    ) async throws(AuthGateError) {
         let which = key.name == .default ? "" : " (session \(key.name.rawValue))"
         // The process now, which must be the one pinned when it connected, where it was pinned.
-        guard let process = ProcessIdentity(pid: caller.pid), caller.process == nil || caller.process == process else {
-            throw AuthGateError(
-                .consentDenied,
-                "Your \(providerName) sign-in\(which) asks before a program gets its token, and the program (pid \(caller.pid)) could not be identified: it has exited, or runs another program than when it connected."
-            )
+        guard let process = ProcessIdentity(pid: caller.pid), caller.process == nil || caller.process == process,
+            let program = ConsentProgram.find(pid: caller.pid, uid: caller.uid, tools: tools)
+        else {
+            throw AuthGateError(.consentDenied, Self.unidentified(caller, providerName: providerName, which: which))
         }
-        let grant = ProcessGrant(uid: caller.uid, pid: caller.pid, startTime: process.startTime, key: key)
+        let grant = RunningGrant(key: key, pid: program.pid, startTime: program.startTime)
         let allowed = state.withLock { current in
-            current.running[grant] != nil
-                || current.records.allowed.contains {
-                    $0.uid == key.uid && $0.provider == key.provider.rawValue && $0.session == key.name.rawValue
-                        && $0.device == process.executableDevice && $0.inode == process.executableInode
-                }
+            current.running[grant]?.program.isSameRun(as: program) == true
+                || current.records.allowed.contains { $0.covers(key, program) }
         }
         if allowed { return }
-        let executable = Self.executablePath(caller.pid)
         let denied = { (why: String) in
-            AuthGateError(.consentDenied, "\(executable) (pid \(caller.pid)) may not have a token of your \(providerName) sign-in\(which): \(why).")
+            AuthGateError(.consentDenied, "\(program.name) (pid \(program.pid)) may not have a token of your \(providerName) sign-in\(which): \(why).")
         }
         guard let asker else {
             throw denied("it asks first, and authgated has no way to ask you (set AUTHGATE_ASKPASS in its environment, or run it with a desktop session)")
@@ -122,24 +156,49 @@ final class ConsentKeeper: Sendable {
             providerName: providerName,
             session: key.name,
             uid: caller.uid,
-            pid: caller.pid,
-            executable: executable,
-            commandLine: Self.commandLine(caller.pid)
+            pid: program.pid,
+            executable: program.name,
+            commandLine: program.commandLine,
+            through: program.through,
+            canAllowAlways: program.digest != nil
         )
         let timeout = timeout
-        let asking = state.withLock { current -> Task<ConsentReply, Never>? in
-            guard !current.isShutDown else { return nil }
-            if let pending = current.questions[grant] { return pending }
+        let joined = state.withLock { current -> Result<(Task<ConsentReply, Never>, UInt64), AuthGateError> in
+            guard !current.isShutDown else { return .failure(AuthGateError(.serviceUnavailable, "authgated is stopping.")) }
+            current.nextWaiter += 1
+            let waiter = current.nextWaiter
+            if var pending = current.questions[grant] {
+                pending.waiters.insert(waiter)
+                current.questions[grant] = pending
+                return .success((pending.task, waiter))
+            }
+            if current.questions.keys.contains(where: { $0.key == key }) {
+                return .failure(
+                    AuthGateError(
+                        .rateLimited,
+                        "Another program's question about your \(providerName) sign-in\(which) is waiting for your answer; answer it, then try again.",
+                        retryAfterSeconds: 5
+                    )
+                )
+            }
+            if current.questions.keys.count(where: { $0.key.uid == key.uid }) >= Self.maximumQuestionsPerUser
+                || current.questions.count >= Self.maximumQuestions
+            {
+                return .failure(
+                    AuthGateError(.rateLimited, "Too many questions are waiting for your answer; answer them, then try again.", retryAfterSeconds: 5)
+                )
+            }
             let task = Task { await asker.ask(question, timeout: timeout) }
-            current.questions[grant] = task
-            return task
+            current.questions[grant] = Question(task: task, waiters: [waiter])
+            return .success((task, waiter))
         }
-        guard let asking else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
+        let (asking, waiter) = try joined.get()
+        callerGone? { [weak self] in self?.leave(grant, waiter: waiter, task: asking) }
         let reply = await asking.value
-        state.withLock { current in
-            if current.questions[grant] == asking { current.questions[grant] = nil }
-        }
-        var metadata = key.logMetadata(["peer.pid": "\(caller.pid)", "consent.executable": "\(executable)"])
+        leave(grant, waiter: waiter, task: asking, cancelling: false)
+        var metadata = key.logMetadata([
+            "peer.pid": "\(caller.pid)", "consent.program": "\(program.name)", "consent.pid": "\(program.pid)",
+        ])
         switch reply {
         case .answered(let answer):
             metadata["consent.answer"] = "\(answer.rawValue)"
@@ -147,10 +206,11 @@ final class ConsentKeeper: Sendable {
             switch answer {
             case .once:
                 return
-            case .running:
-                state.withLock { $0.running[grant] = (executable, now()) }
-            case .always:
-                remember(key, executable: executable, process: process)
+            case .always where program.digest != nil:
+                remember(key, program)
+            case .running, .always:
+                // A program with no file of its own (an interactive shell) is allowed while it runs.
+                state.withLock { $0.running[grant] = (program, now()) }
             case .deny:
                 throw denied("you denied it")
             }
@@ -161,6 +221,33 @@ final class ConsentKeeper: Sendable {
             logger.warning("consent could not be asked; denied: \(why)", metadata: metadata)
             throw denied("the question could not be asked (\(why))")
         }
+    }
+
+    /// One request stopped waiting for `grant`'s question; the question ends (its program is
+    /// killed) when none waits any more, so a caller that hung up does not hold it.
+    private func leave(_ grant: RunningGrant, waiter: UInt64, task: Task<ConsentReply, Never>, cancelling: Bool = true) {
+        let orphaned = state.withLock { current -> Bool in
+            guard var pending = current.questions[grant], pending.task == task, pending.waiters.remove(waiter) != nil else { return false }
+            if pending.waiters.isEmpty {
+                current.questions[grant] = nil
+                return cancelling
+            }
+            current.questions[grant] = pending
+            return false
+        }
+        if orphaned { task.cancel() }
+    }
+
+    /// Why the caller could not be identified: gone or another program, or hidden from the daemon.
+    private static func unidentified(_ caller: PeerCredentials, providerName: String, which: String) -> String {
+        let prefix = "Your \(providerName) sign-in\(which) asks before a program gets its token, and the program (pid \(caller.pid)) could not be identified"
+        // kill(pid, 0) sees a process that /proc hides (ProtectProc=invisible, hidepid=): EPERM
+        // or success means it runs.
+        if access("/proc/\(caller.pid)", F_OK) != 0, kill(caller.pid, 0) == 0 || errno == EPERM {
+            return
+                "\(prefix): authgated cannot see other users' processes (it runs as uid \(geteuid()) with /proc hidden, as the system unit's ProtectProc=invisible does), so it cannot ask about them; consent for other users' sessions needs their own per-user daemon (docs/SECURITY.md, Consent)."
+        }
+        return "\(prefix): it has exited, or runs another program than when it connected."
     }
 
     /// The caller's chosen sessions and remembered answers, processes that are gone left out.
@@ -179,12 +266,12 @@ final class ConsentKeeper: Sendable {
                     grantedAt: Date(timeIntervalSince1970: TimeInterval($0.grantedAt))
                 )
             }
-            let running = current.running.filter { $0.key.uid == uid }.map { grant, granted in
+            let running = current.running.filter { $0.key.key.uid == uid }.map { grant, granted in
                 ConsentEntry(
                     provider: grant.key.provider.rawValue,
                     session: grant.key.name.rawValue,
                     answer: ConsentAnswer.running.rawValue,
-                    executable: granted.executable,
+                    executable: granted.program.path,
                     pid: grant.pid,
                     grantedAt: granted.grantedAt
                 )
@@ -206,8 +293,9 @@ final class ConsentKeeper: Sendable {
                     && (executable ?? $0.executable) == $0.executable
             }
             current.running = current.running.filter { grant, granted in
-                !(grant.uid == uid && (provider ?? grant.key.provider.rawValue) == grant.key.provider.rawValue
-                    && (session ?? grant.key.name.rawValue) == grant.key.name.rawValue && (executable ?? granted.executable) == granted.executable)
+                !(grant.key.uid == uid && (provider ?? grant.key.provider.rawValue) == grant.key.provider.rawValue
+                    && (session ?? grant.key.name.rawValue) == grant.key.name.rawValue
+                    && (executable ?? granted.program.path) == granted.program.path)
             }
             revoked = before - current.records.allowed.count - current.running.count
             return revoked > 0
@@ -215,53 +303,50 @@ final class ConsentKeeper: Sendable {
         return revoked
     }
 
-    /// The session was signed out: the user's choice at its sign-in ends with it.
-    func sessionSignedOut(_ key: SessionKey) {
-        guard sessionAsks(key) else { return }
-        choose(key, confirm: false)
-    }
-
     /// Stops every question still waiting (their programs are killed; their callers denied).
     func shutdown() async {
         let pending = state.withLock { current in
             current.isShutDown = true
-            return Array(current.questions.values)
+            return current.questions.values.map(\.task)
         }
         for task in pending { task.cancel() }
         for task in pending { _ = await task.value }
     }
 
-    private func remember(_ key: SessionKey, executable: String, process: ProcessIdentity) {
+    /// An "always" answer, for the program's file as it is now (path and content).
+    private func remember(_ key: SessionKey, _ program: ConsentProgram) {
+        guard let digest = program.digest else { return }
         let granted = Int64(now().timeIntervalSince1970)
         update { current in
             current.records.allowed.removeAll {
-                $0.uid == key.uid && $0.provider == key.provider.rawValue && $0.session == key.name.rawValue && $0.device == process.executableDevice
-                    && $0.inode == process.executableInode
+                $0.uid == key.uid && $0.provider == key.provider.rawValue && $0.session == key.name.rawValue && $0.executable == program.path
             }
             current.records.allowed.append(
                 ConsentRecords.Allowed(
                     uid: key.uid,
                     provider: key.provider.rawValue,
                     session: key.name.rawValue,
-                    executable: executable,
-                    device: process.executableDevice,
-                    inode: process.executableInode,
+                    executable: program.path,
+                    interpreter: program.interpreter,
+                    digest: digest,
                     grantedAt: granted
                 )
             )
-            current.records.allowed = Array(current.records.allowed.suffix(ConsentRecords.limit))
+            current.records.keepWithinLimits(newest: key.uid)
             return true
         }
     }
 
     /// Changes the state; when `change` says it changed what is remembered, saves the file (in
-    /// the lock: changes are rare, and the file must not be written out of order).
-    private func update(_ change: (inout State) -> Bool) {
+    /// the lock: changes come from a person's answers, and the file must not be written out of
+    /// order).
+    @discardableResult
+    private func update<Taken>(_ change: (inout State) -> Bool, taking: (inout State) -> Taken = { _ in () }) -> Taken {
         state.withLock { current in
-            guard change(&current), let directory else { return }
-            if let problem = current.records.save(to: directory) {
+            if change(&current), let directory, let problem = current.records.save(to: directory) {
                 logger.error("consent answers could not be saved; they hold until authgated stops", metadata: ["error": "\(problem)"])
             }
+            return taking(&current)
         }
     }
 

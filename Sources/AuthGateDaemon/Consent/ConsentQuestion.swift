@@ -1,25 +1,38 @@
 import AuthGateCore
 import FoundationEssentials
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// What the user is asked before a program gets a session's token for the first time.
 struct ConsentQuestion: Sendable {
     var provider: ProviderID
     var providerName: String
     var session: SessionName
     var uid: UInt32
+    /// The program's process (``ConsentProgram``): the caller, or what ran authgate's CLI.
     var pid: Int32
-    /// The program's path (`/proc/PID/exe`), or `?` when it cannot be read.
+    /// The program a person recognizes: its executable's path, or its script's with the
+    /// interpreter (``ConsentProgram/name``).
     var executable: String
     /// Its command line, arguments separated by spaces, control characters escaped, cut to
     /// ``commandLineLimit`` bytes.
     var commandLine: String
+    /// The command line of what connected, when it is not the program (authgate's CLI, `sh -c`).
+    var through: String?
+    /// Whether "always" can be answered: the program has a file of its own (not an interactive
+    /// shell); otherwise "always" holds while it runs.
+    var canAllowAlways: Bool
 
     static let commandLineLimit = 512
 
-    /// The question in two lines: what askpass programs show.
+    /// The question in two lines (three when it came through authgate's CLI): what askpass
+    /// programs show.
     var text: String {
         let session = session == .default ? "" : " (session \(session.rawValue))"
-        return "Allow \(executable) (pid \(pid), uid \(uid)) to use your \(providerName) sign-in\(session)?\n\(commandLine)"
+        let via = through.map { "\nthrough: \($0)" } ?? ""
+        return "Allow \(executable) (pid \(pid), uid \(uid)) to use your \(providerName) sign-in\(session)?\n\(commandLine)\(via)"
     }
 
     /// What the question tells a program in its environment besides the text, one fact a
@@ -28,7 +41,8 @@ struct ConsentQuestion: Sendable {
         [
             "AUTHGATE_CONSENT_PROVIDER=\(provider.rawValue)", "AUTHGATE_CONSENT_SESSION=\(session.rawValue)",
             "AUTHGATE_CONSENT_UID=\(uid)", "AUTHGATE_CONSENT_PID=\(pid)", "AUTHGATE_CONSENT_EXECUTABLE=\(executable)",
-            "AUTHGATE_CONSENT_COMMAND=\(commandLine)",
+            "AUTHGATE_CONSENT_COMMAND=\(commandLine)", "AUTHGATE_CONSENT_THROUGH=\(through ?? "")",
+            "AUTHGATE_CONSENT_ALWAYS=\(canAllowAlways ? "yes" : "no")",
         ]
     }
 }
@@ -67,8 +81,9 @@ protocol ConsentAsker: Sendable {
 /// status denies; a program that knows more prints one of `once`, `running`, `always`, `deny`.
 struct AskpassProgram: ConsentAsker {
     let path: String
-    /// The daemon's desktop environment (``DesktopSession``), `NAME=value`.
-    let environment: [String]
+    /// The daemon's desktop environment (``DesktopSession``), `NAME=value`, for the desktop's
+    /// owner's questions; other users' questions get it without the session's variables.
+    let environment: DesktopEnvironment
 
     var description: String { "askpass \(path)" }
 
@@ -76,7 +91,7 @@ struct AskpassProgram: ConsentAsker {
         let child = ChildProcess(
             path: path,
             arguments: [question.text],
-            environment: environment + ["SSH_ASKPASS_PROMPT=confirm"] + question.environment
+            environment: environment.lines(for: question.uid) + ["SSH_ASKPASS_PROMPT=confirm"] + question.environment
         )
         switch await child.runSuspending(input: [], timeout: timeout) {
         case .exited(0, let output, _):
@@ -104,7 +119,7 @@ struct AskpassProgram: ConsentAsker {
 struct NotificationQuestion: ConsentAsker {
     /// `notify-send`'s path.
     let program: String
-    let environment: [String]
+    let environment: DesktopEnvironment
 
     var description: String { "notification via \(program)" }
 
@@ -113,11 +128,17 @@ struct NotificationQuestion: ConsentAsker {
     ]
 
     func ask(_ question: ConsentQuestion, timeout: Duration) async -> ConsentReply {
+        guard question.uid == environment.owner else {
+            return .failed("the desktop authgated can reach is uid \(environment.owner)'s, not uid \(question.uid)'s")
+        }
         let lines = question.text.split(separator: "\n", maxSplits: 1)
         var arguments = ["--app-name=authgate", "--icon=dialog-password", "--urgency=critical"]
-        arguments += Self.labels.map { "--action=\($0.key.rawValue)=\($0.value)" }
-        arguments += ["--", String(lines.first ?? ""), SignInNotifier.markupEscaped(lines.dropFirst().joined())]
-        switch await ChildProcess(path: program, arguments: arguments, environment: environment).runSuspending(input: [], timeout: timeout) {
+        arguments += Self.labels.filter { question.canAllowAlways || $0.key != .always }.map { "--action=\($0.key.rawValue)=\($0.value)" }
+        // Both are shown as markup by some notification servers: the summary holds the
+        // program's path, which its owner chose.
+        arguments += ["--", SignInNotifier.markupEscaped(String(lines.first ?? "")), SignInNotifier.markupEscaped(lines.dropFirst().joined())]
+        let child = ChildProcess(path: program, arguments: arguments, environment: environment.lines(for: question.uid))
+        switch await child.runSuspending(input: [], timeout: timeout) {
         case .exited(0, let output, _):
             let picked = String(decoding: output, as: UTF8.self).trimming(while: \.isWhitespace)
             return .answered(ConsentAnswer(rawValue: String(picked)) ?? .deny)
@@ -139,7 +160,10 @@ extension ConsentKeeper {
     /// bus and `notify-send`; `nil` when there is no way to ask (every question then denies).
     static func findAsker(environment: [String: String]) -> (any ConsentAsker)? {
         let desktop = try? DesktopSession.find(environment: environment).get()
-        let lines = desktop?.environmentLines ?? DesktopSession.withoutDaemonVariables(environment)
+        let lines = DesktopEnvironment(
+            lines: desktop?.environmentLines ?? DesktopSession.withoutDaemonVariables(environment),
+            owner: DesktopEnvironment.owner(of: environment)
+        )
         for variable in ["AUTHGATE_ASKPASS", "SSH_ASKPASS"] {
             if let path = environment[variable], path.hasPrefix("/") { return AskpassProgram(path: path, environment: lines) }
         }
@@ -147,5 +171,31 @@ extension ConsentKeeper {
         let notifySend = environment["AUTHGATE_NOTIFY_SEND"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? desktop?.program("notify-send")
         if desktop != nil, let notifySend { return NotificationQuestion(program: notifySend, environment: lines) }
         return nil
+    }
+}
+
+/// The environment consent's helpers run with: the daemon's desktop session's, for its owner's
+/// questions only. A system daemon started with a user's environment (`sudo -E`) must not put
+/// every uid's questions on that user's display or bus: other uids' get the environment without
+/// the session's variables (an askpass program then has no display to show them on, and denies).
+struct DesktopEnvironment: Sendable {
+    let lines: [String]
+    /// The uid whose desktop the variables name: the owner of `XDG_RUNTIME_DIR`, else the daemon's.
+    let owner: UInt32
+
+    static let sessionVariables: Set<String> = [
+        "DISPLAY", "WAYLAND_DISPLAY", "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "XAUTHORITY", "XDG_SESSION_ID", "XDG_SESSION_TYPE",
+        "XDG_SEAT", "XDG_VTNR", "SWAYSOCK", "I3SOCK",
+    ]
+
+    func lines(for uid: UInt32) -> [String] {
+        uid == owner ? lines : lines.filter { line in !Self.sessionVariables.contains(String(line.prefix { $0 != "=" })) }
+    }
+
+    static func owner(of environment: [String: String]) -> UInt32 {
+        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), let info = StorageFiles.pathStatus(runtime), info.isDirectory {
+            return info.owner
+        }
+        return geteuid()
     }
 }

@@ -57,6 +57,9 @@ actor LoginFlowManager {
         /// What the flow asks for; a `login.begin` asking for something else does not join it.
         var scopes: [String]
         var prompt: String?
+        /// What the sign-in does with the session's consent choice when it succeeds: a caller
+        /// that joins may make it ask, never stop asking.
+        var consent: ConsentChoice
         var configuration: ProviderConfiguration
         var client: any IdentityProvider
         var start: Task<Result<Started, AuthGateError>, Never>
@@ -103,6 +106,7 @@ actor LoginFlowManager {
         grant: Grant,
         scopes: [String],
         prompt: String?,
+        consent: ConsentChoice = .keep,
         configuration: ProviderConfiguration,
         client: any IdentityProvider
     ) async throws(AuthGateError) -> PendingSignIn {
@@ -115,6 +119,7 @@ actor LoginFlowManager {
                     "Another sign-in to \(configuration.displayName) is pending for this session (\(flow.grant.rawValue)\(flow.prompt.map { ", prompt=\($0)" } ?? "")); finish it, or cancel it (login.cancel), first."
                 )
             }
+            if consent == .ask { flows[id]?.consent = .ask }
             logger.info("sign-in joined", metadata: key.logMetadata(["flow.id": "\(id)"]))
             return try await started(id, flow.start)
         }
@@ -144,7 +149,7 @@ actor LoginFlowManager {
                 logger: logger
             )
         }
-        flows[id] = Flow(key: key, grant: grant, scopes: scopes, prompt: prompt, configuration: configuration, client: client, start: start)
+        flows[id] = Flow(key: key, grant: grant, scopes: scopes, prompt: prompt, consent: consent, configuration: configuration, client: client, start: start)
         pending[key] = id
         logger.info("sign-in started", metadata: key.logMetadata(["flow.id": "\(id)", "flow.grant": "\(grant.rawValue)"]))
         return try await started(id, start)
@@ -312,7 +317,7 @@ actor LoginFlowManager {
             // for a flow that then signs in.
             flows[id]?.isFinishing = true
             let binding = SessionBinding(flow.configuration, client: flow.client)
-            let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key)
+            let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key, consent: flow.consent)
             record(id, .success(login))
             metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: nil)
             logger.info("signed in", metadata: key.logMetadata(["flow.id": "\(id)", "session.subject": "\(signIn.subject ?? "-")"]))

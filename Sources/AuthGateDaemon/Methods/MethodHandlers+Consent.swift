@@ -12,15 +12,31 @@ extension MethodHandlers {
     /// `userinfo`.
     func requireConsent(_ configuration: ProviderConfiguration, _ key: SessionKey) async throws(AuthGateError) {
         guard services.consent.requiresConsent(key, configuration) else { return }
-        try await services.consent.check(caller, key, providerName: configuration.displayName)
+        let callerGone = watchSink.map { sink in { (body: @escaping @Sendable () -> Void) in sink.onClose(body) } }
+        try await services.consent.check(caller, key, providerName: configuration.displayName, callerGone: callerGone)
     }
 
-    /// `login`'s and `login.begin`'s `confirm`, taken before the sign-in, so that the session's
-    /// first token is never published for the cached path.
-    func choose(_ confirm: Bool?, for key: SessionKey) {
-        guard let confirm else { return }
-        services.consent.choose(key, confirm: confirm)
-        if confirm { services.broadcast.withdraw(key) }
+    /// `login`'s and `login.begin`'s `confirm`: what the sign-in does with the session's
+    /// consent choice. Asking applies at once to a session that exists (and to the new one,
+    /// before its first token is published), whatever becomes of the sign-in; no longer asking
+    /// only when a sign-in a person made (a password, a device or browser sign-in) succeeds, and
+    /// never for a service grant, which any program of the uid can make.
+    func consentChoice(_ confirm: Bool?, for key: SessionKey, grant: Grant) async throws(AuthGateError) -> ConsentChoice {
+        switch confirm {
+        case nil:
+            return .keep
+        case true?:
+            await services.sessions.askConsent(key)
+            return .ask
+        case false?:
+            if grant.isService, await services.sessions.asksConsent(key) {
+                throw AuthGateError(
+                    .permissionDenied,
+                    "The session asks before programs get its tokens; only a sign-in you make yourself (password, device or browser) can stop that, not a \(grant.rawValue) sign-in."
+                )
+            }
+            return .stopAsking
+        }
     }
 
     func consentList() async -> ConsentListResult {

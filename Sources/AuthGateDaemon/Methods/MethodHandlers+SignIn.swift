@@ -16,7 +16,7 @@ extension MethodHandlers {
             let allowed = configuration.grants.map(\.rawValue).joined(separator: ", ")
             throw AuthGateError(.unsupportedGrant, "The provider '\(configuration.id)' does not allow the \(grant.rawValue) grant (it allows: \(allowed)).")
         }
-        choose(params.confirm, for: key)
+        let consent = try await consentChoice(params.confirm, for: key, grant: grant)
         switch grant {
         case .password:
             let credentials = PasswordCredentials(
@@ -27,7 +27,7 @@ extension MethodHandlers {
             try credentials.validate()
             try await services.throttle.begin(uid: caller.uid, countInFlight: !caller.isUnbounded)
             do {
-                let result = try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
+                let result = try await signIn(key, configuration, client, grant: grant, consent: consent) { provider throws(AuthGateError) in
                     try await provider.signIn(credentials)
                 }
                 await services.throttle.end(uid: caller.uid, .success)
@@ -39,7 +39,7 @@ extension MethodHandlers {
         case .clientCredentials, .jwtBearer, .tokenExchange:
             let variant = TokenVariant(scopes: params.scopes ?? [])
             try variant.validate()
-            return try await signIn(key, configuration, client, grant: grant) { provider throws(AuthGateError) in
+            return try await signIn(key, configuration, client, grant: grant, consent: consent) { provider throws(AuthGateError) in
                 try await provider.signInAsService(grant, variant, proofKey: nil)
             }
         case .deviceCode, .authorizationCode:
@@ -74,7 +74,7 @@ extension MethodHandlers {
         }
         let variant = TokenVariant(scopes: params.scopes ?? [])
         try variant.validate()
-        choose(params.confirm, for: key)
+        let consent = try await consentChoice(params.confirm, for: key, grant: grant)
         if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
         let pending = try await services.providerShare.run(for: caller) { () throws(AuthGateError) in
             try await services.flows.begin(
@@ -82,6 +82,7 @@ extension MethodHandlers {
                 grant: grant,
                 scopes: variant.scopes,
                 prompt: params.prompt,
+                consent: consent,
                 configuration: configuration,
                 client: client
             )
@@ -149,20 +150,24 @@ extension MethodHandlers {
         _ client: any IdentityProvider,
         grant: Grant,
         event: String = "signed in",
+        consent: ConsentChoice = .keep,
         _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult
     ) async throws(AuthGateError) -> LoginResult {
-        if !caller.isUnbounded { try await services.sessions.ensureRoom(for: key) }
+        let bounded = !caller.isUnbounded
+        if bounded { try await services.sessions.reserveRoom(for: key) }
         let signIn: SignInResult
         do {
             signIn = try await services.providerShare.run(for: caller) { () throws(AuthGateError) in try await perform(client) }
         } catch {
+            if bounded { await services.sessions.releaseRoom(for: key) }
             services.metrics?.signIn(provider: key.provider, grant: grant, outcome: error.reason)
             services.logger.notice("sign-in refused", metadata: metadata(key, ["error.reason": "\(error.reason.rawValue)"]))
             throw error
         }
         services.metrics?.signIn(provider: key.provider, grant: grant, outcome: nil)
         let binding = SessionBinding(configuration, client: client)
-        let (result, replaced) = await services.sessions.store(signIn, grant: grant, binding: binding, for: key)
+        let (result, replaced) = await services.sessions.store(signIn, grant: grant, binding: binding, for: key, consent: consent)
+        if bounded { await services.sessions.releaseRoom(for: key) }
         services.logger.info("\(event)", metadata: metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {
             // The previous session of this name is gone; its refresh token must not outlive it.

@@ -123,7 +123,7 @@ extension MethodHandlers {
                 return .failure(error)
             }
         }
-        try await services.firstUse.signIn(key, isSignedIn: { await sessions.hasTokens(key) }, signIn)
+        try await services.firstUse.signIn(key, bounded: !caller.isUnbounded, isSignedIn: { await sessions.hasTokens(key) }, signIn)
     }
 
     /// `token`, and from then on `token.changed` and `session.ended` on this connection until it

@@ -118,6 +118,12 @@ final class DaemonMetrics: Sendable {
         ).increment()
     }
 
+    /// A service session's sign-in on first use: tried, refused by the per-uid rate limit, or
+    /// answered with a refusal remembered (``FirstUseSignIns``).
+    func firstUseSignIn(provider: ProviderID, outcome: FirstUseSignIns.Outcome) {
+        registry.makeCounter(descriptor: Family.firstUseSignIns, labels: [("provider", provider.rawValue), ("outcome", outcome.rawValue)]).increment()
+    }
+
     /// A connection the server turned away.
     func connectionRefused(_ cause: ConnectionRefusal) {
         registry.makeCounter(descriptor: Family.connectionsRefused, labels: [("cause", cause.rawValue)]).increment()
@@ -242,6 +248,13 @@ final class DaemonMetrics: Sendable {
                 metricName: "authgate_refreshes_waiting",
                 unitName: "",
                 helpText: "Sessions past their planned refresh time waiting for a free slot, by provider."
+            )
+        }
+        static var firstUseSignIns: MetricNameDescriptor {
+            .init(
+                metricName: "authgate_first_use_sign_ins",
+                unitName: "total",
+                helpText: "Service sessions' sign-ins on first use, by provider and outcome (attempted, rate_limited, remembered)."
             )
         }
         static var signIns: MetricNameDescriptor {

@@ -1,4 +1,5 @@
 import AuthGateCore
+import FoundationEssentials
 
 /// The client-credentials sign-ins the daemon makes when a session of a service's provider
 /// (``ProviderConfiguration/signsInAsClient``) is first asked for a token: one at a time per
@@ -8,23 +9,95 @@ import AuthGateCore
 /// ran may have ended in between: each sign-in therefore first asks `isSignedIn`, and one that
 /// finds the session there does nothing (the caller then reads the token that sign-in stored).
 ///
+/// Every such sign-in uses the provider's one client, shared by every uid: a uid that asks for
+/// fresh session names (or signs out and asks again) must not make the daemon hammer the token
+/// endpoint until the provider throttles or locks the client for everyone. So, per uid and
+/// provider:
+/// - sign-ins that reach the provider are rate-limited (a bucket of ``Limits/burst`` that
+///   refills at ``Limits/perSecond``); beyond it the caller is refused with `rate_limited` and
+///   the seconds to wait;
+/// - a refused sign-in is remembered (until the provider's `Retry-After`, else
+///   ``Limits/rememberRefusal``, or ``Limits/rememberTransient`` for a provider that could not be
+///   reached) and given to the next callers instead of asking the provider again.
+///
 /// A sign-in runs in a task of its own, so that a caller who hangs up does not end it for the
 /// others waiting; it is bounded by the provider's timeouts, and ends with the last request
 /// waiting for it only in that sense.
 actor FirstUseSignIns {
+    struct Limits: Sendable {
+        var burst: Double = 10
+        var perSecond: Double = 1
+        var rememberRefusal: TimeInterval = 10
+        var rememberTransient: TimeInterval = 2
+        /// The longest a provider's `Retry-After` is taken for.
+        var maximumRetryAfter: TimeInterval = 300
+    }
+
+    /// What became of a first-use sign-in, for the metrics.
+    enum Outcome: String, CaseIterable {
+        /// It reached the provider (whatever the provider said).
+        case attempted
+        /// Refused by the rate limit before reaching the provider.
+        case rateLimited = "rate_limited"
+        /// Answered with a refusal remembered from an earlier attempt.
+        case remembered
+    }
+
+    private struct UserProvider: Hashable {
+        var uid: UInt32
+        var provider: ProviderID
+    }
+
+    private struct Bucket {
+        var tokens: Double
+        var updatedAt: Date
+    }
+
     private var running: [SessionKey: Task<Result<Void, AuthGateError>, Never>] = [:]
+    private var buckets: [UserProvider: Bucket] = [:]
+    private var refusals: [UserProvider: (error: AuthGateError, until: Date)] = [:]
+    private let limits: Limits
+    private let now: @Sendable () -> Date
+    private let counted: @Sendable (ProviderID, Outcome) -> Void
+
+    init(
+        limits: Limits = Limits(),
+        now: @escaping @Sendable () -> Date = { Date() },
+        counted: @escaping @Sendable (ProviderID, Outcome) -> Void = { _, _ in }
+    ) {
+        self.limits = limits
+        self.now = now
+        self.counted = counted
+    }
 
     /// Runs `signIn` for `key` unless `isSignedIn` says it is no longer needed, or waits for the
     /// one running.
+    /// - Parameter bounded: Whether the caller's uid is held to the limits (not root or the
+    ///   daemon's own user).
+    /// - Throws: The sign-in's error, a remembered one, or `rate_limited`.
     func signIn(
         _ key: SessionKey,
+        bounded: Bool = true,
         isSignedIn: @escaping @Sendable () async -> Bool,
         _ signIn: @escaping @Sendable () async -> Result<Void, AuthGateError>
     ) async throws(AuthGateError) {
         let task: Task<Result<Void, AuthGateError>, Never>
+        let place = UserProvider(uid: key.uid, provider: key.provider)
         if let existing = running[key] {
             task = existing
         } else {
+            let now = now()
+            if let refusal = refusals[place] {
+                if refusal.until > now {
+                    counted(key.provider, .remembered)
+                    var error = refusal.error
+                    error.retryAfterSeconds = max(1, Int(refusal.until.timeIntervalSince(now).rounded(.up)))
+                    throw error
+                }
+                refusals[place] = nil
+            }
+            if bounded { try take(place, at: now) }
+            counted(key.provider, .attempted)
             task = Task {
                 if await isSignedIn() { return .success(()) }
                 return await signIn()
@@ -32,7 +105,51 @@ actor FirstUseSignIns {
             running[key] = task
         }
         let outcome = await task.value
-        if running[key] == task { running[key] = nil }
+        if running[key] == task {
+            running[key] = nil
+            if case .failure(let error) = outcome { remember(error, for: place) }
+        }
         try outcome.get()
+    }
+
+    /// One sign-in from the uid's bucket for the provider, or `rate_limited`.
+    private func take(_ place: UserProvider, at now: Date) throws(AuthGateError) {
+        var bucket = buckets[place] ?? Bucket(tokens: limits.burst, updatedAt: now)
+        bucket.tokens = min(limits.burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updatedAt)) * limits.perSecond)
+        bucket.updatedAt = now
+        guard bucket.tokens >= 1 else {
+            buckets[place] = bucket
+            counted(place.provider, .rateLimited)
+            let wait = Int(((1 - bucket.tokens) / limits.perSecond).rounded(.up))
+            throw AuthGateError(
+                .rateLimited,
+                "You started too many first sign-ins to \(place.provider) in a short time; try again in \(max(1, wait)) s.",
+                retryAfterSeconds: max(1, wait)
+            )
+        }
+        bucket.tokens -= 1
+        buckets[place] = bucket
+        // Full buckets say nothing: forget them, so that one entry per uid and provider is kept
+        // only while it is in use.
+        if buckets.count > 4096 {
+            buckets = buckets.filter { $0.value.tokens + now.timeIntervalSince($0.value.updatedAt) * limits.perSecond < limits.burst }
+        }
+    }
+
+    private func remember(_ error: AuthGateError, for place: UserProvider) {
+        let seconds: TimeInterval
+        switch error.reason {
+        case .rateLimited, .invalidCredentials, .unsupportedGrant, .permissionDenied, .serverError, .workloadTokenInvalid, .dpopRejected:
+            seconds = error.retryAfterSeconds.map { min(limits.maximumRetryAfter, TimeInterval($0)) } ?? limits.rememberRefusal
+        case .providerUnavailable, .networkError, .serviceUnavailable:
+            seconds = error.retryAfterSeconds.map { min(limits.maximumRetryAfter, TimeInterval($0)) } ?? limits.rememberTransient
+        default:
+            return
+        }
+        refusals[place] = (error, now().addingTimeInterval(seconds))
+        if refusals.count > 4096 {
+            let now = now()
+            refusals = refusals.filter { $0.value.until > now }
+        }
     }
 }

@@ -101,7 +101,8 @@ extension SessionManager {
                     lastError: nil,
                     generation: takeGeneration(),
                     binding: binding,
-                    obtainedAt: session.savedAt
+                    obtainedAt: session.savedAt,
+                    asksConsent: session.asksConsent ?? false
                 )
                 if tokens.isValid(for: 0, at: now()) {
                     planRefresh(key)
@@ -133,7 +134,8 @@ extension SessionManager {
                 issuer: record.binding.identity.issuer,
                 clientID: record.binding.identity.clientID,
                 tokens: tokens,
-                savedAt: record.obtainedAt
+                savedAt: record.obtainedAt,
+                asksConsent: record.asksConsent ? true : nil
             )
         }
         let start = ContinuousClock.now

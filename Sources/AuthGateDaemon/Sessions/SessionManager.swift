@@ -42,6 +42,8 @@ actor SessionManager {
     }
 
     var sessions: SessionTable
+    /// New sessions whose sign-ins are under way, per uid, with how many sign-ins each.
+    var reserved: [UInt32: [SessionKey: Int]] = [:]
     var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
     var queue: RefreshQueue
     var lateness = RefreshLateness()
@@ -106,16 +108,41 @@ actor SessionManager {
 
     // MARK: Sign-in and sign-out
 
-    /// Throws `rate_limited` when `key` is a new session of a uid that holds its most already;
-    /// asked before a sign-in reaches the provider. Replacing a session is always allowed.
+    /// Throws `rate_limited` when `key` is a new session of a uid that holds its most already,
+    /// counting the new sessions whose sign-ins are under way (``reserveRoom(for:)``); asked
+    /// before a sign-in reaches the provider. Replacing a session is always allowed.
     func ensureRoom(for key: SessionKey) throws(AuthGateError) {
-        guard sessions[key] == nil, sessions.count(uid: key.uid) >= maximumSessionsPerUser else { return }
+        guard sessions[key] == nil, reserved[key.uid]?[key] == nil,
+            sessions.count(uid: key.uid) + (reserved[key.uid]?.count ?? 0) >= maximumSessionsPerUser
+        else { return }
         throw AuthGateError(.rateLimited, "You have \(maximumSessionsPerUser) sessions, the most one user may hold; sign out of some (authgate logout) first.")
     }
 
+    /// ``ensureRoom(for:)``, and the room held for `key` until ``releaseRoom(for:)``: sign-ins
+    /// under way at once cannot together pass the limit.
+    func reserveRoom(for key: SessionKey) throws(AuthGateError) {
+        try ensureRoom(for: key)
+        guard sessions[key] == nil else { return }
+        reserved[key.uid, default: [:]][key, default: 0] += 1
+    }
+
+    /// The sign-in that reserved room for `key` ended (its session stored, or not).
+    func releaseRoom(for key: SessionKey) {
+        guard let count = reserved[key.uid]?[key] else { return }
+        reserved[key.uid]?[key] = count > 1 ? count - 1 : nil
+        if reserved[key.uid]?.isEmpty == true { reserved[key.uid] = nil }
+    }
+
     /// Stores a fresh sign-in, replacing any session of the same key.
+    /// - Parameter consent: What becomes of the session's consent choice.
     /// - Returns: The result for the caller, and the replaced tokens (to revoke).
-    func store(_ signIn: SignInResult, grant: Grant, binding: SessionBinding, for key: SessionKey) -> (SignedInSession, replaced: TokenSet?) {
+    func store(
+        _ signIn: SignInResult,
+        grant: Grant,
+        binding: SessionBinding,
+        for key: SessionKey,
+        consent: ConsentChoice = .keep
+    ) -> (SignedInSession, replaced: TokenSet?) {
         let previous = sessions[key]
         cancelRefreshes(of: key)
         let obtainedAt = now()
@@ -128,8 +155,12 @@ actor SessionManager {
             generation: takeGeneration(),
             binding: binding,
             obtainedAt: obtainedAt,
-            platformRevision: binding.client.platformTokenRevision(for: grant)
+            platformRevision: binding.client.platformTokenRevision(for: grant),
+            asksConsent: consent.applied(to: previous?.asksConsent ?? false)
         )
+        if previous?.asksConsent == true, sessions[key]?.asksConsent == false {
+            logger.notice("consent switched off by a sign-in: programs get the session's tokens unasked", metadata: key.logMetadata())
+        }
         if sessions[key]?.platformRevision != nil { platformTokenSessions.insert(key) }
         planRefresh(key)
         if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
@@ -143,6 +174,21 @@ actor SessionManager {
         )
         return (result, replaced)
     }
+
+    /// The session's user chose consent (`login --confirm`) for a session that exists: it asks
+    /// from now on, whatever becomes of the sign-in that asked.
+    /// - Returns: Whether there is such a session.
+    @discardableResult
+    func askConsent(_ key: SessionKey) -> Bool {
+        guard let record = sessions[key] else { return false }
+        guard !record.asksConsent else { return true }
+        sessions[key]?.asksConsent = true
+        if record.binding.storage == .persistent { persist(key.uid) }
+        return true
+    }
+
+    /// Whether the session asks consent because its user chose so.
+    func asksConsent(_ key: SessionKey) -> Bool { sessions[key]?.asksConsent ?? false }
 
     /// Removes a session.
     /// - Returns: Its tokens, to revoke at the provider; `nil` when there was none.

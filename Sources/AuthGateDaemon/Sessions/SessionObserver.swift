@@ -14,6 +14,9 @@ protocol SessionObserver: Sendable {
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet)
     /// The session needs a new sign-in, or is gone.
     func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String)
+    /// The session now asks consent before its tokens are handed out, or no longer does (also
+    /// when it is gone): told before its tokens are.
+    func consentChoiceChanged(_ key: SessionKey, asks: Bool)
 }
 
 /// How a session ended.
@@ -32,4 +35,5 @@ struct NoSessionObserver: SessionObserver {
     func withdraw(_ key: SessionKey) {}
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) {}
     func sessionEnded(_ key: SessionKey, _ ending: SessionEnding, message: String) {}
+    func consentChoiceChanged(_ key: SessionKey, asks: Bool) {}
 }

@@ -29,4 +29,25 @@ struct SessionRecord: Sendable {
     /// each logged once (``MinimumValidity``); at most ``maximumUnmeetableNotes``.
     var unmeetableMinimums: Set<Int> = []
     static let maximumUnmeetableNotes = 8
+    /// Its user chose at sign-in that programs be asked before they get its tokens (`login
+    /// --confirm`): kept with the session, saved with a persistent one, ended with it.
+    var asksConsent = false
+}
+
+/// What a sign-in does with the session's consent choice (``SessionRecord/asksConsent``).
+enum ConsentChoice: Sendable, Equatable {
+    /// As the session it replaces had it (none for a new session).
+    case keep
+    /// Programs are asked (`login --confirm`).
+    case ask
+    /// Programs are no longer asked: only a sign-in a person made (`login --no-confirm`).
+    case stopAsking
+
+    func applied(to previous: Bool) -> Bool {
+        switch self {
+        case .keep: previous
+        case .ask: true
+        case .stopAsking: false
+        }
+    }
 }

@@ -27,6 +27,11 @@ struct SessionTable {
         set {
             let old = records[key]?.record
             if newValue?.tokens != old?.tokens { observer.withdraw(key) }
+            // Before anything of the new record is told: its first token must not be published
+            // for the cached path when the session asks.
+            if (old?.asksConsent ?? false) != (newValue?.asksConsent ?? false) {
+                observer.consentChoiceChanged(key, asks: newValue?.asksConsent ?? false)
+            }
             records[key] = newValue.map(Box.init)
             if (old != nil) != (newValue != nil) { count(key.uid, newValue != nil ? 1 : -1) }
             tell(key, old: old, new: newValue)
@@ -43,6 +48,7 @@ struct SessionTable {
         observer.withdraw(key)
         guard let removed = records.removeValue(forKey: key)?.record else { return nil }
         count(key.uid, -1)
+        if removed.asksConsent { observer.consentChoiceChanged(key, asks: false) }
         observer.sessionEnded(key, ending, message: message)
         return removed
     }

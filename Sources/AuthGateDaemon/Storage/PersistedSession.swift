@@ -26,6 +26,8 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
     /// The private scalar of the session's DPoP key, base64url; inside the sealed file only.
     var dpopKey: String?
     var savedAt: Date
+    /// The user chose consent at sign-in (``SessionRecord/asksConsent``); absent when not.
+    var asksConsent: Bool?
 
     init(
         provider: String,
@@ -35,7 +37,8 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         issuer: String?,
         clientID: String?,
         tokens: TokenSet,
-        savedAt: Date
+        savedAt: Date,
+        asksConsent: Bool? = nil
     ) {
         self.provider = provider
         self.session = session
@@ -52,6 +55,7 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         self.scopes = tokens.scopes
         self.dpopKey = tokens.proofKey.map { Base64URL.encode($0.storageRepresentation) }
         self.savedAt = savedAt
+        self.asksConsent = asksConsent
     }
 
     /// The tokens, as the rest of the daemon holds them; `nil` when the stored DPoP key is
@@ -96,5 +100,6 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         case scopes
         case dpopKey = "dpop_key"
         case savedAt = "saved_at"
+        case asksConsent = "asks_consent"
     }
 }

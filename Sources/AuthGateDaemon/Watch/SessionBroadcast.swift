@@ -37,6 +37,10 @@ struct SessionBroadcast: SessionObserver {
         published.publish(tokens, obtainedAt: obtainedAt, unmeetable: unmeetable, for: key)
     }
     func withdraw(_ key: SessionKey) { published.withdraw(key) }
+    func consentChoiceChanged(_ key: SessionKey, asks: Bool) {
+        consent?.sessionChoiceChanged(key, asks: asks)
+        if asks { published.withdraw(key) }
+    }
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) {
         watchers.tokensChanged(key, tokens)
         notifier?.sessionRestored(key)
@@ -53,7 +57,6 @@ struct SessionBroadcast: SessionObserver {
         switch ending {
         case .signedOut:
             notifier?.sessionRestored(key)
-            consent?.sessionSignedOut(key)
         case .loginRequired: notifier?.sessionNeedsSignIn(key, because: message, offerSignIn: true)
         case .accessRevoked: notifier?.sessionNeedsSignIn(key, because: message, offerSignIn: false)
         }
