@@ -67,9 +67,11 @@ struct ConsentTests {
         let once = try daemon.cli(["token", "mock"])
         #expect(once.status == 0, "\(once.stderr)")
         let token = once.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        // The CLI was run by this test process: the question is about the program that ran it.
+        let runner = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         let question = try #require(user.questions.first)
-        #expect(question.contains(" \(BuiltProducts.cli.resolvingSymlinksInPath().path) confirm Allow "), "\(question)")
-        #expect(question.contains("token mock") && question.contains("uid \(getuid())"), "\(question)")
+        #expect(question.hasPrefix("\(getpid()) \(runner) confirm Allow \(runner) "), "\(question)")
+        #expect(question.contains("through: \(BuiltProducts.cli.path) token mock") && question.contains("uid \(getuid())"), "\(question)")
 
         let refused = try daemon.cli(["token", "mock"])
         #expect(refused.status == 8 && refused.stderr.contains("[consent_denied]") && refused.stdout.isEmpty, "\(refused.stderr)")
@@ -81,7 +83,7 @@ struct ConsentTests {
         let listed = try daemon.cli(["consent", "list", "--json"])
         let answers = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])["answers"] as? [[String: Any]]
         #expect(answers?.count == 1 && answers?.first?["answer"] as? String == "always", "\(listed.stdout)")
-        #expect(answers?.first?["executable"] as? String == BuiltProducts.cli.resolvingSymlinksInPath().path)
+        #expect(answers?.first?["executable"] as? String == runner)
         let revoked = try daemon.cli(["consent", "revoke", "mock"])
         #expect(revoked.status == 0 && revoked.stdout.contains("Forgot 1 answer"), "\(revoked.stdout)")
         #expect(try daemon.cli(["token", "mock"]).status == 8, "revoked: asked again, and denied")
@@ -93,7 +95,7 @@ struct ConsentTests {
         #expect(daemon.logText.contains("consent given") && daemon.logText.contains("consent denied"))
     }
 
-    @Test("allow while it runs: one process's connections are not asked again; another process is")
+    @Test("allow while it runs: one process's connections, and the CLI it runs, are not asked again; another program is")
     func whileRunning() throws {
         let user = try ScriptedUser(["running", "deny"])
         let daemon = try daemon(user, providers: ["mock.json": Self.confirmingMock])
@@ -102,9 +104,12 @@ struct ConsentTests {
             let answer = try call(try daemon.connect(), "token", ["provider": "mock"])
             #expect(answer.object["access_token"] as? String != nil, "\(answer)")
         }
+        #expect(try daemon.cli(["token", "mock"]).status == 0, "the CLI this process runs asks for this process")
         #expect(user.questions.count == 1)
         #expect(user.questions.first?.hasPrefix("\(getpid()) ") == true)
-        #expect(try daemon.cli(["token", "mock"]).status == 8)
+        try user.scratch.write("other.sh", "#!/bin/sh\n\(BuiltProducts.cli.path) token mock --socket \(daemon.socketPath)\n")
+        chmod(user.scratch.path + "/other.sh", 0o755)
+        #expect(try run(URL(fileURLWithPath: user.scratch.path + "/other.sh"), []).status == 8)
         #expect(user.questions.count == 2)
     }
 
