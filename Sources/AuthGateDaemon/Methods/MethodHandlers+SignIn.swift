@@ -151,9 +151,10 @@ extension MethodHandlers {
         grant: Grant,
         event: String = "signed in",
         consent: ConsentChoice = .keep,
+        reservingRoom: Bool = true,
         _ perform: (any IdentityProvider) async throws(AuthGateError) -> SignInResult
     ) async throws(AuthGateError) -> LoginResult {
-        let bounded = !caller.isUnbounded
+        let bounded = reservingRoom && !caller.isUnbounded
         if bounded { try await services.sessions.reserveRoom(for: key) }
         let signIn: SignInResult
         do {

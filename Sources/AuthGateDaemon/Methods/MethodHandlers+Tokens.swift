@@ -107,14 +107,17 @@ extension MethodHandlers {
     }
 
     /// The service sign-in (client credentials, or a platform token's grant) of a session first
-    /// asked for a token (single flight per session: ``FirstUseSignIns``).
+    /// asked for a token (single flight per session, rate-limited per uid: ``FirstUseSignIns``).
+    /// The session's room is held here, around it, so that a uid at its limit is refused before
+    /// and apart from the sign-in (whose refusals, the provider's, are remembered).
     private func signInOnFirstUse(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider) async throws(AuthGateError) {
         let handlers = self
         let grant = configuration.serviceGrant ?? .clientCredentials
         let sessions = services.sessions
+        let bounded = !caller.isUnbounded
         let signIn: @Sendable () async -> Result<Void, AuthGateError> = {
             do throws(AuthGateError) {
-                _ = try await handlers.signIn(key, configuration, client, grant: grant, event: "signed in on first use") {
+                _ = try await handlers.signIn(key, configuration, client, grant: grant, event: "signed in on first use", reservingRoom: false) {
                     provider throws(AuthGateError) in
                     try await provider.signInAsService(grant, TokenVariant(), proofKey: nil)
                 }
@@ -123,7 +126,14 @@ extension MethodHandlers {
                 return .failure(error)
             }
         }
-        try await services.firstUse.signIn(key, bounded: !caller.isUnbounded, isSignedIn: { await sessions.hasTokens(key) }, signIn)
+        if bounded { try await sessions.reserveRoom(for: key) }
+        do {
+            try await services.firstUse.signIn(key, bounded: bounded, isSignedIn: { await sessions.hasTokens(key) }, signIn)
+        } catch {
+            if bounded { await sessions.releaseRoom(for: key) }
+            throw error
+        }
+        if bounded { await sessions.releaseRoom(for: key) }
     }
 
     /// `token`, and from then on `token.changed` and `session.ended` on this connection until it
