@@ -22,7 +22,7 @@ struct MethodHandlerTests {
     private let alice = PeerCredentials(pid: 4242, uid: 1000, gid: 1000)
     private let bob = PeerCredentials(pid: 4343, uid: 1001, gid: 1001)
 
-    private func dispatcher(servesAdmin: Bool = true) -> RPCDispatcher {
+    private func dispatcher(servesAdmin: Bool = true, adminGroup: String = "no-such-group-here") -> RPCDispatcher {
         let file = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 300}"#
         let report = ProviderConfigurationLoader.parse(Data(file.utf8), id: "mock", file: "mock.json")
         let registry = ProviderRegistry([RegisteredProvider.make(report, now: { [clock] in clock.now }, logger: quiet)])
@@ -30,7 +30,7 @@ struct MethodHandlerTests {
             configDirectory: "/nonexistent",
             mode: .system,
             socketPath: "/nonexistent/s.sock",
-            adminGroup: "no-such-group-here",
+            adminGroup: adminGroup,
             servesAdmin: servesAdmin
         )
         return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet, now: { [clock] in clock.now }, random: { 0 }))
@@ -66,6 +66,24 @@ struct MethodHandlerTests {
         let status = try await call(dispatcher, "status", as: alice)
         let text = String(describing: status)
         #expect(!text.contains(firstToken) && !text.contains(renewedToken) && text.contains("authenticated"))
+    }
+
+    @Test("an admin group's member learns nothing of files they cannot read through ca_file: a missing file, a root-only one and /etc/shadow get one sentence")
+    func caFileIsNoOracle() async throws {
+        // nogroup as the admin group, and a member of it (by primary group) who is not root.
+        let dispatcher = dispatcher(adminGroup: "nogroup")
+        let member = PeerCredentials(pid: 4444, uid: 65534, gid: 65534)
+        let scratch = try ScratchDirectory()
+        try scratch.write("root-only.pem", "-----BEGIN CERTIFICATE-----\n")
+        chmod(scratch.path + "/root-only.pem", 0o600)
+        var messages: [String] = []
+        for file in [scratch.path + "/no-such.pem", scratch.path + "/root-only.pem", "/etc/shadow"] {
+            let answer = try await call(dispatcher, "provider.discover", ["issuer": "https://sso.example.com", "ca_file": file], as: member)
+            #expect(reason(answer) == "validation_failed", "\(answer)")
+            messages.append(((answer["error"] as? [String: Any])?["message"] as? String ?? "").replacingOccurrences(of: file, with: "FILE"))
+        }
+        #expect(Set(messages).count == 1, "\(messages)")
+        #expect(messages.first?.contains("a CA file everyone may read") == true, "\(messages)")
     }
 
     @Test("one uid never reaches another's session; admin methods (reload, discovery, registration) refuse a plain user")

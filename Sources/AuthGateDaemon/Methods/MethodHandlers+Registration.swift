@@ -121,11 +121,25 @@ extension MethodHandlers {
     }
 
     /// The PEM bundle of an admin's `ca_file` param, checked like a provider file's `tls.ca_file`.
+    ///
+    /// The daemon reads it with its own rights, which an admin group's member may not have: for
+    /// them the file must be readable by everyone (a CA bundle is public), and every way it can
+    /// fail gets one sentence, so that the answer says nothing of files they cannot read
+    /// themselves (whether `/root/…` exists).
     func readCABundle(_ file: String?) throws(AuthGateError) -> [UInt8]? {
         guard let file else { return nil }
         guard file.hasPrefix("/") else { throw .validationFailed([FieldError(field: "ca_file", message: "must be an absolute path")]) }
+        let onTheirOwnRights = !caller.isUnbounded
+        let unusable = FieldError(
+            field: "ca_file",
+            message: "cannot be used: it must be a CA file everyone may read, in directories only root or the daemon's user can change"
+        )
+        if onTheirOwnRights, StorageFiles.pathStatus(file).map({ $0.permissions & 0o004 == 0 }) ?? true {
+            throw .validationFailed([unusable])
+        }
         switch FileTrust.read(file, as: .certificate, maximumSize: 4 << 20) {
         case .success(let bytes): return bytes
+        case .failure where onTheirOwnRights: throw .validationFailed([unusable])
         case .failure(let problem): throw .validationFailed([FieldError(field: "ca_file", message: "\(problem.refused ? "refused: " : "")\(problem)")])
         }
     }
