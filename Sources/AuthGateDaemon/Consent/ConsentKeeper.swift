@@ -11,18 +11,21 @@ import Glibc
 #endif
 
 /// Consent before a program gets a token: for the sessions of a provider with
-/// `access.confirm`, and those whose user chose it at sign-in (`login --confirm`), the first
-/// time a program asks for a token the user is asked (``ConsentAsker``) and answers allow once,
-/// allow while this program runs, allow this executable from now on, or deny.
+/// `access.confirm`, and those whose user chose it at sign-in (`login --confirm`, kept in the
+/// session's record), the first time a program asks for a token the user is asked
+/// (``ConsentAsker``) and answers allow once, allow while this program runs, allow this program
+/// from now on, or deny.
 ///
-/// Answers are kept per (uid, session, program): `running` by the process (pid and start time,
-/// so a reused pid is another process), `always` by the executable file (device and inode, as
-/// `access.executables` identifies it; a program replaced by an upgrade is asked about again),
-/// remembered in `consent.json`. Questions never hold up other callers: each waits in its own
-/// child process (``ChildProcess/runSuspending(input:timeout:)``), and concurrent requests of one
-/// process for one session share one question. Every way to a token asks it (``MethodHandlers``),
-/// and a session that asks is never answered from the cached path (``SessionBroadcast``,
-/// ``OpenProviders``).
+/// The program is the one a person recognizes behind the caller (``ConsentProgram``: the CLI's
+/// parent, a script rather than its interpreter). Answers are kept per (uid, session, program):
+/// `running` by the program's process (pid and start time) and executable, `always` by the
+/// program's path and the SHA-256 of its content, remembered in `consent.json`. Questions never
+/// hold up other callers: each waits in its own child process on a thread of its own
+/// (``ChildProcess/runSuspending(input:timeout:)``); one session has one question at a time,
+/// shared by the requests of one program; a uid has at most ``maximumQuestionsPerUser``; and a
+/// question ends when the last caller waiting for it has gone. Every way to a token asks it
+/// (``MethodHandlers``), and a session that asks is never answered from the cached path
+/// (``SessionBroadcast``, ``OpenProviders``).
 final class ConsentKeeper: Sendable {
     /// "While it runs": one program's process, for one session.
     private struct RunningGrant: Hashable {
