@@ -75,7 +75,7 @@ package final class TokenSink {
     /// and parsed (known placeholders only, `{{token}}` among them).
     package static func template(at path: String) throws(ToolFailure) -> TokenFileFormat {
         let text: String
-        switch FileTrust.read(path, as: .template, maximumSize: 1 << 20) {
+        switch FileTrust.read(path, as: .template, maximumSize: 1 << 20, followsLink: false) {
         case .success(let bytes): text = String(decoding: bytes, as: UTF8.self)
         case .failure(let problem):
             throw ToolFailure("the sink does not use the template: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)

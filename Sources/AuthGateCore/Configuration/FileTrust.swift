@@ -68,8 +68,17 @@ public enum FileTrust {
     /// directory with `O_NOFOLLOW`, and its owner, mode, type and size are taken from `fstat`
     /// of that descriptor. Nothing is reopened by path afterwards, so a file swapped after the
     /// check is never the one used.
+    /// - Parameter followsLink: Whether the file itself may be such a link; a path a user names
+    ///   for their own command (`authgate sink --template`, which may run as root) must name the
+    ///   file itself.
     /// - Returns: The bytes, or a sentence saying why the file is not used.
-    public static func read(_ path: String, as kind: Kind, maximumSize: Int, owners: Set<UInt32> = trustedOwners) -> Result<[UInt8], FileTrustProblem> {
+    public static func read(
+        _ path: String,
+        as kind: Kind,
+        maximumSize: Int,
+        owners: Set<UInt32> = trustedOwners,
+        followsLink: Bool = true
+    ) -> Result<[UInt8], FileTrustProblem> {
         var target = path
         for _ in 0..<40 {
             let directory: TrustedDirectory
@@ -87,6 +96,9 @@ public enum FileTrust {
                 return readOpened(descriptor, path: path, kind: kind, maximumSize: maximumSize, owners: owners)
             }
             let link = (directory.path == "/" ? "" : directory.path) + "/" + directory.name
+            guard followsLink else {
+                return .failure(FileTrustProblem("the \(kind.noun) \(path) is a symbolic link; name the file itself", refused: true))
+            }
             guard owners.contains(info.st_uid) else {
                 return .failure(
                     FileTrustProblem(
