@@ -278,4 +278,32 @@ struct ConsentUnderAttackTests {
         #expect(!second.stdout.contains("access_token") && second.stdout.contains("consent_denied"), "the new file got the token unasked: \(second)")
         #expect(askpass.questions.count == 2)
     }
+
+    @Test(
+        "a daemon that cannot see other users' processes (ProtectProc=invisible, as the system unit runs it) denies their questions and says why",
+        .enabled(if: isRootWithSetpriv && FileManager.default.isExecutableFile(atPath: "/usr/bin/unshare"), "needs root, setpriv and unshare")
+    )
+    func hiddenProcessesAreDeniedWithTheReason() throws {
+        let askpass = try Askpass(answer: "once")
+        let confirming = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access": {"confirm": true}}"#
+        let scratch = try ScratchDirectory()
+        chown(scratch.path, 65534, 65534)
+        // /proc mounted with hidepid=invisible in a mount namespace of its own: what the unit's
+        // ProtectProc=invisible gives a daemon running as nobody.
+        let hiddenProc = [
+            "/usr/bin/unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+            #"mount -t proc -o hidepid=invisible proc /proc && exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@""#, "hidden-proc",
+        ]
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": confirming],
+            scratch: scratch,
+            environment: ["AUTHGATE_ASKPASS": askpass.program],
+            launcher: hiddenProc
+        )
+        try daemon.signIn()
+        let token = try daemon.cli(["token", "mock"])
+        #expect(token.status == 8 && token.stderr.contains("cannot see other users' processes"), "\(token.stderr)")
+        #expect(!token.stderr.contains("it has exited"))
+        #expect(askpass.questions.isEmpty)
+    }
 }
