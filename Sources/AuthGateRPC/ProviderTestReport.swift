@@ -1,12 +1,19 @@
 public import AuthGateCore
 
 /// What `authgate provider test` reports (its `--json`, docs/PROVIDERS.md): one check per thing
-/// a provider's administrator needs to know, each passed, failed or not applicable with the
-/// reason, made from the sign-in's result, `session.inspect` and the sign-out's revocation.
+/// a provider's administrator needs to know, each passed, a warning, failed or not applicable
+/// with the reason, made from the sign-in's result, `session.inspect` and the sign-out's
+/// revocation. A check fails only when something a user needs does not work; a property the
+/// daemon handles (a short lifetime, no refresh token, a claim or scope not given) is a warning
+/// that says what it means.
 public struct ProviderTestReport: Sendable, Codable, Equatable {
     public struct Check: Sendable, Codable, Equatable {
         public enum Outcome: String, Sendable, Codable {
-            case pass, fail
+            case pass
+            /// Works, but not as the file or the administrator may expect: the detail says what it
+            /// means for the users. Not a failure.
+            case warn
+            case fail
             /// Not applicable here, the reason says why.
             case skip
         }
@@ -28,7 +35,7 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
     public var provider: String
     public var session: String
     public var grant: Grant
-    /// No check failed.
+    /// No check failed (warnings do not count).
     public var passed: Bool
     /// The session was kept (`--keep`), not signed out.
     public var kept: Bool
@@ -36,8 +43,10 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
 
     /// The claims an administrator wants a sign-in to carry (OpenID Connect Core §5.1).
     public static let wantedClaims = ["sub", "name", "email", "preferred_username"]
-    /// An access token living no longer than this is refreshed at nearly every call.
-    public static let shortestUsefulLifetime = 60
+    /// The minimum validity git's and docker's credential helpers ask (`min_valid_seconds`): an
+    /// access token living no longer cannot meet it, and the daemon serves those calls a token
+    /// younger than half its lifetime instead (docs/DAEMON.md).
+    public static let helpersMinimumValidity = 60
 
     /// - Parameter signOut: The sign-out's result; `nil` when the session was kept.
     public init(signIn: LoginResult, inspection: SessionInspection, signOut: LogoutResult?) {
@@ -83,7 +92,11 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
         let present = fromToken.union(fromUserinfo)
         let missing = wantedClaims.filter { !present.contains($0) }
         guard missing.isEmpty else {
-            return Check("claims", .fail, "missing from the \(sources): \(missing.joined(separator: ", ")) (ask the scopes profile and email?)")
+            return Check(
+                "claims",
+                .warn,
+                "missing from the \(sources): \(missing.joined(separator: ", ")) (ask the scopes profile and email?); the daemon works without them, programs that read them find none"
+            )
         }
         return Check("claims", .pass, "\(wantedClaims.joined(separator: ", ")) present (\(sources))")
     }
@@ -93,10 +106,12 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
         let missing = inspection.scopesRequested.filter { !granted.contains($0) }
         let asked = inspection.scopesRequested.isEmpty ? "(none)" : inspection.scopesRequested.joined(separator: " ")
         guard missing.isEmpty else {
+            // RFC 6749 §3.3: a provider may grant fewer scopes (or name them otherwise, as Google
+            // does); the daemon serves the tokens it got.
             return Check(
                 "scopes",
-                .fail,
-                "asked \(asked), granted \(inspection.scopesGranted.joined(separator: " ")): not granted \(missing.joined(separator: " "))"
+                .warn,
+                "asked \(asked), granted \(inspection.scopesGranted.joined(separator: " ")): not granted \(missing.joined(separator: " ")); an API that needs them will refuse the tokens"
             )
         }
         let extra = inspection.scopesGranted.filter { !inspection.scopesRequested.contains($0) }
@@ -107,8 +122,12 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
         guard let seconds = inspection.accessTokenLifetimeSeconds else {
             return Check("access_token_lifetime", .pass, "never expires (the provider sends no expires_in; the file's expires_in_default is never)")
         }
-        guard seconds > shortestUsefulLifetime else {
-            return Check("access_token_lifetime", .fail, "\(seconds) s: too short to be refreshed ahead of its expiry")
+        guard seconds > helpersMinimumValidity else {
+            return Check(
+                "access_token_lifetime",
+                .warn,
+                "\(seconds) s: short; the daemon refreshes it ahead of its expiry, and serves callers asking \(helpersMinimumValidity) s or more of validity (git's and docker's helpers) a token younger than half its lifetime (docs/DAEMON.md)"
+            )
         }
         return Check("access_token_lifetime", .pass, "\(seconds) s")
     }
@@ -124,9 +143,17 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
             return [Check("refresh_token", .skip, "\(inspection.grant.rawValue) grant: tokens are obtained again, not refreshed"), again]
         }
         guard inspection.refreshToken else {
+            let noRefresh = Check("refresh", .skip, "no refresh token to refresh with")
+            guard let seconds = inspection.accessTokenLifetimeSeconds else {
+                return [Check("refresh_token", .pass, "none issued, none needed: the access token never expires"), noRefresh]
+            }
             return [
-                Check("refresh_token", .fail, "none issued: the session ends when the access token expires (does the provider want offline_access?)"),
-                Check("refresh", .skip, "no refresh token to refresh with"),
+                Check(
+                    "refresh_token",
+                    .warn,
+                    "none issued: each sign-in lasts as long as its access token (\(seconds) s), then the user signs in again (does the provider want offline_access?)"
+                ),
+                noRefresh,
             ]
         }
         let issued = Check("refresh_token", .pass, "issued")

@@ -18,9 +18,11 @@ struct ProviderTest: ParsableCommand {
             into the session "\(sessionName)" (replaced if it exists; your other sessions are not \
             touched). Then the daemon forces a refresh and asks the userinfo endpoint, and the \
             session is signed out (revoked at the provider) unless --keep. One line per check: \
-            ✓ passed, ✗ failed, – not applicable, with the reason; --json prints the same as one \
-            object (docs/PROVIDERS.md). No token is ever printed. Exit status 0 when no check \
-            failed, 9 when one did; a sign-in that fails exits as `authgate login` does.
+            ✓ passed, ! a warning (the daemon handles it; the line says what it means), ✗ failed \
+            (something a user needs does not work), – not applicable, with the reason; --json \
+            prints the same as one object (docs/PROVIDERS.md). No token is ever printed. Exit \
+            status 0 when no check failed (warnings or not), 9 when one did; a sign-in that fails \
+            exits as `authgate login` does.
             """
     )
 
@@ -104,12 +106,21 @@ struct ProviderTest: ParsableCommand {
         let width = labels.values.map(\.count).max() ?? 0
         var text = ""
         for check in report.checks {
-            let mark = ["pass": "✓", "fail": "✗", "skip": "–"][check.outcome.rawValue] ?? "?"
+            let mark = ["pass": "✓", "warn": "!", "fail": "✗", "skip": "–"][check.outcome.rawValue] ?? "?"
             let label = labels[check.name] ?? check.name
             text += "\(mark) \(label)\(String(repeating: " ", count: width - label.count))  \(Terminal.safe(check.detail))\n"
         }
-        let failed = report.checks.filter { $0.outcome == .fail }.count
-        text += report.passed ? "\(report.provider): every check passed.\n" : "\(report.provider): \(failed) check\(failed == 1 ? "" : "s") failed.\n"
+        func count(_ outcome: ProviderTestReport.Check.Outcome, _ noun: String) -> String {
+            let number = report.checks.filter { $0.outcome == outcome }.count
+            return "\(number) \(noun)\(number == 1 ? "" : "s")"
+        }
+        let warned = report.checks.contains { $0.outcome == .warn }
+        switch (report.passed, warned) {
+        case (true, false): text += "\(report.provider): every check passed.\n"
+        case (true, true): text += "\(report.provider): no check failed; \(count(.warn, "warning")).\n"
+        case (false, false): text += "\(report.provider): \(count(.fail, "check")) failed.\n"
+        case (false, true): text += "\(report.provider): \(count(.fail, "check")) failed; \(count(.warn, "warning")).\n"
+        }
         return text
     }
 }
