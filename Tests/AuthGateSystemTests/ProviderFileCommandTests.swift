@@ -8,7 +8,7 @@ import Testing
 @Suite("authgate provider list/add/remove", .serialized)
 struct ProviderFileCommandTests {
     @Test(
-        "add: --dry-run prints the file; the file is written, loaded and ready without a restart; list shows it with its path and status; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads"
+        "add: --dry-run prints the file; the password grant's deprecation is warned of; the file is written, loaded and ready without a restart; list shows it with its path and status; no overwrite without --force; an invalid file is never written; remove asks, then deletes and unloads"
     )
     func addAndRemove() throws {
         let scratch = try ScratchDirectory()
@@ -35,6 +35,9 @@ struct ProviderFileCommandTests {
         #expect(added.status == 0, "\(added.stdout) \(added.stderr)")
         #expect(added.stdout.contains("corp is ready"), "\(added.stdout)")
         #expect(added.stdout.contains(server.issuer + " offers:") && added.stdout.contains("registration endpoint:   none"), "\(added.stdout)")
+        // The daemon's warning about the password grant, said where the admin chose it.
+        let passwordWarning = "warning: \(file): $.grants: the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4)"
+        #expect(added.stderr.contains(passwordWarning) && dryRun.stderr.contains(passwordWarning), "\(added.stderr)")
         #expect(try String(contentsOfFile: file, encoding: .utf8) == dryRun.stdout, "the file is what --dry-run showed")
         #expect(try daemon.cli(["providers", "--json"]).stdout.contains(#""status":"ready""#))
         try Data("{".utf8).write(to: URL(fileURLWithPath: directory + "/broken.json"))

@@ -236,6 +236,9 @@ struct ProviderFiles: ParsableCommand {
                     exitCode: ExitStatus.inputRefused
                 )
             }
+            // The daemon's own warnings (the password grant's RFC 9700 deprecation, an oidc
+            // provider without openid), which it would otherwise say only in its log.
+            for warning in report.warnings { Terminal.writeError("warning: \(Terminal.safe(warning.description))\n") }
             if let issuer {
                 let offer = try global.call(
                     .providerDiscover,
