@@ -80,7 +80,8 @@ public enum Daemon {
         }
         let notifier = SystemdNotifier()
         // Read (and cleared from the environment) before anything could spawn a child.
-        let (inheritedSocket, inheritedMetricsSocket) = SystemdSocketActivation.listeningDescriptors()
+        let passed = SystemdSocketActivation.passedDescriptors()
+        let (inheritedSocket, inheritedMetricsSocket) = (passed.rpc, passed.metrics)
         let reports: [ProviderFileReport]
         do {
             reports = try ProviderConfigurationLoader.load(directory: configuration.providersDirectory)
@@ -126,6 +127,16 @@ public enum Daemon {
         }
         // An older consent.json kept the sessions' choices: they move into the sessions' records.
         for key in consent.takeEarlierChoices() { await sessions.askConsent(key) }
+        // Memory-only sessions of the run before a restart, from systemd's descriptor store.
+        switch SessionHandover.take(passed.stored, notifier: notifier) {
+        case .success(let entries)?:
+            let taken = await sessions.takeHandedOver(entries, bindings: registry.sessionBindings)
+            logger.notice("memory sessions taken back from systemd's descriptor store", metadata: ["sessions.restored": "\(taken)"])
+        case .failure(let refused)?:
+            logger.warning("memory sessions passed by systemd refused; starting without them: \(refused)")
+        case nil:
+            break
+        }
         let context = DaemonContext(
             configDirectory: configuration.providersDirectory,
             mode: configuration.mode,
@@ -235,6 +246,13 @@ public enum Daemon {
             // An error escaping ServiceGroup.run() must not crash the process.
             logger.critical("stopped on an error", metadata: ["error": "\(error)"])
             status = .setupFailed
+        }
+        // A restart keeps memory-only sessions in systemd's descriptor store (SessionHandover).
+        let handedOver = await sessions.memorySessionsToHandOver()
+        if let problem = SessionHandover.store(handedOver, notifier: notifier) {
+            logger.error("memory sessions could not be handed to systemd; they end with this run: \(problem)")
+        } else if notifier.isEnabled, !handedOver.isEmpty {
+            logger.notice("memory sessions handed to systemd's descriptor store", metadata: ["sessions.handed_over": "\(handedOver.count)"])
         }
         logger.notice("stopped")
         return status

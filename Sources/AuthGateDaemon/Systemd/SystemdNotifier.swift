@@ -34,34 +34,48 @@ struct SystemdNotifier: Sendable {
 
     func watchdog() { send("WATCHDOG=1") }
 
-    /// Sends one message; failures are ignored, as `sd_notify` callers do.
-    func send(_ message: String) {
-        guard let socketPath else { return }
+    /// Sends one message, with `descriptors` attached (`FDSTORE=1`); what went wrong, or `nil`.
+    /// Most callers ignore failures, as `sd_notify` callers do.
+    @discardableResult
+    func send(_ message: String, descriptors: [Int32] = []) -> String? {
+        guard let socketPath else { return nil }
         let path = Array(socketPath.utf8)
         let bytes = Array(message.utf8)
-        _ = path.withUnsafeBufferPointer { path in
+        let result = path.withUnsafeBufferPointer { path in
             bytes.withUnsafeBufferPointer { bytes in
                 path.withMemoryRebound(to: CChar.self) { path in
                     bytes.withMemoryRebound(to: CChar.self) { bytes in
-                        ag_send_datagram(path.baseAddress, path.count, bytes.baseAddress, bytes.count)
+                        descriptors.isEmpty
+                            ? ag_send_datagram(path.baseAddress, path.count, bytes.baseAddress, bytes.count)
+                            : ag_send_datagram_with_fds(path.baseAddress, path.count, bytes.baseAddress, bytes.count, descriptors, Int32(descriptors.count))
                     }
                 }
             }
         }
+        return result == 0 ? nil : "cannot notify systemd at \(socketPath): \(StorageFiles.errorText())"
     }
 }
 
-/// Socket activation (`sd_listen_fds(3)`): the listening sockets systemd passed from fd 3 on,
-/// named by `$LISTEN_FDNAMES` (`FileDescriptorName=`).
+/// The descriptors systemd passed from fd 3 on (`sd_listen_fds(3)`), named by
+/// `$LISTEN_FDNAMES`: listening sockets (`FileDescriptorName=`), and what the daemon handed to
+/// its file descriptor store before a restart (``SessionHandover``).
 enum SystemdSocketActivation {
     static let firstDescriptor: Int32 = 3
     /// The name of the metrics socket (`authgated-metrics.socket`).
     static let metricsName = "metrics"
 
-    /// The inherited sockets, when `$LISTEN_PID` names this process: the one named `metrics` is
-    /// the metrics listener's, the first other one the RPC socket. The variables are removed so
-    /// that no child inherits them.
-    static func listeningDescriptors() -> (rpc: Int32?, metrics: Int32?) {
+    struct Passed {
+        var rpc: Int32?
+        var metrics: Int32?
+        /// The file descriptor store's, by name.
+        var stored: [String: Int32] = [:]
+    }
+
+    /// The inherited descriptors, when `$LISTEN_PID` names this process: the one named
+    /// `metrics` is the metrics listener's, those named as ``SessionHandover``'s are the
+    /// store's, the first other one the RPC socket. The variables are removed so that no child
+    /// inherits them.
+    static func passedDescriptors() -> Passed {
         let environment = ProcessInfo.processInfo.environment
         defer {
             unsetenv("LISTEN_PID")
@@ -70,18 +84,23 @@ enum SystemdSocketActivation {
         }
         guard let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid(),
             let count = environment["LISTEN_FDS"].flatMap(Int32.init), count >= 1
-        else { return (nil, nil) }
+        else { return Passed() }
         let names = (environment["LISTEN_FDNAMES"] ?? "").split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        var rpc: Int32?
-        var metrics: Int32?
-        for index in 0..<Int(count) {
+        var passed = Passed()
+        for index in 0..<Int(min(count, 256)) {
             let descriptor = firstDescriptor + Int32(index)
-            if index < names.count, names[index] == metricsName {
-                metrics = metrics ?? descriptor
+            // Nothing passed may reach a child the daemon runs.
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+            let name = index < names.count ? names[index] : ""
+            if name == metricsName {
+                passed.metrics = passed.metrics ?? descriptor
+            } else if name == SessionHandover.sessionsName || name == SessionHandover.keyName {
+                if let earlier = passed.stored[name] { close(earlier) }
+                passed.stored[name] = descriptor
             } else {
-                rpc = rpc ?? descriptor
+                passed.rpc = passed.rpc ?? descriptor
             }
         }
-        return (rpc, metrics)
+        return passed
     }
 }

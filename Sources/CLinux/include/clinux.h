@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,6 +117,59 @@ static inline int ag_send_datagram(const char *path, size_t path_length, const c
     close(fd);
     errno = saved;
     return sent == (ssize_t)length ? 0 : -1;
+}
+
+/// `ag_send_datagram` with descriptors attached (SCM_RIGHTS): sd_pid_notify_with_fds(3), for
+/// `FDSTORE=1` (systemd's file descriptor store). Returns 0, or -1 with errno set.
+static inline int ag_send_datagram_with_fds(const char *path, size_t path_length, const char *message, size_t length, const int *fds, int count) {
+    struct sockaddr_un address;
+    socklen_t size = ag_unix_address(&address, path, path_length);
+    if (size == 0 || count < 1 || count > 16) { errno = EINVAL; return -1; }
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct iovec vector = { .iov_base = (void *)message, .iov_len = length };
+    union { char buffer[CMSG_SPACE(sizeof(int) * 16)]; struct cmsghdr align; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr header = {
+        .msg_name = &address, .msg_namelen = size, .msg_iov = &vector, .msg_iovlen = 1,
+        .msg_control = control.buffer, .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)count),
+    };
+    struct cmsghdr *rights = CMSG_FIRSTHDR(&header);
+    rights->cmsg_level = SOL_SOCKET;
+    rights->cmsg_type = SCM_RIGHTS;
+    rights->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)count);
+    memcpy(CMSG_DATA(rights), fds, sizeof(int) * (size_t)count);
+    ssize_t sent = sendmsg(fd, &header, MSG_NOSIGNAL);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return sent == (ssize_t)length ? 0 : -1;
+}
+
+/// A memfd (memory only, never a file on disk) named `name` holding `bytes`, sealed so that
+/// nobody can change it any more (F_SEAL_WRITE, SHRINK, GROW, then SEAL). Returns the
+/// descriptor (close-on-exec), or -1 with errno set.
+static inline int ag_sealed_memfd(const char *name, const unsigned char *bytes, size_t length) {
+    int fd = (int)syscall(SYS_memfd_create, name, 0x0001U | 0x0002U);  // MFD_CLOEXEC | MFD_ALLOW_SEALING
+    if (fd < 0) return -1;
+    size_t written = 0;
+    while (written < length) {
+        ssize_t count = write(fd, bytes + written, length - written);
+        if (count < 0 && errno == EINTR) continue;
+        if (count <= 0) { int saved = errno; close(fd); errno = saved; return -1; }
+        written += (size_t)count;
+    }
+    // F_ADD_SEALS (1033): F_SEAL_SEAL 1, F_SEAL_SHRINK 2, F_SEAL_GROW 4, F_SEAL_WRITE 8.
+    if (fcntl(fd, 1033, 1 | 2 | 4 | 8) != 0) { int saved = errno; close(fd); errno = saved; return -1; }
+    return fd;
+}
+
+/// Whether `fd` is a memfd sealed against every change (write, shrink, grow): 1, 0, or -1 with
+/// errno set when it has no seals at all (not a memfd).
+static inline int ag_is_sealed_memfd(int fd) {
+    int seals = fcntl(fd, 1034);  // F_GET_SEALS
+    if (seals < 0) return -1;
+    return (seals & (2 | 4 | 8)) == (2 | 4 | 8) ? 1 : 0;
 }
 
 /// Fills `address` for the Unix socket `path` (a leading '@' names an abstract socket);
