@@ -104,15 +104,21 @@ ensure_system_packages() {
 # loading it starts in about 3 ms instead of 15 ms inside $(...) (docs/BENCHMARKS.md). The CLI
 # builds in a scratch path of its own so that the two sets of flags do not rebuild each
 # other's modules.
+# The one release build (Package.swift, AUTHGATE_TESTABLE_RELEASE): what the full test run
+# tests, what scripts/package ships and scripts/install installs, and what scripts/bench
+# measures — the daemon with the Swift runtime linked statically, the CLI a fully static
+# executable — so the package a user builds is the package the tests check. Without debug
+# information (the package strips it anyway; ~10 % of a cold build).
+release_flags=(-c release -debug-info-format none)
 build_release() {
-    swift build -c release --static-swift-stdlib --product authgated >&2
-    swift build -c release --product authgate --static-swift-stdlib -Xswiftc -static-executable --scratch-path .build/static >&2
+    AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgated >&2
+    AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgate >&2
 }
-# $AUTHGATE_RELEASE_DIR, when set, names the release build's directory for both (scripts/test
-# sets it: it packages that build while another build runs in .build, whose lock
+# $AUTHGATE_RELEASE_DIR, when set, names the release build's directory (scripts/test sets it:
+# it packages that build while another build runs in .build, whose lock
 # `swift build --show-bin-path` would wait for).
-release_daemon_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(swift build -c release --show-bin-path)}"; }
-release_cli_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(swift build -c release --scratch-path .build/static --show-bin-path)}"; }
+release_daemon_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --show-bin-path)}"; }
+release_cli_dir() { release_daemon_dir; }
 
 # The Python virtualenv (.venv in the repo root) that runs the test identity providers in
 # Tests/idp. pip runs only when Tests/idp/requirements.txt changed since the last install
