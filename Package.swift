@@ -104,6 +104,7 @@ let package = Package(
                 "AuthGateCore",
                 "AuthGateRPC",
                 "AuthGateOAuth",
+                "AuthGateHTTP",
                 "AuthGateServer",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
