@@ -1,5 +1,4 @@
 import ArgumentParser
-import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
 import FoundationEssentials
@@ -40,14 +39,7 @@ struct CLIError: Error, CustomStringConvertible {
 /// in `--help` and the README).
 enum ExitStatus {
     static let internalError = ExitCode(ToolFailure.internalError)
-    static let daemonUnreachable = ExitCode(ToolFailure.daemonUnreachable)
-    static let signInRequired = ExitCode(ToolFailure.signInRequired)
-    static let wrongCredentials = ExitCode(ToolFailure.wrongCredentials)
     static let inputRefused = ExitCode(ToolFailure.inputRefused)
     static let providerUnusable = ExitCode(ToolFailure.providerUnusable)
-    static let providerFailing = ExitCode(ToolFailure.providerFailing)
-    static let notAllowed = ExitCode(ToolFailure.notAllowed)
     static let checkFailed = ExitCode(ToolFailure.checkFailed)
-
-    static func forReason(_ reason: ErrorReason) -> ExitCode { ExitCode(ToolFailure.status(for: reason)) }
 }
