@@ -6,8 +6,6 @@ import Logging
 import Synchronization
 import Testing
 
-@testable import AuthGateDaemon
-
 #if canImport(Glibc)
 import Glibc
 #endif

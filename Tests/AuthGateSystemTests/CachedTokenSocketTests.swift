@@ -6,8 +6,6 @@ import Logging
 import NIOCore
 import Testing
 
-@testable import AuthGateDaemon
-
 #if canImport(Glibc)
 import Glibc
 #endif

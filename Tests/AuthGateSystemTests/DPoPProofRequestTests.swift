@@ -6,7 +6,6 @@ import Foundation
 import Logging
 import Testing
 
-@testable import AuthGateDaemon
 @testable import AuthGateOAuth
 
 #if canImport(Glibc)

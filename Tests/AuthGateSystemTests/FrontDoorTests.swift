@@ -5,8 +5,6 @@ import Foundation
 import NIOCore
 import Testing
 
-@testable import AuthGateDaemon
-
 /// The front door (FrontDoor): it answers plain cached `token` calls itself and hands every
 /// other connection on to NIO with what it read, so that a client never sees where it was served.
 @Suite("Front door")

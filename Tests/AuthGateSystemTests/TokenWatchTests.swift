@@ -5,8 +5,6 @@ import Foundation
 import Logging
 import Testing
 
-@testable import AuthGateDaemon
-
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -6,7 +6,6 @@ import Logging
 import Synchronization
 import Testing
 
-@testable import AuthGateDaemon
 @testable import AuthGateOAuth
 
 /// The `jti` of the JWT in `file` (the test platform gives each token its own).
