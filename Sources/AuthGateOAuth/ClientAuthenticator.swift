@@ -18,8 +18,8 @@ struct ClientAuthenticator: Sendable {
 
     /// The `client_assertion_type` of RFC 7523 §2.2.
     static let assertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-    /// How long an assertion is valid: OpenID Connect Core §9 wants a short `exp`; the issue's
-    /// contract caps it at a minute.
+    /// How long an assertion is valid: OpenID Connect Core §9 wants a short `exp`; authgate
+    /// caps it at a minute.
     static let assertionLifetime: TimeInterval = 60
 
     /// Adds this client's authentication to a request to `endpoint`; `client_id` is added to

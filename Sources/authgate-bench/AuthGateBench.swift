@@ -69,7 +69,7 @@ struct AuthGateBench: ParsableCommand {
     static let mockProvider = #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400}"#
     static let tokenRequest = #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"mock"}}"#
 
-    /// The targets of issue 18, as fractions of the floor in the same run: rate at least, p99 at most.
+    /// The `token` targets docs/BENCHMARKS.md holds, as fractions of the floor in the same run: rate at least, p99 at most.
     static let targets: [String: (rate: Double, p99: Double?)] = [
         "connection per request|1": (0.75, nil), "connection per request|32": (0.7, 1.3), "keep-alive|64": (0.75, 2.0),
     ]

@@ -8,7 +8,7 @@ import Glibc
 extension AuthGateBench {
     // MARK: Memory after a burst
 
-    /// The third security review's item 7: 200 connections of one uid pipelining `token` lines
+    /// Whether the daemon gives back a burst's memory: 200 connections of one uid pipelining `token` lines
     /// for 8 s and never reading, then closed; the daemon's RSS idle before, at the peak, and
     /// once it is idle again (its CPU time still for a second, then the trim's delay).
     func memoryAfterBurst(_ work: WorkDirectory) throws -> String {

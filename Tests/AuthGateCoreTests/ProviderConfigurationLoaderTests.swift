@@ -286,7 +286,7 @@ struct ProviderConfigurationLoaderTests {
     }
 
     @Test(
-        "credential_helper.paths and authtype (issue 28 item 4): prefixes normalised to segment-ending form; providers with different prefixes share a host, the same prefix twice does not"
+        "credential_helper.paths and authtype: prefixes normalised to segment-ending form; providers with different prefixes share a host, the same prefix twice does not"
     )
     func credentialHelperPaths() throws {
         let scoped = load(
@@ -317,7 +317,7 @@ struct ProviderConfigurationLoaderTests {
         )
     }
 
-    @Test("credential_helper.tools: git, docker or both (the default); anything else, or none, is a clear error (issue 28)")
+    @Test("credential_helper.tools: git, docker or both (the default); anything else, or none, is a clear error")
     func credentialHelperTools() throws {
         let both = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com"]}}"#)
         #expect(both.configuration?.credentialHelper?.tools == ["git", "docker"])

@@ -275,7 +275,7 @@ struct CachedTokenTests {
     }
 
     @Test(
-        "issue 28 item 3: a minimum the 60 s tokens cannot meet is served a token younger than half its lifetime, by the manager and the event loop alike, and logged once"
+        "a minimum the 60 s tokens cannot meet is served a token younger than half its lifetime, by the manager and the event loop alike, and logged once"
     )
     func unmeetableMinimum() async throws {
         let clock = ManualClock()

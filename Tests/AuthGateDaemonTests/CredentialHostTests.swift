@@ -13,7 +13,7 @@ import Glibc
 @Suite("Credential hosts: server URLs, ports, paths, provider selection, attributes")
 struct CredentialHostTests {
     @Test(
-        "issue 26 item 11: CredentialHost.fromServerURL takes a bare host or https:// only",
+        "CredentialHost.fromServerURL takes a bare host or https:// only",
         arguments: [
             ("registry.example.com", "registry.example.com"), ("https://Registry.example.com:5000/v2/", "registry.example.com:5000"),
             ("http://registry.example.com", nil), ("ftp://registry.example.com", nil), ("://registry.example.com", nil),
@@ -59,7 +59,7 @@ struct CredentialHostTests {
     ]
 
     @Test(
-        "issue 28 item 4: CredentialHost.select: a prefix matches whole segments, the longest wins, a provider without paths takes the rest",
+        "CredentialHost.select: a prefix matches whole segments, the longest wins, a provider without paths takes the rest",
         arguments: [
             ("org-a/repo.git", .helper(0, prefix: "org-a/")), ("/org-a/repo.git", .helper(0, prefix: "org-a/")), ("org-a", .helper(0, prefix: "org-a/")),
             ("org-a/team/repo.git", .helper(1, prefix: "org-a/team/")), ("org-a/teams/repo.git", .helper(0, prefix: "org-a/")),
@@ -72,7 +72,7 @@ struct CredentialHostTests {
         #expect(CredentialHost.select(host: "forge.example.com:443", path: path, tool: "git", among: Self.forge) == expected)
     }
 
-    @Test("issue 28 item 4: CredentialHost.select: only path-scoped providers and no path asks for useHttpPath; the tool and the host must match")
+    @Test("CredentialHost.select: only path-scoped providers and no path asks for useHttpPath; the tool and the host must match")
     func selectWithoutFallback() {
         let scoped = Array(Self.forge.prefix(2))
         #expect(CredentialHost.select(host: "forge.example.com", path: nil, tool: "git", among: scoped) == .pathNeeded)
@@ -85,7 +85,7 @@ struct CredentialHostTests {
     }
 
     @Test(
-        "issue 28 item 4: CredentialHost.pathPrefix normalises a leading and trailing slash, and refuses what is not a path",
+        "CredentialHost.pathPrefix normalises a leading and trailing slash, and refuses what is not a path",
         arguments: [
             ("org-a", "org-a/"), ("/org-a/", "org-a/"), ("org-a/team", "org-a/team/"), ("", nil), ("/", nil), ("a//b", nil), ("../x", nil), ("a/./b", nil),
             ("a b", nil), ("a?b", nil), ("a#b", nil), ("a\u{7F}", nil),

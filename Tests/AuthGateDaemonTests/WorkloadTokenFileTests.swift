@@ -86,7 +86,7 @@ private actor PlatformProvider: IdentityProvider {
     func revoke(_ tokens: TokenSet) async {}
 }
 
-/// Workload identity federation (issue 38 §2): a service signs in with the short-lived JWT its
+/// Workload identity federation: a service signs in with the short-lived JWT its
 /// platform writes into a file, with no secret on disk.
 @Suite("Workload identity: the platform's JWT from a file")
 struct WorkloadTokenFileTests {

@@ -98,7 +98,7 @@ struct CachedTokenSocketTests {
         #expect(try daemon.cli(["reload"]).status == 0)
         #expect(try exchange(connection, plain).errorReason == "permission_denied")
 
-        // Back to open: the session did not survive the narrowing (issue 26 item 2), so a sign-in
+        // Back to open: the session did not survive the narrowing (a reload that drops a uid signs it out), so a sign-in
         // first; then an invalid file makes it unusable.
         try Data(Providers.mock.utf8).write(to: URL(fileURLWithPath: daemon.providersDirectory + "/mock.json"))
         #expect(try daemon.cli(["reload"]).status == 0)

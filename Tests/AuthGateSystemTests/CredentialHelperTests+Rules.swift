@@ -12,7 +12,7 @@ import Glibc
 /// tokens, the providers' access rules, https only, and docker's config.json.
 extension CredentialHelperTests {
     @Test(
-        "issue 28 item 1: no session: with a terminal, git's helper runs the device sign-in there and git ls-remote goes on; with none (or GIT_TERMINAL_PROMPT=0) git, docker and kubectl give their 'no credentials' answer and the sentence",
+        "no session: with a terminal, git's helper runs the device sign-in there and git ls-remote goes on; with none (or GIT_TERMINAL_PROMPT=0) git, docker and kubectl give their 'no credentials' answer and the sentence",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend"))
     )
     func signInWhereGitAsks() throws {
@@ -87,7 +87,7 @@ extension CredentialHelperTests {
         #expect(!token.isEmpty && !signedIn.output.contains(token), "the token never reaches the terminal")
     }
 
-    @Test("issue 28 item 3: a provider issuing 60 s tokens and a helper asking 60 s: 100 gets in a row cost at most 2 refreshes")
+    @Test("a provider issuing 60 s tokens and a helper asking 60 s: 100 gets in a row cost at most 2 refreshes")
     func unmeetableMinimumThroughTheHelper() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path + "/tls", mode: "ok", expiresIn: 60)
@@ -142,7 +142,7 @@ extension CredentialHelperTests {
     }
 
     @Test(
-        "issue 26 item 11: git's helper answers protocol=https only (none named or http gets nothing); docker's answers a bare host or https://, and not-found for http://"
+        "git's helper answers protocol=https only (none named or http gets nothing); docker's answers a bare host or https://, and not-found for http://"
     )
     func httpsOnly() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.mock(hosts: ["git.example.com", "registry.example.com:5000"])], logLevel: "info")
@@ -161,7 +161,7 @@ extension CredentialHelperTests {
         let https = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com\n\n", environment: environment)
         let answered = https.stdout.contains("username=oauth2\npassword=mock_at_")
         #expect(https.status == 0 && answered, "https is answered: \(https.stderr)")
-        // The scheme's default port is the same server (issue 28 item 4).
+        // The scheme's default port is the same server.
         let defaultPort = try run(git, ["get"], stdin: "protocol=https\nhost=git.example.com:443\n\n", environment: environment)
         let answeredOnPort = defaultPort.stdout.contains("username=oauth2\npassword=mock_at_")
         #expect(defaultPort.status == 0 && answeredOnPort, "git.example.com:443 is git.example.com: \(defaultPort.stderr)")

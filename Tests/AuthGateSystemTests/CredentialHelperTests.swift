@@ -164,7 +164,7 @@ struct CredentialHelperTests {
     }
 
     @Test(
-        "issue 28 item 4: configure --use-http-path; two organisations on one forge reach two providers; a user name in the URL chooses its session; authtype=Bearer when git offers it",
+        "configure --use-http-path; two organisations on one forge reach two providers; a user name in the URL chooses its session; authtype=Bearer when git offers it",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/lib/git-core/git-http-backend"))
     )
     func gitPathsSessionsAndBearer() throws {
@@ -290,7 +290,7 @@ struct CredentialHelperTests {
     }
 
     @Test(
-        "docker.credentials.Store runs docker-credential-authgate: get, an identity-token registry, list filtered by tools, not-found, version, unknown action, store refused, erase signs out (issue 28 item 5)"
+        "docker.credentials.Store runs docker-credential-authgate: get, an identity-token registry, list filtered by tools, not-found, version, unknown action, store refused, erase signs out"
     )
     func dockerThroughTheHelper() throws {
         let gitOnly =

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// `authgate exec --restart-on-change` / `--signal-on-change` (issue 30 item 4): authgate stays
+/// `authgate exec --restart-on-change` / `--signal-on-change`: authgate stays
 /// as the command's supervisor, through the real daemon with short-lived mock tokens.
 @Suite("authgate exec as a supervisor", .serialized)
 struct ExecSupervisorTests {

@@ -71,7 +71,7 @@ struct KubectlTests {
     }
 
     @Test(
-        "issue 28 item 2: against an API server that authenticates ID tokens as kube-apiserver's OIDC authenticator does: the ID token (the default for oidc) is accepted and the access token refused; an expired ID token is renewed; --setup's command works in a fresh kubeconfig",
+        "against an API server that authenticates ID tokens as kube-apiserver's OIDC authenticator does: the ID token (the default for oidc) is accepted and the access token refused; an expired ID token is renewed; --setup's command works in a fresh kubeconfig",
         .enabled(if: hasKubectl, "needs kubectl")
     )
     func idTokens() throws {
@@ -180,7 +180,7 @@ struct KubectlTests {
         #expect(!setup.stdout.contains(now), "the claims, never the token")
     }
 
-    @Test("issue 28 item 2: a provider that returns no ID token on refresh: one sentence, exit 3")
+    @Test("a provider that returns no ID token on refresh: one sentence, exit 3")
     func noNewIDToken() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok", expiresIn: 3600)

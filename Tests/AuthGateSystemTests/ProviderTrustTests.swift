@@ -69,7 +69,7 @@ struct ProviderTrustTests {
         try daemon.waitForLog("provider ready")
         let login = try daemon.cli(["login", "faulty", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
         #expect(login.status == 0, "\(login.stderr)")
-        // Item 12: the name the user knows, not the opaque subject; status keeps the subject.
+        // The name the user knows, not the opaque subject; status keeps the subject.
         #expect(login.stdout.contains("as faulty."), "\(login.stdout)")
         let original = try daemon.cli(["token", "faulty"]).stdout
         try server.setMode("id_token_other_sub")

@@ -6,7 +6,7 @@ import Testing
 import Glibc
 #endif
 
-/// Provider traffic through an HTTP proxy (issue 37 item 5): libcurl takes `HTTPS_PROXY` and
+/// Provider traffic through an HTTP proxy: libcurl takes `HTTPS_PROXY` and
 /// `NO_PROXY` from the daemon's environment. A real proxy on loopback (Debian's tinyproxy)
 /// between the daemon and the real authorization server: discovery, sign-in and refresh go
 /// through it as `CONNECT` tunnels, and TLS is verified end to end against the provider's CA.

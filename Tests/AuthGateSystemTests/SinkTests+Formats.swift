@@ -11,7 +11,7 @@ import Glibc
 
 /// The sink's file formats (nginx, env, template), owner and group, --once and --on-change.
 extension SinkTests {
-    @Test("issue 30: the formats in process: nginx, env, template (each placeholder, spaces, lines), and what they refuse")
+    @Test("the formats in process: nginx, env, template (each placeholder, spaces, lines), and what they refuse")
     func formatsInProcess() throws {
         let expiry = Date(timeIntervalSince1970: 1_795_000_000)
         let token = TokenResult(accessToken: Secret("eyJ.a-b_c~d+e/f=="), tokenType: "Bearer", expiresAt: expiry, scopes: ["openid"], idToken: nil)
@@ -66,7 +66,7 @@ extension SinkTests {
     }
 
     @Test(
-        "issue 30: --format nginx is an include a real nginx loads (nginx -t) and whose proxied request reaches a loopback upstream carrying the header",
+        "--format nginx is an include a real nginx loads (nginx -t) and whose proxied request reaches a loopback upstream carrying the header",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/sbin/nginx"))
     )
     func nginxLoadsTheInclude() throws {
@@ -156,7 +156,7 @@ extension SinkTests {
         #expect(answer == "Bearer \(token)", "the upstream got the sink's header")
     }
 
-    @Test("issue 30: --format env is read by env -i sh (set -a; . FILE), as systemd's EnvironmentFile= would; --env names the variable")
+    @Test("--format env is read by env -i sh (set -a; . FILE), as systemd's EnvironmentFile= would; --env names the variable")
     func envFormat() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signIn()
@@ -171,7 +171,7 @@ extension SinkTests {
         #expect(bad.status == 64 && bad.stderr.contains("--env must be a variable name"), "\(bad)")
     }
 
-    @Test("issue 30: --format template fills each placeholder; an unknown placeholder or a missing --template is refused at start, writing nothing")
+    @Test("--format template fills each placeholder; an unknown placeholder or a missing --template is refused at start, writing nothing")
     func templateFormat() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signIn()
@@ -202,7 +202,7 @@ extension SinkTests {
     }
 
     @Test(
-        "issue 30: --owner/--group give the file to the service (it reads it), --mkdir makes 0750 parents of that group; unknown names and a non-root sink are refused",
+        "--owner/--group give the file to the service (it reads it), --mkdir makes 0750 parents of that group; unknown names and a non-root sink are refused",
         .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
     )
     func ownerGroupAndMkdir() throws {
@@ -242,7 +242,7 @@ extension SinkTests {
         #expect(!FileManager.default.fileExists(atPath: scratch + "/x"))
     }
 
-    @Test("issue 30: --once exits non-zero without a word of reconnecting when the file is not written (a missing directory, a name that is a directory)")
+    @Test("--once exits non-zero without a word of reconnecting when the file is not written (a missing directory, a name that is a directory)")
     func onceFailures() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signIn()
@@ -261,7 +261,7 @@ extension SinkTests {
     }
 
     @Test(
-        "issue 30: --on-change runs in the background: one that hangs does not hold up the next write, gets SIGTERM after --on-change-timeout, SIGKILL 5 s later, and the next run follows"
+        "--on-change runs in the background: one that hangs does not hold up the next write, gets SIGTERM after --on-change-timeout, SIGKILL 5 s later, and the next run follows"
     )
     func onChangeTimeout() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
@@ -300,7 +300,7 @@ extension SinkTests {
         #expect(sink.isRunning, "a failing --on-change is not fatal")
     }
 
-    @Test("issue 30: a sink started before the sign-in writes the file within a second of it, says once why it waits, and says why it removes the file")
+    @Test("a sink started before the sign-in writes the file within a second of it, says once why it waits, and says why it removes the file")
     func sinkSeesTheSignIn() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], arguments: ["--idle-timeout", "1"], logLevel: "info")
         let file = daemon.scratch.path + "/token"

@@ -9,7 +9,7 @@ import Testing
 import Glibc
 #endif
 
-/// Where `authgate sink` writes (issue 26 item 9): never through a directory or link another
+/// Where `authgate sink` writes: never through a directory or link another
 /// user controls, never a file others may change, and every write and the removal through the
 /// directory it opened at start.
 @Suite("authgate sink's file", .serialized)
@@ -22,7 +22,7 @@ struct SinkTests {
     static let otherUID: uid_t = 65534
 
     @Test(
-        "item 9: a root sink refuses a directory another user owns, their link to a root directory (also in a sticky one), and writes nothing there; root's own link and /tmp on the way are fine",
+        "a root sink refuses a directory another user owns, their link to a root directory (also in a sticky one), and writes nothing there; root's own link and /tmp on the way are fine",
         .enabled(if: getuid() == 0)
     )
     func refusesPlantedDirectories() throws {
@@ -67,7 +67,7 @@ struct SinkTests {
         #expect(Self.entries(victim) == ["token"])
     }
 
-    @Test("item 9: --mode with a group or other write bit is a usage error and writes nothing; other-readable works with a warning")
+    @Test("--mode with a group or other write bit is a usage error and writes nothing; other-readable works with a warning")
     func modes() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
         try daemon.signIn()
@@ -95,7 +95,7 @@ struct SinkTests {
         #expect(try FileManager.default.attributesOfItem(atPath: daemon.scratch.path + "/relative")[.posixPermissions] as? Int == 0o440)
     }
 
-    @Test("item 9: once started, the sink writes and removes its file in the directory it opened, even after a link is swapped in for it")
+    @Test("once started, the sink writes and removes its file in the directory it opened, even after a link is swapped in for it")
     func writesThroughItsDirectory() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
         try daemon.signIn()
@@ -133,7 +133,7 @@ struct SinkTests {
         #expect((try? String(contentsOfFile: elsewhere + "/token", encoding: .utf8)) == "decoy\n", "the removal went through the descriptor")
     }
 
-    @Test("item 9: FileTrust.openDirectory walks `..`, `.`, `//` and the caller's links; refuses a path naming no file, a missing directory and a link loop")
+    @Test("FileTrust.openDirectory walks `..`, `.`, `//` and the caller's links; refuses a path naming no file, a missing directory and a link loop")
     func directoryWalk() throws {
         let scratch = try ScratchDirectory()
         try FileManager.default.createDirectory(atPath: scratch.path + "/a/b", withIntermediateDirectories: true)
@@ -161,7 +161,7 @@ struct SinkTests {
         }
     }
 
-    // MARK: Issue 30 item 3: sinks that write what services read
+    // MARK: Sinks that write what services read
 
     static func token(_ daemon: DaemonProcess) throws -> String {
         try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)

@@ -127,7 +127,7 @@ struct TokenWatchTests {
     }
 
     @Test(
-        "issue 26 item 2: a reload that drops a uid from access signs its session out (revoked, no more refreshes) and ends its watch with access_revoked; the admitted uid keeps its own",
+        "a reload that drops a uid from access signs its session out (revoked, no more refreshes) and ends its watch with access_revoked; the admitted uid keeps its own",
         .enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"))
     )
     func narrowedAccessEndsSessionsAndWatches() throws {
@@ -162,7 +162,7 @@ struct TokenWatchTests {
     }
 
     @Test(
-        "issue 30: token.watch with wait_for_sign_in answers the sign-in's token instead of login_required, past the idle deadline, then notifies as usual; token refuses the member"
+        "token.watch with wait_for_sign_in answers the sign-in's token instead of login_required, past the idle deadline, then notifies as usual; token refuses the member"
     )
     func watchWaitsForTheSignIn() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--idle-timeout", "1"], logLevel: "info")
@@ -209,7 +209,7 @@ struct TokenWatchTests {
         #expect((lines[1]["params"] as? [String: Any])?["access_token"] as? String != answered)
     }
 
-    @Test("issue 26 item 8: a refused token.watch leaves an ordinary connection, closed when idle")
+    @Test("a refused token.watch leaves an ordinary connection, closed when idle")
     func refusedWatchIsNotAWatch() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], arguments: ["--idle-timeout", "2"], logLevel: "info")
         let connection = try daemon.connect()
@@ -286,7 +286,7 @@ struct TokenWatchTests {
         _ = try daemon.waitForExit()
         daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info", scratch: scratch)
         try eventually(timeout: .seconds(15)) { !FileManager.default.fileExists(atPath: file) }
-        // Issue 30: the log says why the file went, and the sink waits on the daemon for the sign-in.
+        // The log says why the file went, and the sink waits on the daemon for the sign-in.
         try eventually { said.text.split(separator: "\n").contains { $0.hasPrefix("authgate sink: removed \(file): ") && $0.contains("[login_required]") } }
         #expect(said.text.contains("authgated closed the connection (stopped or restarting); reconnecting."), "\(said.text)")
         try daemon.signIn()

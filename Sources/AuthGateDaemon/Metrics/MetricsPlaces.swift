@@ -7,7 +7,7 @@
 /// its share, else of anyone), and only when every place is a request being answered is the
 /// newcomer refused. Every address in 127.0.0.0/8 is this host, so one local user could
 /// otherwise hold every place with idle connections from four loopback addresses, reopened as
-/// the head deadline closes them, and starve the health probes (third review, item 3); now
+/// the head deadline closes them, and starve the health probes; now
 /// each probe that sends its request at once displaces an idler instead.
 struct MetricsPlaces: Sendable {
     struct Place: Sendable, Equatable {
