@@ -14,6 +14,8 @@ public struct HTTPRequest: Sendable {
     /// (`authgate_provider_requests_total`), never sent.
     public enum Endpoint: String, Sendable, CaseIterable {
         case discovery
+        /// The RFC 8414 authorization server metadata, read beside the discovery document.
+        case serverMetadata = "server_metadata"
         case jwks
         case token
         case deviceAuthorization = "device_authorization"

@@ -6,8 +6,9 @@ import FoundationEssentials
 /// shows an administrator before a file is written (`provider.discover`).
 public enum ProviderDiscovery {
     /// Fetches and checks `issuer`'s OpenID Provider Configuration (OpenID Connect Discovery 1.0
-    /// §4) with the checks a provider's validation makes: the document names this very issuer and
-    /// every endpoint is https.
+    /// §4), with what only its RFC 8414 metadata names added (``MetadataDocuments``), with the
+    /// checks a provider's validation makes: the document names this very issuer and every
+    /// endpoint is https.
     /// - Parameter caBundle: PEM CAs to trust instead of the system's (a file's `tls.ca_file`).
     /// - Throws: `validation_failed` for an issuer that is not an https URL or a document for
     ///   another issuer; `network_error`, `service_unavailable`, `server_error` as for any provider.
@@ -21,12 +22,12 @@ public enum ProviderDiscovery {
         else {
             throw refused("must be an https URL without query or fragment")
         }
-        let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
-        guard let documentURL = URL(string: base + "/.well-known/openid-configuration") else {
+        guard let documentURL = MetadataDocuments.openIDConfigurationURL(issuer: issuer) else {
             throw refused("must be an https URL without query or fragment")
         }
         let policy = HTTPRequestPolicy(caBundle: caBundle)
         let name = url.host ?? issuer
+        async let authorizationServer = MetadataDocuments.authorizationServerMetadata(issuer: issuer, transport: transport, policy: policy)
         let response: HTTPResponse
         do {
             response = try await transport.send(
@@ -36,10 +37,13 @@ public enum ProviderDiscovery {
         } catch {
             throw ProviderFailure.transport(error, provider: name)
         }
-        guard response.status == 200 else { throw ProviderFailure.unexpected(response, provider: name, what: "discovery document") }
-        guard let document = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
+        guard response.status == 200 else {
+            throw ProviderFailure.unexpected(response, provider: name, what: "discovery document")
+        }
+        guard let openID = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
             throw ProviderFailure.malformed(name, what: "discovery document", "it is not a JSON object")
         }
+        let document = MetadataDocuments.merged(openID: openID, authorizationServer: await authorizationServer)
         let metadata: ProviderMetadata
         do {
             metadata = try ProviderMetadata.discovered(document, overrides: .init())

@@ -183,21 +183,30 @@ public actor RemoteIdentityProvider: IdentityProvider {
         }
     }
 
-    /// Fetches and checks the discovery document (OpenID Connect Discovery 1.0 §4).
+    /// Fetches and checks the discovery document (OpenID Connect Discovery 1.0 §4), with what
+    /// only the RFC 8414 authorization server metadata names added (``MetadataDocuments``).
     @discardableResult
     private func discover() async throws(DiscoveryFailure) -> ProviderMetadata {
         guard let issuer = settings.issuer else { throw .unreachable(AuthGateError(.internalError, "An oidc provider without an issuer.")) }
-        let base = issuer.absoluteString.hasSuffix("/") ? String(issuer.absoluteString.dropLast()) : issuer.absoluteString
-        let url = URL(string: base + "/.well-known/openid-configuration")!
+        guard let url = MetadataDocuments.openIDConfigurationURL(issuer: issuer.absoluteString) else {
+            throw .unreachable(AuthGateError(.internalError, "An oidc provider whose issuer makes no discovery URL."))
+        }
+        // Both at once: the second one costs no round trip of its own.
+        async let authorizationServer = MetadataDocuments.authorizationServerMetadata(
+            issuer: issuer.absoluteString,
+            transport: transport,
+            policy: policy
+        )
         let response: HTTPResponse
         do {
             response = try await get(url, .discovery, what: "discovery document")
         } catch {
             throw .unreachable(error)
         }
-        guard let document = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
+        guard let openID = (try? JSONValue.parse(Data(response.body)))?.objectValue else {
             throw .unreachable(ProviderFailure.malformed(name, what: "discovery document", "it is not a JSON object"))
         }
+        let document = MetadataDocuments.merged(openID: openID, authorizationServer: await authorizationServer)
         let discovered: ProviderMetadata
         do {
             discovered = try ProviderMetadata.discovered(document, overrides: settings.endpoints, mutualTLS: settings.clientAuthentication.isMutualTLS)

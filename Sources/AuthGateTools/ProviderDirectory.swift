@@ -92,6 +92,7 @@ package enum ProviderDirectory {
             "  PAR endpoint:            \(endpoint(offer.pushedAuthorizationRequestEndpoint))\(offer.requirePushedAuthorizationRequests ? " (required)" : "")",
             "  device endpoint:         \(endpoint(offer.deviceAuthorizationEndpoint))",
             "  registration endpoint:   \(endpoint(offer.registrationEndpoint))",
+            "  revocation endpoint:     \(endpoint(offer.revocationEndpoint))\(offer.revocationEndpoint == nil ? " (sign-out only forgets the tokens here)" : "")",
             "  token endpoint auth:     \(list(offer.tokenEndpointAuthMethods))",
             "  scopes:                  \(list(offer.scopes))",
         ]

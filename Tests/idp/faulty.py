@@ -11,6 +11,9 @@ pair is reused) and the RS256 signing key faulty-signing-key.pem.
 
 Endpoints (the issuer is the origin, no path):
   GET  /.well-known/openid-configuration   grant_types_supported lacks authorization_code
+  GET  /.well-known/oauth-authorization-server
+                                           RFC 8414 metadata: 404, as most OpenID providers answer,
+                                           except in the mode revocation_in_rfc8414
   GET  /jwks                               one RSA key, kid "faulty-1"
   POST /token                              answers as the mode says (below)
   POST /revoke                             200, or the mode's transport fault
@@ -78,6 +81,9 @@ Modes (what /token answers; discovery and JWKS are normal unless said):
   issuer_mismatch     discovery names the issuer https://evil.example.com
   slow_discovery      discovery waits --delay seconds, then answers normally
   discovery_500       discovery answers 500
+  revocation_in_rfc8414
+                      as ok, but the discovery document names no revocation_endpoint and the
+                      RFC 8414 metadata (/.well-known/oauth-authorization-server) names it
 The transport faults (http500, http503, html_error, empty_401, empty_403, invalid_client,
 slow) also apply to /revoke, /userinfo and /device; the other modes leave those normal.
 """
@@ -109,6 +115,7 @@ MODES = TRANSPORT_FAULTS | DEVICE_ERRORS | ID_TOKEN_DEFECTS | {
     "ok", "invalid_grant", "truncated", "truncated_transfer", "huge", "wrong_types", "not_json",
     "issuer_mismatch", "slow_discovery", "discovery_500", "injected_token", "escape_error", "escape_user_code",
     "no_expires_in", "pending_200", "entra", "entra_wrong_tenant", "offline_only", "no_kid", "refresh_refused",
+    "revocation_in_rfc8414",
 }
 TENANT = "9188040d-6c67-4c5b-b112-36a304b66dad"
 ESCAPES = "\x1b]52;c;aGVsbG8=\x07\u009b2J\r\nforged line"
@@ -227,7 +234,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(500, {"error": "server_error"})
         if mode == "slow_discovery":
             time.sleep(self.state.delay)
-        self.send_json(200, {
+        document = {
             "issuer": "https://evil.example.com" if mode == "issuer_mismatch" else issuer,
             "token_endpoint": f"{issuer}/token",
             "revocation_endpoint": f"{issuer}/revoke",
@@ -239,6 +246,23 @@ class Handler(BaseHTTPRequestHandler):
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        }
+        if mode == "revocation_in_rfc8414":
+            del document["revocation_endpoint"]
+        self.send_json(200, document)
+
+    def authorization_server_metadata(self) -> None:
+        """RFC 8414 §3: only in revocation_in_rfc8414, with the revocation endpoint that the
+        discovery document leaves out then, and a token endpoint that discovery's must win over."""
+        issuer = self.server.issuer
+        if self.state.mode != "revocation_in_rfc8414":
+            return self.send_json(404, {"error": "not_found"})
+        self.send_json(200, {
+            "issuer": issuer,
+            "token_endpoint": f"{issuer}/not-the-token-endpoint",
+            "revocation_endpoint": f"{issuer}/revoke",
+            "jwks_uri": f"{issuer}/jwks",
+            "response_types_supported": ["code"],
         })
 
     def entra_discovery(self) -> None:
@@ -424,6 +448,7 @@ class Handler(BaseHTTPRequestHandler):
 
 ROUTES = {
     ("GET", "/.well-known/openid-configuration"): Handler.discovery,
+    ("GET", "/.well-known/oauth-authorization-server"): Handler.authorization_server_metadata,
     ("GET", "/jwks"): Handler.jwks,
     ("GET", "/organizations/v2.0/.well-known/openid-configuration"): Handler.entra_discovery,
     ("GET", "/authorize"): Handler.authorize,

@@ -25,6 +25,8 @@ public struct ProviderFileDraft: Sendable {
     public var storage: ProviderConfiguration.Storage?
     /// `endpoints.device_authorization`, for a provider whose discovery names none.
     public var deviceEndpoint: String?
+    /// `endpoints.revocation` (RFC 7009), for a provider whose discovery names none.
+    public var revocationEndpoint: String?
     /// `credential_helper`'s hosts (`host[:port]`), each optionally with a path prefix
     /// (`host/org-a`): the prefixes go to `paths` (one host per file then).
     public var credentialHosts: [String] = []
@@ -55,7 +57,10 @@ public struct ProviderFileDraft: Sendable {
         if !scopes.isEmpty { document["scopes"] = .array(scopes.map(JSONValue.string)) }
         if let caFile { document["tls"] = .object(["ca_file": .string(caFile)]) }
         if let storage { document["storage"] = .string(storage.rawValue) }
-        if let deviceEndpoint { document["endpoints"] = .object(["device_authorization": .string(deviceEndpoint)]) }
+        var endpoints: [String: JSONValue] = [:]
+        if let deviceEndpoint { endpoints["device_authorization"] = .string(deviceEndpoint) }
+        if let revocationEndpoint { endpoints["revocation"] = .string(revocationEndpoint) }
+        if !endpoints.isEmpty { document["endpoints"] = .object(endpoints) }
         if !credentialHosts.isEmpty {
             var hosts: [String] = []
             var paths: [String] = []

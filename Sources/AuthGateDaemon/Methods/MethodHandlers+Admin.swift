@@ -35,7 +35,8 @@ extension MethodHandlers {
             codeChallengeMethods: metadata.codeChallengeMethodsSupported,
             dpopSigningAlgs: metadata.dpopSigningAlgValuesSupported,
             tokenEndpointAuthMethods: metadata.tokenEndpointAuthMethodsSupported,
-            scopes: metadata.scopesSupported
+            scopes: metadata.scopesSupported,
+            revocationEndpoint: metadata.revocationEndpoint?.absoluteString
         )
     }
 

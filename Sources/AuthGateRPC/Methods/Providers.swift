@@ -145,6 +145,9 @@ public struct ProviderOffer: Sendable, Codable, Equatable {
     public var pushedAuthorizationRequestEndpoint: String?
     public var requirePushedAuthorizationRequests: Bool
     public var registrationEndpoint: String?
+    /// `revocation_endpoint` (RFC 7009), from the discovery document or, when only it names
+    /// one, the RFC 8414 metadata.
+    public var revocationEndpoint: String?
     /// `grant_types_supported` as sent; `nil` when the document does not say.
     public var grantTypes: [String]?
     /// The grants authgate knows that the document lists (all of them when it does not say).
@@ -167,7 +170,8 @@ public struct ProviderOffer: Sendable, Codable, Equatable {
         codeChallengeMethods: [String],
         dpopSigningAlgs: [String],
         tokenEndpointAuthMethods: [String],
-        scopes: [String]
+        scopes: [String],
+        revocationEndpoint: String? = nil
     ) {
         self.issuer = issuer
         self.tokenEndpoint = tokenEndpoint
@@ -182,6 +186,7 @@ public struct ProviderOffer: Sendable, Codable, Equatable {
         self.dpopSigningAlgs = dpopSigningAlgs
         self.tokenEndpointAuthMethods = tokenEndpointAuthMethods
         self.scopes = scopes
+        self.revocationEndpoint = revocationEndpoint
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -192,6 +197,7 @@ public struct ProviderOffer: Sendable, Codable, Equatable {
         case pushedAuthorizationRequestEndpoint = "pushed_authorization_request_endpoint"
         case requirePushedAuthorizationRequests = "require_pushed_authorization_requests"
         case registrationEndpoint = "registration_endpoint"
+        case revocationEndpoint = "revocation_endpoint"
         case grantTypes = "grant_types_supported"
         case codeChallengeMethods = "code_challenge_methods_supported"
         case dpopSigningAlgs = "dpop_signing_alg_values_supported"

@@ -190,6 +190,14 @@ struct ProviderFiles: ParsableCommand {
         var deviceEndpoint: String?
 
         @Option(
+            help: ArgumentHelp(
+                "The revocation endpoint (endpoints.revocation, RFC 7009), where sign-outs revoke the tokens, for a provider whose discovery and RFC 8414 metadata name none.",
+                valueName: "url"
+            )
+        )
+        var revocationEndpoint: String?
+
+        @Option(
             name: .customLong("credential-host"),
             help: ArgumentHelp(
                 "A host (host[:port], optionally /path-prefix) git's and docker's credential helpers serve with this provider's token (repeatable; credential_helper).",
@@ -225,6 +233,7 @@ struct ProviderFiles: ParsableCommand {
             draft.caFile = caFile
             draft.storage = try storage.map { try ProviderFiles.choice($0, as: ProviderConfiguration.Storage.self, option: "--storage") }
             draft.deviceEndpoint = deviceEndpoint
+            draft.revocationEndpoint = revocationEndpoint
             draft.credentialHosts = credentialHosts
             let directory = try location.directory(global)
             prepareRegistration(&draft, directory: directory)
@@ -244,7 +253,7 @@ struct ProviderFiles: ParsableCommand {
                     .providerDiscover,
                     ProviderDiscoverParams(issuer: issuer, caFile: caFile),
                     as: ProviderOffer.self,
-                    progress: "Reading \(issuer)/.well-known/openid-configuration…"
+                    progress: "Reading \(issuer)'s discovery document and RFC 8414 metadata…"
                 )
                 // --dry-run's standard output is the file alone.
                 let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
