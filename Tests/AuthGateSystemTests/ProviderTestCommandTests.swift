@@ -97,6 +97,61 @@ struct ProviderTestCommandTests {
         let everything = kept.stdout + kept.stderr + signedOut.stdout + signedOut.stderr + refused.stdout + refused.stderr + daemon.logText
         #expect(!everything.contains("faulty-at-") && !everything.contains("faulty-rt-"))
     }
+
+    @Test(
+        "a revocation endpoint named only in the RFC 8414 metadata: provider test revokes there; provider add lists it among the offers and takes --revocation-endpoint; logout says the provider revoked the tokens, or that they were only forgotten here"
+    )
+    func revocationFromAuthorizationServerMetadata() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "revocation_in_rfc8414")
+        let plain = #"""
+            {"type": "oauth2", "client_id": "authgate", "grants": ["password"], "tls": {"ca_file": "\#(server.caFile)"},
+             "endpoints": {"token": "\#(server.issuer)/token"}}
+            """#
+        let daemon = try DaemonProcess(providers: [
+            "lab.json": faultyProviderFile(server, grants: #"["device_code"]"#, scopes: #"["email"]"#), "plain.json": plain,
+        ])
+        try daemon.waitForLog("provider ready")
+        func revocations() throws -> Int { (try server.stats()["requests"] as? [String: Any])?["POST /revoke"] as? Int ?? 0 }
+
+        // The faulty provider approves a device code at the first poll (its ID tokens need the
+        // scope on the token request, which a device code's poll has not: none is asked here).
+        let test = try daemon.cli(["provider", "test", "lab", "--device"])
+        #expect(test.status == 0, "\(test.stdout)\n\(test.stderr)")
+        #expect(test.stdout.contains("✓ revocation             the provider revoked the tokens at sign-out"), "\(test.stdout)")
+        #expect(try revocations() == 1)
+
+        let add = try daemon.cli([
+            "provider", "add", "labpw", "--providers-dir", daemon.providersDirectory, "--issuer", server.issuer, "--client-id", "authgate",
+            "--grant", "password", "--ca-file", server.caFile,
+        ])
+        #expect(add.status == 0, "\(add.stderr)")
+        #expect(add.stdout.contains("  revocation endpoint:     \(server.issuer)/revoke\n"), "\(add.stdout)")
+        #expect(add.stdout.contains("labpw is ready"), "\(add.stdout)")
+        let manual = try daemon.cli([
+            "provider", "add", "manual", "--providers-dir", daemon.providersDirectory, "--issuer", server.issuer, "--client-id", "authgate",
+            "--grant", "password", "--ca-file", server.caFile, "--revocation-endpoint", "https://revoke.example.com/revoke", "--dry-run",
+        ])
+        #expect(manual.status == 0 && manual.stdout.contains(#""revocation" : "https://revoke.example.com/revoke""#), "\(manual.stdout)\(manual.stderr)")
+
+        for provider in ["labpw", "plain"] {
+            let login = try daemon.cli(["login", provider, "--username", "alice", "--password-stdin"], stdin: "secret\n")
+            #expect(login.status == 0, "\(login.stderr)")
+        }
+        let revoked = try daemon.cli(["logout", "labpw"])
+        #expect(revoked.status == 0 && revoked.stdout == "Signed out of labpw: the provider revoked the tokens.\n", "\(revoked.stdout)\(revoked.stderr)")
+        #expect(try revocations() == 2)
+        let forgotten = try daemon.cli(["logout", "plain"])
+        #expect(
+            forgotten.stdout
+                == "Signed out of plain: the tokens were only forgotten here (the provider has no revocation endpoint) and stay valid until they expire.\n",
+            "\(forgotten.stdout)\(forgotten.stderr)"
+        )
+        #expect(try revocations() == 2)
+        #expect(try daemon.cli(["logout", "plain"]).stdout == "You had no session with plain; nothing to do.\n")
+        // The RFC 8414 document's other token endpoint lost to discovery's.
+        #expect((try server.stats()["requests"] as? [String: Any])?["POST /not-the-token-endpoint"] == nil)
+    }
 }
 
 /// The checks `provider test` makes of what the daemon saw, each failure with its reason.

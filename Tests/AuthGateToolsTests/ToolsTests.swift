@@ -23,6 +23,34 @@ struct TerminalTextTests {
         #expect(text.split(separator: "\n") == ["PROVIDER          STATE", "corp              authenticated", #"a-much-longer-id  login\u{1B}[2J"#])
     }
 
+    @Test(
+        "a sign-out says whether the provider revoked the tokens or they were only forgotten here, and why, the daemon's message made safe",
+        arguments: [
+            (LogoutResult(removed: true, revocation: RevocationReport(.revoked)), "Signed out of lab: the provider revoked the tokens."),
+            (
+                LogoutResult(removed: true, revocation: RevocationReport(.notOffered)),
+                "Signed out of lab: the tokens were only forgotten here (the provider has no revocation endpoint) and stay valid until they expire."
+            ),
+            (
+                LogoutResult(removed: true, revocation: RevocationReport(.refused(status: 400))),
+                "Signed out of lab: the tokens were only forgotten here, as the provider did not revoke them (The provider answered HTTP 400.); they stay valid until they expire."
+            ),
+            (
+                LogoutResult(removed: true, revocation: RevocationReport(status: .failed, message: "lab\u{1B}[2J is unreachable")),
+                #"Signed out of lab: the tokens were only forgotten here, as the provider did not revoke them (lab\u{1B}[2J is unreachable); they stay valid until they expire."#
+            ),
+            (
+                LogoutResult(removed: true, revocation: RevocationReport(.unknown)),
+                "Signed out of lab: the tokens were forgotten here; the provider does not say whether it revoked them."
+            ),
+            (LogoutResult(removed: true), "Signed out of lab; the session held no tokens to revoke."),
+            (LogoutResult(removed: false), "You had no session with lab; nothing to do."),
+        ]
+    )
+    func signOut(result: LogoutResult, sentence: String) {
+        #expect(SignOutSentence.text(result, provider: "lab") == sentence)
+    }
+
     @Test("dates: local time with a rounded distance either way; never for a token without expiry")
     func dates() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)

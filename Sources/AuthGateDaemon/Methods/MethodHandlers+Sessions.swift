@@ -41,9 +41,13 @@ extension MethodHandlers {
         }
         services.logger.info("signed out", metadata: metadata(key))
         // Revocation is best effort: the local session is gone whatever the provider says.
-        if let tokens = removed, let (_, client) = try? await services.registry.usableProvider(params.provider, for: caller) {
+        guard let tokens = removed else { return LogoutResult(removed: true) }
+        do {
+            let (_, client) = try await services.registry.usableProvider(params.provider, for: caller)
             return LogoutResult(removed: true, revocation: RevocationReport(await client.revokeReporting(tokens)))
+        } catch {
+            // Tokens that were never offered to the provider are not "nothing to revoke".
+            return LogoutResult(removed: true, revocation: RevocationReport(status: .failed, message: "\(error.message) [\(error.reason.rawValue)]"))
         }
-        return LogoutResult(removed: true)
     }
 }

@@ -4,7 +4,9 @@ import AuthGateRPC
 import AuthGateTools
 
 struct Logout: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Sign out: the session is revoked at the provider where possible and forgotten.")
+    static let configuration = CommandConfiguration(
+        abstract: "Sign out: the session is revoked at the provider where possible and forgotten; says which of the two happened."
+    )
 
     @OptionGroup var global: GlobalOptions
 
@@ -18,6 +20,6 @@ struct Logout: ParsableCommand {
             progress: "Signing out of \(selection.provider)…"
         )
         if global.json { return try global.printJSON(result) }
-        print(result.removed ? "Signed out of \(selection.provider)." : "You had no session with \(selection.provider); nothing to do.")
+        print(SignOutSentence.text(result, provider: selection.provider))
     }
 }
