@@ -48,8 +48,9 @@ struct AuthGated: AsyncParsableCommand {
         name: .customLong("no-admin"),
         help: """
             Serve no admin method (reload, provider discovery and registration, rekey, metrics, every user's \
-            sessions) to anyone, root and the daemon's own user included: for a daemon whose socket is forwarded \
-            to another host (ssh -R), where every connection arrives as your uid.
+            sessions) to anyone, root and the daemon's own user included, and exempt nobody from the per-user \
+            shares: for a daemon whose socket is forwarded to another host (ssh -R), where every connection \
+            arrives as your uid, or one whose callers may run as root (a Kubernetes node agent).
             """
     )
     var noAdmin = false
@@ -155,6 +156,8 @@ struct AuthGated: AsyncParsableCommand {
         )
         configuration.adminGroup = adminGroup
         configuration.servesAdmin = !noAdmin
+        // Nobody administers it: root's and the daemon's own uid's callers share like anyone.
+        configuration.limits.exemptsAdministrators = !noAdmin
         configuration.loginFlows.lifetime = TimeInterval(loginTimeout)
         configuration.maximumSessionsPerUser = maximumSessionsPerUser
         configuration.metricsAddress = metricsListen.flatMap(MetricsAddress.init)

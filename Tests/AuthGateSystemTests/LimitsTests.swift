@@ -80,6 +80,38 @@ struct LimitsTests {
         try eventually { daemon.logText.components(separatedBy: "connection refused: too many connections").count - 1 == 1 }
     }
 
+    @Test(
+        "a daemon that administers nobody (--no-admin, as the Kubernetes node agent) holds root's callers to a share like anyone's",
+        .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3")
+    )
+    func rootSharesWhereNobodyAdministers() throws {
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.mock],
+            arguments: ["--max-connections", "8", "--no-admin", "--socket-group", "nogroup"],
+            logLevel: "info"
+        )
+        chmod(daemon.scratch.path, 0o755)
+        // Another uid's session: root's daemon.info counts only root's own where it is no admin.
+        try daemon.signIn(prefix: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        let info = try daemon.cli(["info", "--json"])
+        let sessions = (try JSONSerialization.jsonObject(with: Data(info.stdout.utf8)) as? [String: Any])?["sessions"] as? Int
+        #expect(sessions == 0, "\(info.stdout)")
+        // Root (setpriv keeping uid 0): a quarter of 8 held, the third refused.
+        let (holder, input, output) = try Self.holdConnections(daemon, as: ["/usr/bin/setpriv", "--reuid=0", "--"], count: 2)
+        defer {
+            try? input.fileHandleForWriting.close()
+            holder.waitUntilExit()
+        }
+        var line = Data()
+        while true {
+            let byte = output.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line.append(byte)
+        }
+        let refusal = String(decoding: line, as: UTF8.self)
+        #expect(refusal.contains("rate_limited") && refusal.contains("connections of one user"), "\(refusal)")
+    }
+
     @Test("a connection that sends no byte is closed after the first-byte deadline (2 s)")
     func firstByteDeadline() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")

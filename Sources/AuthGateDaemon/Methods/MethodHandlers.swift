@@ -24,7 +24,7 @@ struct MethodHandlers {
             version: AuthGateVersion.current,
             uptimeSeconds: Int(uptime.components.seconds),
             providers: await services.registry.visible(to: caller).count,
-            sessions: await services.sessions.count(uid: caller.uid == 0 ? nil : caller.uid),
+            sessions: await services.sessions.count(uid: isAdmin ? nil : caller.uid),
             configDir: services.context.configDirectory,
             mode: services.context.mode.rawValue,
             socket: services.context.socketPath,

@@ -13,8 +13,14 @@ public struct ConnectionLimits: Sendable {
     public var firstByteTimeout: Duration
 
     /// The connections one uid may hold at once: a quarter of ``maximumConnections``, so that
-    /// one user cannot lock the others out. Root and the daemon's own uid are not bound by it.
+    /// one user cannot lock the others out. Root and the daemon's own uid are not bound by it,
+    /// unless ``exemptsAdministrators`` is false.
     public var perUserShare: Int { max(1, maximumConnections / 4) }
+    /// Whether root and the daemon's own uid are exempt from the per-user shares (connections,
+    /// sessions, provider requests): they administer the daemon. `authgated --no-admin` turns it
+    /// off: where nobody administers the daemon through its socket, a caller running as uid 0
+    /// (a container's) is one user among others.
+    public var exemptsAdministrators = true
 
     public init(
         maximumConnections: Int = 1024,

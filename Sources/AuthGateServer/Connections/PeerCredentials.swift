@@ -15,19 +15,24 @@ package struct PeerCredentials: Sendable, Hashable, CustomStringConvertible {
     /// The connecting process as it was when the connection was accepted: `access.executables`
     /// is checked against it, and refused once the pid names another process or another program.
     package var process: ProcessIdentity?
+    /// Root, or the daemon's own user, unless the daemon administers nobody (`--no-admin`, as the
+    /// Kubernetes node agent runs, whose callers may well run as uid 0): see ``isUnbounded``.
+    package var isExempt: Bool
 
     package init(pid: Int32, uid: UInt32, gid: UInt32, process: ProcessIdentity? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.process = process
+        isExempt = uid == 0 || uid == geteuid()
     }
 
     package var description: String { "uid=\(uid) gid=\(gid) pid=\(pid)" }
 
     /// Root, or the daemon's own user: not bound by the per-user shares (connections, sessions,
-    /// provider requests), which protect users from each other.
-    package var isUnbounded: Bool { uid == 0 || uid == geteuid() }
+    /// provider requests, first sign-ins), which protect users from each other. A daemon that
+    /// administers nobody binds them too (``ConnectionLimits/exemptsAdministrators``).
+    package var isUnbounded: Bool { isExempt }
 
     /// The process's name as the kernel keeps it (`/proc/PID/comm`, at most 15 bytes), escaped
     /// for a log line; `nil` when the process is gone.

@@ -221,10 +221,11 @@ final class FrontDoor: Sendable {
         private func accepted(_ descriptor: Int32, _ now: UInt64) {
             // A connection accepted before a reload adds an executables rule has no pin, and
             // the rule refuses it (the daemon's AccessPolicy): it fails closed until it reconnects.
-            guard let caller = PeerCredentials(socket: descriptor, pinProcess: door.answers.pinsProcesses) else {
+            guard var caller = PeerCredentials(socket: descriptor, pinProcess: door.answers.pinsProcesses) else {
                 close(descriptor)
                 return
             }
+            if !door.limits.exemptsAdministrators { caller.isExempt = false }
             // Root and the daemon's own user administer it; everyone else holds at most a share.
             let share = caller.isUnbounded ? nil : door.limits.perUserShare
             guard let admission = door.connections.reserve(uid: caller.uid, limit: door.limits.maximumConnections, share: share) else {
