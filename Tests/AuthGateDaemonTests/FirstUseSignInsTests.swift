@@ -55,7 +55,11 @@ struct FirstUseSignInsTests {
     func refusalRemembered() async throws {
         let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
         let counted = Mutex<[FirstUseSignIns.Outcome]>([])
-        let signIns = FirstUseSignIns(now: { clock.withLock { $0 } }, counted: { _, outcome in counted.withLock { $0.append(outcome) } })
+        let signIns = FirstUseSignIns(
+            now: { clock.withLock { $0 } },
+            random: { 0 },
+            counted: { _, outcome in counted.withLock { $0.append(outcome) } }
+        )
         let count = Mutex(0)
         let refuse: @Sendable () async -> Result<Void, AuthGateError> = {
             count.withLock { $0 += 1 }
@@ -86,6 +90,45 @@ struct FirstUseSignInsTests {
         await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, throttled) }
         #expect(count.withLock { $0 } == 4)
         #expect(counted.withLock { $0 } == [.attempted, .remembered, .attempted, .attempted, .remembered, .attempted])
+    }
+
+    @Test(
+        "a throttling provider is asked again only after its Retry-After, at a random point of a window that widens with each throttling in a row, and narrows again after a success"
+    )
+    func throttlingSpreadsTheRetries() async throws {
+        let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let signIns = FirstUseSignIns(now: { clock.withLock { $0 } }, random: { 0.5 })
+        let asked = Mutex(0)
+        let answer = Mutex<Result<Void, AuthGateError>>(.failure(AuthGateError(.serviceUnavailable, "429", retryAfterSeconds: 2)))
+        let signIn: @Sendable () async -> Result<Void, AuthGateError> = {
+            asked.withLock { $0 += 1 }
+            return answer.withLock { $0 }
+        }
+        /// Seconds until the provider is asked again, found by stepping the clock.
+        func waitAfterAttempt() async throws -> Int {
+            await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, signIn) }
+            let before = asked.withLock { $0 }
+            for second in 1...120 {
+                clock.withLock { $0 += 1 }
+                _ = try? await signIns.signIn(key, isSignedIn: { false }, signIn)
+                if asked.withLock({ $0 }) > before { return second }
+            }
+            return -1
+        }
+        // Retry-After 2 s, random 0.5: 2 × (1 + 4 × 0.5) = 6 s, then 2 × (1 + 8 × 0.5) = 10 s.
+        let first = try await waitAfterAttempt()
+        #expect(first == 6, "\(first)")
+        let second = try await waitAfterAttempt()
+        #expect(second == 10, "\(second)")
+        // The retry that came through succeeded: the next throttling starts narrow again.
+        answer.withLock { $0 = .success(()) }
+        clock.withLock { $0 += 20 }
+        try await signIns.signIn(key, isSignedIn: { false }, signIn)
+        answer.withLock { $0 = .failure(AuthGateError(.serviceUnavailable, "429", retryAfterSeconds: 2)) }
+        let fresh = SessionKey(uid: 1000, provider: key.provider, name: SessionName("later")!)
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(fresh, isSignedIn: { false }, signIn) }
+        let remembered = await #expect(throws: AuthGateError.self) { try await signIns.signIn(fresh, isSignedIn: { false }, signIn) }
+        #expect(remembered?.retryAfterSeconds == 6, "\(String(describing: remembered))")
     }
 
     @Test("one uid's first sign-ins to a provider are rate-limited (a burst, then one a second); another uid and root are not held by it")

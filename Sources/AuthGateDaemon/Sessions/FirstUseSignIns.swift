@@ -16,9 +16,15 @@ import FoundationEssentials
 /// - sign-ins that reach the provider are rate-limited (a bucket of ``Limits/burst`` that
 ///   refills at ``Limits/perSecond``); beyond it the caller is refused with `rate_limited` and
 ///   the seconds to wait;
-/// - a refused sign-in is remembered (until the provider's `Retry-After`, else
-///   ``Limits/rememberRefusal``, or ``Limits/rememberTransient`` for a provider that could not be
-///   reached) and given to the next callers instead of asking the provider again.
+/// - a refused sign-in is remembered (``Limits/rememberRefusal``, or ``Limits/rememberTransient``
+///   for a provider that could not be reached) and given to the next callers instead of asking
+///   the provider again;
+/// - a provider that throttles (`429` or `503` with `Retry-After`, as Entra ID and Okta answer)
+///   is not asked again before its `Retry-After`, and then not all at once: each daemon waits a
+///   random time in `Retry-After × [1, 1 + 4 × 2^(n-1)]` after the n-th throttling in a row
+///   (capped at ``Limits/maximumRetryAfter``). A fleet's daemons started together, throttled
+///   together, so come back spread out instead of in the next second together
+///   (`authgate-bench --only fleet`, docs/BENCHMARKS.md).
 ///
 /// A sign-in runs in a task of its own, so that a caller who hangs up does not end it for the
 /// others waiting; it is bounded by the provider's timeouts, and ends with the last request
@@ -56,17 +62,23 @@ actor FirstUseSignIns {
     private var running: [SessionKey: Task<Result<Void, AuthGateError>, Never>] = [:]
     private var buckets: [UserProvider: Bucket] = [:]
     private var refusals: [UserProvider: (error: AuthGateError, until: Date)] = [:]
+    /// Throttlings in a row, per uid and provider, until a sign-in succeeds.
+    private var throttled: [UserProvider: Int] = [:]
     private let limits: Limits
     private let now: @Sendable () -> Date
+    private let random: @Sendable () -> Double
     private let counted: @Sendable (ProviderID, Outcome) -> Void
 
+    /// - Parameter random: Numbers in `0..<1` for the spread after a throttling; injected by tests.
     init(
         limits: Limits = Limits(),
         now: @escaping @Sendable () -> Date = { Date() },
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         counted: @escaping @Sendable (ProviderID, Outcome) -> Void = { _, _ in }
     ) {
         self.limits = limits
         self.now = now
+        self.random = random
         self.counted = counted
     }
 
@@ -107,7 +119,10 @@ actor FirstUseSignIns {
         let outcome = await task.value
         if running[key] == task {
             running[key] = nil
-            if case .failure(let error) = outcome { remember(error, for: place) }
+            switch outcome {
+            case .failure(let error): remember(error, for: place)
+            case .success: throttled[place] = nil
+            }
         }
         try outcome.get()
     }
@@ -139,10 +154,19 @@ actor FirstUseSignIns {
     private func remember(_ error: AuthGateError, for place: UserProvider) {
         let seconds: TimeInterval
         switch error.reason {
-        case .rateLimited, .invalidCredentials, .unsupportedGrant, .permissionDenied, .serverError, .workloadTokenInvalid, .dpopRejected:
-            seconds = error.retryAfterSeconds.map { min(limits.maximumRetryAfter, TimeInterval($0)) } ?? limits.rememberRefusal
-        case .providerUnavailable, .networkError, .serviceUnavailable:
-            seconds = error.retryAfterSeconds.map { min(limits.maximumRetryAfter, TimeInterval($0)) } ?? limits.rememberTransient
+        case .rateLimited, .providerUnavailable, .networkError, .serviceUnavailable, .invalidCredentials, .unsupportedGrant,
+            .permissionDenied, .serverError, .workloadTokenInvalid, .dpopRejected:
+            if let retryAfter = error.retryAfterSeconds {
+                // Throttled: not before Retry-After, then at a random point of a window that
+                // widens with each throttling in a row.
+                let times = min((throttled[place] ?? 0) + 1, 16)
+                throttled[place] = times
+                let spread = 4 * Double(1 << (times - 1))
+                seconds = min(limits.maximumRetryAfter, TimeInterval(max(retryAfter, 1)) * (1 + spread * random()))
+            } else {
+                let transient = [.providerUnavailable, .networkError, .serviceUnavailable].contains(error.reason)
+                seconds = transient ? limits.rememberTransient : limits.rememberRefusal
+            }
         default:
             return
         }
