@@ -36,6 +36,7 @@ struct SessionStoreTests {
             session: name,
             grant: full ? .password : .clientCredentials,
             subject: full ? "user-\(token)" : nil,
+            displayName: full ? "name-\(token)" : nil,
             issuer: full ? "https://idp.example/realm" : nil,
             clientID: full ? "authgate" : nil,
             tokens: tokens,
@@ -107,6 +108,24 @@ struct SessionStoreTests {
         #expect(stored.expiresAt == Date(timeIntervalSince1970: 1_800_000_123.25))
         #expect(loaded.sessions[1000]?[1].refreshToken == nil)
         #expect(loaded.sessions[1000]?[1].subject == nil)
+        #expect(stored.displayName == "name-a1")
+    }
+
+    @Test("A session saved before the display name was kept loads without one")
+    func recordWithoutDisplayName() throws {
+        let saved = #"""
+            {"provider": "lab", "session": "default", "grant": "password", "subject": "1", "access_token": "at", "token_type": "Bearer",
+             "expires_at": 1800000000, "scopes": [], "saved_at": 1799999000}
+            """#
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .secondsSince1970
+        let session = try decoder.decode(PersistedSession.self, from: Data(saved.utf8))
+        #expect(session.subject == "1" && session.displayName == nil)
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .secondsSince1970
+        var named = session
+        named.displayName = "alice"
+        #expect(String(decoding: try encoder.encode(named), as: UTF8.self).contains(#""display_name":"alice""#))
     }
 
     @Test("TokenSet converts to a PersistedSession and back unchanged (its DPoP key too), and never prints its tokens")
@@ -121,6 +140,7 @@ struct SessionStoreTests {
             session: "default",
             grant: .password,
             subject: persisted.subject,
+            displayName: persisted.displayName,
             issuer: persisted.issuer,
             clientID: persisted.clientID,
             tokens: tokens,

@@ -50,7 +50,7 @@ struct CLITests {
         #expect(tokenObject["access_token"] as? String == value)
 
         let logout = try daemon.cli(["logout", "mock"])
-        #expect(logout.stdout == "Signed out of mock.\n")
+        #expect(logout.stdout == "Signed out of mock: the provider revoked the tokens.\n")
         let after = try daemon.cli(["token", "mock"])
         #expect(after.status == 3)
         #expect(after.stdout.isEmpty)

@@ -78,6 +78,40 @@ struct PersistenceTests {
         }
     }
 
+    @Test(
+        "status names the user as login did (the provider's name, not its subject, which looks like a uid), after a restart too; the uid only in --all"
+    )
+    func statusNamesTheUser() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        let providers = ["lab.json": persistentProvider(server)]
+        var daemon = try DaemonProcess(providers: providers)
+        try daemon.waitForLog("provider ready")
+        let login = try daemon.cli(["login", "lab", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n")
+        #expect(login.status == 0 && login.stdout.hasPrefix("Signed in to lab as alice"), "\(login.stdout)\(login.stderr)")
+        // The first columns of the session's row: (UID,) PROVIDER, SESSION, STATE, USER.
+        func row(all: Bool = false) throws -> [String] {
+            let table = try daemon.cli(["status"] + (all ? ["--all"] : [])).stdout
+            let line = table.split(separator: "\n").first { $0.contains("lab") } ?? ""
+            return line.split(separator: " ").prefix(all ? 5 : 4).map(String.init)
+        }
+        func namesInJSON() throws -> (subject: String?, displayName: String?) {
+            let status = try daemon.cli(["status", "--json"]).stdout
+            let sessions = try #require(try JSONSerialization.jsonObject(with: Data(status.utf8)) as? [[String: Any]], "\(status)")
+            return (sessions.first?["subject"] as? String, sessions.first?["display_name"] as? String)
+        }
+        #expect(try row() == ["lab", "default", "authenticated", "alice"])
+        let names = try namesInJSON()
+        #expect(names.displayName == "alice" && names.subject != nil && names.subject != "alice", "\(names)")
+        #expect(try row(all: true) == ["\(uid)", "lab", "default", "authenticated", "alice"])
+
+        daemon.send(SIGTERM)
+        #expect(try daemon.waitForExit() == 0)
+        daemon = try DaemonProcess(providers: providers, scratch: daemon.scratch)
+        try daemon.waitForLog("sessions.restored=1")
+        #expect(try row() == ["lab", "default", "authenticated", "alice"], "the name is saved with the session")
+    }
+
     @Test("only memory providers: the state directory is never touched")
     func memoryOnly() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])

@@ -229,6 +229,7 @@ extension SessionStatus {
             nextRefreshAt: summary.nextRefreshAt,
             lastError: summary.lastError,
             subject: summary.subject,
+            displayName: summary.displayName,
             uid: showingUID ? summary.key.uid : nil,
             refreshOverdueSeconds: summary.refreshOverdueSeconds,
             dpopJKT: summary.dpopThumbprint

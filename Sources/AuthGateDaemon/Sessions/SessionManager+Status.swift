@@ -22,6 +22,7 @@ extension SessionManager {
                     nextRefreshAt: record.nextRefreshAt,
                     lastError: record.lastError,
                     subject: record.subject,
+                    displayName: record.displayName,
                     refreshOverdueSeconds: overdue,
                     dpopThumbprint: record.tokens?.proofKey?.thumbprint
                 )
@@ -97,6 +98,7 @@ extension SessionManager {
                     grant: session.grant,
                     tokens: tokens,
                     subject: session.subject,
+                    displayName: session.displayName,
                     state: .authenticated,
                     lastError: nil,
                     generation: takeGeneration(),
@@ -131,6 +133,7 @@ extension SessionManager {
                 session: key.name.rawValue,
                 grant: record.grant,
                 subject: record.subject,
+                displayName: record.displayName,
                 issuer: record.binding.identity.issuer,
                 clientID: record.binding.identity.clientID,
                 tokens: tokens,

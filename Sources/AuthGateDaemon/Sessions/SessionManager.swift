@@ -150,6 +150,7 @@ actor SessionManager {
             grant: grant,
             tokens: signIn.tokens,
             subject: signIn.subject,
+            displayName: signIn.displayName,
             state: .authenticated,
             lastError: nil,
             generation: takeGeneration(),

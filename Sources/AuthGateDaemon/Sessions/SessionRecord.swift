@@ -7,6 +7,9 @@ struct SessionRecord: Sendable {
     var grant: Grant
     var tokens: TokenSet?
     var subject: String?
+    /// The name the user knows (preferred_username, email or name), as the provider said it at
+    /// sign-in: what `status` shows, as `login` did.
+    var displayName: String? = nil
     var state: SessionState
     var lastError: String?
     /// Changes whenever the session is replaced or removed, so a refresh that finishes late

@@ -10,6 +10,8 @@ struct SessionSummary: Sendable, Equatable {
     var nextRefreshAt: Date?
     var lastError: String?
     var subject: String?
+    /// The name the user knows, as the provider said it at sign-in.
+    var displayName: String? = nil
     /// Seconds the planned refresh has waited for a slot at its provider, from one second on.
     var refreshOverdueSeconds: Int?
     /// The JWK thumbprint of the key the tokens are bound to (DPoP), never the key.

@@ -11,6 +11,9 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
     var session: String
     var grant: Grant
     var subject: String?
+    /// The name the user knows, as the provider said it at sign-in; absent in files written
+    /// before it was kept, and when the provider said none.
+    var displayName: String?
     /// The provider configuration's issuer when the session was saved, so the daemon can drop
     /// sessions whose provider has since changed.
     var issuer: String?
@@ -34,6 +37,7 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         session: String,
         grant: Grant,
         subject: String?,
+        displayName: String? = nil,
         issuer: String?,
         clientID: String?,
         tokens: TokenSet,
@@ -44,6 +48,7 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         self.session = session
         self.grant = grant
         self.subject = subject
+        self.displayName = displayName
         self.issuer = issuer
         self.clientID = clientID
         self.accessToken = tokens.accessToken.exposedValue
@@ -89,6 +94,7 @@ struct PersistedSession: Codable, Sendable, Equatable, CustomStringConvertible, 
         case session
         case grant
         case subject
+        case displayName = "display_name"
         case issuer
         case clientID = "client_id"
         case accessToken = "access_token"

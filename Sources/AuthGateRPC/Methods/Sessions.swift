@@ -24,7 +24,11 @@ public struct SessionStatus: Sendable, Codable {
     /// When the daemon will refresh it next, where it has planned to.
     public var nextRefreshAt: Date?
     public var lastError: String?
+    /// The provider's identifier of the user (`sub`), not a local uid.
     public var subject: String?
+    /// The name the user knows (preferred_username, email or name), as the provider said it at
+    /// sign-in; `login` said the same.
+    public var displayName: String?
     /// Whose session it is; only in an admin's `status` with `all`.
     public var uid: UInt32?
     /// How long its planned refresh has waited for a slot, when a second or more: its provider
@@ -42,6 +46,7 @@ public struct SessionStatus: Sendable, Codable {
         nextRefreshAt: Date?,
         lastError: String?,
         subject: String?,
+        displayName: String? = nil,
         uid: UInt32? = nil,
         refreshOverdueSeconds: Int? = nil,
         dpopJKT: String? = nil
@@ -56,10 +61,12 @@ public struct SessionStatus: Sendable, Codable {
         self.nextRefreshAt = nextRefreshAt
         self.lastError = lastError
         self.subject = subject
+        self.displayName = displayName
     }
 
     private enum CodingKeys: String, CodingKey {
         case provider, session, state, subject, uid
+        case displayName = "display_name"
         case expiresAt = "expires_at"
         case nextRefreshAt = "next_refresh_at"
         case lastError = "last_error"

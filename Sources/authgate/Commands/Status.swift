@@ -28,7 +28,9 @@ struct Status: ParsableCommand {
             let nextRefresh = session.refreshOverdueSeconds.map { "overdue by \($0) s (provider slow)" } ?? Terminal.describe(session.nextRefreshAt)
             return (all ? [session.uid.map(String.init) ?? "-"] : [])
                 + [
-                    session.provider, session.session, session.state.rawValue, session.subject ?? "-",
+                    // The name the user knows, as `login` said it; the subject (the provider's
+                    // identifier, which may look like a uid) only when the provider gave none.
+                    session.provider, session.session, session.state.rawValue, session.displayName ?? session.subject ?? "-",
                     Terminal.describe(session.expiresAt), nextRefresh, session.lastError ?? "",
                 ]
                 + (dpop ? [session.dpopJKT ?? "-"] : [])
