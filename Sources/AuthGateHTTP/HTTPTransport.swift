@@ -55,9 +55,13 @@ public struct HTTPResponse: Sendable {
         self.body = body
     }
 
-    /// `Retry-After` in seconds, when given as a number (RFC 9110 §10.2.3).
+    /// `Retry-After` in seconds, when given as a number (RFC 9110 §10.2.3); else, for a 429,
+    /// the seconds until `X-Rate-Limit-Reset`, the UTC epoch second at which Okta's rate-limit
+    /// window resets (https://developer.okta.com/docs/reference/rl-best-practices/), at least 1.
     public var retryAfterSeconds: Int? {
-        headers["retry-after"].flatMap { Int($0.trimming(while: \.isWhitespace)) }
+        if let seconds = headers["retry-after"].flatMap({ Int($0.trimming(while: \.isWhitespace)) }) { return seconds }
+        guard status == 429, let reset = headers["x-rate-limit-reset"].flatMap({ Int($0.trimming(while: \.isWhitespace)) }) else { return nil }
+        return max(1, min(3600, reset - Int(Date().timeIntervalSince1970)))
     }
 }
 
