@@ -10,6 +10,11 @@ package enum CredentialHosts {
     package struct Listing {
         package var provider: String
         package var helper: ProviderConfiguration.CredentialHelper
+
+        package init(provider: String, helper: ProviderConfiguration.CredentialHelper) {
+            self.provider = provider
+            self.helper = helper
+        }
     }
 
     /// The `credential_helper` of every provider the caller may use that has one.

@@ -63,12 +63,16 @@ package struct GitCredentialHelper {
                     signIn: signIn
                 )
             else {
-                if report != nil, path == nil, case (_, .pathNeeded)? = try? CredentialHosts.provider(for: host, path: nil, socket: socket, tool: "git") {
+                switch report == nil ? nil : try? CredentialHosts.provider(for: host, path: path, socket: socket, tool: "git") {
+                case (_, .pathNeeded)? where path == nil:
                     say(
                         "get: no token for \(host): only providers with credential_helper.paths list it, and git sent no path: set credential.useHttpPath (authgate git-credential configure \(host) --use-http-path)"
                     )
-                } else {
-                    say("get: no token for \(place): no provider you may use lists it for git, or its session needs a sign-in (see above)")
+                case (let listing?, _)?:
+                    // CredentialHosts.credential said on stderr why it could not sign in.
+                    say("get: no token for \(place): provider \(Terminal.safe(listing.provider)) lists it, but its session needs a sign-in (see above)")
+                default:
+                    say("get: no token for \(place): no provider you may use lists it for git (authgate providers --json shows their credential_helper hosts)")
                 }
                 return ""
             }

@@ -144,7 +144,23 @@ struct CredentialHelperTests {
             stdin: "protocol=https\nhost=elsewhere.example.com\n\n",
             environment: environment
         )
-        #expect(none.stdout.isEmpty && none.stderr.contains("no token for elsewhere.example.com"), "\(none)")
+        #expect(
+            none.stdout.isEmpty
+                && none.stderr.hasSuffix(
+                    "get: no token for elsewhere.example.com: no provider you may use lists it for git (authgate providers --json shows their credential_helper hosts)\n"
+                )
+                && !none.stderr.contains("see above"),
+            "nothing is above to see: \(none)"
+        )
+        // configure for that host writes the lines, but says no provider lists it, and which
+        // hosts they do list.
+        let unlisted = try run(BuiltProducts.cli, ["git-credential", "configure", "elsewhere.example.com"], environment: environment)
+        #expect(unlisted.status == 0 && unlisted.stdout.contains("credential.https://elsewhere.example.com.helper"), "\(unlisted)")
+        #expect(
+            unlisted.stderr
+                == "authgate: warning: no provider you may use lists elsewhere.example.com for git, so git will get no token from authgate for it until one does; their credential_helper hosts for git: \(host) (mock).\n",
+            "\(unlisted.stderr)"
+        )
 
         // A host no provider lists: nothing, exit 0, so git asks its other helpers.
         let other = try run(
@@ -204,12 +220,14 @@ struct CredentialHelperTests {
         environment["GIT_SSL_CAINFO"] = server.caFile
         let helper = URL(fileURLWithPath: bin + "/git-credential-authgate")
 
-        // configure writes the lines the docs show, once however often it runs.
-        for _ in 0..<2 {
-            let configure = try run(helper, ["configure", host, "--use-http-path"], environment: environment)
-            #expect(configure.status == 0, "\(configure.stderr)")
-            #expect(configure.stdout.contains("git config --global --add credential.https://\(host).helper ''\n"), "\(configure.stdout)")
-        }
+        // configure writes the lines the docs show, once however often it runs, and prints only
+        // what it wrote.
+        let configure = try run(helper, ["configure", host, "--use-http-path"], environment: environment)
+        #expect(configure.status == 0 && configure.stderr.isEmpty, "\(configure.stderr)")
+        #expect(configure.stdout.contains("git config --global --add credential.https://\(host).helper ''\n"), "\(configure.stdout)")
+        let again = try run(helper, ["configure", host, "--use-http-path"], environment: environment)
+        #expect(again.status == 0 && again.stdout.isEmpty, "\(again.stdout)")
+        #expect(again.stderr == "authgate: git's credential lines for https://\(host) are already there; nothing was written.\n", "\(again.stderr)")
         let helpers = try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home)
         #expect(helpers.stdout == "\nauthgate\n", "\(helpers.stdout.debugDescription)")
         #expect(try run(git, ["config", "--global", "credential.https://\(host).useHttpPath"], environment: home).stdout == "true\n")

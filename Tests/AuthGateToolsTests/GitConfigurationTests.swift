@@ -1,3 +1,4 @@
+import AuthGateCore
 import AuthGateTestSupport
 import AuthGateTools
 import Foundation
@@ -13,23 +14,24 @@ struct GitConfigurationTests {
     }
 
     @Test(
-        "configure writes the reset and the helper (with useHttpPath when asked), twice the same; unconfigure removes those and keeps another helper's line; a URL is not a host",
+        "configure writes the reset and the helper (with useHttpPath when asked), prints what it wrote, and a second time writes and prints nothing, saying so; unconfigure removes those and keeps another helper's line, and says when there was nothing; a URL is not a host",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/git"))
     )
     func configureAndUnconfigure() throws {
         let home = try ScratchDirectory()
         let environment = ["HOME": home.path, "PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"]
         let host = "git.example.com:8443"
-        for _ in 0..<2 {
-            let done = try GitConfiguration.apply(configure: true, host: host, useHttpPath: true, environment: environment)
-            #expect(done.output.hasPrefix("git config --global --add credential.https://\(host).helper ''\n"), "\(done.output)")
-            #expect(done.note == nil)
-        }
+        let done = try GitConfiguration.apply(configure: true, host: host, useHttpPath: true, environment: environment)
+        #expect(done.output.hasPrefix("git config --global --add credential.https://\(host).helper ''\n"), "\(done.output)")
+        #expect(done.output.hasSuffix("git config --global credential.https://\(host).useHttpPath true\n") && done.note == nil, "\(done.output)")
+        let again = try GitConfiguration.apply(configure: true, host: host, useHttpPath: true, environment: environment)
+        #expect(again.output.isEmpty && again.note == "git's credential lines for https://\(host) are already there; nothing was written.")
+        let before = try lines(home.path)
         // The reset (an empty helper), then this helper (by name, or this program's path).
         let helpers = try lines(home.path).filter { $0.hasPrefix("helper") }
         #expect(helpers.count == 2 && helpers.first == "helper =" && helpers.last?.contains("authgate") == true, "\(helpers)")
         let written = try lines(home.path)
-        #expect(written.contains("useHttpPath = true"), "\(written)")
+        #expect(written.contains("useHttpPath = true") && written == before, "\(written)")
 
         // Another helper for the host, added by hand, outlives unconfigure.
         let status = try run(["git", "config", "--global", "--add", "credential.https://\(host).helper", "cache"], environment)
@@ -39,11 +41,37 @@ struct GitConfigurationTests {
         let left = try lines(home.path)
         #expect(left.filter { $0.hasPrefix("helper") } == ["helper = cache"], "\(left)")
         #expect(!left.contains("useHttpPath = true"))
+        let nothing = try GitConfiguration.apply(configure: false, host: host, useHttpPath: false, environment: environment)
+        #expect(nothing.note == "there were no git credential lines of authgate's for https://\(host); nothing was removed.")
+        // Only the missing useHttpPath is written, and printed, when the helper lines are there.
+        _ = try GitConfiguration.apply(configure: true, host: host, useHttpPath: false, environment: environment)
+        let path = try GitConfiguration.apply(configure: true, host: host, useHttpPath: true, environment: environment)
+        #expect(path.output == "git config --global credential.https://\(host).useHttpPath true\n", "\(path.output)")
 
         let refused = #expect(throws: ToolFailure.self) {
             try GitConfiguration.apply(configure: true, host: "https://git.example.com/", useHttpPath: false, environment: environment)
         }
         #expect(refused?.status == ToolFailure.inputRefused && refused?.description.hasSuffix("[invalid_params]") == true)
+    }
+
+    @Test("configure warns of a host no provider lists for git, naming the hosts they list, or of one that needs useHttpPath")
+    func coverageWarning() {
+        func listing(_ provider: String, _ hosts: [String], tools: [String] = ["git", "docker"], paths: [String] = []) -> CredentialHosts.Listing {
+            CredentialHosts.Listing(
+                provider: provider,
+                helper: ProviderConfiguration.CredentialHelper(hosts: hosts, username: "oauth2", tools: tools, paths: paths, authType: .basic)
+            )
+        }
+        let listings = [listing("corp", ["git.example.com"]), listing("registry", ["registry.example.com"], tools: ["docker"])]
+        #expect(GitConfiguration.coverageWarning(host: "git.example.com:443", useHttpPath: false, listings: listings) == nil)
+        #expect(
+            GitConfiguration.coverageWarning(host: "registry.example.com", useHttpPath: false, listings: listings)
+                == "no provider you may use lists registry.example.com for git, so git will get no token from authgate for it until one does; their credential_helper hosts for git: git.example.com (corp)."
+        )
+        #expect(GitConfiguration.coverageWarning(host: "x.example.com", useHttpPath: false, listings: [])?.hasSuffix("; none lists any host for git.") == true)
+        let scoped = [listing("orga", ["forge.example.com"], paths: ["org-a/"])]
+        #expect(GitConfiguration.coverageWarning(host: "forge.example.com", useHttpPath: false, listings: scoped)?.hasSuffix("add --use-http-path.") == true)
+        #expect(GitConfiguration.coverageWarning(host: "forge.example.com", useHttpPath: true, listings: scoped) == nil)
     }
 
     private func run(_ arguments: [String], _ environment: [String: String]) throws -> Int32 {

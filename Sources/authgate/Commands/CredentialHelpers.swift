@@ -48,6 +48,17 @@ struct GitCredential: ParsableCommand {
         switch operation {
         case "configure", "unconfigure":
             guard let host else { throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST") }
+            if operation == "configure" {
+                // Written all the same (the provider file may come later), but not silently.
+                do {
+                    let listings = try CredentialHosts.all(socket: global.socket)
+                    if let warning = GitConfiguration.coverageWarning(host: host, useHttpPath: useHttpPath, listings: listings) {
+                        Terminal.writeError("authgate: warning: \(warning)\n")
+                    }
+                } catch {
+                    Terminal.writeError("authgate: warning: cannot check that a provider lists \(Terminal.safe(host)) for git: \(Terminal.safe("\(error)"))\n")
+                }
+            }
             let done = try GitConfiguration.apply(configure: operation == "configure", host: host, useHttpPath: useHttpPath)
             print(done.output, terminator: "")
             if let note = done.note { Terminal.writeError("authgate: \(note)\n") }
