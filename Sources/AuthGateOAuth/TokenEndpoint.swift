@@ -157,6 +157,11 @@ struct TokenEndpoint: Sendable {
     /// - Parameter what: The request, as a person would name it.
     /// - Parameter scopes: The scopes the request asked for, named when the provider refuses them.
     func refusal(_ response: HTTPResponse, purpose: TokenPurpose, what: String = "token request", scopes: [String] = []) -> AuthGateError {
+        // Throttling (429, or 503 with Retry-After) is a wait, whatever error body comes with it
+        // (Entra ID sends its JSON error with the 429): never a refusal of the request itself.
+        if response.status == 429 || (response.status == 503 && response.retryAfterSeconds != nil) {
+            return ProviderFailure.unexpected(response, provider: provider, what: what)
+        }
         if let oauth = oauthError(response) {
             switch (oauth.error, purpose) {
             case ("invalid_grant", .passwordSignIn):

@@ -24,4 +24,36 @@ struct ThrottlingAnswerTests {
         let error = ProviderFailure.unexpected(HTTPResponse(status: 429, headers: ["retry-after": "60"]), provider: "corp", what: "token request")
         #expect(error.reason == .serviceUnavailable && error.retryAfterSeconds == 60)
     }
+
+    @Test("a 429 with an OAuth error body (as Entra ID sends) is throttling with its wait, not a refusal of the request; a 503 with Retry-After too")
+    func throttlingWithAnErrorBody() async throws {
+        let json = ["content-type": "application/json"]
+        let transport = ScriptedTransport([
+            HTTPResponse(status: 429, headers: json.merging(["retry-after": "60"]) { $1 }, body: Array(#"{"error":"too_many_requests"}"#.utf8)),
+            HTTPResponse(status: 503, headers: json.merging(["retry-after": "7"]) { $1 }, body: Array(#"{"error":"temporarily_unavailable"}"#.utf8)),
+            HTTPResponse(status: 400, headers: json, body: Array(#"{"error":"too_many_requests"}"#.utf8)),
+        ])
+        let endpoint = TokenEndpoint(
+            provider: "corp",
+            client: ClientAuthenticator(clientID: "c", method: .none, secret: nil, signingKey: nil),
+            transport: transport,
+            policy: HTTPRequestPolicy()
+        )
+        var answers: [AuthGateError] = []
+        for _ in 0..<3 {
+            do {
+                _ = try await endpoint.requestTokens(
+                    at: URL(string: "https://idp.example.test/token")!,
+                    [("grant_type", "client_credentials")],
+                    purpose: .clientSignIn,
+                    requestedScopes: [],
+                    now: Date()
+                )
+            } catch {
+                answers.append(error)
+            }
+        }
+        #expect(answers.map(\.reason) == [.serviceUnavailable, .serviceUnavailable, .serverError], "\(answers)")
+        #expect(answers.map(\.retryAfterSeconds) == [60, 7, nil])
+    }
 }
