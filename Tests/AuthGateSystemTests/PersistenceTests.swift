@@ -112,6 +112,52 @@ struct PersistenceTests {
         #expect(try row() == ["lab", "default", "authenticated", "alice"], "the name is saved with the session")
     }
 
+    @Test(
+        "a persistent sign-in on a full disk keeps the session in memory and the old file intact, and says so: at sign-in and in status until a save succeeds",
+        .enabled(if: getuid() == 0, "mounts a tiny tmpfs as the state directory")
+    )
+    func fullDiskIsSaid() throws {
+        let scratch = try ScratchDirectory()
+        let state = scratch.path + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let sh = URL(fileURLWithPath: "/bin/sh")
+        #expect(try run(sh, ["-c", "mount -t tmpfs -o size=64k,mode=0700 tmpfs \"$1\"", "sh", state]).status == 0)
+        defer { _ = try? run(sh, ["-c", "umount -l \"$1\"", "sh", state]) }
+        let persistent = #"{"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}]}"#
+        let daemon = try DaemonProcess(providers: ["mock.json": persistent], scratch: scratch)
+        defer {
+            daemon.send(SIGTERM)
+            _ = try? daemon.waitForExit()
+        }
+        func login() throws -> ProcessOutput { try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin"], stdin: "demo-password-1\n") }
+        let saved = try login()
+        #expect(saved.status == 0 && saved.stderr.isEmpty, "\(saved.stderr)")
+        let file = state + "/sessions/\(uid).sessions"
+        let before = try Data(contentsOf: URL(fileURLWithPath: file))
+
+        // Fill the file system: the next save cannot write its temporary file.
+        #expect(try run(sh, ["-c", "cat /dev/zero > \"$1\"", "sh", state + "/filler"]).status != 0)
+        let full = try login()
+        #expect(full.status == 0 && full.stdout.hasPrefix("Signed in to mock as mock:demo."), "\(full)")
+        #expect(full.stderr.hasPrefix("authgate: warning: The session could not be saved to disk ("), "\(full.stderr)")
+        #expect(full.stderr.contains("it lasts until the daemon stops, and `authgate status` says so until a save succeeds."))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before, "the old file is intact")
+        let json = try daemon.cli(["login", "mock", "--username", "demo", "--password-stdin", "--json"], stdin: "demo-password-1\n").stdout
+        #expect(json.contains(#""notice":"The session could not be saved"#), "\(json)")
+        let status = try daemon.cli(["status"]).stdout
+        #expect(status.contains("authenticated (not saved)") && status.contains("\n(not saved): the session could not be saved to disk ("), "\(status)")
+        #expect(try daemon.cli(["status", "--json"]).stdout.contains(#""not_saved":"#))
+        #expect(try daemon.cli(["token", "mock"]).status == 0, "the session works from memory")
+
+        // Room again: the next save succeeds, and status no longer says it.
+        try FileManager.default.removeItem(atPath: state + "/filler")
+        let again = try login()
+        #expect(again.status == 0 && again.stderr.isEmpty, "\(again.stderr)")
+        let after = try daemon.cli(["status"]).stdout
+        #expect(!after.contains("not saved"), "\(after)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: file)) != before, "saved now")
+    }
+
     @Test("only memory providers: the state directory is never touched")
     func memoryOnly() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])

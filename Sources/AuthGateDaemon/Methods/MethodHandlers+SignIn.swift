@@ -213,7 +213,10 @@ extension LoginResult {
             state: signedIn.state,
             expiresAt: signedIn.expiresAt,
             subject: signedIn.subject,
-            displayName: signedIn.displayName
+            displayName: signedIn.displayName,
+            notice: signedIn.notSaved.map {
+                "The session could not be saved to disk (\($0)): it lasts until the daemon stops, and `authgate status` says so until a save succeeds."
+            }
         )
     }
 }
@@ -232,7 +235,8 @@ extension SessionStatus {
             displayName: summary.displayName,
             uid: showingUID ? summary.key.uid : nil,
             refreshOverdueSeconds: summary.refreshOverdueSeconds,
-            dpopJKT: summary.dpopThumbprint
+            dpopJKT: summary.dpopThumbprint,
+            notSaved: summary.notSaved
         )
     }
 }

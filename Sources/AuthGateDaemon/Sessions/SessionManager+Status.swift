@@ -24,7 +24,8 @@ extension SessionManager {
                     subject: record.subject,
                     displayName: record.displayName,
                     refreshOverdueSeconds: overdue,
-                    dpopThumbprint: record.tokens?.proofKey?.thumbprint
+                    dpopThumbprint: record.tokens?.proofKey?.thumbprint,
+                    notSaved: record.binding.storage == .persistent && record.tokens != nil ? unsaved[key.uid] : nil
                 )
             }
     }
@@ -125,7 +126,12 @@ extension SessionManager {
         guard let persistence else { return }
         let kept = sessions.all.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent }
             .compactMap { key, record in record.tokens.map { (key, record, $0) } }
-        guard !kept.isEmpty || persistedUIDs.contains(uid), let store = persistence.store() else { return }
+        guard !kept.isEmpty || persistedUIDs.contains(uid) else { return }
+        guard let store = persistence.store() else {
+            // SessionPersistence logged why.
+            unsaved[uid] = "the session store cannot be opened (the daemon's log says why)"
+            return
+        }
         let list = kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in
             // `savedAt` carries when the tokens arrived, which the next refresh is planned from.
             PersistedSession(
@@ -145,9 +151,11 @@ extension SessionManager {
         do {
             try store.save(list, uid: uid)
             metrics?.storeWrite(succeeded: true, duration: .now - start)
+            unsaved[uid] = nil
             if list.isEmpty { persistedUIDs.remove(uid) } else { persistedUIDs.insert(uid) }
         } catch {
             metrics?.storeWrite(succeeded: false, duration: .now - start)
+            unsaved[uid] = "\(error)"
             logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
         }
     }

@@ -70,6 +70,10 @@ actor SessionManager {
     /// The uids that have a sessions file, so that the last persistent session's removal
     /// deletes it, and memory-only uids never cause a disk access.
     var persistedUIDs: Set<UInt32> = []
+    /// The uids whose last save failed, with why (the disk is full, the directory is not
+    /// writable, the store cannot be opened): their persistent sessions live in memory only,
+    /// the old file intact, until a save succeeds. Said at sign-in and in `status`.
+    var unsaved: [UInt32: String] = [:]
     /// How long a provider's backlog is warned about once.
     static let backlogWarningInterval: TimeInterval = 60
     /// Narrower tokens cached per session; a new one beyond it replaces the one expiring first.
@@ -171,7 +175,8 @@ actor SessionManager {
             state: .authenticated,
             expiresAt: signIn.tokens.expiresAt,
             subject: signIn.subject,
-            displayName: signIn.displayName
+            displayName: signIn.displayName,
+            notSaved: binding.storage == .persistent ? unsaved[key.uid] : nil
         )
         return (result, replaced)
     }

@@ -16,6 +16,8 @@ struct SessionSummary: Sendable, Equatable {
     var refreshOverdueSeconds: Int?
     /// The JWK thumbprint of the key the tokens are bound to (DPoP), never the key.
     var dpopThumbprint: String? = nil
+    /// A persistent session whose uid's last save failed: why; it lives in memory only.
+    var notSaved: String? = nil
 
     var provider: String { key.provider.rawValue }
     var session: String { key.name.rawValue }
@@ -29,6 +31,8 @@ struct SignedInSession: Sendable, Equatable {
     var subject: String?
     /// The name the user knows, when the provider said it.
     var displayName: String?
+    /// A persistent session that could not be saved: why; it lives in memory only.
+    var notSaved: String? = nil
 }
 
 /// An interactive sign-in that has started: what the user must do, and until when.

@@ -72,18 +72,30 @@ public struct LoginResult: Sendable, Codable {
     /// The name the user knows (`preferred_username`, else `email`, else `name`), where the
     /// provider says one; the CLI shows it instead of an opaque subject.
     public var displayName: String?
+    /// What the person should know about the sign-in, one sentence: a persistent session that
+    /// could not be saved to disk lives in memory only. Absent when there is nothing to say.
+    public var notice: String?
 
-    public init(provider: String, session: String, state: SessionState, expiresAt: Date, subject: String?, displayName: String? = nil) {
+    public init(
+        provider: String,
+        session: String,
+        state: SessionState,
+        expiresAt: Date,
+        subject: String?,
+        displayName: String? = nil,
+        notice: String? = nil
+    ) {
         self.provider = provider
         self.session = session
         self.state = state
         self.expiresAt = expiresAt
         self.subject = subject
         self.displayName = displayName
+        self.notice = notice
     }
 
     private enum CodingKeys: String, CodingKey {
-        case provider, session, state, subject
+        case provider, session, state, subject, notice
         case expiresAt = "expires_at"
         case displayName = "display_name"
     }

@@ -37,6 +37,9 @@ public struct SessionStatus: Sendable, Codable {
     /// The JWK SHA-256 thumbprint (RFC 7638) of the key its tokens are bound to (DPoP): the
     /// `cnf.jkt` of its access tokens. The key itself never leaves the daemon.
     public var dpopJKT: String?
+    /// A persistent session that could not be saved to disk (its uid's last save failed): why.
+    /// It lives in memory only until a save succeeds; absent when saved (or not persistent).
+    public var notSaved: String?
 
     public init(
         provider: String,
@@ -49,8 +52,10 @@ public struct SessionStatus: Sendable, Codable {
         displayName: String? = nil,
         uid: UInt32? = nil,
         refreshOverdueSeconds: Int? = nil,
-        dpopJKT: String? = nil
+        dpopJKT: String? = nil,
+        notSaved: String? = nil
     ) {
+        self.notSaved = notSaved
         self.uid = uid
         self.dpopJKT = dpopJKT
         self.refreshOverdueSeconds = refreshOverdueSeconds
@@ -72,6 +77,7 @@ public struct SessionStatus: Sendable, Codable {
         case lastError = "last_error"
         case refreshOverdueSeconds = "refresh_overdue_seconds"
         case dpopJKT = "dpop_jkt"
+        case notSaved = "not_saved"
     }
 }
 

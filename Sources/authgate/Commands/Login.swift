@@ -174,4 +174,5 @@ func report(_ result: LoginResult, daemon: DaemonClient, verb: String) throws {
     let who = (result.displayName ?? result.subject).map { " as \(Terminal.safe($0))" } ?? ""
     let session = result.session == "default" ? "" : " (session \(result.session))"
     print("\(verb) \(result.provider)\(who)\(session). The access token is \(Terminal.validity(result.expiresAt)).")
+    if let notice = result.notice { Terminal.writeError("authgate: warning: \(Terminal.safe(notice))\n") }
 }

@@ -30,12 +30,18 @@ struct Status: ParsableCommand {
                 + [
                     // The name the user knows, as `login` said it; the subject (the provider's
                     // identifier, which may look like a uid) only when the provider gave none.
-                    session.provider, session.session, session.state.rawValue, session.displayName ?? session.subject ?? "-",
+                    session.provider, session.session, session.state.rawValue + (session.notSaved == nil ? "" : " (not saved)"),
+                    session.displayName ?? session.subject ?? "-",
                     Terminal.describe(session.expiresAt), nextRefresh, session.lastError ?? "",
                 ]
                 + (dpop ? [session.dpopJKT ?? "-"] : [])
         }
         let header = ["PROVIDER", "SESSION", "STATE", "USER", "EXPIRES", "NEXT REFRESH", "LAST ERROR"] + (dpop ? ["DPOP KEY (JKT)"] : [])
         print(Terminal.table((all ? ["UID"] : []) + header, rows))
+        // Why, once per reason: a full disk or an unwritable directory holds for every session of a uid.
+        var said: Set<String> = []
+        for reason in sessions.compactMap(\.notSaved) where said.insert(reason).inserted {
+            print("\n(not saved): the session could not be saved to disk (\(Terminal.safe(reason))); it lasts until the daemon stops.")
+        }
     }
 }
