@@ -43,15 +43,21 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
-    @Option(help: "Only these parts: hot, metrics, cli, memory, burst, startup, refresh, sink.")
+    @Option(help: "Only these parts: hot, metrics, cli, memory, burst, startup, refresh, sink, fleet.")
     var only: [String] = []
+
+    @Option(help: "The fleet's daemons, started within a second (fleet).")
+    var fleetDaemons = 200
+
+    @Option(help: "The token requests a second the fleet's provider answers before it throttles (fleet).")
+    var fleetRate = 50
 
     @Option(help: "Scales the refresh loads' durations (1: 2, 5 and 1 minutes).")
     var refreshScale = 1.0
 
     func run() throws {
         let work = try WorkDirectory()
-        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "burst", "startup", "refresh", "sink"] : only)
+        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "burst", "startup", "refresh", "sink", "fleet"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
         if parts.contains("metrics") { print(try metricsCost(work)) }
         if parts.contains("cli") { print(try cliProcess(work)) }
@@ -62,6 +68,7 @@ struct AuthGateBench: ParsableCommand {
         }
         if parts.contains("refresh") { print(try refreshAtScale(work)) }
         if parts.contains("sink") { print(try sinkLatency(work)) }
+        if parts.contains("fleet"), let python { print(try fleet(work, python: python)) }
     }
 
     // MARK: 1. The token RPC on a cached token

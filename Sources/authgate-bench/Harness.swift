@@ -142,17 +142,27 @@ func timeProcesses(_ arguments: [String], environment: [String: String], runs: I
     return times.sorted()
 }
 
-/// The fault-injecting provider (Tests/idp/faulty.py), for the start-up measurement.
+/// A test provider of Tests/idp on loopback: the fault-injecting one (faulty.py), for the
+/// start-up measurement, or the throttling one (throttled.py), for the fleet.
 final class FaultyProvider {
     let issuer: String
     let caFile: String
     private let process = Process()
 
-    init(python: String, repository: String, work: WorkDirectory, name: String, mode: String, delay: Double? = nil) throws {
+    convenience init(python: String, repository: String, work: WorkDirectory, name: String, mode: String, delay: Double? = nil) throws {
+        try self.init(
+            python: python,
+            repository: repository,
+            work: work,
+            name: name,
+            script: "faulty.py",
+            arguments: ["--mode", mode] + (delay.map { ["--delay", "\($0)"] } ?? [])
+        )
+    }
+
+    init(python: String, repository: String, work: WorkDirectory, name: String, script: String, arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments =
-            [repository + "/Tests/idp/faulty.py", "--workdir", work.path + "/" + name, "--mode", mode]
-            + (delay.map { ["--delay", "\($0)"] } ?? [])
+        process.arguments = [repository + "/Tests/idp/" + script, "--workdir", work.path + "/" + name] + arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -166,7 +176,7 @@ final class FaultyProvider {
         guard let info = try? JSONSerialization.jsonObject(with: line) as? [String: Any],
             let issuer = info["issuer"] as? String, let caFile = info["ca_file"] as? String
         else {
-            throw BenchError("faulty.py did not start (is the venv there? scripts/bench creates it)")
+            throw BenchError("\(script) did not start (is the venv there? scripts/bench creates it)")
         }
         self.issuer = issuer
         self.caFile = caFile

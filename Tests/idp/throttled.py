@@ -12,10 +12,11 @@ Prints one line of JSON when it listens, {"port": N, "issuer": ..., "ca_file": .
 every server in Tests/idp: loopback.py), then serves until SIGTERM or its parent dies.
 
   POST /token    client credentials: 200 {"access_token": "throttled-at-<n>", "token_type":
-                 "Bearer", "expires_in": --expires-in}, or 429 {"error": "too_many_requests"}
-                 with Retry-After: --retry-after
-  GET  /_stats   {"started": UNIX seconds, "seconds": {"S": [asked, throttled], ...}} per whole
-                 second S since the start
+                 "Bearer", "expires_in": --expires-in}; another grant type (authgated's probe
+                 at start-up) 400 {"error": "unsupported_grant_type"}; either 429
+                 {"error": "too_many_requests"} with Retry-After: --retry-after when throttled
+  GET  /_stats   {"started": UNIX seconds, "seconds": {"S": [asked, throttled, other grants], ...}}
+                 per whole second S since the start
 """
 
 import argparse
@@ -24,6 +25,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import loopback
 
@@ -46,7 +48,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
+        form = parse_qs(self.rfile.read(length).decode())
+        probe = form.get("grant_type", [""])[0] != "client_credentials"
         if self.path != "/token":
             self.send(404, {"error": "not_found"})
             return
@@ -54,12 +57,14 @@ class Handler(BaseHTTPRequestHandler):
         with server.lock:
             now = time.time()
             second = int(now - server.started)
-            asked, throttled = server.seconds.get(second, (0, 0))
+            asked, throttled, probes = server.seconds.get(second, (0, 0, 0))
             allowed = asked < server.rate
-            server.seconds[second] = (asked + 1, throttled + (0 if allowed else 1))
+            server.seconds[second] = (asked + 1, throttled + (0 if allowed else 1), probes + (1 if probe else 0))
             server.issued += 1
             serial = server.issued
-        if allowed:
+        if allowed and probe:
+            self.send(400, {"error": "unsupported_grant_type"})
+        elif allowed:
             self.send(200, {"access_token": f"throttled-at-{serial}", "token_type": "Bearer", "expires_in": server.expires_in})
         else:
             self.send(429, {"error": "too_many_requests"}, {"Retry-After": str(server.retry_after)})
