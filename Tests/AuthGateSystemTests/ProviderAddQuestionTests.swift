@@ -37,19 +37,22 @@ struct ProviderAddQuestionTests {
             daemon,
             flags,
             answers: [
-                ("Issuer URL, or a preset", server.issuer), ("Client id", "authgate"), ("Grants", "password device_code"), ("Scopes", "openid email"),
+                ("Issuer URL, or a preset", server.issuer), ("Client id", "authgate"), ("Sessions in memory (kept across a restart", "persistent"),
+                ("Grants", "password device_code"), ("Scopes", "openid email"),
             ]
         )
         #expect(asked.status == 0, "\(asked.output)")
         let written = try Self.file(in: asked.output)
         #expect(written["issuer"] as? String == server.issuer && written["client_id"] as? String == "authgate", "\(written)")
         #expect(written["grants"] as? [String] == ["password", "device_code"] && written["scopes"] as? [String] == ["openid", "email"])
+        #expect(written["storage"] as? String == "persistent", "\(written)")
         #expect(asked.output.contains(server.issuer + " offers:"), "discovery ran on the answered issuer")
 
-        let preset = try onTerminal(daemon, flags, answers: [("Issuer URL, or a preset", "github"), ("Client id", "Iv1.abc")])
+        let preset = try onTerminal(daemon, flags, answers: [("Issuer URL, or a preset", "github"), ("Client id", "Iv1.abc"), ("Sessions in memory", "")])
         #expect(preset.status == 0, "\(preset.output)")
         let presetFile = try Self.file(in: preset.output)
         #expect(presetFile["preset"] as? String == "github" && presetFile["client_id"] as? String == "Iv1.abc", "\(presetFile)")
+        #expect(presetFile["storage"] == nil, "an empty answer keeps the default, memory")
         #expect(!preset.output.contains("Grants, separated"), "a preset fills the grants")
 
         // Without a terminal (the test's stdin is not one), as before: the flags alone, and a

@@ -34,6 +34,18 @@ struct ProviderFileCommandTests {
         let added = try daemon.cli(add)
         #expect(added.status == 0, "\(added.stdout) \(added.stderr)")
         #expect(added.stdout.contains("corp is ready"), "\(added.stdout)")
+        #expect(!added.stdout.contains("Sessions stay in memory"), "a persistent provider's sessions are on disk")
+        // Without --storage: what memory means is said, and persistent offered.
+        let inMemory = try daemon.cli(
+            ["provider", "add", "corpmem", "--providers-dir", directory, "--issuer", server.issuer, "--client-id", "authgate-password"]
+                + ["--grant", "password", "--scope", "openid", "--ca-file", server.caFile]
+        )
+        #expect(
+            inMemory.status == 0 && inMemory.stdout.contains("Sessions stay in memory: kept across a restart or an upgrade of the daemon")
+                && inMemory.stdout.contains("--storage persistent"),
+            "\(inMemory.stdout) \(inMemory.stderr)"
+        )
+        #expect(try daemon.cli(["provider", "remove", "corpmem", "--providers-dir", directory, "--yes"]).status == 0)
         #expect(added.stdout.contains(server.issuer + " offers:") && added.stdout.contains("registration endpoint:   none"), "\(added.stdout)")
         // The daemon's warning about the password grant, said where the admin chose it.
         let passwordWarning = "warning: \(file): $.grants: the password grant is deprecated by the OAuth 2.0 Security Best Current Practice (RFC 9700 §2.4)"

@@ -14,6 +14,9 @@ extension ProviderFiles.Add {
             if ProviderPreset(rawValue: answer) != nil { preset = answer } else { issuer = answer }
         }
         if clientID == nil { clientID = Self.answer("Client id registered at the provider: ") }
+        if storage == nil, let answer = Self.answer("Sessions in \(Self.storageChoices) [memory]: ") {
+            storage = answer.lowercased().hasPrefix("p") ? "persistent" : answer.lowercased().hasPrefix("m") ? "memory" : answer
+        }
         guard preset == nil else { return }
         if grants.isEmpty, let answer = Self.answer("Grants, separated by spaces (password, device_code, authorization_code, client_credentials): ") {
             grants = answer.split(separator: " ").map(String.init)
@@ -22,6 +25,10 @@ extension ProviderFiles.Add {
             scopes = answer.split(separator: " ").map(String.init)
         }
     }
+
+    /// What each storage means, as the question and the note after writing say it.
+    static let storageChoices =
+        "memory (kept across a restart or an upgrade of the daemon, signed out at a stop or a reboot) or persistent (sealed on disk, kept across reboots)"
 
     /// The line typed, trimmed; `nil` when empty or at the end of input.
     private static func answer(_ prompt: String) -> String? {

@@ -278,7 +278,14 @@ struct ProviderFiles: ParsableCommand {
                     exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError
                 )
             }
-            if !global.json { print("Wrote \(ProviderFileStore.path(id: id.rawValue, directory: directory)).") }
+            if !global.json {
+                print("Wrote \(ProviderFileStore.path(id: id.rawValue, directory: directory)).")
+                if draft.storage != .persistent {
+                    print(
+                        "Sessions stay in memory: kept across a restart or an upgrade of the daemon, signed out at a stop or a reboot; --storage persistent keeps them sealed on disk."
+                    )
+                }
+            }
             try ProviderFiles.reload(global, id: id, directory: directory, added: true)
         }
     }
