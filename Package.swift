@@ -266,13 +266,6 @@ if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
         package.targets[index].linkerSettings =
             (package.targets[index].linkerSettings ?? []) + [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
     }
-    // The CLI, which every `token` call starts, as a fully static executable: no dynamic
-    // loader and no relocations at start-up (3.1 ms against 5.4 ms, docs/BENCHMARKS.md). It
-    // links no library the root lacks (the daemon keeps libcurl's dynamic linking). The same
-    // binary the tests run is the one the package ships (scripts/package).
-    for index in package.targets.indices where package.targets[index].name == "authgate" {
-        package.targets[index].linkerSettings = (package.targets[index].linkerSettings ?? []) + [.unsafeFlags(["-static-executable"])]
-    }
 }
 
 // Coverage-guided fuzzing (libFuzzer), declared only for `scripts/fuzz`, which sets

@@ -106,9 +106,11 @@ ensure_system_packages() {
 # other's modules.
 # The one release build (Package.swift, AUTHGATE_TESTABLE_RELEASE): what the full test run
 # tests, what scripts/package ships and scripts/install installs, and what scripts/bench
-# measures — the daemon with the Swift runtime linked statically, the CLI a fully static
-# executable — so the package a user builds is the package the tests check. Without debug
-# information (the package strips it anyway; ~10 % of a cold build).
+# measures — both with the Swift runtime linked statically and glibc dynamically — so the
+# package a user builds is the package the tests check. Not a fully static CLI: glibc's name
+# service (getpwnam for `sink --owner`, a user name git or docker passes) loads its modules
+# (libnss_systemd) into a static binary, which crashed on a name /etc/passwd lacks. Without
+# debug information (the package strips it anyway; ~10 % of a cold build).
 release_flags=(-c release -debug-info-format none)
 build_release() {
     AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgated >&2
