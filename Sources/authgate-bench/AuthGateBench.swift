@@ -34,6 +34,14 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: ArgumentHelp("The compiled bench/floor.c (the trivial server measured beside the daemon).", valueName: "path"))
     var floor: String
 
+    @Option(
+        help: ArgumentHelp(
+            "The compiled bench/client.c (a static C client making authgate token's call), timed beside the CLI (cli).",
+            valueName: "path"
+        )
+    )
+    var client: String?
+
     @Option(help: "Seconds each load run lasts.")
     var seconds = 3.0
 
@@ -195,13 +203,15 @@ struct AuthGateBench: ParsableCommand {
         try FileManager.default.createSymbolicLink(atPath: dockerHelper, withDestinationPath: URL(fileURLWithPath: authgate).path)
         let dockerRequest = work.path + "/docker-request"
         try work.write("docker-request", "git.example.com\n")
-        let commands: [(name: String, arguments: [String], stdin: String?)] = [
+        var commands: [(name: String, arguments: [String], stdin: String?)] = [
             ("`/bin/true` (the cost of a process)", ["/bin/true"], nil),
             ("`authgate token mock`", [authgate, "token", "mock"], nil),
             ("`authgate kubectl mock` (an ExecCredential)", [authgate, "kubectl", "mock"], nil),
             ("`git-credential-authgate get` (one credential.get)", [gitHelper, "get"], gitRequest),
             ("`docker-credential-authgate get` (one credential.get)", [dockerHelper, "get"], dockerRequest),
         ]
+        // The floor of the CLI's own call: a static C client doing the same (bench/client.c).
+        if let client { commands.append(("`client mock` (bench/client.c: connect, one line, read, print; static C)", [client, "mock"], nil)) }
         for command in commands {
             _ = try timeProcesses(command.arguments, environment: environment, runs: 20, stdin: command.stdin)  // warm the page cache
         }
@@ -214,7 +224,8 @@ struct AuthGateBench: ParsableCommand {
             }
         }
         let token = quantile(times[1].sorted(), 0.5)
-        let rows = zip(commands, times).map { command, times -> [String] in
+        let floor = client == nil ? nil : quantile(times[commands.count - 1].sorted(), 0.5)
+        var rows = zip(commands, times).map { command, times -> [String] in
             let sorted = times.sorted()
             return [
                 command.name, "\(sorted.count)", String(format: "%.2f", quantile(sorted, 0.5) / 1000), String(format: "%.2f", quantile(sorted, 0.99) / 1000),
@@ -222,8 +233,18 @@ struct AuthGateBench: ParsableCommand {
             ]
         }
         daemon.stop()
-        return "### A whole process, run \(runs) times, the commands taking turns\n\n"
-            + table(["command", "runs", "p50 ms", "p99 ms", "p50 ÷ `authgate token`'s"], rows)
+        var header = ["command", "runs", "p50 ms", "p99 ms", "p50 ÷ `authgate token`'s"]
+        if let floor {
+            header.append("p50 ÷ the C client's (`authgate token`: goal ≤ 1.3)")
+            for index in rows.indices {
+                let p50 = quantile(times[index].sorted(), 0.5)
+                let ratio = String(format: "%.2f", p50 / floor)
+                rows[index].append(
+                    index == 1 ? ratio + (p50 / floor <= 1.3 ? " **met**" : " not met") : commands[index].arguments[0] == "/bin/true" ? "–" : ratio
+                )
+            }
+        }
+        return "### A whole process, run \(runs) times, the commands taking turns\n\n" + table(header, rows)
     }
 
     private func quantile(_ sorted: [Double], _ fraction: Double) -> Double {
