@@ -16,9 +16,10 @@ struct ConsentUnderAttackTests {
     private static let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     private static let persistentMock = #"{"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}]}"#
 
-    /// An askpass program that logs each question (pid and program of the question, its own
-    /// pid), then answers with the first word of the file `answer` (`deny` when there is none),
-    /// or, for `wait`, never.
+    /// An askpass program that reads its answer from the first word of the file `answer` (`deny`
+    /// when there is none), then logs the question (its own pid, the question's uid, program and
+    /// `through`) and answers — or, for `wait`, never. Read before the log line: a test that sees
+    /// a question logged may change the answer for the next one.
     private struct Askpass {
         let scratch: ScratchDirectory
         var program: String { scratch.path + "/askpass" }
@@ -32,8 +33,8 @@ struct ConsentUnderAttackTests {
                 "askpass",
                 """
                 #!/bin/sh
-                printf '%s|%s|%s|%s\\n' "$$" "$AUTHGATE_CONSENT_UID" "$AUTHGATE_CONSENT_EXECUTABLE" "$AUTHGATE_CONSENT_THROUGH" >> \(log)
                 answer=$(head -n 1 \(scratch.path)/answer)
+                printf '%s|%s|%s|%s\\n' "$$" "$AUTHGATE_CONSENT_UID" "$AUTHGATE_CONSENT_EXECUTABLE" "$AUTHGATE_CONSENT_THROUGH" >> \(log)
                 [ "$answer" = wait ] && exec sleep 600
                 echo "${answer:-deny}"
 
@@ -42,7 +43,10 @@ struct ConsentUnderAttackTests {
             chmod(program, 0o755)
         }
 
-        func answer(_ word: String) throws { try scratch.write("answer", word + "\n") }
+        /// The next questions' answer, replaced at once (a question never reads half a file).
+        func answer(_ word: String) throws {
+            try Data((word + "\n").utf8).write(to: URL(fileURLWithPath: scratch.path + "/answer"), options: .atomic)
+        }
 
         /// The questions so far: (askpass pid, uid, program, through).
         var questions: [[String]] {
