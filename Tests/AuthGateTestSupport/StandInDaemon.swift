@@ -17,9 +17,10 @@ package final class StandInDaemon: Sendable {
         let lines = Mutex<[String]>([])
     }
 
-    /// - Parameter reply: The answer line (without its newline) to a request of `method`,
-    ///   whose id is `id` (as it appeared on the wire).
-    package init(in directory: String, reply: @escaping @Sendable (_ method: String, _ id: String) -> String) throws {
+    /// - Parameter reply: The answer line (without its newline; lines joined by newlines for
+    ///   an answer and the notifications after it) to a request of `method`, whose id is `id`
+    ///   (as it appeared on the wire); `nil` closes the connection without an answer.
+    package init(in directory: String, reply: @escaping @Sendable (_ method: String, _ id: String) -> String?) throws {
         path = directory + "/s.sock"
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
@@ -49,8 +50,15 @@ package final class StandInDaemon: Sendable {
                     received.lines.withLock { $0.append(request) }
                     let id = request.firstMatch(of: /"id":([0-9]+)/).map { String($0.1) } ?? "null"
                     let method = request.firstMatch(of: /"method":"([^"]+)"/).map { String($0.1) } ?? ""
-                    let answer = Array((reply(method, id) + "\n").utf8)
-                    _ = answer.withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                    guard let reply = reply(method, id) else { break }
+                    // All of it, and no SIGPIPE when the client has gone (a test of a refused answer).
+                    let answer = Array((reply + "\n").utf8)
+                    var offset = 0
+                    while offset < answer.count {
+                        let sent = answer[offset...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                        guard sent > 0 else { break }
+                        offset += sent
+                    }
                 }
             }
         }.start()
