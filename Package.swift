@@ -210,6 +210,41 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // AuthGateRPC in process: the wire codec both ways, what it refuses, the reason table,
+        // where a client finds the socket.
+        .testTarget(
+            name: "AuthGateRPCTests",
+            dependencies: ["AuthGateCore", "AuthGateRPC", "AuthGateTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        // AuthGateHTTP in process: the request policy, Retry-After, and CurlTransport against a
+        // plain HTTP stand-in on loopback (limits, timeouts, what reaches the server).
+        .testTarget(
+            name: "AuthGateHTTPTests",
+            dependencies: ["AuthGateCore", "AuthGateHTTP", "AuthGateTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        // AuthGateOAuth in process: every grant and the token endpoint's reading of answers
+        // against a scripted transport, ID tokens signed with keys made by the test, proofs,
+        // client registration, metadata.
+        .testTarget(
+            name: "AuthGateOAuthTests",
+            dependencies: [
+                "AuthGateCore", "AuthGateHTTP", "AuthGateOAuth", "AuthGateTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                // RSA keys for the ID tokens the tests sign (RS256).
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // AuthGateClient in process, against a stand-in daemon on a Unix socket: calls, error
+        // answers, a closed connection, watches and the follower; the HTTP retry rule.
+        .testTarget(
+            name: "AuthGateClientTests",
+            dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "AuthGateTestSupport"],
+            swiftSettings: strictSettings
+        ),
         // The daemon's logic in process: no daemon, no test server, seconds.
         .testTarget(
             name: "AuthGateDaemonTests",

@@ -1,0 +1,93 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A plain HTTP server on 127.0.0.1 (a port of its own), served by one thread: it reads each
+/// request (head and a Content-Length body) and writes the bytes `respond` gives for it, then
+/// closes; `nil` answers nothing and waits for the client to hang up (a provider that never
+/// answers). It keeps the requests it read.
+final class LoopbackHTTPServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let received = Requests()
+
+    private final class Requests: Sendable {
+        let lines = Mutex<[String]>([])
+    }
+
+    init(respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        listener = socketFD
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
+        }
+        guard bound, listen(socketFD, 8) == 0 else {
+            close(socketFD)
+            throw POSIXError(.EADDRINUSE)
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let received = received
+        Thread {
+            // Until deinit shuts the listener down; closed here, after accept has ended.
+            defer { close(socketFD) }
+            while case let connection = accept(socketFD, nil, nil), connection >= 0 {
+                defer { close(connection) }
+                guard let request = Self.readRequest(connection) else { continue }
+                received.lines.withLock { $0.append(request) }
+                guard let answer = respond(request) else {
+                    var byte: UInt8 = 0
+                    while read(connection, &byte, 1) > 0 {}
+                    continue
+                }
+                var offset = 0
+                while offset < answer.count {
+                    let sent = answer[offset...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    guard sent > 0 else { break }
+                    offset += sent
+                }
+            }
+        }.start()
+    }
+
+    /// The requests read so far (head and body), in order.
+    var requests: [String] { received.lines.withLock { $0 } }
+
+    var url: String { "http://127.0.0.1:\(port)" }
+
+    deinit { shutdown(listener, Int32(SHUT_RDWR)) }
+
+    /// A response with `status`, `headers` and `body`, and its Content-Length.
+    static func response(_ status: Int, headers: [(String, String)] = [], body: [UInt8] = []) -> [UInt8] {
+        var head = "HTTP/1.1 \(status) Status\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        return Array((head + "\r\n").utf8) + body
+    }
+
+    private static func readRequest(_ connection: Int32) -> String? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let end = bytes.firstRange(of: Array("\r\n\r\n".utf8)) {
+                let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
+                let length =
+                    head.split(separator: "\r\n").compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
+                if bytes.count - end.upperBound >= length { return String(decoding: bytes, as: UTF8.self) }
+            }
+            let count = chunk.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+            guard count > 0 else { return nil }
+            bytes += chunk[..<count]
+        }
+    }
+}
