@@ -7,11 +7,27 @@ public import FoundationEssentials
 /// It prints as its JWK thumbprint only; ``storageRepresentation`` is the one way out, into the
 /// sealed session file.
 public struct DPoPKey: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible {
-    private let key: P256.Signing.PrivateKey
+    /// The key and what is derived from it, in one object that every copy shares: a
+    /// ``TokenSet`` holds an optional key inline, and unboxed these ~90 bytes sat in every
+    /// session's tokens, bound or not (8 bytes now; docs/BENCHMARKS.md, "Bytes per session").
+    private final class Parts: Sendable {
+        let key: P256.Signing.PrivateKey
+        let publicJWK: PublicJWK
+        let thumbprint: String
+
+        init(key: P256.Signing.PrivateKey, publicJWK: PublicJWK, thumbprint: String) {
+            self.key = key
+            self.publicJWK = publicJWK
+            self.thumbprint = thumbprint
+        }
+    }
+
+    private let parts: Parts
+    private var key: P256.Signing.PrivateKey { parts.key }
     /// The public key as a JWK (RFC 7517), members in RFC 7638 order.
-    public let publicJWK: PublicJWK
+    public var publicJWK: PublicJWK { parts.publicJWK }
     /// `BASE64URL(SHA-256(JWK))` (RFC 7638): what a bound token's `cnf.jkt` holds.
-    public let thumbprint: String
+    public var thumbprint: String { parts.thumbprint }
 
     /// A new key.
     public init() {
@@ -25,11 +41,11 @@ public struct DPoPKey: Sendable, Hashable, CustomStringConvertible, CustomDebugS
     }
 
     private init(_ key: P256.Signing.PrivateKey) {
-        self.key = key
         // The uncompressed point without its 0x04: x then y, 32 bytes each.
         let point = Array(key.publicKey.x963Representation.dropFirst())
-        publicJWK = PublicJWK(crv: "P-256", kty: "EC", x: Base64URL.encode(Array(point.prefix(32))), y: Base64URL.encode(Array(point.suffix(32))))
-        thumbprint = Base64URL.encode(Array(SHA256.hash(data: CompactJWS.encode(publicJWK))))
+        let publicJWK = PublicJWK(crv: "P-256", kty: "EC", x: Base64URL.encode(Array(point.prefix(32))), y: Base64URL.encode(Array(point.suffix(32))))
+        let thumbprint = Base64URL.encode(Array(SHA256.hash(data: CompactJWS.encode(publicJWK))))
+        parts = Parts(key: key, publicJWK: publicJWK, thumbprint: thumbprint)
     }
 
     /// The private scalar, for the sealed session file only.
