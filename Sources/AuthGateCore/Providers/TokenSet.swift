@@ -12,14 +12,49 @@ public struct TokenSet: Sendable, Hashable {
     public var idToken: Secret?
     /// The granted scopes (RFC 6749 §5.1 `scope`), which may differ from those requested.
     public var scopes: [String]
-    /// The `sub` of the ID token that came with these tokens, once verified; a refresh's must
-    /// be the session's (OIDC Core §12.2). Not stored: it only travels from the provider.
-    public var idTokenSubject: String?
     /// The key the tokens are bound to (DPoP, RFC 9449; `token_type` `DPoP`): the session's,
     /// kept across refreshes.
     public var proofKey: DPoPKey?
+    /// What only some tokens carry, allocated only then: every session's record holds a token
+    /// set, and these two were 32 bytes of nothing in nearly all (docs/BENCHMARKS.md, "Bytes
+    /// per session"). `nil` whenever both are.
+    private var rare: Rare?
+
+    /// The `sub` of the ID token that came with these tokens, once verified; a refresh's must
+    /// be the session's (OIDC Core §12.2). Not stored: it only travels from the provider.
+    public var idTokenSubject: String? {
+        get { rare?.idTokenSubject }
+        set { rare = Rare.unlessEmpty(idTokenSubject: newValue, issuedTokenType: issuedTokenType) }
+    }
     /// RFC 8693 `issued_token_type` of an exchanged token.
-    public var issuedTokenType: String?
+    public var issuedTokenType: String? {
+        get { rare?.issuedTokenType }
+        set { rare = Rare.unlessEmpty(idTokenSubject: idTokenSubject, issuedTokenType: newValue) }
+    }
+
+    /// Never changed in place: a copy of the token set keeps its own.
+    private final class Rare: Sendable, Hashable {
+        let idTokenSubject: String?
+        let issuedTokenType: String?
+
+        private init(idTokenSubject: String?, issuedTokenType: String?) {
+            self.idTokenSubject = idTokenSubject
+            self.issuedTokenType = issuedTokenType
+        }
+
+        static func unlessEmpty(idTokenSubject: String?, issuedTokenType: String?) -> Rare? {
+            idTokenSubject == nil && issuedTokenType == nil ? nil : Rare(idTokenSubject: idTokenSubject, issuedTokenType: issuedTokenType)
+        }
+
+        static func == (lhs: Rare, rhs: Rare) -> Bool {
+            lhs.idTokenSubject == rhs.idTokenSubject && lhs.issuedTokenType == rhs.issuedTokenType
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(idTokenSubject)
+            hasher.combine(issuedTokenType)
+        }
+    }
 
     public init(
         accessToken: Secret,
