@@ -24,8 +24,14 @@ final class PublishedTokens: Sendable {
         var session: String
     }
 
+    /// Not the whole ``TokenSet`` (~140 bytes, mostly what no answer needs): what the answer
+    /// is judged by, and the tokens that tell a publication of the same answer again.
     private struct Entry: Sendable {
-        var tokens: TokenSet
+        /// The access and ID tokens the result holds: their text is shared with the session's
+        /// record, not copied.
+        var accessToken: Secret
+        var idToken: Secret?
+        var expiresAt: Date
         /// How long the provider made them live (from when they arrived to their expiry).
         var lifetime: TimeInterval
         /// The minimum validities above ``lifetime`` served here by ``MinimumValidity``'s rule:
@@ -33,6 +39,10 @@ final class PublishedTokens: Sendable {
         var unmeetable: Set<Int>
         /// The `result` member of the answer: `TokenResult` encoded as the dispatcher would.
         var result: [UInt8]
+
+        func holds(_ tokens: TokenSet) -> Bool {
+            accessToken == tokens.accessToken && idToken == tokens.idToken && expiresAt == tokens.expiresAt
+        }
     }
 
     private let entries = Mutex<[Key: Entry]>([:])
@@ -49,9 +59,18 @@ final class PublishedTokens: Sendable {
     /// - Parameter unmeetable: The minimum validities to serve by ``MinimumValidity``'s rule.
     func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int> = [], for key: SessionKey) {
         let publishedKey = Key(key)
-        if entries.withLock({ $0[publishedKey].map { $0.tokens == tokens && $0.unmeetable == unmeetable } ?? false }) { return }
+        // An entry is withdrawn whenever its session's tokens change (``SessionTable``), so one
+        // still here with the same tokens and expiry holds this very answer.
+        if entries.withLock({ $0[publishedKey].map { $0.holds(tokens) && $0.unmeetable == unmeetable } ?? false }) { return }
         guard let result = try? RPCCoding.makeEncoder().encode(TokenResult(tokens)) else { return }
-        let entry = Entry(tokens: tokens, lifetime: tokens.expiresAt.timeIntervalSince(obtainedAt), unmeetable: unmeetable, result: Array(result))
+        let entry = Entry(
+            accessToken: tokens.accessToken,
+            idToken: tokens.idToken,
+            expiresAt: tokens.expiresAt,
+            lifetime: tokens.expiresAt.timeIntervalSince(obtainedAt),
+            unmeetable: unmeetable,
+            result: Array(result)
+        )
         entries.withLock { $0[publishedKey] = entry }
         changes.add(1, ordering: .releasing)
     }
@@ -83,8 +102,8 @@ final class PublishedTokens: Sendable {
                 guard entry.unmeetable.contains(minimumValidity) else { return nil }
                 required = MinimumValidity.effective(asked: required, lifetime: entry.lifetime)
             }
-            guard entry.tokens.isValid(for: required, at: now) else { return nil }
-            return (entry.result, entry.tokens.expiresAt.addingTimeInterval(-required))
+            guard entry.expiresAt.timeIntervalSince(now) > required else { return nil }
+            return (entry.result, entry.expiresAt.addingTimeInterval(-required))
         }
         if found != nil { countAnswer() }
         return found

@@ -101,9 +101,8 @@ extension SessionManager {
                     subject: session.subject,
                     displayName: session.displayName,
                     state: .authenticated,
-                    lastError: nil,
                     generation: takeGeneration(),
-                    binding: binding,
+                    binding: shared(binding, for: provider),
                     obtainedAt: session.savedAt,
                     asksConsent: session.asksConsent ?? false
                 )

@@ -60,6 +60,9 @@ actor SessionManager {
     var platformTokenCheckInterval: TimeInterval = 5
     var isShutDown = false
     var nextGeneration: UInt64 = 1
+    /// The binding in use per provider, which every new record of the provider shares when
+    /// it is interchangeable with the one a sign-in brings (``shared(_:for:)``).
+    var bindings: [ProviderID: SessionBinding] = [:]
     let now: @Sendable () -> Date
     let random: @Sendable () -> Double
     let logger: Logger
@@ -150,13 +153,13 @@ actor SessionManager {
         let previous = sessions[key]
         cancelRefreshes(of: key)
         let obtainedAt = now()
+        let binding = shared(binding, for: key.provider)
         sessions[key] = SessionRecord(
             grant: grant,
             tokens: signIn.tokens,
             subject: signIn.subject,
             displayName: signIn.displayName,
             state: .authenticated,
-            lastError: nil,
             generation: takeGeneration(),
             binding: binding,
             obtainedAt: obtainedAt,
@@ -179,6 +182,14 @@ actor SessionManager {
             notSaved: binding.storage == .persistent ? unsaved[key.uid] : nil
         )
         return (result, replaced)
+    }
+
+    /// `binding`, or the provider's binding in use when the two are interchangeable: one object
+    /// for all of a provider's sessions, not one per sign-in.
+    func shared(_ binding: SessionBinding, for provider: ProviderID) -> SessionBinding {
+        if let known = bindings[provider], known.isInterchangeable(with: binding) { return known }
+        bindings[provider] = binding
+        return binding
     }
 
     /// The session's user chose consent (`login --confirm`) for a session that exists: it asks
@@ -210,6 +221,7 @@ actor SessionManager {
     func removeAll(provider: ProviderID) -> [(TokenSet, any IdentityProvider)] {
         var ended: [(TokenSet, any IdentityProvider)] = []
         var uids: Set<UInt32> = []
+        bindings[provider] = nil
         for (key, record) in sessions.all where key.provider == provider {
             cancelRefreshes(of: key)
             sessions[key] = nil
@@ -233,6 +245,7 @@ actor SessionManager {
         var ended: [(TokenSet, any IdentityProvider)] = []
         var uids: Set<UInt32> = []
         var admitted: [UInt32: Bool] = [:]
+        let binding = shared(binding, for: provider)
         for (key, record) in sessions.all where key.provider == provider {
             if record.binding.storage == .persistent || binding.storage == .persistent { uids.insert(key.uid) }
             let isAdmitted = admitted[key.uid] ?? admits(key.uid)
