@@ -270,6 +270,13 @@ static inline int ag_release_free_memory(void) {
     return malloc_trim(0);
 }
 
+/// The bytes the heap has handed out and not taken back: every arena's chunks in use, and the
+/// chunks glibc mapped on their own (mallinfo2). What the tests measure a structure's cost by.
+static inline size_t ag_heap_bytes_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}
+
 /// Names the calling thread (`ps -T`, `top -H`, /proc/PID/task/TID/comm): at most 15 bytes.
 static inline void ag_set_thread_name(const char *name) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
