@@ -30,7 +30,15 @@ final class ScriptedAsker: ConsentAsker {
 
     func ask(_ question: ConsentQuestion, timeout: Duration) async -> ConsentReply {
         asked.withLock { $0.append(question) }
-        if holds { await withCheckedContinuation { continuation in gate.withLock { $0 = continuation } } }
+        if holds {
+            // Let go after 30 s at the latest: a test that fails before it releases the question
+            // must end, not wait for it forever.
+            Task { [weak self] in
+                try? await Task.sleep(for: .seconds(30))
+                _ = self?.release()
+            }
+            await withCheckedContinuation { continuation in gate.withLock { $0 = continuation } }
+        }
         return replies.withLock { $0.isEmpty ? .answered(.deny) : $0.removeFirst() }
     }
 
@@ -214,10 +222,11 @@ struct ConsentKeeperTests {
         try await signIn(dispatcher)
         async let first = token(dispatcher)
         async let second = token(dispatcher)
-        try eventually { !asker.questions.isEmpty }
+        // Waiting by sleeping, not by blocking a thread of the pool these requests run on.
+        try await until { !asker.questions.isEmpty }
         // The question waits: a provider call of another kind goes on.
         #expect(try await call(dispatcher, "consent.list", [:])["result"] != nil)
-        try eventually { asker.release() }
+        try await until { asker.release() }
         let answers = try await [first, second]
         #expect(answers.allSatisfy { $0["result"] != nil }, "\(answers)")
         #expect(asker.questions.count == 1)
