@@ -50,7 +50,7 @@ package func waitForExit(_ process: Process, outputs: [SharedText] = [], timeout
 
 /// ``eventually(timeout:_:)`` for async tests: it sleeps between tries instead of blocking, so
 /// the tasks the condition waits for can run on the pool's threads meanwhile.
-package func until(timeout: Duration = .seconds(10), _ condition: () throws -> Bool) async throws {
+package func until(timeout: Duration = .seconds(30), _ condition: () throws -> Bool) async throws {
     let deadline = ContinuousClock.now + timeout
     while true {
         if (try? condition()) == true { return }
