@@ -119,7 +119,7 @@ struct ClientWatchTests {
         }
         try await until { tokens.withLock { $0 } == 1 }
         stop.stop()
-        #expect(done.wait(timeout: .now() + 10) == .success, "the follower did not stop")
+        #expect(done.wait(timeout: .now() + 60) == .success, "the follower did not stop")
     }
 }
 
