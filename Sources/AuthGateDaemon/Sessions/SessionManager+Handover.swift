@@ -8,22 +8,7 @@ extension SessionManager {
     func memorySessionsToHandOver() -> [SessionHandover.Entry] {
         sessions.all.filter { $0.value.binding.storage == .memory }.compactMap { key, record in
             record.tokens.map { tokens in
-                SessionHandover.Entry(
-                    uid: key.uid,
-                    session: PersistedSession(
-                        provider: key.provider.rawValue,
-                        session: key.name.rawValue,
-                        grant: record.grant,
-                        subject: record.subject,
-                        displayName: record.displayName,
-                        issuer: record.binding.identity.issuer,
-                        clientID: record.binding.identity.clientID,
-                        tokens: tokens,
-                        savedAt: record.obtainedAt,
-                        asksConsent: record.asksConsent ? true : nil
-                    ),
-                    nextRefreshAt: record.nextRefreshAt
-                )
+                SessionHandover.Entry(uid: key.uid, session: Self.persisted(key, record, tokens), nextRefreshAt: record.nextRefreshAt)
             }
         }
     }
@@ -48,17 +33,7 @@ extension SessionManager {
             }
             let key = SessionKey(uid: entry.uid, provider: provider, name: name)
             guard sessions[key] == nil else { continue }
-            sessions[key] = SessionRecord(
-                grant: session.grant,
-                tokens: tokens,
-                subject: session.subject,
-                displayName: session.displayName,
-                state: .authenticated,
-                generation: takeGeneration(),
-                binding: shared(binding, for: provider),
-                obtainedAt: session.savedAt,
-                asksConsent: session.asksConsent ?? false
-            )
+            sessions[key] = record(session, tokens: tokens, binding: binding, provider: provider)
             if let at = entry.nextRefreshAt, tokens.isValid(for: 0, at: now()) {
                 reschedule(key, at: max(at, now()))
             } else {

@@ -95,17 +95,7 @@ extension SessionManager {
                     continue
                 }
                 let key = SessionKey(uid: uid, provider: provider, name: name)
-                sessions[key] = SessionRecord(
-                    grant: session.grant,
-                    tokens: tokens,
-                    subject: session.subject,
-                    displayName: session.displayName,
-                    state: .authenticated,
-                    generation: takeGeneration(),
-                    binding: shared(binding, for: provider),
-                    obtainedAt: session.savedAt,
-                    asksConsent: session.asksConsent ?? false
-                )
+                sessions[key] = record(session, tokens: tokens, binding: binding, provider: provider)
                 if tokens.isValid(for: 0, at: now()) {
                     planRefresh(key)
                 } else {
@@ -131,21 +121,7 @@ extension SessionManager {
             unsaved[uid] = "the session store cannot be opened (the daemon's log says why)"
             return
         }
-        let list = kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in
-            // `savedAt` carries when the tokens arrived, which the next refresh is planned from.
-            PersistedSession(
-                provider: key.provider.rawValue,
-                session: key.name.rawValue,
-                grant: record.grant,
-                subject: record.subject,
-                displayName: record.displayName,
-                issuer: record.binding.identity.issuer,
-                clientID: record.binding.identity.clientID,
-                tokens: tokens,
-                savedAt: record.obtainedAt,
-                asksConsent: record.asksConsent ? true : nil
-            )
-        }
+        let list = kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in Self.persisted(key, record, tokens) }
         let start = ContinuousClock.now
         do {
             try store.save(list, uid: uid)
@@ -157,5 +133,37 @@ extension SessionManager {
             unsaved[uid] = "\(error)"
             logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
         }
+    }
+
+    /// A session as it is saved (a sealed file) or handed over (systemd's descriptor store).
+    /// `savedAt` carries when the tokens arrived, which the next refresh is planned from.
+    static func persisted(_ key: SessionKey, _ record: SessionRecord, _ tokens: TokenSet) -> PersistedSession {
+        PersistedSession(
+            provider: key.provider.rawValue,
+            session: key.name.rawValue,
+            grant: record.grant,
+            subject: record.subject,
+            displayName: record.displayName,
+            issuer: record.binding.identity.issuer,
+            clientID: record.binding.identity.clientID,
+            tokens: tokens,
+            savedAt: record.obtainedAt,
+            asksConsent: record.asksConsent ? true : nil
+        )
+    }
+
+    /// The record of a session taken back (from its sealed file, or from the run before).
+    func record(_ session: PersistedSession, tokens: TokenSet, binding: SessionBinding, provider: ProviderID) -> SessionRecord {
+        SessionRecord(
+            grant: session.grant,
+            tokens: tokens,
+            subject: session.subject,
+            displayName: session.displayName,
+            state: .authenticated,
+            generation: takeGeneration(),
+            binding: shared(binding, for: provider),
+            obtainedAt: session.savedAt,
+            asksConsent: session.asksConsent ?? false
+        )
     }
 }
