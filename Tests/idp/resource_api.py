@@ -1,5 +1,6 @@
 """An API that takes Bearer tokens, on loopback over plain HTTP, for the Swift client's
-HTTPAuthorizer (Tests/AuthGateSystemTests/HTTPAuthorizerTests.swift).
+HTTPAuthorizer (Tests/AuthGateSystemTests/HTTPAuthorizerTests.swift), and an upstream that
+reports what it received, for `authgate proxy`'s tests and for moving large bodies both ways.
 
     .venv/bin/python Tests/idp/resource_api.py --workdir DIR
 
@@ -10,6 +11,28 @@ HTTPAuthorizer (Tests/AuthGateSystemTests/HTTPAuthorizerTests.swift).
   GET /redirect?to=URL   302 to URL
   GET /_seen         JSON: one {"path", "token"} per request above, in order, where "token" is
                      a fingerprint of the Bearer token (never the token) or null without one
+  GET, POST, PUT, DELETE, PATCH, HEAD /echo, /echo/...
+                     200, JSON: {"method", "path", "query" (the raw query string, "" without
+                     one), "headers": {lowercased name: value (repeated headers joined with
+                     ", ")}, "authorization_scheme", "body_bytes", "body_sha256"}. Two headers
+                     are never echoed: "authorization" is the fingerprint of its credentials
+                     (what follows the scheme, e.g. the Bearer or DPoP token; the fingerprint
+                     /_seen uses), its scheme in "authorization_scheme" (null without the
+                     header), and "dpop" is true or false (whether a DPoP proof came), both
+                     always present
+  PUT, POST /upload  200, JSON: {"bytes": N, "sha256": hex} of the request body
+  GET, HEAD /download?bytes=N[&chunked=1]
+                     200 with N bytes, byte i being i % 251 (the client computes their sha256
+                     the same way), with Content-Length, or chunked with chunked=1
+
+A fingerprint is the first 12 hex digits of a value's sha256. /echo and /upload read the body
+by its Content-Length or its chunked encoding (decoded here: http.server does not), and every
+response but a chunked download has a Content-Length, so that a connection stays open for the
+next request (HTTP/1.1 keep-alive). Bodies both ways move in pieces of 64 KiB and are never
+held whole: a gibibyte uploads and downloads in constant memory. /echo, /upload and /download
+take any request, with or without a token; a token is looked at only under /stale/, /once/ and
+/refuse/, and any other GET without one is refused as before. A method other than GET on the
+token paths is answered 501, as http.server does.
 
 Prints {"port": N, "url": "http://127.0.0.1:N"} when it listens; serves until SIGTERM or its
 parent dies.
@@ -27,16 +50,58 @@ from urllib.parse import parse_qs, urlsplit
 
 import certs
 
+PIECE = 64 * 1024
+# The download's pattern, byte i = i % 251, long enough that any 64 KiB piece is one slice of
+# it from offset (position % 251).
+PATTERN = memoryview(bytes(i % 251 for i in range(PIECE + 251)))
+
 
 def fingerprint(token):
     return None if token is None else hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+class BadBody(Exception):
+    """A request body that cannot be read as its headers say (a broken chunk, an early end)."""
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
+        self.route()
+
+    def do_HEAD(self) -> None:
+        self.route()
+
+    def do_POST(self) -> None:
+        self.route()
+
+    def do_PUT(self) -> None:
+        self.route()
+
+    def do_DELETE(self) -> None:
+        self.route()
+
+    def do_PATCH(self) -> None:
+        self.route()
+
+    def route(self) -> None:
         parts = urlsplit(self.path)
+        if parts.path == "/echo" or parts.path.startswith("/echo/"):
+            return self.echo(parts)
+        if parts.path == "/upload" and self.command in ("PUT", "POST"):
+            return self.upload()
+        if parts.path == "/download" and self.command in ("GET", "HEAD"):
+            return self.download(parts)
+        if self.command != "GET":
+            # What http.server answers a method it has no do_ for (and closes the connection,
+            # the body unread).
+            return self.send_error(501, "Unsupported method (%r)" % self.command)
+        self.token_paths(parts)
+
+    def token_paths(self, parts) -> None:
+        if not self.drain():
+            return
         if parts.path == "/_seen":
             with self.server.lock:
                 return self.reply(200, json.dumps(self.server.seen), "application/json")
@@ -62,6 +127,132 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(401, "refused", "text/plain", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
         self.reply(200, "ok", "text/plain")
 
+    def echo(self, parts) -> None:
+        digest = hashlib.sha256()
+        try:
+            count = self.read_body(digest)
+        except BadBody as error:
+            return self.refuse_body(error)
+        headers = {}
+        for name, value in self.headers.items():
+            name = name.lower()
+            headers[name] = headers[name] + ", " + value if name in headers else value
+        authorization = headers.pop("authorization", None)
+        scheme, _, credentials = authorization.partition(" ") if authorization is not None else (None, "", "")
+        headers["authorization"] = None if authorization is None else fingerprint(credentials.strip())
+        headers["dpop"] = headers.pop("dpop", None) is not None
+        answer = {
+            "method": self.command, "path": parts.path, "query": parts.query, "headers": headers,
+            "authorization_scheme": scheme, "body_bytes": count, "body_sha256": digest.hexdigest(),
+        }
+        self.reply(200, json.dumps(answer), "application/json")
+
+    def upload(self) -> None:
+        digest = hashlib.sha256()
+        try:
+            count = self.read_body(digest)
+        except BadBody as error:
+            return self.refuse_body(error)
+        self.reply(200, json.dumps({"bytes": count, "sha256": digest.hexdigest()}), "application/json")
+
+    def download(self, parts) -> None:
+        if not self.drain():
+            return
+        query = parse_qs(parts.query)
+        try:
+            size = int(query["bytes"][0])
+            if size < 0:
+                raise ValueError
+        except (KeyError, ValueError):
+            return self.reply(400, "bytes=N is required (N >= 0)", "text/plain")
+        chunked = query.get("chunked", ["0"])[0] not in ("0", "")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(size))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        position = 0
+        while position < size:
+            count = min(PIECE, size - position)
+            piece = PATTERN[position % 251:position % 251 + count]
+            if chunked:
+                self.wfile.write(b"%x\r\n" % count + piece + b"\r\n")
+            else:
+                self.wfile.write(piece)
+            position += count
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
+
+    def read_body(self, digest) -> int:
+        """Reads the request body, by its chunked encoding or its Content-Length (none: no body),
+        into `digest` in pieces of at most 64 KiB; returns its length."""
+        buffer = memoryview(bytearray(PIECE))
+        encodings = [item.strip().lower() for item in ",".join(self.headers.get_all("Transfer-Encoding", [])).split(",") if item.strip()]
+        if encodings:
+            if encodings[-1] != "chunked":
+                raise BadBody("a Transfer-Encoding that does not end in chunked")
+            total = 0
+            while True:
+                line = self.rfile.readline(1024)
+                if not line.endswith(b"\n"):
+                    raise BadBody("a chunk size line that does not end")
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise BadBody("a chunk size that is not hexadecimal") from None
+                if size == 0:
+                    break
+                self.read_exactly(size, buffer, digest)
+                total += size
+                if self.rfile.read(2) != b"\r\n":
+                    raise BadBody("a chunk not followed by CRLF")
+            # Trailers, up to the empty line.
+            while True:
+                line = self.rfile.readline(8192)
+                if not line.endswith(b"\n"):
+                    raise BadBody("trailers that do not end")
+                if line in (b"\r\n", b"\n"):
+                    return total
+        length = self.headers.get("Content-Length")
+        if length is None:
+            return 0
+        try:
+            size = int(length)
+            if size < 0:
+                raise ValueError
+        except ValueError:
+            raise BadBody("a Content-Length that is not a number") from None
+        self.read_exactly(size, buffer, digest)
+        return size
+
+    def read_exactly(self, size, buffer, digest) -> None:
+        while size > 0:
+            view = buffer[:min(size, len(buffer))]
+            count = self.rfile.readinto(view)
+            if not count:
+                raise BadBody("the body ended early")
+            if digest is not None:
+                digest.update(view[:count])
+            size -= count
+
+    def drain(self) -> bool:
+        """Reads and drops a body a request may carry where none is expected, so that the
+        connection stays usable; false (answered, closing) when it cannot be read."""
+        try:
+            self.read_body(None)
+            return True
+        except BadBody as error:
+            self.refuse_body(error)
+            return False
+
+    def refuse_body(self, error) -> None:
+        self.close_connection = True
+        self.reply(400, f"unreadable body: {error}", "text/plain", {"Connection": "close"})
+
     def reply(self, status, body, content_type, headers=None) -> None:
         data = body.encode()
         self.send_response(status)
@@ -70,7 +261,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
     def log_message(self, format, *args) -> None:
         sys.stderr.write("resource_api %s\n" % (format % args))
