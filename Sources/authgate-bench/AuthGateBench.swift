@@ -42,6 +42,14 @@ struct AuthGateBench: ParsableCommand {
     )
     var client: String?
 
+    @Option(help: ArgumentHelp("The compiled bench/http_load.c (the HTTP load generator; proxy).", valueName: "path"))
+    var httpLoad: String?
+
+    @Flag(
+        help: "Measure a second nginx proxy_pass in `authgate proxy`'s place (proxy): checks the bench itself, whose ratio should then be about 1."
+    )
+    var proxyStandIn = false
+
     @Option(help: "Seconds each load run lasts.")
     var seconds = 3.0
 
@@ -51,7 +59,7 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "Signed-in mock sessions to measure memory at (cumulative).")
     var sessions: [Int] = [1_000, 10_000, 100_000]
 
-    @Option(help: "Only these parts: hot, metrics, cli, memory, burst, startup, refresh, sink, fleet.")
+    @Option(help: "Only these parts: hot, metrics, cli, memory, burst, startup, refresh, sink, fleet, proxy.")
     var only: [String] = []
 
     @Option(help: "The fleet's daemons, started within a second (fleet).")
@@ -65,7 +73,7 @@ struct AuthGateBench: ParsableCommand {
 
     func run() throws {
         let work = try WorkDirectory()
-        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "burst", "startup", "refresh", "sink", "fleet"] : only)
+        let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "burst", "startup", "refresh", "sink", "fleet", "proxy"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
         if parts.contains("metrics") { print(try metricsCost(work)) }
         if parts.contains("cli") { print(try cliProcess(work)) }
@@ -77,6 +85,7 @@ struct AuthGateBench: ParsableCommand {
         if parts.contains("refresh") { print(try refreshAtScale(work)) }
         if parts.contains("sink") { print(try sinkLatency(work)) }
         if parts.contains("fleet"), let python { print(try fleet(work, python: python)) }
+        if parts.contains("proxy") { print(try proxyCost(work)) }
     }
 
     // MARK: 1. The token RPC on a cached token

@@ -87,10 +87,14 @@ final class FloorServer {
 }
 
 /// Runs `program` with `arguments` and returns what it printed; throws when it fails.
-func runProgram(_ program: String, _ arguments: [String]) throws -> String {
+/// - Parameter environment: Variables set for it besides the bench's own.
+/// - Parameter quiet: Its stderr goes to /dev/null (a probe whose failure is an answer).
+func runProgram(_ program: String, _ arguments: [String], environment: [String: String] = [:], quiet: Bool = false) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: program)
     process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new } }
+    if quiet { process.standardError = FileHandle.nullDevice }
     let output = Pipe()
     process.standardOutput = output
     try process.run()
