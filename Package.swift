@@ -139,10 +139,25 @@ let package = Package(
             dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "CLinux"],
             swiftSettings: strictSettings
         ),
+        // `authgate proxy`: a local reverse proxy adding the session's token (and a DPoP proof) to
+        // every request for one upstream; NIO's HTTP/1 codec towards clients, libcurl upstream.
+        .target(
+            name: "AuthGateProxy",
+            dependencies: [
+                "AuthGateClient", "AuthGateCore", "AuthGateHTTP", "CLinux",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "authgate",
             dependencies: [
-                "AuthGateTools", "AuthGateClient", "AuthGateRPC", "CLinux",
+                "AuthGateTools", "AuthGateClient", "AuthGateRPC", "AuthGateProxy", "CLinux",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -243,6 +258,13 @@ let package = Package(
         .testTarget(
             name: "AuthGateClientTests",
             dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "AuthGateTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        // AuthGateProxy in process: what it forwards and how fields change, the kernel's socket
+        // table read for a caller's uid, the flags' values.
+        .testTarget(
+            name: "AuthGateProxyTests",
+            dependencies: ["AuthGateProxy", "AuthGateTestSupport"],
             swiftSettings: strictSettings
         ),
         // The daemon's logic in process: no daemon, no test server, seconds.

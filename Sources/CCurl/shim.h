@@ -15,6 +15,11 @@ static inline CURLcode ag_curl_setopt_string(CURL *_Nonnull handle, CURLoption o
     return curl_easy_setopt(handle, option, value);
 }
 
+/// A curl_off_t option (CURLOPT_INFILESIZE_LARGE): a streamed body's length.
+static inline CURLcode ag_curl_setopt_off_t(CURL *_Nonnull handle, CURLoption option, long long value) {
+    return curl_easy_setopt(handle, option, (curl_off_t)value);
+}
+
 static inline CURLcode ag_curl_setopt_pointer(CURL *_Nonnull handle, CURLoption option, void *_Nullable value) {
     return curl_easy_setopt(handle, option, value);
 }

@@ -1,0 +1,120 @@
+import CLinux
+import FoundationEssentials
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Which user is at the other end of a connection, as the kernel says.
+///
+/// On a Unix socket that is `SO_PEERCRED`. A loopback TCP connection carries no credentials,
+/// and any local user can open one; but the kernel's socket table knows who owns the socket
+/// at the other end: the row of `/proc/net/tcp` (or `tcp6`) whose local address is the
+/// connection's peer and whose remote address is the proxy's own end has the owner's uid
+/// (proc(5), "/proc/net/tcp"). The table is read in the proxy's network namespace, where both
+/// ends of a loopback connection live. A connection whose row is gone (the peer closed it
+/// already) is refused: the check fails closed.
+enum CallerCheck {
+    /// The uid that owns the peer of `descriptor`, a Unix stream socket.
+    static func unixPeerUID(_ descriptor: Int32) -> UInt32? {
+        var pid: Int32 = 0
+        var uid: UInt32 = 0
+        var gid: UInt32 = 0
+        guard ag_peer_credentials(descriptor, &pid, &uid, &gid) == 0 else { return nil }
+        return uid
+    }
+
+    /// The uid that owns the peer of `descriptor`, an accepted loopback TCP connection.
+    static func tcpPeerUID(_ descriptor: Int32) -> UInt32? {
+        guard let local = SocketEnd.local(of: descriptor), let peer = SocketEnd.peer(of: descriptor) else { return nil }
+        let table = local.address.bytes.count == 4 ? "/proc/net/tcp" : "/proc/net/tcp6"
+        guard let text = readWhole(table) else { return nil }
+        return owner(of: peer, connectedTo: local, table: text)
+    }
+
+    /// A file of /proc, read to its end (such files say their size is 0).
+    private static func readWhole(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { return nil }
+            if count == 0 { break }
+            bytes += chunk.prefix(count)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The uid column of the row in a `/proc/net/tcp{,6}` table for the socket at `end`
+    /// connected to `remote`.
+    static func owner(of end: SocketEnd, connectedTo remote: SocketEnd, table: String) -> UInt32? {
+        for line in table.split(separator: "\n").dropFirst() {
+            // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
+            let columns = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard columns.count > 7, let local = SocketEnd(procColumn: columns[1]), let rem = SocketEnd(procColumn: columns[2]) else { continue }
+            if local == end && rem == remote { return UInt32(columns[7]) }
+        }
+        return nil
+    }
+}
+
+/// An address and port.
+struct SocketEnd: Hashable, Sendable {
+    var address: IPAddress
+    var port: UInt16
+
+    init(address: IPAddress, port: UInt16) {
+        self.address = address
+        self.port = port
+    }
+
+    /// `0100007F:1F90` (IPv4) or 32 hex digits and a port (IPv6), as /proc/net/tcp prints
+    /// them: each 32-bit word of the address in the host's byte order, the port in hex.
+    init?(procColumn column: Substring) {
+        let parts = column.split(separator: ":")
+        guard parts.count == 2, let port = UInt16(parts[1], radix: 16), parts[0].count == 8 || parts[0].count == 32 else { return nil }
+        var bytes: [UInt8] = []
+        var words = parts[0][...]
+        while !words.isEmpty {
+            guard let word = UInt32(words.prefix(8), radix: 16) else { return nil }
+            // The kernel printed the word as the host (little-endian) loaded it from memory.
+            bytes += withUnsafeBytes(of: word.littleEndian) { Array($0) }
+            words = words.dropFirst(8)
+        }
+        self.init(address: IPAddress(bytes: bytes), port: port)
+    }
+
+    static func local(of descriptor: Int32) -> SocketEnd? { read(descriptor, getsockname) }
+
+    static func peer(of descriptor: Int32) -> SocketEnd? { read(descriptor, getpeername) }
+
+    private static func read(
+        _ descriptor: Int32,
+        _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
+    ) -> SocketEnd? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let result = withUnsafeMutablePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(descriptor, $0, &length) }
+        }
+        guard result == 0 else { return nil }
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafeBytes(of: storage) { raw in
+                let address = raw.load(as: sockaddr_in.self)
+                return SocketEnd(address: IPAddress(bytes: withUnsafeBytes(of: address.sin_addr) { Array($0) }), port: UInt16(bigEndian: address.sin_port))
+            }
+        case AF_INET6:
+            return withUnsafeBytes(of: storage) { raw in
+                let address = raw.load(as: sockaddr_in6.self)
+                return SocketEnd(address: IPAddress(bytes: withUnsafeBytes(of: address.sin6_addr) { Array($0) }), port: UInt16(bigEndian: address.sin6_port))
+            }
+        default:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import AuthGateCore
+public import FoundationEssentials
+
+/// What the proxy forwards, and how a request's and an answer's header fields change on the
+/// way. Pure: the rules are tested in process (ForwardingRulesTests).
+///
+/// - Only to the one upstream: an origin-form target (`/path?query`) gets the upstream's scheme,
+///   host, port and path prefix put in front; an absolute-form target is taken only when it
+///   names the upstream's origin. Any other origin, `CONNECT` and `*` are refused: the proxy
+///   is not an open proxy.
+/// - Hop-by-hop fields (RFC 9110 §7.6.1: `Connection` and every field it names, `Keep-Alive`,
+///   `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and the
+///   `Proxy-Authorization`/`Proxy-Authenticate` of this hop) are not passed on in either
+///   direction; the framing of each side is its own.
+/// - `Host` becomes the upstream's (libcurl sets it from the URL); an incoming `Authorization`
+///   or `DPoP` is dropped, never passed on: the session's own are added.
+public enum ForwardingRules {
+    /// The fields of RFC 9110 §7.6.1 and their common companions, in lower case.
+    static let hopByHop: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "proxy-authorization", "proxy-authenticate",
+    ]
+
+    /// Fields of a request the proxy sets itself: the upstream's `Host`, the session's
+    /// `Authorization` and `DPoP`, and the framing libcurl writes (`Content-Length`, `Expect`,
+    /// which the proxy answered to the client itself).
+    static let replacedInRequests: Set<String> = ["host", "authorization", "dpop", "content-length", "expect"]
+
+    /// Where a request goes, or why it is refused.
+    public enum Target: Equatable, Sendable {
+        case forward(URL)
+        case refuse(ProxyAnswer)
+    }
+
+    /// The upstream URL for a request line's method and target.
+    public static func target(method: String, uri: String, upstream: UpstreamOrigin) -> Target {
+        if method.uppercased() == "CONNECT" {
+            return .refuse(.connectRefused(upstream))
+        }
+        if uri.hasPrefix("/") {
+            guard let url = URL(string: upstream.origin + upstream.pathPrefix + uri) else { return .refuse(.badTarget) }
+            return .forward(url)
+        }
+        guard let url = URL(string: uri), url.scheme != nil, url.host != nil else { return .refuse(.badTarget) }
+        guard upstream.isSameOrigin(url) else { return .refuse(.otherOrigin(upstream)) }
+        var path = url.path(percentEncoded: true)
+        if path.isEmpty { path = "/" }
+        let query = url.query(percentEncoded: true).map { "?" + $0 } ?? ""
+        guard let forwarded = URL(string: upstream.origin + upstream.pathPrefix + path + query) else { return .refuse(.badTarget) }
+        return .forward(forwarded)
+    }
+
+    /// A request's header fields as they go upstream, without what the proxy replaces.
+    public static func requestFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        let dropped = hopByHop.union(replacedInRequests).union(connectionOptions(fields))
+        return fields.filter { !dropped.contains($0.name.lowercased()) }
+    }
+
+    /// An answer's header fields as they go to the client: the upstream's framing is replaced
+    /// by the client connection's, except `Content-Length`, which is kept.
+    public static func answerFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        let dropped = hopByHop.union(connectionOptions(fields))
+        return fields.filter { !dropped.contains($0.name.lowercased()) }
+    }
+
+    /// The field names a `Connection` field lists (RFC 9110 §7.6.1), in lower case.
+    static func connectionOptions(_ fields: [(name: String, value: String)]) -> Set<String> {
+        var names: Set<String> = []
+        for field in fields where field.name.lowercased() == "connection" {
+            for option in field.value.split(separator: ",") {
+                names.insert(String(option).trimming(while: \.isWhitespace).lowercased())
+            }
+        }
+        return names
+    }
+
+    /// The request body's length as the client framed it: `nil` for none, -1 for chunked.
+    public static func bodyLength(_ fields: [(name: String, value: String)]) -> Int64? {
+        if fields.contains(where: { $0.name.lowercased() == "transfer-encoding" && $0.value.lowercased().contains("chunked") }) { return -1 }
+        guard let length = fields.first(where: { $0.name.lowercased() == "content-length" }).flatMap({ Int64($0.value.trimming(while: \.isWhitespace)) }),
+            length > 0
+        else { return nil }
+        return length
+    }
+}

@@ -1,0 +1,268 @@
+import AuthGateCore
+import Dispatch
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// One client connection's requests, on its event loop, after NIO's HTTP/1 server pipeline
+/// (which decodes chunked bodies, holds pipelined requests until the answer before them has
+/// ended, and answers malformed requests with 400).
+///
+/// A request the rules refuse is answered at once; one they forward becomes a
+/// ``ProxyExchange`` on the proxy's exchange threads, to which this handler passes the body
+/// (``RequestBody``, reading no more while 1 MiB waits) and from which it takes the answer
+/// (``ClientAnswer``). A connection with no request under way is closed after the idle time.
+final class ProxyConnectionHandler: ChannelDuplexHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let proxy: ProxyCore
+    private let caller: UInt32?
+    /// The request under way: its body and its answer.
+    private var current: ClientAnswer?
+    /// Parts of a refused request, which are read and dropped.
+    private var discarding = false
+    private var readsPaused = false
+    private var readPending = false
+
+    init(proxy: ProxyCore, caller: UInt32?) {
+        self.proxy = proxy
+        self.caller = caller
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            start(head, context: context)
+        case .body(let buffer):
+            guard !discarding, let body = current?.body else { return }
+            if body.push(buffer) { readsPaused = true }
+        case .end:
+            if discarding {
+                discarding = false
+                return
+            }
+            current?.body?.finish()
+        }
+    }
+
+    private func start(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        proxy.counts.withLock { $0.requests += 1 }
+        let fields = head.headers.map { (name: $0.name, value: $0.value) }
+        let target: ForwardingRules.Target
+        if head.headers.contains(name: "upgrade") {
+            target = .refuse(.upgradeRefused)
+        } else {
+            target = ForwardingRules.target(method: head.method.rawValue, uri: head.uri, upstream: proxy.configuration.upstream)
+        }
+        let bodyLength = ForwardingRules.bodyLength(fields)
+        guard case .forward(let url) = target else {
+            guard case .refuse(let answer) = target else { return }
+            proxy.refused(answer)
+            discarding = true
+            // A refused request's body is not read: the connection closes after the answer.
+            write(answer, keepAlive: head.isKeepAlive && bodyLength == nil, context: context)
+            return
+        }
+        if head.headers[canonicalForm: "expect"].contains(where: { $0.lowercased() == "100-continue" }) {
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+        }
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: loop)
+        let body =
+            bodyLength == nil
+            ? nil
+            : RequestBody(idleSeconds: proxy.configuration.idleSeconds) {
+                loop.execute { bound.value.handler.resumeReading(context: bound.value.context) }
+            }
+        let answer = ClientAnswer(
+            bound: bound,
+            version: head.version,
+            keepAlive: head.isKeepAlive,
+            body: body,
+            idleSeconds: proxy.configuration.idleSeconds
+        )
+        current = answer
+        let exchange = ProxyExchange(
+            proxy: proxy,
+            method: head.method.rawValue,
+            url: url,
+            fields: ForwardingRules.requestFields(fields),
+            bodyLength: bodyLength,
+            client: answer
+        )
+        proxy.exchangeThreads.submit { _ in exchange.run() }
+    }
+
+    // MARK: Writing, on the event loop, for ClientAnswer
+
+    fileprivate func writeHead(status: Int, fields: [(name: String, value: String)], answer: ClientAnswer, context: ChannelHandlerContext) {
+        guard current === answer else { return }
+        var headers = HTTPHeaders()
+        for field in fields { headers.add(name: field.name, value: field.value) }
+        if !answer.keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: answer.version, status: HTTPResponseStatus(statusCode: status), headers: headers))),
+            promise: nil
+        )
+    }
+
+    fileprivate func writeBody(_ buffer: ByteBuffer, answer: ClientAnswer, context: ChannelHandlerContext, written: @escaping @Sendable () -> Void) {
+        guard current === answer else { return written() }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        promise.futureResult.whenComplete { _ in written() }
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
+    }
+
+    fileprivate func writeEnd(answer: ClientAnswer, context: ChannelHandlerContext) {
+        guard current === answer else { return }
+        current = nil
+        let keepAlive = answer.keepAlive
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+        resumeReading(context: context)
+    }
+
+    fileprivate func write(_ own: ProxyAnswer, answer: ClientAnswer, context: ChannelHandlerContext) {
+        guard current === answer else { return }
+        current = nil
+        write(own, keepAlive: answer.keepAlive && (answer.body?.isReplayable ?? true), context: context)
+        resumeReading(context: context)
+    }
+
+    fileprivate func abort(answer: ClientAnswer, context: ChannelHandlerContext) {
+        guard current === answer else { return }
+        current = nil
+        context.close(promise: nil)
+    }
+
+    private func write(_ own: ProxyAnswer, keepAlive: Bool, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders(own.fields.map { ($0.name, $0.value) })
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: own.status), headers: headers))),
+            promise: nil
+        )
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: own.body)))), promise: nil)
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+    }
+
+    // MARK: Reading, paced by the body's consumer
+
+    func read(context: ChannelHandlerContext) {
+        if readsPaused {
+            readPending = true
+        } else {
+            context.read()
+        }
+    }
+
+    private func resumeReading(context: ChannelHandlerContext) {
+        readsPaused = false
+        if readPending {
+            readPending = false
+            context.read()
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent, current == nil {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        current?.clientGone()
+        current = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}
+
+/// The way back from an exchange's thread to its client: every call hops to the connection's
+/// event loop. Body pieces are written with at most ``window`` of them in flight; the thread
+/// waits for the client to take them (so a slow reader slows the upstream down instead of
+/// filling the proxy's memory), at most the idle time.
+final class ClientAnswer: Sendable {
+    static let window = 64
+
+    fileprivate let bound: NIOLoopBound<(handler: ProxyConnectionHandler, context: ChannelHandlerContext)>
+    let version: HTTPVersion
+    let keepAlive: Bool
+    let body: RequestBody?
+    private let credits = DispatchSemaphore(value: ClientAnswer.window)
+    private let gone = Atomic<Bool>(false)
+    private let idleSeconds: Int
+
+    fileprivate init(
+        bound: NIOLoopBound<(handler: ProxyConnectionHandler, context: ChannelHandlerContext)>,
+        version: HTTPVersion,
+        keepAlive: Bool,
+        body: RequestBody?,
+        idleSeconds: Int
+    ) {
+        self.bound = bound
+        self.version = version
+        self.keepAlive = keepAlive
+        self.body = body
+        self.idleSeconds = idleSeconds
+    }
+
+    private var eventLoop: any EventLoop { bound.eventLoop }
+
+    /// Whether the client has gone away.
+    var isGone: Bool { gone.load(ordering: .relaxed) }
+
+    func head(status: Int, fields: [(name: String, value: String)]) {
+        let bound = bound
+        eventLoop.execute { bound.value.handler.writeHead(status: status, fields: fields, answer: self, context: bound.value.context) }
+    }
+
+    /// Writes a piece of the body; `false` when the client is gone or took nothing for the idle time.
+    func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !isGone, credits.wait(timeout: .now() + .seconds(idleSeconds)) == .success else { return false }
+        let bound = bound
+        let credits = credits
+        let buffer = ByteBufferAllocator().buffer(bytes: bytes)
+        eventLoop.execute {
+            bound.value.handler.writeBody(buffer, answer: self, context: bound.value.context) { credits.signal() }
+        }
+        return !isGone
+    }
+
+    func end() {
+        let bound = bound
+        eventLoop.execute { bound.value.handler.writeEnd(answer: self, context: bound.value.context) }
+    }
+
+    /// Answers with the proxy's own answer (nothing of the upstream's was sent).
+    func answer(_ own: ProxyAnswer) {
+        let bound = bound
+        eventLoop.execute { bound.value.handler.write(own, answer: self, context: bound.value.context) }
+    }
+
+    /// Closes the connection: the answer broke after its head was sent.
+    func abort() {
+        let bound = bound
+        eventLoop.execute { bound.value.handler.abort(answer: self, context: bound.value.context) }
+    }
+
+    /// On the event loop: the connection closed.
+    fileprivate func clientGone() {
+        gone.store(true, ordering: .relaxed)
+        body?.fail()
+        credits.signal()
+    }
+}

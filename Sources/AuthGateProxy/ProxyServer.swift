@@ -1,0 +1,193 @@
+public import AuthGateClient
+import AuthGateCore
+import AuthGateHTTP
+import Dispatch
+public import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate proxy`: a local reverse proxy that sends every request it is given to one
+/// upstream origin with the session's token (and, for a DPoP session, a proof per request).
+///
+/// Who may use it is checked as each connection is accepted (``ProxyListener``,
+/// ``CallerCheck``); what it forwards is ``ForwardingRules``'; each request's way through is
+/// ``ProxyConnectionHandler`` (client side, NIO's HTTP/1 codec) and ``ProxyExchange``
+/// (upstream side, libcurl on a thread of its own, ``StreamedExchanges``).
+public final class ProxyServer: Sendable {
+    let core: ProxyCore
+    private let listener: ProxyListener
+    private let acceptThread = NIOThreadPool(numberOfThreads: 1)
+
+    /// Binds the listening socket.
+    /// - Throws: ``ProxyConfigurationError`` when it cannot listen where asked.
+    public init(configuration: ProxyConfiguration, client: AuthGateClient, logger: Logger) throws(ProxyConfigurationError) {
+        if !configuration.listen.isLocal && !configuration.allowsRemoteCallers {
+            throw ProxyConfigurationError(
+                "\(configuration.listen) is not a loopback address: other machines could use the session. Pass --allow-remote-callers if that is what you want"
+            )
+        }
+        listener = try ProxyListener(configuration.listen, socketGroup: configuration.socketGroup)
+        core = ProxyCore(configuration: configuration, client: client, logger: logger)
+    }
+
+    /// Where it listens (with the port the kernel chose for port 0).
+    public var address: ListenAddress { listener.address }
+
+    /// What it has done so far.
+    public var counts: ProxyCounts { core.counts.withLock { $0 } }
+
+    /// Accepts connections on a thread of its own until ``stop()``.
+    public func start() {
+        acceptThread.start()
+        acceptThread.submit { _ in self.listener.run { self.admit($0) } }
+        core.logger.notice(
+            "authgate proxy listening",
+            metadata: [
+                "proxy.listen": "\(listener.address)", "proxy.upstream": "\(core.configuration.upstream)", "provider.id": "\(core.configuration.provider)",
+            ]
+        )
+    }
+
+    /// Stops accepting; connections under way go on until they end or the process exits.
+    public func stop() {
+        listener.stop()
+    }
+
+    /// Checks a new connection's caller, then serves it with NIO or refuses it.
+    private func admit(_ descriptor: Int32) {
+        let configuration = core.configuration
+        var uid: UInt32?
+        let checked: Bool
+        switch listener.address {
+        case .unix:
+            uid = CallerCheck.unixPeerUID(descriptor)
+            checked = true
+        case .tcp:
+            if configuration.allowsRemoteCallers, let peer = SocketEnd.peer(of: descriptor), !peer.address.isLoopback {
+                checked = false
+            } else {
+                uid = CallerCheck.tcpPeerUID(descriptor)
+                checked = true
+            }
+        }
+        if checked {
+            guard let uid, uid == geteuid() || configuration.allowedUIDs.contains(uid) else {
+                core.counts.withLock { $0.callersRefused += 1 }
+                core.logger.warning("connection refused: not the proxy's user", metadata: ["peer.uid": "\(uid.map(String.init) ?? "unknown")"])
+                refuse(descriptor, ProxyAnswer.callerRefused(uid: uid))
+                return
+            }
+        }
+        guard core.openConnections.add(1, ordering: .relaxed).newValue <= configuration.maximumConnections else {
+            core.openConnections.subtract(1, ordering: .relaxed)
+            core.refused(.tooManyConnections)
+            refuse(descriptor, .tooManyConnections)
+            return
+        }
+        let core = core
+        let caller = uid
+        let idle = TimeAmount.seconds(Int64(configuration.idleSeconds))
+        ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    channel.closeFuture.whenComplete { _ in core.openConnections.subtract(1, ordering: .relaxed) }
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(IdleStateHandler(allTimeout: idle))
+                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+                    try sync.addHandler(ProxyConnectionHandler(proxy: core, caller: caller))
+                }
+            }
+            .withConnectedSocket(descriptor)
+            .whenFailure { error in
+                core.openConnections.subtract(1, ordering: .relaxed)
+                core.logger.warning("cannot serve a connection", metadata: ["error": "\(error)"])
+            }
+    }
+
+    /// Writes a refusal straight to a connection nothing has read from, and closes it.
+    private func refuse(_ descriptor: Int32, _ answer: ProxyAnswer) {
+        var timeout = timeval(tv_sec: 1, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let bytes = answer.closingBytes
+        _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        // Half-close, so the client reads the answer before the connection goes.
+        shutdown(descriptor, Int32(SHUT_WR))
+        close(descriptor)
+    }
+}
+
+/// What every connection and exchange of one proxy shares.
+final class ProxyCore: Sendable {
+    let configuration: ProxyConfiguration
+    let authorizer: HTTPAuthorizer
+    let streams: StreamedExchanges
+    let streamPolicy: StreamPolicy
+    /// One thread per connection the proxy may serve: an exchange holds its thread while
+    /// its bodies stream, and a connection has at most one exchange at a time.
+    let exchangeThreads: NIOThreadPool
+    let logger: Logger
+    let counts = Mutex(ProxyCounts())
+    /// Client connections open now.
+    let openConnections = Atomic<Int>(0)
+
+    init(configuration: ProxyConfiguration, client: AuthGateClient, logger: Logger) {
+        self.configuration = configuration
+        authorizer = HTTPAuthorizer(
+            client: client,
+            provider: configuration.provider,
+            session: configuration.session,
+            minimumValidity: configuration.minimumValidity
+        )
+        streams = StreamedExchanges(keptHandles: configuration.maximumConnections)
+        streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)
+        exchangeThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
+        exchangeThreads.start()
+        self.logger = logger
+    }
+
+    /// The proxy answered itself.
+    func refused(_ answer: ProxyAnswer) {
+        counts.withLock { $0.ownAnswers[answer.reason, default: 0] += 1 }
+        logger.info("answered \(answer.status): \(answer.sentence)", metadata: ["proxy.reason": "\(answer.reason)"])
+    }
+
+    func upstreamFailed(_ error: HTTPTransportError) {
+        counts.withLock { $0.upstreamFailures += 1 }
+        logger.warning("the upstream gave no answer", metadata: ["error": "\(error.message)"])
+    }
+
+    func answered(status: Int) {
+        let index = min(max(status / 100, 1), 5) - 1
+        counts.withLock { $0.upstreamAnswers[index] += 1 }
+    }
+
+    func retried(nonce: Bool) {
+        counts.withLock {
+            if nonce { $0.nonceRetries += 1 } else { $0.tokenRetries += 1 }
+        }
+    }
+}
+
+/// What a proxy has done, for its log and metrics.
+public struct ProxyCounts: Sendable, Equatable {
+    /// Requests read from clients.
+    public var requests = 0
+    /// Upstream answers passed on, by status class: index 0 for 1xx … 4 for 5xx.
+    public var upstreamAnswers = [0, 0, 0, 0, 0]
+    /// Requests sent once more with a DPoP nonce.
+    public var nonceRetries = 0
+    /// Requests sent once more with a new token after the upstream refused one.
+    public var tokenRetries = 0
+    /// Connections refused because of their caller's uid.
+    public var callersRefused = 0
+    /// Answers the proxy gave itself (refusals, no token, upstream unreachable), by reason.
+    public var ownAnswers: [String: Int] = [:]
+    /// Exchanges the upstream gave no answer to.
+    public var upstreamFailures = 0
+}

@@ -1,0 +1,154 @@
+import ArgumentParser
+import AuthGateClient
+import AuthGateProxy
+import AuthGateTools
+import CLinux
+import FoundationEssentials
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate proxy`: a local reverse proxy for programs that take only a base URL: every
+/// request it is given goes to one upstream with the session's token, and for a DPoP session a
+/// fresh proof (AuthGateProxy does the work; this parses, binds and waits for a signal).
+struct Proxy: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve an API on a local address, adding the session's token to every request (runs until stopped).",
+        discussion: """
+            Run it as the user whose session it uses, e.g. from systemd/authgate-proxy@.service. Every request is sent \
+            to --upstream's origin (its path prefix put in front of the request's path) with `Authorization` set to the \
+            session's token, and for a DPoP session a `DPoP` proof of that request signed by the daemon; an incoming \
+            Authorization or DPoP header is dropped. Requests for another origin, CONNECT and protocol upgrades are \
+            refused: it is not an open proxy. On a TCP port (loopback only, unless --allow-remote-callers) only \
+            connections from your own uid's programs (and --allow-uid's) are served, as the kernel's socket table says; \
+            on a Unix socket (mode 0600, 0660 with --group) the peer's uid is checked too. A 401 that refuses the token \
+            or asks for a DPoP nonce is retried once when the request has no body or a small one. Its own answers carry \
+            an `AuthGate-Reason` field: caller_refused, other_origin, connect_refused, login_required, consent_denied, \
+            daemon_unreachable, upstream_unreachable, upstream_timeout, upstream_tls. Prints `listening on ADDRESS` \
+            when it serves; stops on SIGTERM or SIGINT.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @OptionGroup var selection: SessionSelection
+
+    @Option(
+        help: ArgumentHelp("The API's origin, and a path prefix if any: https://api.example.com[/v1] (plain http only to 127.0.0.1 or ::1).", valueName: "url")
+    )
+    var upstream: String
+
+    @Option(help: ArgumentHelp("Where to listen: HOST:PORT (127.0.0.1:8787, [::1]:8787; port 0 picks one) or unix:PATH.", valueName: "address"))
+    var listen: String
+
+    @Option(name: .customLong("allow-uid"), help: ArgumentHelp("Also serve this user's programs (a name or uid; repeatable).", valueName: "user"))
+    var allowedUsers: [String] = []
+
+    @Option(help: ArgumentHelp("With unix:PATH: give this group read and write on the socket (mode 0660).", valueName: "group"))
+    var group: String?
+
+    @Flag(help: "Allow --listen on an address other machines can reach (their callers cannot be checked).")
+    var allowRemoteCallers = false
+
+    @Option(help: ArgumentHelp("CAs to trust for the upstream instead of the system's (PEM).", valueName: "path"))
+    var caFile: String?
+
+    @Option(help: "Seconds a token must still be valid when a request is sent.")
+    var minValid = 30
+
+    @Option(help: "Client connections served at once (one exchange thread each).")
+    var maxConnections = 64
+
+    @Option(help: "Seconds without a byte moving after which a connection or an exchange is given up.")
+    var idleTimeout = 120
+
+    @Option(help: "The log's least level on stderr: debug, info, notice, warning or error.")
+    var logLevel = "info"
+
+    func run() throws {
+        let configuration: ProxyConfiguration
+        do {
+            configuration = ProxyConfiguration(
+                provider: selection.provider,
+                session: selection.session,
+                upstream: try UpstreamOrigin(parsing: upstream),
+                listen: try ListenAddress(parsing: listen),
+                allowedUIDs: Set(try allowedUsers.map(Self.uid)),
+                socketGroup: try group.map(Self.gid),
+                allowsRemoteCallers: allowRemoteCallers,
+                caBundle: try caFile.map(Self.readCAs),
+                minimumValidity: minValid,
+                maximumConnections: max(1, min(maxConnections, 4096)),
+                idleSeconds: max(1, idleTimeout)
+            )
+        } catch {
+            throw CLIError(message: "authgate proxy: \(Terminal.safe(error.message)).", exitCode: .validationFailure)
+        }
+        // Before any thread exists: every thread inherits the blocked signals, which are then
+        // read from a descriptor.
+        let signals = ag_supervisor_signals()
+        guard signals >= 0 else {
+            throw CLIError(message: "cannot handle signals: \(String(cString: strerror(errno))).", exitCode: ExitStatus.internalError)
+        }
+        var logger = Logger(label: "authgate.proxy") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let server: ProxyServer
+        do {
+            server = try ProxyServer(configuration: configuration, client: AuthGateClient(socketPath: global.socket), logger: logger)
+        } catch {
+            throw CLIError(message: "authgate proxy: \(Terminal.safe(error.message)).", exitCode: .validationFailure)
+        }
+        if !configuration.listen.isLocal {
+            logger.warning("listening on an address other machines can reach: any of them can use the session")
+        }
+        server.start()
+        // stdout is line-buffered (AuthGate.main): a supervisor reading it sees the line now.
+        print("listening on \(server.address)")
+        while true {
+            let signal = ag_read_signal(signals)
+            if signal == SIGTERM || signal == SIGINT || (signal < 0 && errno != EINTR) { break }
+        }
+        server.stop()
+        let counts = server.counts
+        logger.notice(
+            "authgate proxy stopped",
+            metadata: [
+                "proxy.requests": "\(counts.requests)",
+                "proxy.answers": "\(counts.upstreamAnswers)",
+                "proxy.retries": "nonce=\(counts.nonceRetries) token=\(counts.tokenRetries)",
+                "proxy.callers_refused": "\(counts.callersRefused)",
+            ]
+        )
+    }
+
+    private static func uid(_ user: String) throws(ProxyConfigurationError) -> UInt32 {
+        if let entry = getpwnam(user) { return entry.pointee.pw_uid }
+        if let number = UInt32(user), number != UInt32.max { return number }
+        throw ProxyConfigurationError("--allow-uid \(user): no such user")
+    }
+
+    private static func gid(_ group: String) throws(ProxyConfigurationError) -> UInt32 {
+        if let entry = getgrnam(group) { return entry.pointee.gr_gid }
+        if let number = UInt32(group), number != UInt32.max { return number }
+        throw ProxyConfigurationError("--group \(group): no such group")
+    }
+
+    private static func readCAs(_ path: String) throws(ProxyConfigurationError) -> [UInt8] {
+        guard let file = fopen(path, "r") else { throw ProxyConfigurationError("--ca-file \(path): \(String(cString: strerror(errno)))") }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count <= 0 { break }
+            bytes += chunk.prefix(count)
+            guard bytes.count <= 4 << 20 else { throw ProxyConfigurationError("--ca-file \(path) is larger than 4 MiB") }
+        }
+        guard String(decoding: bytes, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
+            throw ProxyConfigurationError("--ca-file \(path) holds no PEM certificate")
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,98 @@
+import FoundationEssentials
+import Testing
+
+@testable import AuthGateProxy
+
+@Suite("What the proxy forwards, and how header fields change on the way")
+struct ForwardingRulesTests {
+    let upstream = try! UpstreamOrigin(parsing: "https://API.example.com/v1/")
+
+    @Test(
+        "an origin-form target gets the upstream's origin and path prefix; an absolute one of the same origin is taken",
+        arguments: [
+            ("/users?page=2", "https://api.example.com/v1/users?page=2"),
+            ("/", "https://api.example.com/v1/"),
+            ("/a%2Fb", "https://api.example.com/v1/a%2Fb"),
+            ("https://api.example.com/x?y=1", "https://api.example.com/v1/x?y=1"),
+            ("HTTPS://API.EXAMPLE.COM:443", "https://api.example.com/v1/"),
+        ]
+    )
+    func forwardsToTheUpstream(_ uri: String, _ expected: String) {
+        #expect(ForwardingRules.target(method: "GET", uri: uri, upstream: upstream) == .forward(URL(string: expected)!))
+    }
+
+    @Test(
+        "another origin (scheme, host or port), CONNECT and asterisk-form are refused with their reasons",
+        arguments: [
+            ("GET", "https://evil.example.net/", "other_origin", 403),
+            ("GET", "http://api.example.com/", "other_origin", 403),
+            ("GET", "https://api.example.com:8443/", "other_origin", 403),
+            ("GET", "https://api.example.com.evil.net/", "other_origin", 403),
+            ("CONNECT", "evil.example.net:443", "connect_refused", 405),
+            ("connect", "api.example.com:443", "connect_refused", 405),
+            ("OPTIONS", "*", "bad_request", 400),
+        ]
+    )
+    func refusesWhatIsNotTheUpstream(_ method: String, _ uri: String, _ reason: String, _ status: Int) {
+        guard case .refuse(let answer) = ForwardingRules.target(method: method, uri: uri, upstream: upstream) else {
+            Issue.record("\(method) \(uri) was forwarded")
+            return
+        }
+        #expect(answer.reason == reason && answer.status == status)
+        #expect(!answer.sentence.contains("evil"), "the sentence names the upstream, not the target")
+    }
+
+    @Test("hop-by-hop fields, those Connection names, Host, Authorization, DPoP and the framing stay behind; the rest goes on in order")
+    func requestFields() {
+        let fields: [(name: String, value: String)] = [
+            ("Host", "localhost:8787"), ("Authorization", "Bearer someone-elses"), ("DPoP", "forged"),
+            ("Connection", "keep-alive, X-Private"), ("X-Private", "1"), ("Keep-Alive", "timeout=5"), ("TE", "trailers"),
+            ("Transfer-Encoding", "chunked"), ("Content-Length", "10"), ("Expect", "100-continue"), ("Upgrade", "h2c"),
+            ("Proxy-Authorization", "Basic eA=="), ("Proxy-Connection", "keep-alive"),
+            ("Accept", "application/json"), ("X-Request-ID", "a"), ("x-request-id", "b"), ("Content-Type", "text/plain"),
+        ]
+        let forwarded = ForwardingRules.requestFields(fields)
+        #expect(forwarded.map(\.name) == ["Accept", "X-Request-ID", "x-request-id", "Content-Type"])
+        #expect(forwarded.map(\.value) == ["application/json", "a", "b", "text/plain"])
+    }
+
+    @Test("an answer keeps Content-Length and repeated fields (Set-Cookie) and loses the upstream's framing")
+    func answerFields() {
+        let fields: [(name: String, value: String)] = [
+            ("Content-Length", "5"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2"), ("Transfer-Encoding", "chunked"),
+            ("Connection", "close, X-Hop"), ("X-Hop", "1"), ("Keep-Alive", "timeout=5"), ("WWW-Authenticate", "Bearer"),
+        ]
+        #expect(ForwardingRules.answerFields(fields).map(\.name) == ["Content-Length", "Set-Cookie", "Set-Cookie", "WWW-Authenticate"])
+    }
+
+    @Test("a body's length: none for no or zero Content-Length, -1 for chunked (whatever its case), the length otherwise")
+    func bodyLength() {
+        #expect(ForwardingRules.bodyLength([]) == nil)
+        #expect(ForwardingRules.bodyLength([("Content-Length", "0")]) == nil)
+        #expect(ForwardingRules.bodyLength([("content-length", " 1073741824 ")]) == 1_073_741_824)
+        #expect(ForwardingRules.bodyLength([("Transfer-Encoding", "gzip, Chunked")]) == -1)
+    }
+
+    @Test("--upstream: https, or http only to loopback; no query, fragment or user info; the path prefix kept without its last slash")
+    func upstreamParsing() throws {
+        #expect(try UpstreamOrigin(parsing: "http://127.0.0.1:8080").origin == "http://127.0.0.1:8080")
+        #expect(try UpstreamOrigin(parsing: "http://[::1]:8080/api").description == "http://[::1]:8080/api")
+        #expect(try UpstreamOrigin(parsing: "https://api.example.com:443/").description == "https://api.example.com")
+        for refused in ["http://api.example.com", "http://10.0.0.1", "ftp://x", "https://api.example.com/?a=1", "https://u:p@api.example.com", "/relative"] {
+            #expect(throws: ProxyConfigurationError.self, "\(refused)") { try UpstreamOrigin(parsing: refused) }
+        }
+    }
+
+    @Test("--listen: HOST:PORT with a numeric host, [::1]:PORT, or unix:/absolute; only loopback and Unix sockets are local")
+    func listenParsing() throws {
+        #expect(try ListenAddress(parsing: "127.0.0.1:0") == .tcp(host: "127.0.0.1", port: 0))
+        #expect(try ListenAddress(parsing: "[::1]:8787") == .tcp(host: "::1", port: 8787))
+        #expect(try ListenAddress(parsing: "unix:/run/user/1000/api.sock") == .unix(path: "/run/user/1000/api.sock"))
+        #expect(try ListenAddress(parsing: "127.0.0.2:1").isLocal)
+        #expect(try !ListenAddress(parsing: "0.0.0.0:8787").isLocal)
+        #expect(try !ListenAddress(parsing: "[::]:8787").isLocal)
+        for refused in ["localhost:8787", "127.0.0.1", "127.0.0.1:70000", "unix:relative.sock", "unix:/" + String(repeating: "x", count: 120)] {
+            #expect(throws: ProxyConfigurationError.self, "\(refused)") { try ListenAddress(parsing: refused) }
+        }
+    }
+}
