@@ -62,8 +62,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             guard case .refuse(let answer) = target else { return }
             proxy.refused(answer)
             discarding = true
-            // A refused request's body is not read: the connection closes after the answer.
-            write(answer, keepAlive: head.isKeepAlive && bodyLength == nil, context: context)
+            // A refused request's body is not read, and what follows a refused CONNECT or
+            // upgrade is not HTTP: the connection closes after the answer.
+            write(answer, keepAlive: false, context: context)
             return
         }
         if head.headers[canonicalForm: "expect"].contains(where: { $0.lowercased() == "100-continue" }) {

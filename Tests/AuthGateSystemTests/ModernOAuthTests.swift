@@ -47,7 +47,7 @@ extension LoopbackServer {
 }
 
 /// A provider file for the idpyoidc server's `client`.
-private func idpyProvider(_ server: LoopbackServer, client: String, grants: [String], extra: String = "") -> String {
+func idpyProvider(_ server: LoopbackServer, client: String, grants: [String], extra: String = "") -> String {
     #"""
     {"type": "oidc", "issuer": "\#(server.issuer)", "client_id": "\#(client)", "grants": \#(grants),
      "scopes": ["openid", "read"], "tls": {"ca_file": "\#(server.caFile)"}\#(extra)}

@@ -1,0 +1,349 @@
+import AuthGateTestSupport
+import Crypto
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgate proxy` as a process, between real clients (curl, a raw socket) and real upstreams
+/// on loopback: the project's resource API (Tests/idp/resource_api.py, which reports what
+/// reached it) for Bearer sessions of the mock provider, and idpyoidc's DPoP-protected resource
+/// over TLS (Tests/idp/idpy_server.py) for DPoP sessions.
+@Suite("authgate proxy: any HTTP program gets the session's token", .serialized)
+struct APIProxyTests {
+    static let isRootWithSetpriv = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    static let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    static let curl = URL(fileURLWithPath: "/usr/bin/curl")
+
+    /// A running `authgate proxy`, started as the daemon's CLI is, waited for until it listens.
+    final class ProxyProcess: Sendable {
+        let process: Process
+        let output = SharedText()
+        let log = SharedText()
+
+        init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
+            process = Process()
+            process.executableURL = BuiltProducts.cli
+            process.arguments = ["proxy"] + arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(["AUTHGATE_SOCKET": daemon.socketPath]) { _, new in new }
+            let out = Pipe()
+            let errors = Pipe()
+            process.standardOutput = out
+            process.standardError = errors
+            collect(out.fileHandleForReading, into: output)
+            collect(errors.fileHandleForReading, into: log)
+            try process.run()
+            try eventually(timeout: .seconds(30), "authgate proxy did not listen; its log:\n\(log.text)") {
+                if output.text.contains("\n") { return true }
+                if !process.isRunning { throw StopWaiting(reason: "authgate proxy exited: \(log.text)") }
+                return false
+            }
+        }
+
+        /// What it printed: `127.0.0.1:PORT` or `unix:PATH`.
+        var address: String { output.text.components(separatedBy: "listening on ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
+        var url: String { "http://" + address }
+
+        /// The peak of its resident memory so far, in KiB (`VmHWM`).
+        var peakKiB: Int {
+            let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+            let line = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? ""
+            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+        }
+
+        func stop() throws -> Int32 {
+            kill(process.processIdentifier, SIGTERM)
+            return try waitForExit(process, outputs: [output, log], timeout: .seconds(30), "authgate proxy")
+        }
+
+        deinit {
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+    }
+
+    /// The daemon with a signed-in mock session, the resource API, and a proxy in front of it.
+    struct Setup {
+        let daemon: DaemonProcess
+        let api: LoopbackServer
+        let proxy: ProxyProcess
+
+        init(_ extra: [String] = [], signIn: Bool = true) throws {
+            daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+            if signIn { try daemon.signIn() }
+            api = try LoopbackServer(script: "resource_api.py", workdir: daemon.scratch.path + "/api", arguments: [])
+            proxy = try ProxyProcess(daemon, ["mock", "--upstream", "http://127.0.0.1:\(api.port)", "--listen", "127.0.0.1:0"] + extra)
+        }
+
+        var upstream: String { "http://127.0.0.1:\(api.port)" }
+
+        /// The current token, as the daemon gives it.
+        func token() throws -> String { try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .newlines) }
+
+        /// The paths the API saw, and the fingerprint of the token each came with.
+        func seen() throws -> [(path: String, token: String?)] {
+            let body = try run(APIProxyTests.curl, ["-sS", upstream + "/_seen"]).stdout
+            let records = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [[String: Any]] ?? []
+            return records.map { ($0["path"] as? String ?? "", $0["token"] as? String) }
+        }
+    }
+
+    /// The first 12 hex digits of a value's SHA-256: how the resource API reports a token.
+    static func fingerprint(_ value: String) -> String {
+        SHA256.hash(data: Data(value.utf8)).map { String(format: "%02x", $0) }.joined().prefix(12).description
+    }
+
+    /// Sends `request` as it is on a new connection and reads until the server closes it or
+    /// `timeout` passes: the raw answer.
+    static func raw(_ request: String, port: Int, timeout: Int = 10) throws -> String {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("cannot connect to 127.0.0.1:\(port)") }
+        var wait = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        _ = Array(request.utf8).withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            answer += buffer.prefix(count)
+        }
+        return String(decoding: answer, as: UTF8.self)
+    }
+
+    /// `curl -sS` through the proxy: the answer's status, its reason field and its body.
+    static func get(_ url: String, _ arguments: [String] = [], prefix: [String] = []) throws -> (status: Int, reason: String?, body: String) {
+        // The head on stdout too (-i): as another uid, curl may not open the test's /dev/stderr.
+        let result = try run(curl, ["-sS", "-i"] + arguments + [url], prefix: prefix)
+        let parts = result.stdout.components(separatedBy: "\r\n\r\n")
+        let head = parts.first ?? ""
+        let status = head.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+        let reason = head.components(separatedBy: "\r\n").first { $0.lowercased().hasPrefix("authgate-reason:") }.map {
+            $0.split(separator: " ").last.map(String.init) ?? ""
+        }
+        return (status, reason, parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    static func json(_ text: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
+    }
+
+    // MARK: Bearer sessions
+
+    @Test(
+        "every request reaches the one upstream with the session's token as Bearer: an incoming Authorization, the Host, hop-by-hop fields and those Connection names are replaced or dropped, the rest and the body go on, the connection is kept alive, and no token is logged"
+    )
+    func bearerAdded() throws {
+        let setup = try Setup()
+        let token = try setup.token()
+        let echo = try Self.get(
+            setup.proxy.url + "/echo/a%2Fb?x=1&y=2",
+            [
+                "-H", "Authorization: Bearer someone-elses", "-H", "Connection: X-Private", "-H", "X-Private: 1", "-H", "X-Kept: yes", "-H",
+                "Host: attacker.example",
+            ]
+        )
+        #expect(echo.status == 200, "\(echo)")
+        let seen = try Self.json(echo.body)
+        let headers = seen["headers"] as? [String: Any] ?? [:]
+        #expect(headers["authorization"] as? String == Self.fingerprint(token) && seen["authorization_scheme"] as? String == "Bearer", "\(seen)")
+        #expect(headers["host"] as? String == "127.0.0.1:\(setup.api.port)")
+        #expect(headers["x-kept"] as? String == "yes" && headers["x-private"] == nil && headers["connection"] as? String != "X-Private", "\(headers)")
+        #expect(seen["path"] as? String == "/echo/a%2Fb" && seen["query"] as? String == "x=1&y=2", "\(seen)")
+
+        // A body with Content-Length, and one chunked, go on whole; three requests, one connection.
+        let posted = try Self.json(Self.get(setup.proxy.url + "/echo/post", ["-X", "POST", "--data-binary", "hello, upstream"]).body)
+        #expect(posted["method"] as? String == "POST" && posted["body_bytes"] as? Int == 15)
+        let chunked = try run(
+            Self.curl,
+            ["-sS", "-T", "-", "-H", "Transfer-Encoding: chunked", setup.proxy.url + "/upload"],
+            stdin: String(repeating: "abc", count: 100_000)
+        )
+        let uploaded = try Self.json(chunked.stdout)
+        #expect(uploaded["bytes"] as? Int == 300_000, "\(chunked)")
+        let kept = try run(
+            Self.curl,
+            ["-sS", "-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null", "-w", "%{num_connects} "] + Array(repeating: setup.proxy.url + "/echo/k", count: 3)
+        )
+        #expect(kept.stdout.split(separator: " ") == ["1", "0", "0"], "one connection for three requests: \(kept.stdout)")
+
+        #expect(try setup.proxy.stop() == 0)
+        for text in [setup.proxy.log.text, setup.daemon.logText] {
+            #expect(!text.contains(token) && !text.contains("someone-elses"))
+        }
+    }
+
+    @Test(
+        "a 401 refusing the token makes the daemon refresh the session once, and the request is sent once more with the new token; the client sees only the 200"
+    )
+    func refusedTokenRetriedOnce() throws {
+        let setup = try Setup()
+        let first = try setup.token()
+        let answer = try Self.get(setup.proxy.url + "/once/revoked/x")
+        #expect(answer.status == 200 && answer.body == "ok", "\(answer)")
+        let second = try setup.token()
+        #expect(second != first, "the daemon refreshed the refused token")
+        let tokens = try setup.seen().filter { $0.path == "/once/revoked/x" }.map(\.token)
+        #expect(tokens == [Self.fingerprint(first), Self.fingerprint(second)], "one retry, with the new token")
+
+        // An API that refuses every token: the 401 is passed on after one retry, not a loop.
+        let refused = try Self.get(setup.proxy.url + "/refuse/y")
+        #expect(refused.status == 401 && refused.reason == nil)
+        #expect(try setup.seen().filter { $0.path == "/refuse/y" }.count == 2)
+    }
+
+    @Test(
+        "requests for another origin, CONNECT and protocol upgrades are refused with their reasons and never reach anything; the upstream's own origin in absolute form is served"
+    )
+    func notAnOpenProxy() throws {
+        let setup = try Setup()
+        let port = try #require(Int(setup.proxy.address.split(separator: ":").last ?? ""))
+        let other = try Self.raw("GET http://evil.example/steal HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n", port: port)
+        #expect(other.hasPrefix("HTTP/1.1 403") && other.contains("AuthGate-Reason: other_origin"), "\(other)")
+        let tunnel = try Self.raw("CONNECT evil.example:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n", port: port)
+        #expect(tunnel.hasPrefix("HTTP/1.1 405") && tunnel.contains("AuthGate-Reason: connect_refused"), "\(tunnel)")
+        let upgrade = try Self.raw(
+            "GET /echo/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            port: port
+        )
+        #expect(upgrade.hasPrefix("HTTP/1.1 501") && upgrade.contains("AuthGate-Reason: upgrade_unsupported"), "\(upgrade)")
+        let own = try Self.raw("GET \(setup.upstream)/echo/own HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port: port)
+        #expect(own.hasPrefix("HTTP/1.1 200"), "\(own)")
+        #expect(try setup.seen().map(\.path).allSatisfy { !$0.contains("steal") && !$0.contains("ws") })
+    }
+
+    @Test(
+        "the proxy's own answers: no session is 503 login_required naming the sign-in command, an unreachable upstream 502 upstream_unreachable, a stopped daemon 503 daemon_unreachable"
+    )
+    func ownAnswers() throws {
+        let setup = try Setup(signIn: false)
+        let noSession = try Self.get(setup.proxy.url + "/echo/x")
+        #expect(noSession.status == 503 && noSession.reason == "login_required" && noSession.body.contains("authgate login mock"), "\(noSession)")
+        try setup.daemon.signIn()
+        #expect(try Self.get(setup.proxy.url + "/echo/x").status == 200)
+        setup.api.stop()
+        let down = try Self.get(setup.proxy.url + "/echo/x")
+        #expect(down.status == 502 && down.reason == "upstream_unreachable", "\(down)")
+        setup.daemon.send(SIGTERM)
+        _ = try setup.daemon.waitForExit()
+        let noDaemon = try Self.get(setup.proxy.url + "/echo/x")
+        #expect(noDaemon.status == 503 && noDaemon.reason == "daemon_unreachable", "\(noDaemon)")
+    }
+
+    // MARK: Who may use it
+
+    @Test(
+        "another uid is refused on the TCP port (403 caller_refused, nothing forwarded) unless --allow-uid names it; on a Unix socket it cannot connect (0600), and with --group it connects and is refused by its uid",
+        .enabled(if: isRootWithSetpriv, "needs root and setpriv to connect as nobody")
+    )
+    func otherUsersRefused() throws {
+        let setup = try Setup()
+        chmod(setup.daemon.scratch.path, 0o755)
+        let refused = try Self.get(setup.proxy.url + "/echo/from-nobody", prefix: Self.asNobody)
+        #expect(refused.status == 403 && refused.reason == "caller_refused" && refused.body.contains("65534"), "\(refused)")
+        #expect(try setup.seen().isEmpty, "nothing reached the upstream")
+        #expect(setup.proxy.log.text.contains("peer.uid=65534"))
+
+        let allowing = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "127.0.0.1:0", "--allow-uid", "nobody"])
+        #expect(try Self.get(allowing.url + "/echo/allowed", prefix: Self.asNobody).status == 200)
+
+        let socket = setup.daemon.scratch.path + "/api.sock"
+        let onSocket = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "unix:" + socket])
+        var status = stat()
+        #expect(stat(socket, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        #expect(try Self.get("http://x/echo/own", ["--unix-socket", socket]).status == 200)
+        let cannot = try run(Self.curl, ["-sS", "--unix-socket", socket, "http://x/echo/nobody"], prefix: Self.asNobody)
+        #expect(cannot.status == 7, "permission denied on connect: \(cannot)")
+        _ = try onSocket.stop()
+
+        let grouped = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "unix:" + socket, "--group", "nogroup"])
+        let byUID = try Self.get("http://x/echo/grouped", ["--unix-socket", socket], prefix: Self.asNobody)
+        #expect(byUID.status == 403 && byUID.reason == "caller_refused", "\(byUID)")
+        #expect(try setup.seen().allSatisfy { !$0.path.contains("nobody") && !$0.path.contains("grouped") })
+        _ = try grouped.stop()
+    }
+
+    // MARK: DPoP sessions
+
+    @Test(
+        "DPoP: every request carries a fresh proof of its method and the upstream's URL, signed by the daemon (the resource refuses a proof used twice); a resource asking for a nonce gets it on one retry, and it is remembered"
+    )
+    func dpopProofPerRequest() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.idpy(workdir: scratch.path + "/idp")
+        let provider = idpyProvider(server, client: "authgate-dpop", grants: ["password"], extra: #", "dpop": "required""#)
+        let daemon = try DaemonProcess(providers: ["corp.json": provider], logLevel: "info")
+        try daemon.waitForLog("provider ready")
+        try daemon.signIn("corp", username: "alice", password: "alice-password-1")
+        let proxy = try ProxyProcess(daemon, ["corp", "--upstream", server.issuer, "--listen", "127.0.0.1:0", "--ca-file", server.caFile])
+        func count(_ stats: [String: Any], _ name: String) -> Int { stats[name] as? Int ?? 0 }
+
+        let before = try server.idpyStats()
+        for _ in 0..<3 {
+            let answer = try Self.get(proxy.url + "/resource", ["-H", "DPoP: forged"])
+            #expect(answer.status == 200 && answer.body.contains("DPoP"), "\(answer)")
+        }
+        let after = try server.idpyStats()
+        #expect(count(after, "resource_requests") == count(before, "resource_requests") + 3)
+        #expect(count(after, "dpop_proofs") == count(before, "dpop_proofs") + 3 && count(after, "dpop_proofs_refused") == count(before, "dpop_proofs_refused"))
+
+        // What makes a proof per request necessary: this resource takes each proof once.
+        let resource = try #require(server.endpoints["resource"])
+        let headers = try daemon.cli(["token", "corp", "--header", "--url", resource]).stdout.split(separator: "\n").map(String.init)
+        #expect(try server.resource(headers).status == "200")
+        #expect(try server.resource(headers).status == "401", "a replayed proof is refused")
+
+        try server.setIdpyMode("resource-nonce")
+        let beforeNonce = try server.idpyStats()
+        #expect(try Self.get(proxy.url + "/resource").status == 200)
+        #expect(try Self.get(proxy.url + "/resource").status == 200)
+        let afterNonce = try server.idpyStats()
+        #expect(count(afterNonce, "nonce_challenges") == count(beforeNonce, "nonce_challenges") + 1, "one challenge, then the nonce is remembered")
+        #expect(count(afterNonce, "resource_requests") == count(beforeNonce, "resource_requests") + 3)
+        #expect(count(afterNonce, "token_requests") == count(beforeNonce, "token_requests"), "a nonce is no reason to refresh")
+
+        #expect(try proxy.stop() == 0)
+        let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .newlines)
+        #expect(!proxy.log.text.contains(token) && !daemon.logText.contains(token))
+    }
+
+    // MARK: Large bodies
+
+    @Test("a gibibyte each way streams through with its bytes intact while the proxy's memory stays bounded")
+    func gibibyteEachWay() throws {
+        let setup = try Setup()
+        let size = 1 << 30
+        let file = setup.daemon.scratch.path + "/gibibyte"
+        #expect(truncate(file, off_t(size)) == 0 || FileManager.default.createFile(atPath: file, contents: nil) && truncate(file, off_t(size)) == 0)
+        let before = setup.proxy.peakKiB
+        let up = try run(Self.curl, ["-sS", "-T", file, setup.proxy.url + "/upload"])
+        let uploaded = try Self.json(up.stdout)
+        let zeros = try run(URL(fileURLWithPath: "/usr/bin/sha256sum"), [file]).stdout.prefix(64)
+        #expect(uploaded["bytes"] as? Int == size && uploaded["sha256"] as? String == String(zeros), "\(up)")
+
+        let shell = URL(fileURLWithPath: "/bin/sh")
+        let down = try run(shell, ["-c", "/usr/bin/curl -sS '\(setup.proxy.url)/download?bytes=\(size)' | /usr/bin/sha256sum"])
+        let pattern = try run(
+            URL(fileURLWithPath: LoopbackServer.python),
+            [
+                "-c",
+                "import hashlib\nh=hashlib.sha256()\nb=bytes(i % 251 for i in range(251*4096))\nn=\(size)\nwhile n:\n c=b[:min(n,len(b))]\n h.update(c)\n n-=len(c)\nprint(h.hexdigest())",
+            ]
+        )
+        #expect(down.stdout.prefix(64) == pattern.stdout.prefix(64), "\(down) \(pattern)")
+        let peak = setup.proxy.peakKiB
+        #expect(peak < before + 64 * 1024, "the proxy's peak RSS went from \(before) KiB to \(peak) KiB for 2 GiB moved")
+    }
+}
