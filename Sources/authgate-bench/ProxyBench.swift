@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 
 #if canImport(Glibc)
@@ -67,6 +68,7 @@ extension AuthGateBench {
         let nginx = try nginxProxy("nginx-proxy")
         defer { nginx.stop() }
         let proxyPort: Int
+        let proxyPID: Int32
         let proxyName: String
         var standIn: Nginx?
         var proxy: ProxyProcess?
@@ -77,6 +79,7 @@ extension AuthGateBench {
         if proxyStandIn {
             standIn = try nginxProxy("stand-in")
             proxyPort = standIn?.port ?? 0
+            proxyPID = standIn?.pid ?? 0
             proxyName = "nginx proxy_pass standing in for `authgate proxy`"
         } else {
             proxy = try ProxyProcess(
@@ -86,6 +89,7 @@ extension AuthGateBench {
                 log: work.path + "/proxy.log"
             )
             proxyPort = proxy?.port ?? 0
+            proxyPID = proxy?.pid ?? 0
             proxyName = "`authgate proxy`"
         }
 
@@ -121,14 +125,26 @@ extension AuthGateBench {
             return [paths[index].0, String(format: "%.0f", p50), String(format: "%.0f", p99)] + added + [goal]
         }
 
-        // Throughput: the proxy and nginx in turn, twice, at each number of connections.
+        // Throughput: the proxy and nginx in turn, twice, at each number of connections, with
+        // the CPU time each proxy's processes (nginx: its master and workers) spent per request.
+        func measured(_ port: Int, _ pid: Int32, connections: Int) throws -> (HTTPLoadResult, Double) {
+            let before = processTreeCPUSeconds(pid)
+            let result = try generator.run(port: port, connections: connections, duration: seconds)
+            return (result, (processTreeCPUSeconds(pid) - before) * 1e6 / Double(max(1, result.requests)))
+        }
         var throughputRows: [[String]] = []
         for connections in [32, 1] {
             var ours: [HTTPLoadResult] = []
             var theirs: [HTTPLoadResult] = []
+            var ourCPU: [Double] = []
+            var theirCPU: [Double] = []
             for _ in 0..<2 {
-                ours.append(try generator.run(port: proxyPort, connections: connections, duration: seconds))
-                theirs.append(try generator.run(port: nginx.port, connections: connections, duration: seconds))
+                let (our, ourTime) = try measured(proxyPort, proxyPID, connections: connections)
+                let (their, theirTime) = try measured(nginx.port, nginx.pid, connections: connections)
+                ours.append(our)
+                theirs.append(their)
+                ourCPU.append(ourTime)
+                theirCPU.append(theirTime)
             }
             let direct = try generator.run(port: upstream.port, connections: connections, duration: seconds)
             guard (ours + theirs + [direct]).allSatisfy({ $0.errors == 0 }) else {
@@ -141,7 +157,8 @@ extension AuthGateBench {
             }
             throughputRows.append([
                 "\(connections)", rates(ours), rates(theirs), String(format: "%.2f", rate),
-                String(format: "%.0f / %.0f", mean(ours) { $0.p99 }, mean(theirs) { $0.p99 }), String(format: "%.0f", direct.requestsPerSecond),
+                String(format: "%.0f / %.0f", mean(ours) { $0.p99 }, mean(theirs) { $0.p99 }),
+                String(format: "%.1f / %.1f", ourCPU.reduce(0, +) / 2, theirCPU.reduce(0, +) / 2), String(format: "%.0f", direct.requestsPerSecond),
                 String(format: "%.1f / %.1f", mean(ours) { $0.generatorCPUPerRequest }, mean(theirs) { $0.generatorCPUPerRequest }),
                 (rate >= Self.proxyRateGoal ? "**met**" : "not met") + String(format: " (≥ %.1f × nginx)", Self.proxyRateGoal),
             ])
@@ -157,7 +174,7 @@ extension AuthGateBench {
             + table(
                 [
                     "connections", "\(proxyName) req/s (runs)", "nginx proxy_pass req/s (runs)", "ratio", "p99 µs (ours / nginx's)",
-                    "direct to the upstream req/s", "generator CPU µs/request (ours / nginx's)", "goal",
+                    "proxy CPU µs/request (ours / nginx's)", "direct to the upstream req/s", "generator CPU µs/request (ours / nginx's)", "goal",
                 ],
                 throughputRows
             )
@@ -210,6 +227,9 @@ final class Nginx {
     let port: Int
     private let process = Process()
     private let errorLog: String
+
+    /// The master's; its workers are its children.
+    var pid: Int32 { process.processIdentifier }
 
     /// - Parameter workers: `worker_processes` ("1", "auto").
     /// - Parameter servers: The `http` block's contents for the port it is given.
@@ -291,6 +311,8 @@ final class ProxyProcess {
         self.port = port
     }
 
+    var pid: Int32 { process.processIdentifier }
+
     /// The end of what it logged, for an error.
     var logTail: String { String(((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").suffix(600)) }
 
@@ -318,6 +340,22 @@ private func readLine(_ descriptor: Int32, timeout: Double) -> String? {
         if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
         bytes.append(byte)
     }
+}
+
+/// The user and system CPU time of process `pid` and its children (nginx's workers), in
+/// seconds, from /proc.
+func processTreeCPUSeconds(_ pid: Int32) -> Double {
+    let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+    var ticks = 0
+    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for name in processes where name.first?.isNumber == true {
+        let stat = (try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8)) ?? ""
+        // After the command's closing parenthesis: state is field 3, ppid 4, utime 14 and stime 15.
+        let fields = stat.split(separator: ")").last?.split(separator: " ") ?? []
+        guard fields.count > 13, Int32(name) == pid || Int32(fields[1]) == pid else { continue }
+        ticks += (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+    return Double(ticks) / ticksPerSecond
 }
 
 /// A loopback TCP port free now: bound to port 0, read back, closed (nginx listens on it
