@@ -126,11 +126,16 @@ extension AuthGateBench {
         }
 
         // Throughput: the proxy and nginx in turn, twice, at each number of connections, with
-        // the CPU time each proxy's processes (nginx: its master and workers) spent per request.
-        func measured(_ port: Int, _ pid: Int32, connections: Int) throws -> (HTTPLoadResult, Double) {
-            let before = processTreeCPUSeconds(pid)
+        // the CPU time each proxy's processes (nginx: its master and workers) spent per request,
+        // and authgated's during the proxy's runs (where the proxy's tokens come from).
+        func measured(_ port: Int, _ pid: Int32, connections: Int) throws -> (HTTPLoadResult, Double, Double) {
+            let before = (processTreeCPUSeconds(pid), processTreeCPUSeconds(daemon.pid))
             let result = try generator.run(port: port, connections: connections, duration: seconds)
-            return (result, (processTreeCPUSeconds(pid) - before) * 1e6 / Double(max(1, result.requests)))
+            let requests = Double(max(1, result.requests))
+            return (
+                result, (processTreeCPUSeconds(pid) - before.0) * 1e6 / requests,
+                (processTreeCPUSeconds(daemon.pid) - before.1) * 1e6 / requests
+            )
         }
         var throughputRows: [[String]] = []
         for connections in [32, 1] {
@@ -138,13 +143,15 @@ extension AuthGateBench {
             var theirs: [HTTPLoadResult] = []
             var ourCPU: [Double] = []
             var theirCPU: [Double] = []
+            var daemonCPU: [Double] = []
             for _ in 0..<2 {
-                let (our, ourTime) = try measured(proxyPort, proxyPID, connections: connections)
-                let (their, theirTime) = try measured(nginx.port, nginx.pid, connections: connections)
+                let (our, ourTime, daemonTime) = try measured(proxyPort, proxyPID, connections: connections)
+                let (their, theirTime, _) = try measured(nginx.port, nginx.pid, connections: connections)
                 ours.append(our)
                 theirs.append(their)
                 ourCPU.append(ourTime)
                 theirCPU.append(theirTime)
+                daemonCPU.append(daemonTime)
             }
             let direct = try generator.run(port: upstream.port, connections: connections, duration: seconds)
             guard (ours + theirs + [direct]).allSatisfy({ $0.errors == 0 }) else {
@@ -158,7 +165,8 @@ extension AuthGateBench {
             throughputRows.append([
                 "\(connections)", rates(ours), rates(theirs), String(format: "%.2f", rate),
                 String(format: "%.0f / %.0f", mean(ours) { $0.p99 }, mean(theirs) { $0.p99 }),
-                String(format: "%.1f / %.1f", ourCPU.reduce(0, +) / 2, theirCPU.reduce(0, +) / 2), String(format: "%.0f", direct.requestsPerSecond),
+                String(format: "%.1f / %.1f", ourCPU.reduce(0, +) / 2, theirCPU.reduce(0, +) / 2), String(format: "%.1f", daemonCPU.reduce(0, +) / 2),
+                String(format: "%.0f", direct.requestsPerSecond),
                 String(format: "%.1f / %.1f", mean(ours) { $0.generatorCPUPerRequest }, mean(theirs) { $0.generatorCPUPerRequest }),
                 (rate >= Self.proxyRateGoal ? "**met**" : "not met") + String(format: " (≥ %.1f × nginx)", Self.proxyRateGoal),
             ])
@@ -174,7 +182,8 @@ extension AuthGateBench {
             + table(
                 [
                     "connections", "\(proxyName) req/s (runs)", "nginx proxy_pass req/s (runs)", "ratio", "p99 µs (ours / nginx's)",
-                    "proxy CPU µs/request (ours / nginx's)", "direct to the upstream req/s", "generator CPU µs/request (ours / nginx's)", "goal",
+                    "proxy CPU µs/request (ours / nginx's)", "authgated CPU µs/request (ours)", "direct to the upstream req/s",
+                    "generator CPU µs/request (ours / nginx's)", "goal",
                 ],
                 throughputRows
             )
