@@ -39,16 +39,42 @@ public final class HTTPAuthorizer: Sendable {
     /// waiting for their answer.
     private let reports = Mutex<[[UInt8]: [CheckedContinuation<ReportOutcome?, Never>]]>([:])
 
+    /// The token the requests get instead of the session's own: exchanged (RFC 8693) for an
+    /// audience or a resource, or narrowed to fewer scopes; `nil` for the session's token.
+    public let variant: TokenVariantChoice?
+
     /// - Parameters:
     ///   - client: The daemon's client.
     ///   - provider: The provider of the session whose tokens authorize the requests.
     ///   - session: The session's name; the default session when `nil`.
     ///   - minimumValidity: Seconds a token must still be valid when it is sent (default 30).
-    public init(client: AuthGateClient, provider: String, session: String? = nil, minimumValidity: Int? = 30) {
+    ///   - variant: A token for an audience, a resource or fewer scopes (`token.exchange`,
+    ///     cached by the daemon per combination) instead of the session's own.
+    public init(client: AuthGateClient, provider: String, session: String? = nil, minimumValidity: Int? = 30, variant: TokenVariantChoice? = nil) {
         self.client = client
         self.provider = provider
         self.session = session
         self.minimumValidity = minimumValidity
+        self.variant = variant
+    }
+
+    /// The token to send: the session's, or the variant's.
+    private func currentToken() async throws(AuthGateClientError) -> TokenResult {
+        guard let variant else { return try await client.token(provider: provider, session: session, minimumValidity: minimumValidity) }
+        return try await client.call(
+            .tokenExchange,
+            variant.params(provider: provider, session: session, minimumValidity: minimumValidity),
+            as: TokenResult.self
+        )
+    }
+
+    /// The API refused `token`: the session's is reported (`token.rejected`, a refresh for
+    /// every caller); a variant is exchanged again.
+    private func replacement(for token: Secret) async throws(AuthGateClientError) -> TokenResult {
+        guard let variant else { return try await client.tokenRejected(provider: provider, accessToken: token, session: session) }
+        var params = variant.params(provider: provider, session: session, minimumValidity: minimumValidity)
+        params.forceRefresh = true
+        return try await client.call(.tokenExchange, params, as: TokenResult.self)
     }
 
     /// The headers of one request: `Authorization` with the session's token, and for a
@@ -57,7 +83,7 @@ public final class HTTPAuthorizer: Sendable {
     /// absolute http(s).
     public func authorize(method: String, url: String) async throws(AuthGateClientError) -> AuthorizedRequest {
         guard let origin = HTTPOrigin(url: url) else { throw AuthGateClientError.invalidURL() }
-        let token = try await client.token(provider: provider, session: session, minimumValidity: minimumValidity)
+        let token = try await currentToken()
         return try await authorized(method: method, url: url, origin: origin, token: token, nonce: policy.withLock { $0.nonce(for: origin) })
     }
 
@@ -82,7 +108,7 @@ public final class HTTPAuthorizer: Sendable {
             case .report:
                 current = try await report(refused).get()
             case .takeCurrent:
-                current = try await client.token(provider: provider, session: session, minimumValidity: minimumValidity)
+                current = try await currentToken()
             }
             guard policy.withLock({ $0.worthRetrying(current.accessToken, after: refused) }) else { return nil }
             var again = try await authorized(
@@ -135,7 +161,7 @@ public final class HTTPAuthorizer: Sendable {
         if let joined { return joined }
         let outcome: ReportOutcome
         do throws(AuthGateClientError) {
-            outcome = .success(try await client.tokenRejected(provider: provider, accessToken: token, session: session))
+            outcome = .success(try await replacement(for: token))
         } catch {
             outcome = .failure(error)
         }
@@ -169,6 +195,26 @@ public final class HTTPAuthorizer: Sendable {
             ).proof
         }
         return AuthorizedRequest(method: method, url: url, origin: origin, token: token, proof: proof)
+    }
+}
+
+/// A token for an audience, a resource or fewer scopes than the session's (`token.exchange`:
+/// RFC 8693 token exchange, or a refresh narrowed by RFC 8707 `resource` and `scope`).
+public struct TokenVariantChoice: Sendable, Hashable {
+    /// The logical name of the service the token is for (RFC 8693 §2.1 `audience`).
+    public var audience: String?
+    /// The resource server's URI (RFC 8707).
+    public var resource: String?
+    public var scopes: [String]?
+
+    public init(audience: String? = nil, resource: String? = nil, scopes: [String]? = nil) {
+        self.audience = audience
+        self.resource = resource
+        self.scopes = scopes
+    }
+
+    func params(provider: String, session: String?, minimumValidity: Int?) -> TokenExchangeParams {
+        TokenExchangeParams(provider: provider, session: session, audience: audience, resource: resource, scopes: scopes, minValidSeconds: minimumValidity)
     }
 }
 

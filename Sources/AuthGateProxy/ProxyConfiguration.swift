@@ -1,3 +1,4 @@
+public import AuthGateClient
 import FoundationEssentials
 
 #if canImport(Glibc)
@@ -10,6 +11,8 @@ public struct ProxyConfiguration: Sendable {
     public var provider: String
     /// The session's name; the default session when `nil`.
     public var session: String?
+    /// A token for an audience, a resource or fewer scopes instead of the session's own.
+    public var variant: TokenVariantChoice?
     /// The one origin requests go to.
     public var upstream: UpstreamOrigin
     public var listen: ListenAddress
@@ -31,6 +34,7 @@ public struct ProxyConfiguration: Sendable {
     public init(
         provider: String,
         session: String? = nil,
+        variant: TokenVariantChoice? = nil,
         upstream: UpstreamOrigin,
         listen: ListenAddress,
         allowedUIDs: Set<UInt32> = [],
@@ -43,6 +47,7 @@ public struct ProxyConfiguration: Sendable {
     ) {
         self.provider = provider
         self.session = session
+        self.variant = variant
         self.upstream = upstream
         self.listen = listen
         self.allowedUIDs = allowedUIDs

@@ -142,7 +142,8 @@ final class ProxyCore: Sendable {
             client: client,
             provider: configuration.provider,
             session: configuration.session,
-            minimumValidity: configuration.minimumValidity
+            minimumValidity: configuration.minimumValidity,
+            variant: configuration.variant
         )
         streams = StreamedExchanges(keptHandles: configuration.maximumConnections)
         streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)

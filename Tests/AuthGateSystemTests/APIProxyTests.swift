@@ -278,7 +278,7 @@ struct APIProxyTests {
     // MARK: DPoP sessions
 
     @Test(
-        "DPoP: every request carries a fresh proof of its method and the upstream's URL, signed by the daemon (the resource refuses a proof used twice); a resource asking for a nonce gets it on one retry, and it is remembered"
+        "DPoP: every request carries a fresh proof of its method and the upstream's URL, signed by the daemon (the resource refuses a proof used twice); a resource asking for a nonce gets it on one retry, and it is remembered; with --audience the exchanged token is sent"
     )
     func dpopProofPerRequest() throws {
         let scratch = try ScratchDirectory()
@@ -314,6 +314,19 @@ struct APIProxyTests {
         #expect(count(afterNonce, "resource_requests") == count(beforeNonce, "resource_requests") + 3)
         #expect(count(afterNonce, "token_requests") == count(beforeNonce, "token_requests"), "a nonce is no reason to refresh")
 
+        // --audience: a token exchanged for it (RFC 8693), cached by the daemon, sent instead.
+        try server.setIdpyMode("normal")
+        let exchanging = try ProxyProcess(
+            daemon,
+            ["corp", "--upstream", server.issuer, "--listen", "127.0.0.1:0", "--ca-file", server.caFile, "--audience", "https://api.example.test"]
+        )
+        let beforeExchange = try server.idpyStats()
+        for _ in 0..<2 {
+            let answer = try Self.get(exchanging.url + "/resource")
+            // idpyoidc binds the exchanged token to the session's key as well (a proof came with the exchange).
+            #expect(answer.status == 200 && answer.body.contains(#""token_type": "DPoP""#), "\(answer)")
+        }
+        #expect(try count(server.idpyStats(), "token_requests") == count(beforeExchange, "token_requests") + 1, "one exchange for both requests")
         #expect(try proxy.stop() == 0)
         let token = try daemon.cli(["token", "corp"]).stdout.trimmingCharacters(in: .newlines)
         #expect(!proxy.log.text.contains(token) && !daemon.logText.contains(token))

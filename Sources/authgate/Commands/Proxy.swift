@@ -19,7 +19,8 @@ struct Proxy: ParsableCommand {
         discussion: """
             Run it as the user whose session it uses, e.g. from systemd/authgate-proxy@.service. Every request is sent \
             to --upstream's origin (its path prefix put in front of the request's path) with `Authorization` set to the \
-            session's token, and for a DPoP session a `DPoP` proof of that request signed by the daemon; an incoming \
+            session's token (or, with --scope, --resource or --audience, one the daemon exchanges or narrows for them and \
+            caches), and for a DPoP session a `DPoP` proof of that request signed by the daemon; an incoming \
             Authorization or DPoP header is dropped. Requests for another origin, CONNECT and protocol upgrades are \
             refused: it is not an open proxy. On a TCP port (loopback only, unless --allow-remote-callers) only \
             connections from your own uid's programs (and --allow-uid's) are served, as the kernel's socket table says; \
@@ -39,6 +40,15 @@ struct Proxy: ParsableCommand {
         help: ArgumentHelp("The API's origin, and a path prefix if any: https://api.example.com[/v1] (plain http only to 127.0.0.1 or ::1).", valueName: "url")
     )
     var upstream: String
+
+    @Option(name: .customLong("scope"), help: ArgumentHelp("Send a token narrowed to these scopes (repeatable; token.exchange).", valueName: "scope"))
+    var scopes: [String] = []
+
+    @Option(help: ArgumentHelp("Send a token for this resource server (RFC 8707; token.exchange).", valueName: "uri"))
+    var resource: String?
+
+    @Option(help: ArgumentHelp("Send a token exchanged for this audience (RFC 8693; token.exchange).", valueName: "audience"))
+    var audience: String?
 
     @Option(help: ArgumentHelp("Where to listen: HOST:PORT (127.0.0.1:8787, [::1]:8787; port 0 picks one) or unix:PATH.", valueName: "address"))
     var listen: String
@@ -73,6 +83,8 @@ struct Proxy: ParsableCommand {
             configuration = ProxyConfiguration(
                 provider: selection.provider,
                 session: selection.session,
+                variant: scopes.isEmpty && resource == nil && audience == nil
+                    ? nil : TokenVariantChoice(audience: audience, resource: resource, scopes: scopes.isEmpty ? nil : scopes),
                 upstream: try UpstreamOrigin(parsing: upstream),
                 listen: try ListenAddress(parsing: listen),
                 allowedUIDs: Set(try allowedUsers.map(Self.uid)),
