@@ -8,7 +8,9 @@ volumes that connect them: the provider file reaches the daemon as its file-trus
 it (a projected volume, whose root is a sticky tmpfs, in a subdirectory: a configMap volume's
 root is 0777 and refused), the files it names are the ones mounted in the daemon's container,
 the projected service-account token is the one the provider file sends,
-the sink talks to the socket the daemon listens on and writes where the application reads,
+the sink and the proxy talk to the socket the daemon listens on, the sink writes where the
+application reads, the proxy listens on loopback where the application sends its requests, as a
+uid it serves, and sends them on over https,
 no caller administers the daemon (a socket on the node's hostPath needs --no-admin), the node's
 socket directory is not the Debian package's /run/authgate (systemd/tmpfiles.d),
 the probes ask the port the daemon serves its metrics on, and every flag given to authgated
@@ -93,6 +95,17 @@ def daemons(pod: dict) -> list[dict]:
 
 def sinks(pod: dict) -> list[dict]:
     return [c for c in containers(pod) if program(c) == "authgate" and command(c)[1:2] == ["sink"]]
+
+
+def proxies(pod: dict) -> list[dict]:
+    return [c for c in containers(pod) if program(c) == "authgate" and command(c)[1:2] == ["proxy"]]
+
+
+def options(container: dict, name: str) -> list[str]:
+    """Every value of a repeatable `--name VALUE` (or `--name=VALUE`) in the container's command."""
+    words = command(container)
+    values = [words[i + 1] for i, word in enumerate(words[:-1]) if word == name]
+    return values + [word.split("=", 1)[1] for word in words if word.startswith(name + "=")]
 
 
 def option(container: dict, name: str) -> str | None:
@@ -183,23 +196,34 @@ def sink_pods():
             yield path, workload, pod, sink
 
 
+def proxy_pods():
+    for path, workload in WORKLOADS:
+        pod = pod_spec(workload)
+        for proxy in proxies(pod):
+            yield path, workload, pod, proxy
+
+
 def ids(items):
     return [f"{path.name}:{workload['metadata']['name']}:{container['name']}" for path, workload, _, container in items]
 
 
 DAEMONS = list(daemon_pods())
 SINKS = list(sink_pods())
+PROXIES = list(proxy_pods())
+# The daemon's clients in the manifests: each needs its socket and a provider that admits it.
+CALLERS = SINKS + PROXIES
 
 
 def test_every_document_parses():
-    assert {path.name for path in MANIFESTS} >= {"sidecar.yaml", "daemonset.yaml"}
+    assert {path.name for path in MANIFESTS} >= {"sidecar.yaml", "daemonset.yaml", "proxy-sidecar.yaml"}
     for path, document in ALL:
         assert {"apiVersion", "kind", "metadata"} <= document.keys(), f"{path.name}: {document}"
         assert document["metadata"].get("name"), f"{path.name}: a {document['kind']} without a name"
     kinds = {path.name: {d["kind"] for d in documents(path)} for path in MANIFESTS}
     assert {"ConfigMap", "ServiceAccount", "Deployment"} <= kinds["sidecar.yaml"]
     assert {"ConfigMap", "ServiceAccount", "DaemonSet"} <= kinds["daemonset.yaml"]
-    assert len(DAEMONS) >= 2 and len(SINKS) >= 2
+    assert {"ConfigMap", "ServiceAccount", "Deployment"} <= kinds["proxy-sidecar.yaml"]
+    assert len(DAEMONS) >= 3 and len(SINKS) >= 2 and len(PROXIES) >= 1
 
 
 def test_provider_files_pass_the_schema():
@@ -278,8 +302,9 @@ def test_the_projected_token_is_the_one_the_provider_sends(path, workload, pod, 
 
 
 def daemon_for(sink_path: Path, sink_pod: dict, sink: dict):
-    """The daemon the sink's --socket reaches: in its own pod through a shared volume, or on the
-    node through the same hostPath. Returns (path, pod, daemon, the sink's socket volume)."""
+    """The daemon the caller's (a sink's or a proxy's) --socket reaches: in its own pod through a
+    shared volume, or on the node through the same hostPath. Returns (path, pod, daemon, the
+    caller's socket volume)."""
     socket = option(sink, "--socket")
     assert socket, f"{sink['name']}: no --socket"
     mount, inside = mount_of(sink, posixpath.dirname(socket))
@@ -312,8 +337,9 @@ def uid_of(pod: dict, container: dict) -> int | None:
     return container.get("securityContext", {}).get("runAsUser", pod.get("securityContext", {}).get("runAsUser"))
 
 
-@pytest.mark.parametrize("path, workload, pod, sink", SINKS, ids=ids(SINKS))
-def test_the_sink_reaches_the_daemon_and_may_use_the_provider(path, workload, pod, sink):
+@pytest.mark.parametrize("path, workload, pod, sink", CALLERS, ids=ids(CALLERS))
+def test_the_caller_reaches_the_daemon_and_may_use_the_provider(path, workload, pod, sink):
+    """A sink or a proxy: both ask the daemon for their own uid's session."""
     found = daemon_for(path, pod, sink)
     assert found, f"{sink['name']}: no daemon listens on --socket {option(sink, '--socket')} through the same volume"
     daemon_path, daemon_pod, daemon, socket_volume = found
@@ -321,7 +347,7 @@ def test_the_sink_reaches_the_daemon_and_may_use_the_provider(path, workload, po
         assert "emptyDir" in socket_volume, "the pod's own socket lives and dies with the pod"
     else:
         assert socket_volume["hostPath"].get("type") == "Directory", "a caller must not create the node's socket directory"
-    # The socket is 0660 with --socket-group: the sink needs that group.
+    # The socket is 0660 with --socket-group: the caller needs that group.
     group = option(daemon, "--socket-group")
     assert group is not None and int(group) in groups_of(pod, sink), f"{sink['name']} is not in the socket's group {group}"
     assert int(group) in groups_of(daemon_pod, daemon), "the daemon can only give its socket to a group it is in"
@@ -330,7 +356,7 @@ def test_the_sink_reaches_the_daemon_and_may_use_the_provider(path, workload, po
     assert provider in providers, f"the daemon has no provider {provider}: {sorted(providers)}"
     users = providers[provider].get("access", {}).get("users")
     if users is not None:
-        assert str(uid_of(pod, sink)) in users, f"{provider}'s access.users {users} does not admit the sink's uid {uid_of(pod, sink)}"
+        assert str(uid_of(pod, sink)) in users, f"{provider}'s access.users {users} does not admit {sink['name']}'s uid {uid_of(pod, sink)}"
 
 
 def package_runtime_directories() -> set[str]:
@@ -409,6 +435,47 @@ def test_the_token_file_is_where_the_application_reads_it(path, workload, pod, s
     assert readers, f"no container reads {file}"
 
 
+def listen_address(proxy: dict) -> tuple[str, int]:
+    """The host (brackets removed) and port of a proxy's `--listen HOST:PORT`."""
+    listen = option(proxy, "--listen")
+    assert listen, f"{proxy['name']}: no --listen"
+    assert not listen.startswith("unix:"), f"{proxy['name']}: --listen {listen}: these examples serve the application on TCP loopback"
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+@pytest.mark.parametrize("path, workload, pod, proxy", PROXIES, ids=ids(PROXIES))
+def test_the_proxy_serves_the_application_on_loopback(path, workload, pod, proxy):
+    """The containers of a pod share its network: the proxy listens on the pod's loopback, which
+    nothing outside the pod reaches, and serves the connections whose socket its own uid or an
+    --allow-uid one owns (the kernel's /proc/net/tcp); the application sends its requests there
+    as such a uid, and holds neither the token nor the daemon's socket."""
+    host, port = listen_address(proxy)
+    assert host in ("127.0.0.1", "::1"), f"--listen {host}: other pods and machines could use the session"
+    assert "--allow-remote-callers" not in command(proxy)
+    # https, or plain http to loopback only: the proxy refuses anything else at start.
+    upstream = option(proxy, "--upstream")
+    assert upstream and (upstream.startswith("https://") or re.match(r"http://(127\.0\.0\.1|\[::1\])[:/]", upstream)), f"--upstream {upstream}"
+    allowed = options(proxy, "--allow-uid")
+    assert all(value.isdigit() for value in allowed), f"--allow-uid {allowed}: numeric uids (the image's /etc/passwd knows no pod's user)"
+    served = {uid_of(pod, proxy)} | {int(value) for value in allowed}
+    base = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+    socket_volume = mount_of(proxy, posixpath.dirname(option(proxy, "--socket")))[0]["name"]
+    clients = []
+    for container in containers(pod):
+        if container is proxy or not any(word == base or word.startswith(base + "/") or base + "/" in word for word in command(container)):
+            continue
+        assert uid_of(pod, container) in served, f"{container['name']} (uid {uid_of(pod, container)}) would be refused: the proxy serves the uids {sorted(served)}"
+        assert uid_of(pod, container) != 0
+        assert not any(m["name"] == socket_volume for m in container.get("volumeMounts", [])), f"{container['name']} needs the proxy, not the daemon's socket"
+        clients.append(container["name"])
+    assert clients, f"no container sends its requests to {base}"
+    # kubelet's own probes knock on the pod's IP, where nothing listens: the startup probe
+    # connects to the loopback port from inside the container.
+    probe = " ".join(proxy.get("startupProbe", {}).get("exec", {}).get("command", []))
+    assert f"{host}/{port}" in probe or f"{host}:{port}" in probe, f"the startup probe ({probe or 'none'}) does not try {host}:{port}"
+
+
 @pytest.mark.parametrize("path, workload, pod, daemon", DAEMONS, ids=ids(DAEMONS))
 def test_the_probes_ask_the_metrics_listener(path, workload, pod, daemon):
     listen = option(daemon, "--metrics-listen")
@@ -455,11 +522,11 @@ def test_the_daemon_has_resources(path, workload, pod, daemon):
     assert "memory" in resources.get("limits", {})
 
 
-def test_the_daemon_and_the_sink_start_before_the_application():
+def test_the_daemon_and_its_callers_start_before_the_application():
     for path, workload in WORKLOADS:
         pod = pod_spec(workload)
         order = [c["name"] for c in pod.get("initContainers", [])]
-        for container in daemons(pod) + sinks(pod):
+        for container in daemons(pod) + sinks(pod) + proxies(pod):
             where = f"{path.name}: {workload['metadata']['name']}/{container['name']}"
             if workload["kind"] == "DaemonSet":
                 continue  # the node's daemon is the pod's main container
@@ -467,8 +534,9 @@ def test_the_daemon_and_the_sink_start_before_the_application():
             assert container["name"] in order and container.get("restartPolicy") == "Always", where
             # The next container starts once this one's startup probe passes.
             assert "startupProbe" in container, where
-        if daemons(pod) and sinks(pod) and workload["kind"] != "DaemonSet":
-            assert order.index(daemons(pod)[0]["name"]) < order.index(sinks(pod)[0]["name"]), "the daemon starts before the sink"
+        if daemons(pod) and workload["kind"] != "DaemonSet":
+            for caller in sinks(pod) + proxies(pod):
+                assert order.index(daemons(pod)[0]["name"]) < order.index(caller["name"]), f"the daemon starts before {caller['name']}"
 
 
 def help_text(binary_dir: Path, words: list[str]) -> str:
