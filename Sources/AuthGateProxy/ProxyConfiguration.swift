@@ -16,6 +16,8 @@ public struct ProxyConfiguration: Sendable {
     /// The one origin requests go to.
     public var upstream: UpstreamOrigin
     public var listen: ListenAddress
+    /// Where to serve the counts for Prometheus (`GET /metrics`), if anywhere.
+    public var metricsListen: ListenAddress?
     /// Uids besides the proxy's own whose connections are served.
     public var allowedUIDs: Set<UInt32>
     /// With a Unix socket: the group given read and write on it (mode 0660 instead of 0600).
@@ -37,6 +39,7 @@ public struct ProxyConfiguration: Sendable {
         variant: TokenVariantChoice? = nil,
         upstream: UpstreamOrigin,
         listen: ListenAddress,
+        metricsListen: ListenAddress? = nil,
         allowedUIDs: Set<UInt32> = [],
         socketGroup: UInt32? = nil,
         allowsRemoteCallers: Bool = false,
@@ -50,6 +53,7 @@ public struct ProxyConfiguration: Sendable {
         self.variant = variant
         self.upstream = upstream
         self.listen = listen
+        self.metricsListen = metricsListen
         self.allowedUIDs = allowedUIDs
         self.socketGroup = socketGroup
         self.allowsRemoteCallers = allowsRemoteCallers

@@ -22,7 +22,9 @@ import Glibc
 public final class ProxyServer: Sendable {
     let core: ProxyCore
     private let listener: ProxyListener
-    private let acceptThread = NIOThreadPool(numberOfThreads: 1)
+    /// `--metrics-listen`'s socket: the counts for Prometheus, to the same callers.
+    private let metricsListener: ProxyListener?
+    private let acceptThreads = NIOThreadPool(numberOfThreads: 2)
 
     /// Binds the listening socket.
     /// - Throws: ``ProxyConfigurationError`` when it cannot listen where asked.
@@ -33,19 +35,33 @@ public final class ProxyServer: Sendable {
             )
         }
         listener = try ProxyListener(configuration.listen, socketGroup: configuration.socketGroup)
+        if let metrics = configuration.metricsListen {
+            guard metrics.isLocal || configuration.allowsRemoteCallers else {
+                throw ProxyConfigurationError("--metrics-listen \(metrics) is not a loopback address")
+            }
+            metricsListener = try ProxyListener(metrics, socketGroup: configuration.socketGroup)
+        } else {
+            metricsListener = nil
+        }
         core = ProxyCore(configuration: configuration, client: client, logger: logger)
     }
 
     /// Where it listens (with the port the kernel chose for port 0).
     public var address: ListenAddress { listener.address }
 
+    /// Where it serves its metrics, if it does.
+    public var metricsAddress: ListenAddress? { metricsListener?.address }
+
     /// What it has done so far.
     public var counts: ProxyCounts { core.counts.withLock { $0 } }
 
     /// Accepts connections on a thread of its own until ``stop()``.
     public func start() {
-        acceptThread.start()
-        acceptThread.submit { _ in self.listener.run { self.admit($0) } }
+        acceptThreads.start()
+        acceptThreads.submit { _ in self.listener.run { self.admit($0, on: self.listener) } }
+        if let metricsListener {
+            acceptThreads.submit { _ in metricsListener.run { self.admit($0, on: metricsListener) } }
+        }
         core.logger.notice(
             "authgate proxy listening",
             metadata: [
@@ -57,13 +73,15 @@ public final class ProxyServer: Sendable {
     /// Stops accepting; connections under way go on until they end or the process exits.
     public func stop() {
         listener.stop()
+        metricsListener?.stop()
     }
 
     /// Checks a new connection's caller, then serves it with NIO or refuses it.
-    private func admit(_ descriptor: Int32) {
+    private func admit(_ descriptor: Int32, on listener: ProxyListener) {
         let configuration = core.configuration
         var uid: UInt32?
         let checked: Bool
+        let servesMetrics = listener !== self.listener
         switch listener.address {
         case .unix:
             uid = CallerCheck.unixPeerUID(descriptor)
@@ -100,7 +118,11 @@ public final class ProxyServer: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(IdleStateHandler(allTimeout: idle))
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
-                    try sync.addHandler(ProxyConnectionHandler(proxy: core, caller: caller))
+                    if servesMetrics {
+                        try sync.addHandler(MetricsHandler(core: core))
+                    } else {
+                        try sync.addHandler(ProxyConnectionHandler(proxy: core, caller: caller))
+                    }
                 }
             }
             .withConnectedSocket(descriptor)

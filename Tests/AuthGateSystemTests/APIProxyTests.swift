@@ -43,8 +43,15 @@ struct APIProxyTests {
         }
 
         /// What it printed: `127.0.0.1:PORT` or `unix:PATH`.
-        var address: String { output.text.components(separatedBy: "listening on ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
+        var address: String { printed("listening on ") }
         var url: String { "http://" + address }
+        /// Where `--metrics-listen` serves.
+        var metricsURL: String { "http://" + printed("metrics on ") + "/metrics" }
+
+        private func printed(_ prefix: String) -> String {
+            let line = output.text.split(separator: "\n").first { $0.hasPrefix(prefix) } ?? ""
+            return String(line.dropFirst(prefix.count))
+        }
 
         /// The peak of its resident memory so far, in KiB (`VmHWM`).
         var peakKiB: Int {
@@ -186,10 +193,10 @@ struct APIProxyTests {
     }
 
     @Test(
-        "a 401 refusing the token makes the daemon refresh the session once, and the request is sent once more with the new token; the client sees only the 200"
+        "a 401 refusing the token makes the daemon refresh the session once, and the request is sent once more with the new token; the client sees only the 200; the metrics count the retries"
     )
     func refusedTokenRetriedOnce() throws {
-        let setup = try Setup()
+        let setup = try Setup(["--metrics-listen", "127.0.0.1:0"])
         let first = try setup.token()
         let answer = try Self.get(setup.proxy.url + "/once/revoked/x")
         #expect(answer.status == 200 && answer.body == "ok", "\(answer)")
@@ -202,6 +209,16 @@ struct APIProxyTests {
         let refused = try Self.get(setup.proxy.url + "/refuse/y")
         #expect(refused.status == 401 && refused.reason == nil)
         #expect(try setup.seen().filter { $0.path == "/refuse/y" }.count == 2)
+
+        // What it did, for Prometheus: two retries with a new token, a 200 and a 401 passed on.
+        let metrics = try run(Self.curl, ["-sS", setup.proxy.metricsURL]).stdout
+        for line in [
+            #"authgate_proxy_retries_total{cause="token"} 2"#, #"authgate_proxy_upstream_answers_total{class="2xx"} 1"#,
+            #"authgate_proxy_upstream_answers_total{class="4xx"} 1"#, "authgate_proxy_requests_total 2",
+        ] {
+            #expect(metrics.contains(line + "\n"), "\(metrics)")
+        }
+        #expect(!metrics.contains(first) && !metrics.contains(second))
     }
 
     @Test(

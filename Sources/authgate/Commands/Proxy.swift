@@ -53,6 +53,14 @@ struct Proxy: ParsableCommand {
     @Option(help: ArgumentHelp("Where to listen: HOST:PORT (127.0.0.1:8787, [::1]:8787; port 0 picks one) or unix:PATH.", valueName: "address"))
     var listen: String
 
+    @Option(
+        help: ArgumentHelp(
+            "Also serve the proxy's counts for Prometheus at GET /metrics here (HOST:PORT or unix:PATH), to the same callers.",
+            valueName: "address"
+        )
+    )
+    var metricsListen: String?
+
     @Option(name: .customLong("allow-uid"), help: ArgumentHelp("Also serve this user's programs (a name or uid; repeatable).", valueName: "user"))
     var allowedUsers: [String] = []
 
@@ -87,6 +95,7 @@ struct Proxy: ParsableCommand {
                     ? nil : TokenVariantChoice(audience: audience, resource: resource, scopes: scopes.isEmpty ? nil : scopes),
                 upstream: try UpstreamOrigin(parsing: upstream),
                 listen: try ListenAddress(parsing: listen),
+                metricsListen: try metricsListen.map { address throws(ProxyConfigurationError) in try ListenAddress(parsing: address) },
                 allowedUIDs: Set(try allowedUsers.map(Self.uid)),
                 socketGroup: try group.map(Self.gid),
                 allowsRemoteCallers: allowRemoteCallers,
@@ -118,6 +127,7 @@ struct Proxy: ParsableCommand {
         server.start()
         // stdout is line-buffered (AuthGate.main): a supervisor reading it sees the line now.
         print("listening on \(server.address)")
+        if let metrics = server.metricsAddress { print("metrics on \(metrics)") }
         while true {
             let signal = ag_read_signal(signals)
             if signal == SIGTERM || signal == SIGINT || (signal < 0 && errno != EINTR) { break }
