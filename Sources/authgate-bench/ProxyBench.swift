@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 
-/// 9. `authgate proxy` beside nginx (`authgate-bench --only proxy`, about 45 s): what the proxy
+/// 9. `authgate proxy` beside nginx (`authgate-bench --only proxy`, about 50 s): what the proxy
 /// adds to a request on loopback, and how many it carries next to nginx's own `proxy_pass`
 /// with the token `authgate sink --format nginx` keeps in an include, the way a service is
 /// given a token without the proxy. The upstream is an nginx answering `return 200` (one
@@ -175,7 +175,7 @@ extension AuthGateBench {
             + "The upstream is nginx (`/usr/sbin/nginx`, one worker) answering `return 200 \"ok\\n\"`; nginx proxy_pass "
             + "(`worker_processes auto`, `keepalive 64` to the upstream, HTTP/1.1) sends the token from an include written by "
             + "`authgate sink mock --format nginx`. The load generator is `bench/http_load.c` (one thread, epoll, kept-alive connections, "
-            + "`GET /`; latency from the send to the response's last byte). Each figure is the mean of two runs, the paths taking turns.\n\n"
+            + "`GET /`; latency from the send to the response's last byte). Each figure is the mean of two runs, the paths taking turns (direct to the upstream: one run).\n\n"
             + "Latency, one connection, one request after the other:\n\n"
             + table(["path", "p50 µs", "p99 µs", "added p50 µs", "added p99 µs", "goal"], latencyRows)
             + "\nRequests a second, kept-alive connections:\n\n"
@@ -187,7 +187,7 @@ extension AuthGateBench {
                 ],
                 throughputRows
             )
-            + "\nRepeat with `scripts/bench --only proxy` (a release build; about 45 s at 3 s a run).\n"
+            + "\nRepeat with `scripts/bench --only proxy` (a release build; about 50 s at 3 s a run).\n"
     }
 }
 
