@@ -87,6 +87,14 @@ public final class HTTPAuthorizer: Sendable {
         return try await authorized(method: method, url: url, origin: origin, token: token, nonce: policy.withLock { $0.nonce(for: origin) })
     }
 
+    /// ``authorize(method:url:)`` with a token the caller has already (one it follows with
+    /// ``AuthGateClient/follow(provider:session:minimumValidity:)``): no token call, and for a
+    /// DPoP-bound token only the proof is asked for.
+    public func authorize(method: String, url: String, token: TokenResult) async throws(AuthGateClientError) -> AuthorizedRequest {
+        guard let origin = HTTPOrigin(url: url) else { throw AuthGateClientError.invalidURL() }
+        return try await authorized(method: method, url: url, origin: origin, token: token, nonce: policy.withLock { $0.nonce(for: origin) })
+    }
+
     /// What to do with `answer` to `request`: the request's headers for sending it once more, or
     /// `nil` to hand the answer back as it is (``HTTPRetryPolicy`` says which answers are worth a
     /// retry). Only an answer from the origin `request` was authorized for is looked at.
@@ -423,7 +431,7 @@ private struct Bounded<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
 extension TokenResult {
     /// Whether the token is DPoP-bound (RFC 9449 `token_type` `DPoP`).
-    var isDPoP: Bool { tokenType.lowercased() == "dpop" }
+    public var isDPoP: Bool { tokenType.lowercased() == "dpop" }
 }
 
 extension AuthGateClientError {

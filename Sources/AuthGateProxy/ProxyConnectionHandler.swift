@@ -99,30 +99,39 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
 
     // MARK: Writing, on the event loop, for ClientAnswer
 
-    fileprivate func writeHead(status: Int, fields: [(name: String, value: String)], answer: ClientAnswer, context: ChannelHandlerContext) {
-        guard current === answer else { return }
-        var headers = HTTPHeaders()
-        for field in fields { headers.add(name: field.name, value: field.value) }
-        if !answer.keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
-        context.write(
-            wrapOutboundOut(.head(HTTPResponseHead(version: answer.version, status: HTTPResponseStatus(statusCode: status), headers: headers))),
-            promise: nil
-        )
-    }
-
-    fileprivate func writeBody(_ buffer: ByteBuffer, answer: ClientAnswer, context: ChannelHandlerContext, written: @escaping @Sendable () -> Void) {
+    /// Writes an answer's head (once), a piece of its body and its end, as far as each is
+    /// given; `written` is called when the client has taken the body's piece (or never will).
+    fileprivate func write(
+        head: (status: Int, fields: [(name: String, value: String)])?,
+        body: ByteBuffer?,
+        ending: Bool,
+        answer: ClientAnswer,
+        context: ChannelHandlerContext,
+        written: @escaping @Sendable () -> Void
+    ) {
         guard current === answer else { return written() }
+        if let head {
+            var headers = HTTPHeaders()
+            for field in head.fields { headers.add(name: field.name, value: field.value) }
+            if !answer.keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
+            let status = HTTPResponseStatus(statusCode: head.status)
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: answer.version, status: status, headers: headers))), promise: nil)
+        }
         let promise = context.eventLoop.makePromise(of: Void.self)
         promise.futureResult.whenComplete { _ in written() }
-        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: promise)
-    }
-
-    fileprivate func writeEnd(answer: ClientAnswer, context: ChannelHandlerContext) {
-        guard current === answer else { return }
+        if let body, body.readableBytes > 0 {
+            context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: ending ? nil : promise)
+        }
+        guard ending else {
+            if body == nil || body!.readableBytes == 0 { promise.succeed() }
+            context.flush()
+            return
+        }
         current = nil
         let keepAlive = answer.keepAlive
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
+        promise.futureResult.whenComplete { _ in
             if !keepAlive { channel.close(promise: nil) }
         }
         resumeReading(context: context)
@@ -192,12 +201,14 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     }
 }
 
-/// The way back from an exchange's thread to its client: every call hops to the connection's
-/// event loop. Body pieces are written with at most ``window`` of them in flight; the thread
-/// waits for the client to take them (so a slow reader slows the upstream down instead of
-/// filling the proxy's memory), at most the idle time.
+/// The way back from an exchange's thread to its client. What the exchange hands it is
+/// gathered on the exchange's thread and passed to the connection's event loop in one hop per
+/// ``batch`` bytes (a small answer's head, body and end in one), at most ``window`` batches in
+/// flight: the thread waits for the client to take them (so a slow reader slows the upstream
+/// down instead of filling the proxy's memory), at most the idle time.
 final class ClientAnswer: Sendable {
-    static let window = 64
+    static let batch = 64 << 10
+    static let window = 16
 
     fileprivate let bound: NIOLoopBound<(handler: ProxyConnectionHandler, context: ChannelHandlerContext)>
     let version: HTTPVersion
@@ -206,6 +217,13 @@ final class ClientAnswer: Sendable {
     private let credits = DispatchSemaphore(value: ClientAnswer.window)
     private let gone = Atomic<Bool>(false)
     private let idleSeconds: Int
+    /// What waits for the next hop: touched only by the exchange's thread (the lock is never contended).
+    private let pending = Mutex(Pending())
+
+    private struct Pending: Sendable {
+        var head: (status: Int, fields: [(name: String, value: String)])?
+        var body: ByteBuffer?
+    }
 
     fileprivate init(
         bound: NIOLoopBound<(handler: ProxyConnectionHandler, context: ChannelHandlerContext)>,
@@ -227,25 +245,38 @@ final class ClientAnswer: Sendable {
     var isGone: Bool { gone.load(ordering: .relaxed) }
 
     func head(status: Int, fields: [(name: String, value: String)]) {
-        let bound = bound
-        eventLoop.execute { bound.value.handler.writeHead(status: status, fields: fields, answer: self, context: bound.value.context) }
+        pending.withLock { $0.head = (status, fields) }
     }
 
-    /// Writes a piece of the body; `false` when the client is gone or took nothing for the idle time.
+    /// Adds a piece of the body; `false` when the client is gone or took nothing for the idle time.
     func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard !isGone, credits.wait(timeout: .now() + .seconds(idleSeconds)) == .success else { return false }
+        let full = pending.withLock { pending in
+            if pending.body == nil { pending.body = ByteBufferAllocator().buffer(capacity: max(bytes.count, 16 << 10)) }
+            pending.body!.writeBytes(bytes)
+            return pending.body!.readableBytes >= Self.batch
+        }
+        guard !isGone else { return false }
+        return full ? flush(ending: false) : true
+    }
+
+    /// The answer is complete.
+    func end() {
+        _ = flush(ending: true)
+    }
+
+    /// Passes what waits to the event loop, after a credit.
+    private func flush(ending: Bool) -> Bool {
+        guard credits.wait(timeout: .now() + .seconds(idleSeconds)) == .success else { return false }
+        let (head, body) = pending.withLock { pending in
+            defer { pending = Pending() }
+            return (pending.head, pending.body)
+        }
         let bound = bound
         let credits = credits
-        let buffer = ByteBufferAllocator().buffer(bytes: bytes)
         eventLoop.execute {
-            bound.value.handler.writeBody(buffer, answer: self, context: bound.value.context) { credits.signal() }
+            bound.value.handler.write(head: head, body: body, ending: ending, answer: self, context: bound.value.context) { credits.signal() }
         }
         return !isGone
-    }
-
-    func end() {
-        let bound = bound
-        eventLoop.execute { bound.value.handler.writeEnd(answer: self, context: bound.value.context) }
     }
 
     /// Answers with the proxy's own answer (nothing of the upstream's was sent).

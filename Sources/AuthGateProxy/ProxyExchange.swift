@@ -36,12 +36,25 @@ final class ProxyExchange: Sendable {
         let method = method
         let target = url.absoluteString
         var authorized: AuthorizedRequest
-        switch waitFor({ () async throws(AuthGateClientError) in try await authorizer.authorize(method: method, url: target) }) {
-        case .success(let value): authorized = value
-        case .failure(let error):
-            let answer = ProxyAnswer.noToken(error, provider: proxy.configuration.provider, session: proxy.configuration.session)
-            proxy.refused(answer)
-            return client.answer(answer)
+        let followed = proxy.followedToken()
+        if let followed, !followed.isDPoP, let origin = proxy.upstreamOrigin {
+            // The common case costs no call: the daemon pushed this token.
+            authorized = AuthorizedRequest(method: method, url: target, origin: origin, token: followed, proof: nil)
+        } else {
+            let outcome = waitFor { () async throws(AuthGateClientError) in
+                if let followed {
+                    try await authorizer.authorize(method: method, url: target, token: followed)
+                } else {
+                    try await authorizer.authorize(method: method, url: target)
+                }
+            }
+            switch outcome {
+            case .success(let value): authorized = value
+            case .failure(let error):
+                let answer = ProxyAnswer.noToken(error, provider: proxy.configuration.provider, session: proxy.configuration.session)
+                proxy.refused(answer)
+                return client.answer(answer)
+            }
         }
         while true {
             let relay = AnswerRelay(exchange: self, authorized: authorized)
@@ -64,6 +77,7 @@ final class ProxyExchange: Sendable {
                 return
             }
             proxy.retried(nonce: next.nonceRetried && !authorized.nonceRetried)
+            if next.tokenRetried && !authorized.tokenRetried { proxy.tookNew(next.token) }
             authorized = next
             client.body?.rewind()
         }

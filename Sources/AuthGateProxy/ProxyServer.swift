@@ -1,7 +1,9 @@
 public import AuthGateClient
 import AuthGateCore
 import AuthGateHTTP
+import AuthGateRPC
 import Dispatch
+import FoundationEssentials
 public import Logging
 import NIOCore
 import NIOHTTP1
@@ -24,7 +26,8 @@ public final class ProxyServer: Sendable {
     private let listener: ProxyListener
     /// `--metrics-listen`'s socket: the counts for Prometheus, to the same callers.
     private let metricsListener: ProxyListener?
-    private let acceptThreads = NIOThreadPool(numberOfThreads: 2)
+    /// The two accept loops and the session's follower.
+    private let ownThreads = NIOThreadPool(numberOfThreads: 3)
 
     /// Binds the listening socket.
     /// - Throws: ``ProxyConfigurationError`` when it cannot listen where asked.
@@ -57,10 +60,11 @@ public final class ProxyServer: Sendable {
 
     /// Accepts connections on a thread of its own until ``stop()``.
     public func start() {
-        acceptThreads.start()
-        acceptThreads.submit { _ in self.listener.run { self.admit($0, on: self.listener) } }
+        ownThreads.start()
+        ownThreads.submit { _ in self.core.follow() }
+        ownThreads.submit { _ in self.listener.run { self.admit($0, on: self.listener) } }
         if let metricsListener {
-            acceptThreads.submit { _ in metricsListener.run { self.admit($0, on: metricsListener) } }
+            ownThreads.submit { _ in metricsListener.run { self.admit($0, on: metricsListener) } }
         }
         core.logger.notice(
             "authgate proxy listening",
@@ -74,6 +78,7 @@ public final class ProxyServer: Sendable {
     public func stop() {
         listener.stop()
         metricsListener?.stop()
+        core.stopFollowing()
     }
 
     /// Checks a new connection's caller, then serves it with NIO or refuses it.
@@ -157,6 +162,12 @@ final class ProxyCore: Sendable {
     let counts = Mutex(ProxyCounts())
     /// Client connections open now.
     let openConnections = Atomic<Int>(0)
+    /// The session's token as the daemon last pushed it (`token.watch`, ``TokenFollower``):
+    /// requests take it without a call, until it nears its expiry or the session ends.
+    private let followed = Mutex<TokenResult?>(nil)
+    private let following = FollowStop()
+    let upstreamOrigin: HTTPOrigin?
+    private let socketPath: String
 
     init(configuration: ProxyConfiguration, client: AuthGateClient, logger: Logger) {
         self.configuration = configuration
@@ -172,6 +183,49 @@ final class ProxyCore: Sendable {
         exchangeThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
         exchangeThreads.start()
         self.logger = logger
+        socketPath = client.socketPath
+        upstreamOrigin = HTTPOrigin(url: configuration.upstream.origin)
+    }
+
+    /// Follows the session's token until ``stopFollowing()``, on the calling thread. A proxy
+    /// sending a variant (``ProxyConfiguration/variant``) follows nothing: those are asked for.
+    func follow() {
+        guard configuration.variant == nil else { return }
+        let follower = TokenFollower(
+            socketPath: socketPath,
+            params: TokenParams(provider: configuration.provider, session: configuration.session, minValidSeconds: configuration.minimumValidity)
+        )
+        do throws(RPCClientError) {
+            try follower.run(stop: following) { event in
+                switch event {
+                case .token(let token): followed.withLock { $0 = token }
+                case .ended, .unavailable: followed.withLock { $0 = nil }
+                }
+                return true
+            }
+        } catch {
+            followed.withLock { $0 = nil }
+            logger.info("requests ask the daemon for each token: the session cannot be followed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func stopFollowing() {
+        following.stop()
+        followed.withLock { $0 = nil }
+    }
+
+    /// The followed token, when it is valid for the minimum validity still.
+    func followedToken() -> TokenResult? {
+        followed.withLock { token in
+            guard let current = token, current.expiresAt.timeIntervalSinceNow > Double(configuration.minimumValidity) else { return nil }
+            return current
+        }
+    }
+
+    /// A token the daemon answered (after a refusal): taken until the watch says otherwise.
+    func tookNew(_ token: TokenResult) {
+        guard configuration.variant == nil else { return }
+        followed.withLock { $0 = token }
     }
 
     /// The proxy answered itself.

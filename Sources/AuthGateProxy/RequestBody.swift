@@ -38,7 +38,9 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
         lock.lock()
         chunks.append(buffer)
         queued += buffer.readableBytes
-        paused = queued > Self.highWater
+        // Set here, cleared only by the reader when it asks the connection to read again: the
+        // connection stops reading from the first push past the high water until that call.
+        if queued > Self.highWater { paused = true }
         let pause = paused
         lock.unlock(withValue: 1)
         return pause

@@ -242,7 +242,7 @@ struct APIProxyTests {
     }
 
     @Test(
-        "the proxy's own answers: no session is 503 login_required naming the sign-in command, an unreachable upstream 502 upstream_unreachable, a stopped daemon 503 daemon_unreachable"
+        "the proxy's own answers: no session is 503 login_required naming the sign-in command, an unreachable upstream 502 upstream_unreachable, a sign-out login_required at once, a stopped daemon 503 daemon_unreachable"
     )
     func ownAnswers() throws {
         let setup = try Setup(signIn: false)
@@ -253,6 +253,9 @@ struct APIProxyTests {
         setup.api.stop()
         let down = try Self.get(setup.proxy.url + "/echo/x")
         #expect(down.status == 502 && down.reason == "upstream_unreachable", "\(down)")
+        // Signing out ends the token the proxy follows at once.
+        _ = try setup.daemon.cli(["logout", "mock"])
+        try eventually(timeout: .seconds(10)) { try Self.get(setup.proxy.url + "/echo/x").reason == "login_required" }
         setup.daemon.send(SIGTERM)
         _ = try setup.daemon.waitForExit()
         let noDaemon = try Self.get(setup.proxy.url + "/echo/x")

@@ -17,7 +17,7 @@ struct Proxy: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Serve an API on a local address, adding the session's token to every request (runs until stopped).",
         discussion: """
-            Run it as the user whose session it uses, e.g. from systemd/authgate-proxy@.service. Every request is sent \
+            Run it as the user whose session it uses, e.g. from the authgate-proxy@.service units (systemd/system/, systemd/user/). Every request is sent \
             to --upstream's origin (its path prefix put in front of the request's path) with `Authorization` set to the \
             session's token (or, with --scope, --resource or --audience, one the daemon exchanges or narrows for them and \
             caches), and for a DPoP session a `DPoP` proof of that request signed by the daemon; an incoming \
@@ -26,8 +26,10 @@ struct Proxy: ParsableCommand {
             connections from your own uid's programs (and --allow-uid's) are served, as the kernel's socket table says; \
             on a Unix socket (mode 0600, 0660 with --group) the peer's uid is checked too. A 401 that refuses the token \
             or asks for a DPoP nonce is retried once when the request has no body or a small one. Its own answers carry \
-            an `AuthGate-Reason` field: caller_refused, other_origin, connect_refused, login_required, consent_denied, \
-            daemon_unreachable, upstream_unreachable, upstream_timeout, upstream_tls. Prints `listening on ADDRESS` \
+            an `AuthGate-Reason` field: caller_refused, other_origin, connect_refused, upgrade_unsupported, bad_request, \
+            too_many_connections, login_required, consent_denied, permission_denied, daemon_unreachable, rate_limited, \
+            upstream_unreachable, upstream_timeout, upstream_tls, upstream_failed, or another reason of the daemon's. \
+            Prints `listening on ADDRESS` \
             when it serves; stops on SIGTERM or SIGINT.
             """
     )
