@@ -208,7 +208,8 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
 /// down instead of filling the proxy's memory), at most the idle time.
 final class ClientAnswer: Sendable {
     static let batch = 64 << 10
-    static let window = 16
+    /// 256 KiB in flight per answer: a gibibyte moves as fast, and 64 slow readers hold 16 MiB.
+    static let window = 4
 
     fileprivate let bound: NIOLoopBound<(handler: ProxyConnectionHandler, context: ChannelHandlerContext)>
     let version: HTTPVersion

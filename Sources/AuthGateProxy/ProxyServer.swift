@@ -2,6 +2,7 @@ public import AuthGateClient
 import AuthGateCore
 import AuthGateHTTP
 import AuthGateRPC
+import CLinux
 import Dispatch
 import FoundationEssentials
 public import Logging
@@ -119,7 +120,7 @@ public final class ProxyServer: Sendable {
         ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    channel.closeFuture.whenComplete { _ in core.openConnections.subtract(1, ordering: .relaxed) }
+                    channel.closeFuture.whenComplete { _ in core.connectionClosed() }
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(IdleStateHandler(allTimeout: idle))
                     try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
@@ -156,7 +157,9 @@ final class ProxyCore: Sendable {
     let streams: StreamedExchanges
     let streamPolicy: StreamPolicy
     /// One thread per connection the proxy may serve: an exchange holds its thread while
-    /// its bodies stream, and a connection has at most one exchange at a time.
+    /// its bodies stream, and a connection has at most one exchange at a time. (An exchange
+    /// costs two thread hops — the event loop to its thread and back — which is most of what
+    /// the proxy adds to a small request: docs/BENCHMARKS.md.)
     let exchangeThreads: NIOThreadPool
     let logger: Logger
     let counts = Mutex(ProxyCounts())
@@ -212,6 +215,14 @@ final class ProxyCore: Sendable {
     func stopFollowing() {
         following.stop()
         followed.withLock { $0 = nil }
+    }
+
+    /// A client connection closed. When it was the last, the memory its exchanges freed is
+    /// given back to the kernel (glibc keeps a burst's freed memory for reuse otherwise: 64
+    /// slow downloads left a proxy at 108 MiB).
+    func connectionClosed() {
+        guard openConnections.subtract(1, ordering: .relaxed).newValue == 0 else { return }
+        exchangeThreads.submit { _ in _ = ag_release_free_memory() }
     }
 
     /// The followed token, when it is valid for the minimum validity still.

@@ -3,13 +3,13 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// A request's body between the client's connection (which pushes what it reads, on its event
-/// loop) and the exchange's thread (which libcurl makes read it): at most ``highWater`` bytes
+/// loop) and the exchange's thread (which libcurl makes read it): about ``highWater`` bytes
 /// wait in between, past which the connection stops reading until libcurl has taken them
 /// below ``lowWater``. The first ``keptBytes`` are kept, so that a request whose body was
 /// small can be sent again (after a nonce or a refused token).
 final class RequestBody: StreamedRequestBody, @unchecked Sendable {
-    static let highWater = 1 << 20
-    static let lowWater = 256 << 10
+    static let highWater = 256 << 10
+    static let lowWater = 64 << 10
     /// The largest body a request may have to be sent again.
     static let keptBytes = 64 << 10
 
