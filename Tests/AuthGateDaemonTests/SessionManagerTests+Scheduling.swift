@@ -112,15 +112,55 @@ extension SessionManagerTests {
         #expect(try await currentToken(sessions).hasPrefix("at-"))
     }
 
-    @Test("Retry-After is honoured")
-    func retryAfter() async throws {
+    @Test("Retry-After is honoured: the retry comes between it and twice it, by the random number", arguments: [0.0, 0.5, 0.999])
+    func retryAfter(random: Double) async throws {
+        clock.setRandom(random)
         let provider = ScriptedProvider(clock: clock)
         let sessions = manager()
         try await signIn(sessions, provider)
         await provider.setOutcome(.failure(AuthGateError(.serviceUnavailable, "busy", retryAfterSeconds: 120)))
         _ = try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false)
         let planned = try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt)
-        #expect(planned == clock.now.addingTimeInterval(120))
+        #expect(planned == clock.now.addingTimeInterval(120 * (1 + random)))
+    }
+
+    @Test(
+        "one back-off per provider: after a refresh answered with Retry-After, the provider's other due sessions are not sent until it has passed, then spread over one more; another provider's go on"
+    )
+    func providerBackOff() async throws {
+        clock.setRandom(0.5)
+        let throttling = ScriptedProvider(clock: clock)
+        let other = ScriptedProvider(clock: clock)
+        let sessions = manager(limits: RefreshQueue.Limits(total: 1, perProvider: 1))
+        let names = ["a", "b", "c", "d"]
+        for name in names {
+            try await signIn(sessions, throttling, key: SessionKey(uid: 1000, provider: key.provider, name: SessionName(name)!))
+        }
+        let elsewhere = SessionKey(uid: 1000, provider: ProviderID("other")!, name: .default)
+        try await signIn(sessions, other, key: elsewhere)
+        await throttling.setOutcome(.failure(AuthGateError(.rateLimited, "429", retryAfterSeconds: 100)))
+        clock.advance(by: 600)
+        let throttledAt = clock.now
+        _ = await sessions.refreshDue()
+        await sessions.waitForRefreshes()
+        // The first refresh met the 429; each freed slot started the next due session at once,
+        // and those were deferred without a request.
+        _ = await sessions.refreshDue()
+        await sessions.waitForRefreshes()
+        #expect(await throttling.refreshCount == 1)
+        #expect(await other.refreshCount == 1, "another provider is not held back")
+        let plans = await sessions.status(uid: 1000, provider: key.provider).compactMap(\.nextRefreshAt)
+        #expect(plans.count == names.count)
+        #expect(plans.allSatisfy { $0 >= throttledAt.addingTimeInterval(100) && $0 <= throttledAt.addingTimeInterval(200) }, "\(plans)")
+
+        // After the pause the provider is asked again.
+        await throttling.setOutcome(nil)
+        clock.advance(by: 200)
+        for _ in names {
+            _ = await sessions.refreshDue()
+            await sessions.waitForRefreshes()
+        }
+        #expect(await throttling.refreshCount == 1 + names.count)
     }
 
     @Test("no more refreshes in flight than the limit, and a freed slot is taken at once without another tick")

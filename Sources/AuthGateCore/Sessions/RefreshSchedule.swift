@@ -29,14 +29,18 @@ public enum RefreshSchedule {
     /// How long to wait before trying again after `failures` transient failures in a row.
     ///
     /// Capped exponential backoff (1 s, 2 s, 4 s … up to `max_backoff_seconds`) with jitter
-    /// (half to all of the step), and never sooner than the provider's `Retry-After`, which is
-    /// honoured up to an hour so that a wrong header cannot strand a session for days.
+    /// (half to all of the step), and never sooner than the provider's `Retry-After` (R), which is
+    /// honoured up to an hour so that a wrong header cannot strand a session for days: between
+    /// R and 2R, by `random`.
     /// - Parameter random: A number in `0..<1`.
     public static func retryDelay(failures: Int, policy: RefreshPolicy, retryAfterSeconds: Int?, random: Double) -> TimeInterval {
         let cap = Double(max(1, policy.maxBackoffSeconds))
         let step = min(cap, Double(1 << (min(max(failures, 1), 32) - 1)))
         let jittered = step * (0.5 + 0.5 * min(max(random, 0), 1))
         guard let retryAfterSeconds, retryAfterSeconds > 0 else { return jittered }
-        return max(jittered, Double(min(retryAfterSeconds, 3600)))
+        // Spread over one more Retry-After: sessions throttled together do not all come back
+        // in the second the provider named.
+        let retryAfter = Double(min(retryAfterSeconds, 3600))
+        return max(jittered, retryAfter * (1 + min(max(random, 0), 1)))
     }
 }

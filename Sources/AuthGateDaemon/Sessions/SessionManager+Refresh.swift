@@ -31,6 +31,14 @@ extension SessionManager {
                 expireWithoutRefreshToken(start.key)
                 continue
             }
+            if let pause = providerPauses[start.key.provider] {
+                guard now >= pause.until else {
+                    // The provider asked to be left alone: after its pause, spread over its window.
+                    reschedule(start.key, at: pause.until.addingTimeInterval(pause.window * random()))
+                    continue
+                }
+                providerPauses[start.key.provider] = nil
+            }
             lateness.record(now.timeIntervalSince(start.plannedAt))
             metrics?.refreshStarted(lateBy: now.timeIntervalSince(start.plannedAt))
             _ = refresh(start.key, variant: TokenVariant())
@@ -259,6 +267,12 @@ extension SessionManager {
                 random: random()
             )
             reschedule(key, at: now().addingTimeInterval(delay))
+            if let seconds = error.retryAfterSeconds, seconds > 0 {
+                let until = now().addingTimeInterval(Double(min(seconds, 3600)))
+                if providerPauses[key.provider].map({ $0.until < until }) ?? true {
+                    providerPauses[key.provider] = (until, Double(min(seconds, 3600)))
+                }
+            }
             logger.warning(
                 "refresh failed; retrying",
                 metadata: key.logMetadata([

@@ -52,6 +52,10 @@ actor SessionManager {
     var wakeScheduler: (@Sendable () -> Void)?
     /// When the backlog warning was last logged, per provider.
     var backlogWarnedAt: [ProviderID: Date] = [:]
+    /// Providers that answered a refresh with a `Retry-After` (throttling, an outage): until
+    /// when no background refresh is sent to them, and the window the deferred ones are spread
+    /// over after that. One back-off per provider, not one per session.
+    var providerPauses: [ProviderID: (until: Date, window: TimeInterval)] = [:]
     var backlogCheckedAt: Date?
     /// The sessions obtained with a platform token file, and when their files were last looked at.
     var platformTokenSessions: Set<SessionKey> = []
