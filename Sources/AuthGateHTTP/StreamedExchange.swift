@@ -171,7 +171,8 @@ public final class StreamedExchanges: Sendable {
         reusable = true
     }
 
-    private static func error(for code: CURLcode, url: URL) -> HTTPTransportError {
+    /// The error a failed exchange (or connection) with `url` reports, as a sentence.
+    static func error(for code: CURLcode, url: URL) -> HTTPTransportError {
         let host = url.host ?? "the upstream"
         let port = url.port.map { ":\($0)" } ?? ""
         switch code {

@@ -42,4 +42,9 @@ static inline CURLcode ag_curl_getinfo_long(CURL *_Nonnull handle, CURLINFO info
     return curl_easy_getinfo(handle, info, value);
 }
 
+/// CURLINFO_ACTIVESOCKET: the socket of a CURLOPT_CONNECT_ONLY connection, to poll(2) it.
+static inline CURLcode ag_curl_getinfo_socket(CURL *_Nonnull handle, CURLINFO info, curl_socket_t *_Nonnull value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
 #endif
