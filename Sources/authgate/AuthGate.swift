@@ -21,7 +21,8 @@ struct AuthGate: ParsableCommand {
         version: AuthGateVersion.current,
         subcommands: [
             Providers.self, ProviderFiles.self, Login.self, Register.self, Token.self, DPoPProof.self, Exec.self, Kubectl.self, GitCredential.self,
-            DockerCredential.self, Sink.self, Proxy.self, Userinfo.self, Status.self, Consent.self, Logout.self, Reload.self, Rekey.self, Info.self, Metrics.self,
+            DockerCredential.self, Sink.self, Proxy.self, Userinfo.self, Status.self, Consent.self, Logout.self, Reload.self, Rekey.self, Info.self,
+            Metrics.self,
         ]
     )
 
