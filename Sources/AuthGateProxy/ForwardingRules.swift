@@ -7,7 +7,8 @@ public import FoundationEssentials
 /// - Only to the one upstream: an origin-form target (`/path?query`) gets the upstream's scheme,
 ///   host, port and path prefix put in front; an absolute-form target is taken only when it
 ///   names the upstream's origin. Any other origin, `CONNECT` and `*` are refused: the proxy
-///   is not an open proxy.
+///   is not an open proxy. A protocol upgrade (WebSocket) goes to the same upstream, with the
+///   same fields, keeping only `Connection: Upgrade` and `Upgrade` of the hop-by-hop ones.
 /// - Hop-by-hop fields (RFC 9110 §7.6.1: `Connection` and every field it names, `Keep-Alive`,
 ///   `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and the
 ///   `Proxy-Authorization`/`Proxy-Authenticate` of this hop) are not passed on in either
@@ -61,6 +62,27 @@ public enum ForwardingRules {
     public static func answerFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
         let dropped = hopByHop.union(connectionOptions(fields))
         return fields.filter { !dropped.contains($0.name.lowercased()) }
+    }
+
+    /// Whether a request asks to switch protocols (RFC 9110 §7.8): an `Upgrade` field, and
+    /// `Connection` naming it, as a sender must.
+    public static func isUpgrade(_ fields: [(name: String, value: String)]) -> Bool {
+        fields.contains { $0.name.lowercased() == "upgrade" } && connectionOptions(fields).contains("upgrade")
+    }
+
+    /// An upgrade request's fields as they go upstream: ``requestFields(_:)``, then
+    /// `Connection: Upgrade` and the client's `Upgrade` (the two hop-by-hop fields an upgrade
+    /// must pass on, RFC 9110 §7.8).
+    public static func upgradeRequestFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        requestFields(fields) + [(name: "Connection", value: "Upgrade")]
+            + fields.filter { $0.name.lowercased() == "upgrade" }.map { (name: "Upgrade", value: $0.value) }
+    }
+
+    /// A 101's fields as they go to the client: ``answerFields(_:)``, then `Connection: Upgrade`
+    /// and the upstream's `Upgrade` (the protocol it switched to).
+    public static func upgradeAnswerFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
+        answerFields(fields) + [(name: "Connection", value: "Upgrade")]
+            + fields.filter { $0.name.lowercased() == "upgrade" }.map { (name: "Upgrade", value: $0.value) }
     }
 
     /// The field names a `Connection` field lists (RFC 9110 §7.6.1), in lower case.

@@ -34,12 +34,6 @@ public struct ProxyAnswer: Sendable, Equatable {
         sentence: "authgate proxy takes a path (/…) or a URL of its upstream as the request target."
     )
 
-    static let upgradeRefused = ProxyAnswer(
-        status: 501,
-        reason: "upgrade_unsupported",
-        sentence: "authgate proxy does not pass protocol upgrades (WebSocket) through."
-    )
-
     /// A connection refused because its process runs as a uid the proxy does not serve.
     public static func callerRefused(uid: UInt32?) -> ProxyAnswer {
         ProxyAnswer(

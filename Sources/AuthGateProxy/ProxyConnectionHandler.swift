@@ -1,5 +1,6 @@
 import AuthGateCore
 import Dispatch
+import FoundationEssentials
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -13,7 +14,7 @@ import Synchronization
 /// ``ProxyExchange`` on the proxy's exchange threads, to which this handler passes the body
 /// (``RequestBody``, reading no more while 1 MiB waits) and from which it takes the answer
 /// (``ClientAnswer``). A connection with no request under way is closed after the idle time.
-final class ProxyConnectionHandler: ChannelDuplexHandler {
+final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
@@ -51,12 +52,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
     private func start(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
         proxy.counts.withLock { $0.requests += 1 }
         let fields = head.headers.map { (name: $0.name, value: $0.value) }
-        let target: ForwardingRules.Target
-        if head.headers.contains(name: "upgrade") {
-            target = .refuse(.upgradeRefused)
-        } else {
-            target = ForwardingRules.target(method: head.method.rawValue, uri: head.uri, upstream: proxy.configuration.upstream)
-        }
+        let target = ForwardingRules.target(method: head.method.rawValue, uri: head.uri, upstream: proxy.configuration.upstream)
         let bodyLength = ForwardingRules.bodyLength(fields)
         guard case .forward(let url) = target else {
             guard case .refuse(let answer) = target else { return }
@@ -66,6 +62,12 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             // upgrade is not HTTP: the connection closes after the answer.
             write(answer, keepAlive: false, context: context)
             return
+        }
+        // An upgrade without a body becomes the connection's tunnel, if the upstream agrees
+        // (one with a body goes on as an ordinary request, its Upgrade dropped, as RFC 9110
+        // §7.8 lets a server ignore it).
+        if bodyLength == nil, ForwardingRules.isUpgrade(fields) {
+            return startUpgrade(head, url: url, fields: fields, context: context)
         }
         if head.headers[canonicalForm: "expect"].contains(where: { $0.lowercased() == "100-continue" }) {
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
@@ -95,6 +97,64 @@ final class ProxyConnectionHandler: ChannelDuplexHandler {
             client: answer
         )
         proxy.exchangeThreads.submit { _ in exchange.run() }
+    }
+
+    /// Sends an upgrade request upstream on an exchange thread, reading nothing more from the
+    /// client until its answer has come: a 101 switches the connection to a tunnel
+    /// (``switchProtocols(fields:relay:answer:context:)``), anything else is answered and closes it.
+    private func startUpgrade(_ head: HTTPRequestHead, url: URL, fields: [(name: String, value: String)], context: ChannelHandlerContext) {
+        readsPaused = true
+        let loop = context.eventLoop
+        let answer = ClientAnswer(
+            bound: NIOLoopBound((handler: self, context: context), eventLoop: loop),
+            version: head.version,
+            keepAlive: false,
+            body: nil,
+            idleSeconds: proxy.configuration.idleSeconds
+        )
+        current = answer
+        let exchange = UpgradeExchange(
+            proxy: proxy,
+            method: head.method.rawValue,
+            url: url,
+            fields: ForwardingRules.upgradeRequestFields(fields),
+            client: answer,
+            channel: context.channel
+        )
+        proxy.exchangeThreads.submit { _ in exchange.run() }
+    }
+
+    /// The upstream switched protocols: the 101 goes to the client, and the connection stops
+    /// being HTTP. The HTTP handlers leave in swift-nio's own order (HTTPServerUpgradeHandler):
+    /// first those that read requests — the decoder hands on what it had read past the request
+    /// (`.forwardBytes`, ProxyServer), which HTTPServerPipelineHandler holds and passes to the
+    /// ``TunnelHandler`` as it leaves —, then the 101 through the encoder, then the encoder, and
+    /// this handler last.
+    fileprivate func switchProtocols(fields: [(name: String, value: String)], relay: TunnelRelay, answer: ClientAnswer, context: ChannelHandlerContext) {
+        guard current === answer else { return relay.clientClosed() }
+        current = nil
+        let pipeline = context.pipeline.syncOperations
+        func remove<Handler: RemovableChannelHandler>(_ type: Handler.Type) {
+            if let handler = try? pipeline.handler(type: type) { pipeline.removeHandler(handler, promise: nil) }
+        }
+        do {
+            try pipeline.addHandler(TunnelHandler(relay: relay), position: .before(self))
+        } catch {
+            relay.clientClosed()
+            return context.close(promise: nil)
+        }
+        remove(ByteToMessageHandler<HTTPRequestDecoder>.self)
+        remove(HTTPServerPipelineHandler.self)
+        remove(NIOHTTPResponseHeadersValidator.self)
+        remove(HTTPServerProtocolErrorHandler.self)
+        var headers = HTTPHeaders()
+        for field in fields { headers.add(name: field.name, value: field.value) }
+        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: answer.version, status: .switchingProtocols, headers: headers))), promise: nil)
+        remove(HTTPResponseEncoder.self)
+        let channel = context.channel
+        pipeline.removeHandler(context: context, promise: nil)
+        // This handler held back the channel's reads while the upstream answered: read again.
+        channel.read()
     }
 
     // MARK: Writing, on the event loop, for ClientAnswer
@@ -284,6 +344,12 @@ final class ClientAnswer: Sendable {
     func answer(_ own: ProxyAnswer) {
         let bound = bound
         eventLoop.execute { bound.value.handler.write(own, answer: self, context: bound.value.context) }
+    }
+
+    /// The upstream said 101: the connection becomes the tunnel `relay` serves.
+    func switchProtocols(fields: [(name: String, value: String)], relay: TunnelRelay) {
+        let bound = bound
+        eventLoop.execute { bound.value.handler.switchProtocols(fields: fields, relay: relay, answer: self, context: bound.value.context) }
     }
 
     /// Closes the connection: the answer broke after its head was sent.

@@ -32,29 +32,10 @@ final class ProxyExchange: Sendable {
     }
 
     func run() {
-        let authorizer = proxy.authorizer
-        let method = method
-        let target = url.absoluteString
         var authorized: AuthorizedRequest
-        let followed = proxy.followedToken()
-        if let followed, !followed.isDPoP, let origin = proxy.upstreamOrigin {
-            // The common case costs no call: the daemon pushed this token.
-            authorized = AuthorizedRequest(method: method, url: target, origin: origin, token: followed, proof: nil)
-        } else {
-            let outcome = waitFor { () async throws(AuthGateClientError) in
-                if let followed {
-                    try await authorizer.authorize(method: method, url: target, token: followed)
-                } else {
-                    try await authorizer.authorize(method: method, url: target)
-                }
-            }
-            switch outcome {
-            case .success(let value): authorized = value
-            case .failure(let error):
-                let answer = ProxyAnswer.noToken(error, provider: proxy.configuration.provider, session: proxy.configuration.session)
-                proxy.refused(answer)
-                return client.answer(answer)
-            }
+        switch proxy.authorize(method: method, url: url) {
+        case .authorized(let value): authorized = value
+        case .refused(let answer): return client.answer(answer)
         }
         while true {
             let relay = AnswerRelay(exchange: self, authorized: authorized)
@@ -85,6 +66,47 @@ final class ProxyExchange: Sendable {
 
     /// The answer's head: pass it on, or keep it back for a retry.
     fileprivate func decide(status: Int, fields: [(name: String, value: String)], authorized: AuthorizedRequest) -> AuthorizedRequest? {
+        guard let again = proxy.retry(status: status, fields: fields, authorized: authorized), client.body?.isReplayable ?? true else { return nil }
+        return again
+    }
+}
+
+/// The session's headers for a request, or the proxy's answer when it has none.
+enum Authorization {
+    case authorized(AuthorizedRequest)
+    case refused(ProxyAnswer)
+}
+
+extension ProxyCore {
+    /// The session's headers for a request (on an exchange's thread): the followed token when
+    /// it will do, else the daemon's answer; the proxy's own answer when there is none (counted).
+    func authorize(method: String, url: URL) -> Authorization {
+        let authorizer = authorizer
+        let target = url.absoluteString
+        let followed = followedToken()
+        if let followed, !followed.isDPoP, let origin = upstreamOrigin {
+            // The common case costs no call: the daemon pushed this token.
+            return .authorized(AuthorizedRequest(method: method, url: target, origin: origin, token: followed, proof: nil))
+        }
+        let outcome = waitFor { () async throws(AuthGateClientError) in
+            if let followed {
+                try await authorizer.authorize(method: method, url: target, token: followed)
+            } else {
+                try await authorizer.authorize(method: method, url: target)
+            }
+        }
+        switch outcome {
+        case .success(let value): return .authorized(value)
+        case .failure(let error):
+            let answer = ProxyAnswer.noToken(error, provider: configuration.provider, session: configuration.session)
+            refused(answer)
+            return .refused(answer)
+        }
+    }
+
+    /// HTTPAuthorizer's rule for an answer's head: the request to send once more (with a DPoP
+    /// nonce, or the token the daemon answers `token.rejected` with), or `nil` to pass it on.
+    func retry(status: Int, fields: [(name: String, value: String)], authorized: AuthorizedRequest) -> AuthorizedRequest? {
         guard status == 401 || fields.contains(where: { $0.name.lowercased() == "dpop-nonce" }) else { return nil }
         var joined: [String: String] = [:]
         for field in fields {
@@ -92,9 +114,9 @@ final class ProxyExchange: Sendable {
             joined[name] = joined[name].map { $0 + ", " + field.value } ?? field.value
         }
         let answer = HTTPAnswer(status: status, url: nil, headers: joined)
-        let authorizer = proxy.authorizer
+        let authorizer = authorizer
         let next = waitFor { () async throws(AuthGateClientError) in try await authorizer.retry(authorized, after: answer) }
-        guard case .success(let again?) = next, client.body?.isReplayable ?? true else { return nil }
+        guard case .success(let again?) = next else { return nil }
         return again
     }
 }

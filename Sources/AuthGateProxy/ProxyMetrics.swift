@@ -64,6 +64,9 @@ extension ProxyCounts {
             # HELP authgate_proxy_upstream_failures_total Exchanges the upstream gave no answer to.
             # TYPE authgate_proxy_upstream_failures_total counter
             authgate_proxy_upstream_failures_total \(upstreamFailures)
+            # HELP authgate_proxy_upgrades_total Protocol upgrades (WebSocket) the upstream accepted: connections that became tunnels.
+            # TYPE authgate_proxy_upgrades_total counter
+            authgate_proxy_upgrades_total \(upgrades)
             # HELP authgate_proxy_own_answers_total Answers the proxy gave itself, by reason.
             # TYPE authgate_proxy_own_answers_total counter
 

@@ -75,11 +75,13 @@ public final class ProxyServer: Sendable {
         )
     }
 
-    /// Stops accepting; connections under way go on until they end or the process exits.
+    /// Stops accepting and closes the tunnels (upgraded connections, which may never end);
+    /// requests under way go on until they end or the process exits.
     public func stop() {
         listener.stop()
         metricsListener?.stop()
         core.stopFollowing()
+        core.tunnelStop.stop()
     }
 
     /// Checks a new connection's caller, then serves it with NIO or refuses it.
@@ -123,7 +125,11 @@ public final class ProxyServer: Sendable {
                     channel.closeFuture.whenComplete { _ in core.connectionClosed() }
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(IdleStateHandler(allTimeout: idle))
-                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withErrorHandling: true)
+                    // An upgrade configuration without upgraders: NIO's handler for it lets every
+                    // request through (and leaves after the first), but the request decoder then
+                    // hands on what it read past an upgrade request when it is removed
+                    // (`.forwardBytes`), which a tunnel's first bytes may be (ProxyTunnel.swift).
+                    try sync.configureHTTPServerPipeline(withPipeliningAssistance: true, withServerUpgrade: ([], { _ in }), withErrorHandling: true)
                     if servesMetrics {
                         try sync.addHandler(MetricsHandler(core: core))
                     } else {
@@ -171,6 +177,8 @@ final class ProxyCore: Sendable {
     private let following = FollowStop()
     let upstreamOrigin: HTTPOrigin?
     private let socketPath: String
+    /// Signalled when the proxy stops: every tunnel's thread polls it.
+    let tunnelStop = TunnelStop()
 
     init(configuration: ProxyConfiguration, client: AuthGateClient, logger: Logger) {
         self.configuration = configuration
@@ -278,4 +286,6 @@ public struct ProxyCounts: Sendable, Equatable {
     public var ownAnswers: [String: Int] = [:]
     /// Exchanges the upstream gave no answer to.
     public var upstreamFailures = 0
+    /// Protocol upgrades (WebSocket) the upstream accepted: connections that became tunnels.
+    public var upgrades = 0
 }

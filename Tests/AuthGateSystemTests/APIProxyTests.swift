@@ -222,7 +222,7 @@ struct APIProxyTests {
     }
 
     @Test(
-        "requests for another origin, CONNECT and protocol upgrades are refused with their reasons and never reach anything; the upstream's own origin in absolute form is served"
+        "requests for another origin and CONNECT are refused with their reasons and never reach anything; the upstream's own origin in absolute form is served, and an upgrade the upstream does not take is answered as it came, with the session's token and only Connection: Upgrade and Upgrade of the hop-by-hop fields sent"
     )
     func notAnOpenProxy() throws {
         let setup = try Setup()
@@ -235,10 +235,69 @@ struct APIProxyTests {
             "GET /echo/ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
             port: port
         )
-        #expect(upgrade.hasPrefix("HTTP/1.1 501") && upgrade.contains("AuthGate-Reason: upgrade_unsupported"), "\(upgrade)")
+        // http.server ignores the Upgrade: its 200 is passed on, and the connection closes after it.
+        #expect(upgrade.hasPrefix("HTTP/1.1 200") && !upgrade.contains("AuthGate-Reason"), "\(upgrade)")
+        let upgraded = try Self.json(String(upgrade.split(separator: "\r\n\r\n", maxSplits: 1).last ?? ""))
+        let upgradeHeaders = upgraded["headers"] as? [String: Any] ?? [:]
+        #expect(upgradeHeaders["upgrade"] as? String == "websocket" && upgradeHeaders["connection"] as? String == "Upgrade", "\(upgradeHeaders)")
+        #expect(
+            upgradeHeaders["authorization"] as? String == Self.fingerprint(try setup.token())
+                && upgradeHeaders["host"] as? String == "127.0.0.1:\(setup.api.port)"
+        )
         let own = try Self.raw("GET \(setup.upstream)/echo/own HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port: port)
         #expect(own.hasPrefix("HTTP/1.1 200"), "\(own)")
         #expect(try setup.seen().map(\.path).allSatisfy { !$0.contains("steal") && !$0.contains("ws") })
+    }
+
+    @Test(
+        "a WebSocket upgrade passes through with the session's token in place of the client's: the 101 reaches the client, messages go both ways, a close from either side ends the tunnel, an upgrade the upstream refuses reaches the client as its 401, and the metrics count the tunnels"
+    )
+    func webSocketPassedThrough() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let upstream = try LoopbackServer(script: "ws_upstream.py", workdir: daemon.scratch.path + "/ws", arguments: [])
+        let proxy = try ProxyProcess(
+            daemon,
+            ["mock", "--upstream", "http://127.0.0.1:\(upstream.port)", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]
+        )
+        let token = try daemon.cli(["token", "mock"]).stdout.trimmingCharacters(in: .newlines)
+        let client = LoopbackServer.repository.appendingPathComponent("Tests/idp/ws_client.py").path
+        func play(_ scenario: String, _ path: String) throws -> [String: Any] {
+            let result = try run(URL(fileURLWithPath: LoopbackServer.python), [client, scenario, "ws://\(proxy.address)\(path)"])
+            guard result.status == 0 else { throw TestFailure("ws_client.py \(scenario) failed: \(result.stderr)\nthe proxy's log:\n\(proxy.log.text)") }
+            return try Self.json(result.stdout)
+        }
+        func seen() throws -> (upgrades: [[String: Any]], closed: Int) {
+            let body = try Self.json(run(Self.curl, ["-sS", "http://127.0.0.1:\(upstream.port)/_seen"]).stdout)
+            return (body["upgrades"] as? [[String: Any]] ?? [], body["closed"] as? Int ?? -1)
+        }
+
+        // The handshake, messages both ways (one of 200 000 bytes), and the token the upstream saw.
+        let echo = try play("echo", "/ws/chat?room=1")
+        #expect(echo["echoes"] as? [String] == ["one", "two", "three"] && echo["big"] as? Bool == true, "\(echo)")
+        #expect(echo["whoami"] as? String == Self.fingerprint(token), "the session's token, not the client's: \(echo)")
+        // The upstream closes (after a WebSocket close), then the client drops its connection.
+        let byServer = try play("server-close", "/ws/bye")
+        #expect(byServer["closed_by"] as? String == "server" && byServer["code"] as? Int == 1000, "\(byServer)")
+        let byClient = try play("abort", "/ws/abort")
+        #expect(byClient["echoes"] as? [String] == ["hello"], "\(byClient)")
+        try eventually(timeout: .seconds(10), "every tunnel ended upstream") { try seen().closed == 3 }
+        try eventually(timeout: .seconds(10), "the proxy ended both kinds of tunnel:\n\(proxy.log.text)") {
+            proxy.log.text.contains("tunnel closed: the client closed") && proxy.log.text.contains("tunnel closed: the upstream closed")
+        }
+
+        // Refused: the upstream's 401 reaches the client after the one retry with a new token.
+        let refused = try play("refused", "/ws-refuse/x")
+        #expect(refused["status"] as? Int == 401 && refused["reason"] is NSNull && refused["body"] as? String == "refused\n", "\(refused)")
+        let upgrades = try seen().upgrades
+        #expect(upgrades.map { $0["path"] as? String ?? "" } == ["/ws/chat", "/ws/bye", "/ws/abort", "/ws-refuse/x", "/ws-refuse/x"], "\(upgrades)")
+        #expect(upgrades.prefix(3).allSatisfy { $0["token"] as? String == Self.fingerprint(token) && $0["upgrade"] as? Bool == true }, "\(upgrades)")
+        #expect(!upgrades.contains { $0["token"] as? String == Self.fingerprint("forged-by-the-client") })
+
+        let metrics = try run(Self.curl, ["-sS", proxy.metricsURL]).stdout
+        #expect(metrics.contains("authgate_proxy_upgrades_total 3\n") && metrics.contains("authgate_proxy_requests_total 4\n"), "\(metrics)")
+        #expect(try proxy.stop() == 0)
+        #expect(!proxy.log.text.contains(token) && !proxy.log.text.contains("forged-by-the-client"))
     }
 
     @Test(

@@ -21,12 +21,13 @@ struct Proxy: ParsableCommand {
             to --upstream's origin (its path prefix put in front of the request's path) with `Authorization` set to the \
             session's token (or, with --scope, --resource or --audience, one the daemon exchanges or narrows for them and \
             caches), and for a DPoP session a `DPoP` proof of that request signed by the daemon; an incoming \
-            Authorization or DPoP header is dropped. Requests for another origin, CONNECT and protocol upgrades are \
-            refused: it is not an open proxy. On a TCP port (loopback only, unless --allow-remote-callers) only \
+            Authorization or DPoP header is dropped. Requests for another origin and CONNECT are refused: it is not an \
+            open proxy. A protocol upgrade (WebSocket) gets the token too, and after the upstream's 101 the connection \
+            relays bytes both ways until either side closes or none moves for --idle-timeout. On a TCP port (loopback only, unless --allow-remote-callers) only \
             connections from your own uid's programs (and --allow-uid's) are served, as the kernel's socket table says; \
             on a Unix socket (mode 0600, 0660 with --group) the peer's uid is checked too. A 401 that refuses the token \
             or asks for a DPoP nonce is retried once when the request has no body or a small one. Its own answers carry \
-            an `AuthGate-Reason` field: caller_refused, other_origin, connect_refused, upgrade_unsupported, bad_request, \
+            an `AuthGate-Reason` field: caller_refused, other_origin, connect_refused, bad_request, \
             too_many_connections, login_required, consent_denied, permission_denied, daemon_unreachable, rate_limited, \
             upstream_unreachable, upstream_timeout, upstream_tls, upstream_failed, or another reason of the daemon's. \
             Prints `listening on ADDRESS` \

@@ -1,0 +1,61 @@
+"""A WebSocket client for the tests of `authgate proxy`'s protocol upgrades: connects to a URL
+(through the proxy) with a forged `Authorization`, plays one scenario and prints what happened
+as one JSON line.
+
+    .venv/bin/python Tests/idp/ws_client.py echo|server-close|abort|refused URL
+
+  echo          sends three short messages and one of 200 000 bytes, each echoed, then "whoami";
+                closes from the client's side: {"echoes": [...], "big": true, "whoami": FP}
+  server-close  sends "hello", then "close", and waits for the server to close:
+                {"echoes": ["hello"], "closed_by": "server", "code": 1000}
+  abort         sends "hello", then closes its TCP connection without a WebSocket close:
+                {"echoes": ["hello"]}
+  refused       the upgrade is refused: {"status": N, "reason": VALUE OF AuthGate-Reason or null}
+"""
+
+import json
+import socket
+import sys
+
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+FORGED = {"Authorization": "Bearer forged-by-the-client"}
+
+
+def main(scenario, url) -> dict:
+    if scenario == "refused":
+        try:
+            with connect(url, additional_headers=FORGED, open_timeout=20, compression=None):
+                return {"status": 101}
+        except InvalidStatus as error:
+            return {"status": error.response.status_code, "reason": error.response.headers.get("AuthGate-Reason"),
+                    "body": error.response.body.decode(errors="replace")}
+    with connect(url, additional_headers=FORGED, open_timeout=20, compression=None, max_size=None) as websocket:
+        if scenario == "echo":
+            echoes = []
+            for message in ("one", "two", "three"):
+                websocket.send(message)
+                echoes.append(websocket.recv(timeout=20))
+            big = "x" * 200_000
+            websocket.send(big)
+            same = websocket.recv(timeout=20) == big
+            websocket.send("whoami")
+            whoami = websocket.recv(timeout=20)
+            websocket.close()
+            return {"echoes": echoes, "big": same, "whoami": whoami}
+        websocket.send("hello")
+        echoes = [websocket.recv(timeout=20)]
+        if scenario == "abort":
+            websocket.socket.shutdown(socket.SHUT_RDWR)
+            return {"echoes": echoes}
+        websocket.send("close")
+        try:
+            websocket.recv(timeout=20)
+            return {"echoes": echoes, "closed_by": None}
+        except ConnectionClosed as closed:
+            return {"echoes": echoes, "closed_by": "server", "code": closed.rcvd.code if closed.rcvd else None}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)
