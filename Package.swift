@@ -71,7 +71,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // JSON-RPC 2.0 wire types, method names, error codes and a small blocking client;
-        // shared by the daemon, the CLI and the tests.
+        // shared by the daemon, the CLI and the tests. What only the CLI reads is AuthGateTools'.
         .target(
             name: "AuthGateRPC",
             dependencies: ["AuthGateCore"],
@@ -200,7 +200,7 @@ let package = Package(
         .target(
             name: "AuthGateFuzzing",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP", "AuthGateServer",
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateHTTP", "AuthGateServer", "AuthGateTools",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -285,7 +285,7 @@ let package = Package(
         .testTarget(
             name: "AuthGateSystemTests",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateServer", "AuthGateClient",
+                "AuthGateCore", "AuthGateRPC", "AuthGateOAuth", "AuthGateDaemon", "AuthGateServer", "AuthGateClient", "AuthGateTools",
                 "AuthGateTestSupport",
                 // Hashes candidate strings against a PKCE code challenge (no verifier in logs).
                 .product(name: "Crypto", package: "swift-crypto"),

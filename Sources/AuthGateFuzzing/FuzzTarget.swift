@@ -9,6 +9,7 @@ import AuthGateHTTP
 @testable import AuthGateOAuth
 import AuthGateRPC
 @testable import AuthGateServer
+import AuthGateTools
 import Dispatch
 import FoundationEssentials
 import Logging

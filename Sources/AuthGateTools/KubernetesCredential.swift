@@ -1,5 +1,5 @@
 package import AuthGateCore
-package import AuthGateRPC
+import AuthGateRPC
 package import FoundationEssentials
 
 /// kubectl's exec credential plugin (client.authentication.k8s.io), `authgate kubectl`: the

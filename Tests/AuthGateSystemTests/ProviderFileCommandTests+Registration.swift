@@ -1,5 +1,6 @@
 import AuthGateRPC
 import AuthGateTestSupport
+import AuthGateTools
 import Foundation
 import Testing
 

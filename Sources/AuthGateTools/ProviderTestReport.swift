@@ -1,4 +1,5 @@
 public import AuthGateCore
+public import AuthGateRPC
 
 /// What `authgate provider test` reports (its `--json`, docs/PROVIDERS.md): one check per thing
 /// a provider's administrator needs to know, each passed, a warning, failed or not applicable
