@@ -32,6 +32,9 @@ public struct ProxyConfiguration: Sendable {
     public var maximumConnections: Int
     /// A connection with no request under way is closed after this many seconds.
     public var idleSeconds: Int
+    /// A request's head must arrive within this many seconds of the connection's start or of
+    /// the previous answer's end (slow headers, or a connection opened and left, are closed).
+    public var headerSeconds: Int
 
     public init(
         provider: String,
@@ -46,7 +49,8 @@ public struct ProxyConfiguration: Sendable {
         caBundle: [UInt8]? = nil,
         minimumValidity: Int = 30,
         maximumConnections: Int = 64,
-        idleSeconds: Int = 120
+        idleSeconds: Int = 120,
+        headerSeconds: Int = 30
     ) {
         self.provider = provider
         self.session = session
@@ -61,6 +65,7 @@ public struct ProxyConfiguration: Sendable {
         self.minimumValidity = minimumValidity
         self.maximumConnections = maximumConnections
         self.idleSeconds = idleSeconds
+        self.headerSeconds = headerSeconds
     }
 }
 

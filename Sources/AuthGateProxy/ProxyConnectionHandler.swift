@@ -27,15 +27,34 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var discarding = false
     private var readsPaused = false
     private var readPending = false
+    /// Closes a connection whose next request head has not arrived in time (slow headers,
+    /// or a connection opened and left): from the connection's start and each answer's end.
+    private var headDeadline: Scheduled<Void>?
 
     init(proxy: ProxyCore, caller: UInt32?) {
         self.proxy = proxy
         self.caller = caller
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        awaitHead(context: context)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+    }
+
+    private func awaitHead(context: ChannelHandlerContext) {
+        headDeadline?.cancel()
+        let channel = context.channel
+        headDeadline = context.eventLoop.scheduleTask(in: .seconds(Int64(proxy.configuration.headerSeconds))) { channel.close(promise: nil) }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            headDeadline?.cancel()
+            headDeadline = nil
             start(head, context: context)
         case .body(let buffer):
             guard !discarding, let body = current?.body else { return }
@@ -235,6 +254,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     private func resumeReading(context: ChannelHandlerContext) {
+        if current == nil { awaitHead(context: context) }
         readsPaused = false
         if readPending {
             readPending = false

@@ -110,8 +110,7 @@ public final class ProxyServer: Sendable {
                 return
             }
         }
-        guard core.openConnections.add(1, ordering: .relaxed).newValue <= configuration.maximumConnections else {
-            core.openConnections.subtract(1, ordering: .relaxed)
+        guard core.shares.take(uid) else {
             core.refused(.tooManyConnections)
             refuse(descriptor, .tooManyConnections)
             return
@@ -122,7 +121,7 @@ public final class ProxyServer: Sendable {
         ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    channel.closeFuture.whenComplete { _ in core.connectionClosed() }
+                    channel.closeFuture.whenComplete { _ in core.connectionClosed(caller) }
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(IdleStateHandler(allTimeout: idle))
                     // An upgrade configuration without upgraders: NIO's handler for it lets every
@@ -139,20 +138,56 @@ public final class ProxyServer: Sendable {
             }
             .withConnectedSocket(descriptor)
             .whenFailure { error in
-                core.openConnections.subtract(1, ordering: .relaxed)
+                core.connectionClosed(caller)
                 core.logger.warning("cannot serve a connection", metadata: ["error": "\(error)"])
             }
     }
 
-    /// Writes a refusal straight to a connection nothing has read from, and closes it.
+    /// Answers a refused connection with `answer` on an event loop and closes it: the answer
+    /// written, the output half-closed, what the client sent read and dropped until it closes
+    /// too (closing with unread bytes would reset the connection and lose the answer), at most
+    /// 2 s. Nothing it sends is parsed or forwarded, and the accept thread never waits for it.
     private func refuse(_ descriptor: Int32, _ answer: ProxyAnswer) {
-        var timeout = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let bytes = answer.closingBytes
-        _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        // Half-close, so the client reads the answer before the connection goes.
-        shutdown(descriptor, Int32(SHUT_WR))
-        close(descriptor)
+        ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RefusalHandler(bytes: bytes)) }
+            }
+            .withConnectedSocket(descriptor)
+            .whenFailure { _ in close(descriptor) }
+    }
+}
+
+/// Writes a refusal to a new connection and closes it once the client has closed its side.
+private final class RefusalHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let bytes: [UInt8]
+
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(channel.allocator.buffer(bytes: bytes))).whenComplete { _ in
+            channel.close(mode: .output, promise: nil)
+        }
+        context.eventLoop.scheduleTask(in: .seconds(2)) { channel.close(promise: nil) }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            context.close(promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
     }
 }
 
@@ -169,8 +204,8 @@ final class ProxyCore: Sendable {
     let exchangeThreads: NIOThreadPool
     let logger: Logger
     let counts = Mutex(ProxyCounts())
-    /// Client connections open now.
-    let openConnections = Atomic<Int>(0)
+    /// Client connections open now, in all and by uid.
+    let shares: ConnectionShares
     /// The session's token as the daemon last pushed it (`token.watch`, ``TokenFollower``):
     /// requests take it without a call, until it nears its expiry or the session ends.
     private let followed = Mutex<TokenResult?>(nil)
@@ -194,6 +229,10 @@ final class ProxyCore: Sendable {
         exchangeThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
         exchangeThreads.start()
         self.logger = logger
+        shares = ConnectionShares(
+            total: configuration.maximumConnections,
+            perUID: configuration.allowedUIDs.isEmpty ? configuration.maximumConnections : max(1, configuration.maximumConnections / 2)
+        )
         socketPath = client.socketPath
         upstreamOrigin = HTTPOrigin(url: configuration.upstream.origin)
     }
@@ -228,8 +267,8 @@ final class ProxyCore: Sendable {
     /// A client connection closed. When it was the last, the memory its exchanges freed is
     /// given back to the kernel (glibc keeps a burst's freed memory for reuse otherwise: 64
     /// slow downloads left a proxy at 108 MiB).
-    func connectionClosed() {
-        guard openConnections.subtract(1, ordering: .relaxed).newValue == 0 else { return }
+    func connectionClosed(_ uid: UInt32?) {
+        guard shares.give(uid) == 0 else { return }
         exchangeThreads.submit { _ in _ = ag_release_free_memory() }
     }
 
@@ -288,4 +327,38 @@ public struct ProxyCounts: Sendable, Equatable {
     public var upstreamFailures = 0
     /// Protocol upgrades (WebSocket) the upstream accepted: connections that became tunnels.
     public var upgrades = 0
+}
+
+/// How many client connections are open, in all and for each uid: a proxy that serves other
+/// uids (`--allow-uid`) gives each at most half of `--max-connections`, so that one of them
+/// cannot take every connection from the rest.
+final class ConnectionShares: Sendable {
+    let total: Int
+    let perUID: Int
+    private let open = Mutex<(all: Int, byUID: [UInt32?: Int])>((0, [:]))
+
+    init(total: Int, perUID: Int) {
+        self.total = total
+        self.perUID = perUID
+    }
+
+    /// Takes a place for a connection of `uid`; `false` when it has none left.
+    func take(_ uid: UInt32?) -> Bool {
+        open.withLock { open in
+            guard open.all < total, open.byUID[uid, default: 0] < perUID else { return false }
+            open.all += 1
+            open.byUID[uid, default: 0] += 1
+            return true
+        }
+    }
+
+    /// Gives a place back; returns how many connections are open now.
+    func give(_ uid: UInt32?) -> Int {
+        open.withLock { open in
+            open.all -= 1
+            let left = open.byUID[uid, default: 1] - 1
+            open.byUID[uid] = left > 0 ? left : nil
+            return open.all
+        }
+    }
 }

@@ -294,6 +294,12 @@ struct APIProxyTests {
         #expect(upgrades.prefix(3).allSatisfy { $0["token"] as? String == Self.fingerprint(token) && $0["upgrade"] as? Bool == true }, "\(upgrades)")
         #expect(!upgrades.contains { $0["token"] as? String == Self.fingerprint("forged-by-the-client") })
 
+        // A tunnel where no byte moves either way is closed after --idle-timeout.
+        let impatient = try ProxyProcess(daemon, ["mock", "--upstream", "http://127.0.0.1:\(upstream.port)", "--listen", "127.0.0.1:0", "--idle-timeout", "2"])
+        let idle = try Self.json(run(URL(fileURLWithPath: LoopbackServer.python), [client, "idle", "ws://\(impatient.address)/ws/idle"]).stdout)
+        let closedAfter = idle["closed_after"] as? Double ?? 0
+        #expect(idle["echoes"] as? [String] == ["hello"] && closedAfter >= 1.5 && closedAfter < 10, "\(idle)")
+
         let metrics = try run(Self.curl, ["-sS", proxy.metricsURL]).stdout
         #expect(metrics.contains("authgate_proxy_upgrades_total 3\n") && metrics.contains("authgate_proxy_requests_total 4\n"), "\(metrics)")
         #expect(try proxy.stop() == 0)
@@ -321,10 +327,29 @@ struct APIProxyTests {
         #expect(noDaemon.status == 503 && noDaemon.reason == "daemon_unreachable", "\(noDaemon)")
     }
 
+    // MARK: Hostile clients
+
+    @Test(
+        "hostile clients: an oversized head is refused and its connection closed, a head that trickles in is cut at --header-timeout, and the proxy serves the next client as before"
+    )
+    func hostileClients() throws {
+        let setup = try Setup(["--header-timeout", "1"])
+        let port = try #require(Int(setup.proxy.address.split(separator: ":").last ?? ""))
+        let huge = try Self.raw("GET /echo/huge HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "a", count: 200_000))\r\n\r\n", port: port)
+        #expect(huge.hasPrefix("HTTP/1.1 4"), "\(huge.prefix(200))")
+        #expect(try setup.seen().allSatisfy { $0.path != "/echo/huge" })
+
+        // A head that never ends: the connection is closed by the proxy, not by the test's 10 s wait.
+        let started = ContinuousClock.now
+        let trickled = try Self.raw("GET /echo/slow HTTP/1.1\r\nHost: x\r\nX-Slow: 1", port: port)
+        #expect(trickled.isEmpty && ContinuousClock.now - started < .seconds(8), "\(trickled)")
+        #expect(try Self.get(setup.proxy.url + "/echo/after").status == 200)
+    }
+
     // MARK: Who may use it
 
     @Test(
-        "another uid is refused on the TCP port (403 caller_refused, nothing forwarded) unless --allow-uid names it; on a Unix socket it cannot connect (0600), and with --group it connects and is refused by its uid",
+        "another uid is refused on the TCP port (403 caller_refused, nothing forwarded) unless --allow-uid names it, and then holds at most half the connections; on a Unix socket it cannot connect (0600), and with --group it connects and is refused by its uid",
         .enabled(if: isRootWithSetpriv, "needs root and setpriv to connect as nobody")
     )
     func otherUsersRefused() throws {
@@ -335,8 +360,33 @@ struct APIProxyTests {
         #expect(try setup.seen().isEmpty, "nothing reached the upstream")
         #expect(setup.proxy.log.text.contains("peer.uid=65534"))
 
-        let allowing = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "127.0.0.1:0", "--allow-uid", "nobody"])
+        let allowing = try ProxyProcess(
+            setup.daemon,
+            ["mock", "--upstream", setup.upstream, "--listen", "127.0.0.1:0", "--allow-uid", "nobody", "--max-connections", "4"]
+        )
         #expect(try Self.get(allowing.url + "/echo/allowed", prefix: Self.asNobody).status == 200)
+        // An allowed uid holds at most half the connections: nobody's third is refused while it
+        // holds two, and the proxy's own user is still served.
+        let port = try #require(allowing.address.split(separator: ":").last)
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: Self.asNobody[0])
+        holder.arguments =
+            Array(Self.asNobody.dropFirst()) + [
+                "/usr/bin/python3", "-c",
+                "import socket,sys\nheld=[socket.create_connection(('127.0.0.1',\(port))) for _ in range(2)]\nthird=socket.create_connection(('127.0.0.1',\(port)))\nthird.settimeout(5)\nprint(third.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\nsys.stdin.read()",
+            ]
+        let holderInput = Pipe()
+        let holderOutput = Pipe()
+        let holderText = SharedText()
+        holder.standardInput = holderInput
+        holder.standardOutput = holderOutput
+        collect(holderOutput.fileHandleForReading, into: holderText)
+        try holder.run()
+        try eventually(timeout: .seconds(20), "nobody's third connection got no answer: \(holderText.text)") { holderText.text.contains("\n") }
+        #expect(holderText.text.hasPrefix("HTTP/1.1 503"), "\(holderText.text)")
+        #expect(try Self.get(allowing.url + "/echo/owner").status == 200, "the owner is served while nobody holds its half")
+        try holderInput.fileHandleForWriting.close()
+        holder.waitUntilExit()
 
         let socket = setup.daemon.scratch.path + "/api.sock"
         let onSocket = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "unix:" + socket])

@@ -79,11 +79,14 @@ struct Proxy: ParsableCommand {
     @Option(help: "Seconds a token must still be valid when a request is sent.")
     var minValid = 30
 
-    @Option(help: "Client connections served at once (one exchange thread each).")
+    @Option(help: "Client connections served at once (one exchange thread each); with --allow-uid, one uid holds at most half.")
     var maxConnections = 64
 
     @Option(help: "Seconds without a byte moving after which a connection or an exchange is given up.")
     var idleTimeout = 120
+
+    @Option(help: "Seconds a request's head may take to arrive, from the connection's start or the previous answer's end.")
+    var headerTimeout = 30
 
     @Option(help: "The log's least level on stderr: debug, info, notice, warning or error.")
     var logLevel = "info"
@@ -105,7 +108,8 @@ struct Proxy: ParsableCommand {
                 caBundle: try caFile.map(Self.readCAs),
                 minimumValidity: minValid,
                 maximumConnections: max(1, min(maxConnections, 4096)),
-                idleSeconds: max(1, idleTimeout)
+                idleSeconds: max(1, idleTimeout),
+                headerSeconds: max(1, headerTimeout)
             )
         } catch {
             throw CLIError(message: "authgate proxy: \(Terminal.safe(error.message)).", exitCode: .validationFailure)
