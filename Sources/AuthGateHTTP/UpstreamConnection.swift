@@ -253,9 +253,12 @@ public final class UpstreamConnection {
         if let port = url.port { host += ":\(port)" }
         let fields = [(name: "Host", value: host)] + request.headers
         // A line break or a NUL would end the head early: another request in this one's place.
-        let unsafe: (Character) -> Bool = { $0 == "\r" || $0 == "\n" || $0 == "\0" }
-        guard !request.method.contains(where: { unsafe($0) || $0 == " " }), !target.contains(where: { unsafe($0) || $0 == " " }),
-            !fields.contains(where: { $0.name.contains(where: unsafe) || $0.value.contains(where: unsafe) })
+        // (Bytes, not Characters: "\r\n" is one Character, equal to neither "\r" nor "\n".)
+        func breaks(_ text: String, orSpace: Bool = false) -> Bool {
+            text.utf8.contains { $0 == 13 || $0 == 10 || $0 == 0 || (orSpace && $0 == 32) }
+        }
+        guard !breaks(request.method, orSpace: true), !breaks(target, orSpace: true),
+            !fields.contains(where: { breaks($0.name) || breaks($0.value) })
         else { throw HTTPTransportError(.other, "a header field of the request holds a line break") }
         var text = "\(request.method) \(target) HTTP/1.1\r\n"
         for field in fields { text += "\(field.name): \(field.value)\r\n" }

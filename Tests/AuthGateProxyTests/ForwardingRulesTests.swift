@@ -65,6 +65,26 @@ struct ForwardingRulesTests {
         #expect(ForwardingRules.answerFields(fields).map(\.name) == ["Content-Length", "Set-Cookie", "Set-Cookie", "WWW-Authenticate"])
     }
 
+    @Test(
+        "an upgrade needs Upgrade and a Connection naming it; its request keeps Connection: Upgrade and Upgrade of the hop-by-hop fields and still loses Authorization, Host and the rest; a 101 keeps the upstream's Upgrade"
+    )
+    func upgradeFields() {
+        let request: [(name: String, value: String)] = [
+            ("Host", "x"), ("Connection", "keep-alive, Upgrade"), ("Upgrade", "websocket"), ("Authorization", "Bearer forged"),
+            ("Sec-WebSocket-Key", "k"), ("Sec-WebSocket-Version", "13"), ("Keep-Alive", "timeout=5"), ("DPoP", "p"),
+        ]
+        #expect(ForwardingRules.isUpgrade(request))
+        #expect(!ForwardingRules.isUpgrade([("Upgrade", "websocket")]), "Upgrade without Connection naming it is not an upgrade")
+        #expect(!ForwardingRules.isUpgrade([("Connection", "Upgrade")]))
+        let sent = ForwardingRules.upgradeRequestFields(request)
+        #expect(sent.map(\.name) == ["Sec-WebSocket-Key", "Sec-WebSocket-Version", "Connection", "Upgrade"], "\(sent)")
+        #expect(sent.last?.value == "websocket" && sent[2].value == "Upgrade")
+        let answer: [(name: String, value: String)] = [
+            ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", "a"), ("Transfer-Encoding", "chunked"),
+        ]
+        #expect(ForwardingRules.upgradeAnswerFields(answer).map(\.name) == ["Sec-WebSocket-Accept", "Connection", "Upgrade"])
+    }
+
     @Test("a body's length: none for no or zero Content-Length, -1 for chunked (whatever its case), the length otherwise")
     func bodyLength() {
         #expect(ForwardingRules.bodyLength([]) == nil)

@@ -2,7 +2,7 @@
 (through the proxy) with a forged `Authorization`, plays one scenario and prints what happened
 as one JSON line.
 
-    .venv/bin/python Tests/idp/ws_client.py echo|server-close|abort|refused URL
+    .venv/bin/python Tests/idp/ws_client.py echo|server-close|abort|idle|refused URL
 
   echo          sends three short messages and one of 200 000 bytes, each echoed, then "whoami";
                 closes from the client's side: {"echoes": [...], "big": true, "whoami": FP}
@@ -10,12 +10,15 @@ as one JSON line.
                 {"echoes": ["hello"], "closed_by": "server", "code": 1000}
   abort         sends "hello", then closes its TCP connection without a WebSocket close:
                 {"echoes": ["hello"]}
+  idle          sends "hello", then waits, sending nothing, until the connection closes:
+                {"echoes": ["hello"], "closed_after": SECONDS}
   refused       the upgrade is refused: {"status": N, "reason": VALUE OF AuthGate-Reason or null}
 """
 
 import json
 import socket
 import sys
+import time
 
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -49,6 +52,13 @@ def main(scenario, url) -> dict:
         if scenario == "abort":
             websocket.socket.shutdown(socket.SHUT_RDWR)
             return {"echoes": echoes}
+        if scenario == "idle":
+            started = time.monotonic()
+            try:
+                websocket.recv(timeout=60)
+                return {"echoes": echoes, "closed_after": None}
+            except ConnectionClosed:
+                return {"echoes": echoes, "closed_after": time.monotonic() - started}
         websocket.send("close")
         try:
             websocket.recv(timeout=20)
