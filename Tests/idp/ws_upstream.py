@@ -1,7 +1,7 @@
 """A WebSocket upstream that takes Bearer tokens, on loopback over plain HTTP, for the tests of
 `authgate proxy`'s protocol upgrades (Tests/AuthGateSystemTests/APIProxyTests.swift).
 
-    .venv/bin/python Tests/idp/ws_upstream.py --workdir DIR
+    .venv/bin/python Tests/idp/ws_upstream.py --workdir DIR [--tls]
 
   GET /ws/...         a WebSocket upgrade, accepted only with `Authorization: Bearer TOKEN`
                       (401 with WWW-Authenticate: Bearer error="invalid_token" without one).
@@ -16,7 +16,8 @@
 
 A fingerprint is the first 12 hex digits of a value's sha256 (as resource_api.py's).
 Prints {"port": N, "url": "ws://127.0.0.1:N"} when it listens; serves until SIGTERM or its
-parent dies.
+parent dies. With --tls it serves wss:// with certs.py's server certificate (for 127.0.0.1),
+and adds "ca_file", the CA that signed it, to what it prints.
 """
 
 import argparse
@@ -25,6 +26,8 @@ import hashlib
 import json
 import os
 import signal
+import ssl
+from pathlib import Path
 
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
@@ -82,9 +85,18 @@ async def main(arguments) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, lambda: os._exit(0))
     parent = os.getppid()
-    async with serve(echo, "127.0.0.1", 0, process_request=process_request, compression=None) as server:
+    tls, ready = None, {}
+    if arguments.tls:
+        workdir = Path(arguments.workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        ca_file, cert_file, key_file = certs.ensure_tls(workdir)
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(cert_file, key_file)
+        ready["ca_file"] = str(ca_file)
+    async with serve(echo, "127.0.0.1", 0, process_request=process_request, compression=None, ssl=tls) as server:
         port = server.sockets[0].getsockname()[1]
-        print(json.dumps({"port": port, "url": f"ws://127.0.0.1:{port}"}), flush=True)
+        scheme = "wss" if tls else "ws"
+        print(json.dumps({"port": port, "url": f"{scheme}://127.0.0.1:{port}", **ready}), flush=True)
         while os.getppid() == parent:
             await asyncio.sleep(1)
     os._exit(0)
@@ -93,4 +105,5 @@ async def main(arguments) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--tls", action="store_true")
     asyncio.run(main(parser.parse_args()))
