@@ -281,7 +281,10 @@ struct APIProxyTests {
         #expect(byServer["closed_by"] as? String == "server" && byServer["code"] as? Int == 1000, "\(byServer)")
         let byClient = try play("abort", "/ws/abort")
         #expect(byClient["echoes"] as? [String] == ["hello"], "\(byClient)")
-        try eventually(timeout: .seconds(10), "every tunnel ended upstream") { try seen().closed == 3 }
+        // A frame sent with the handshake, before the 101, is read with the request and sent on after it.
+        let early = try play("early", "/ws/early")
+        #expect(early["status"] as? Int == 101 && early["echo"] as? String == "early", "\(early)")
+        try eventually(timeout: .seconds(10), "every tunnel ended upstream") { try seen().closed == 4 }
         try eventually(timeout: .seconds(10), "the proxy ended both kinds of tunnel:\n\(proxy.log.text)") {
             proxy.log.text.contains("tunnel closed: the client closed") && proxy.log.text.contains("tunnel closed: the upstream closed")
         }
@@ -290,8 +293,11 @@ struct APIProxyTests {
         let refused = try play("refused", "/ws-refuse/x")
         #expect(refused["status"] as? Int == 401 && refused["reason"] is NSNull && refused["body"] as? String == "refused\n", "\(refused)")
         let upgrades = try seen().upgrades
-        #expect(upgrades.map { $0["path"] as? String ?? "" } == ["/ws/chat", "/ws/bye", "/ws/abort", "/ws-refuse/x", "/ws-refuse/x"], "\(upgrades)")
-        #expect(upgrades.prefix(3).allSatisfy { $0["token"] as? String == Self.fingerprint(token) && $0["upgrade"] as? Bool == true }, "\(upgrades)")
+        #expect(
+            upgrades.map { $0["path"] as? String ?? "" } == ["/ws/chat", "/ws/bye", "/ws/abort", "/ws/early", "/ws-refuse/x", "/ws-refuse/x"],
+            "\(upgrades)"
+        )
+        #expect(upgrades.prefix(4).allSatisfy { $0["token"] as? String == Self.fingerprint(token) && $0["upgrade"] as? Bool == true }, "\(upgrades)")
         #expect(!upgrades.contains { $0["token"] as? String == Self.fingerprint("forged-by-the-client") })
 
         // A tunnel where no byte moves either way is closed after --idle-timeout.
@@ -301,7 +307,7 @@ struct APIProxyTests {
         #expect(idle["echoes"] as? [String] == ["hello"] && closedAfter >= 1.5 && closedAfter < 10, "\(idle)")
 
         let metrics = try run(Self.curl, ["-sS", proxy.metricsURL]).stdout
-        #expect(metrics.contains("authgate_proxy_upgrades_total 3\n") && metrics.contains("authgate_proxy_requests_total 4\n"), "\(metrics)")
+        #expect(metrics.contains("authgate_proxy_upgrades_total 4\n") && metrics.contains("authgate_proxy_requests_total 5\n"), "\(metrics)")
         #expect(try proxy.stop() == 0)
         #expect(!proxy.log.text.contains(token) && !proxy.log.text.contains("forged-by-the-client"))
     }

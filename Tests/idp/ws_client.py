@@ -2,7 +2,7 @@
 (through the proxy) with a forged `Authorization`, plays one scenario and prints what happened
 as one JSON line.
 
-    .venv/bin/python Tests/idp/ws_client.py echo|server-close|abort|idle|refused URL
+    .venv/bin/python Tests/idp/ws_client.py echo|server-close|abort|idle|early|refused URL
 
   echo          sends three short messages and one of 200 000 bytes, each echoed, then "whoami";
                 closes from the client's side: {"echoes": [...], "big": true, "whoami": FP}
@@ -12,10 +12,14 @@ as one JSON line.
                 {"echoes": ["hello"]}
   idle          sends "hello", then waits, sending nothing, until the connection closes:
                 {"echoes": ["hello"], "closed_after": SECONDS}
+  early         a raw socket sends the handshake and a text frame "early" in one write, before
+                the 101: {"status": 101, "echo": "early"}
   refused       the upgrade is refused: {"status": N, "reason": VALUE OF AuthGate-Reason or null}
 """
 
+import base64
 import json
+import os
 import socket
 import sys
 import time
@@ -26,7 +30,33 @@ from websockets.sync.client import connect
 FORGED = {"Authorization": "Bearer forged-by-the-client"}
 
 
+def early(url) -> dict:
+    """The handshake and a first frame in one write: the proxy has read the frame with the
+    request, and must send it on after the 101, not drop it."""
+    authority, path = url.split("/", 3)[2], "/" + url.split("/", 3)[3]
+    host, port = authority.rsplit(":", 1)
+    key = base64.b64encode(os.urandom(16)).decode()
+    head = (f"GET {path} HTTP/1.1\r\nHost: {authority}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Authorization: {FORGED['Authorization']}\r\n\r\n")
+    payload, mask = b"early", os.urandom(4)
+    frame = bytes([0x81, 0x80 | len(payload)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    with socket.create_connection((host, int(port))) as connection:
+        connection.settimeout(20)
+        connection.sendall(head.encode() + frame)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < 2 + len(payload):
+            chunk = connection.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    answer, _, rest = data.partition(b"\r\n\r\n")
+    return {"status": int(answer.split(b" ")[1]), "echo": rest[2:2 + len(payload)].decode(errors="replace")}
+
+
 def main(scenario, url) -> dict:
+    if scenario == "early":
+        return early(url)
     if scenario == "refused":
         try:
             with connect(url, additional_headers=FORGED, open_timeout=20, compression=None):
