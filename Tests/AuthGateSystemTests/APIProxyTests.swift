@@ -9,8 +9,9 @@ import Glibc
 
 /// `authgate proxy` as a process, between real clients (curl, a raw socket) and real upstreams
 /// on loopback: the project's resource API (Tests/idp/resource_api.py, which reports what
-/// reached it) for Bearer sessions of the mock provider, and idpyoidc's DPoP-protected resource
-/// over TLS (Tests/idp/idpy_server.py) for DPoP sessions.
+/// reached it) for Bearer sessions of the mock provider, idpyoidc's DPoP-protected resource
+/// over TLS (Tests/idp/idpy_server.py) for DPoP sessions, and a WebSocket echo server
+/// (Tests/idp/ws_upstream.py) reached by Python's websockets client (ws_client.py).
 @Suite("authgate proxy: any HTTP program gets the session's token", .serialized)
 struct APIProxyTests {
     static let isRootWithSetpriv = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
@@ -250,7 +251,7 @@ struct APIProxyTests {
     }
 
     @Test(
-        "a WebSocket upgrade passes through with the session's token in place of the client's: the 101 reaches the client, messages go both ways, a close from either side ends the tunnel, an upgrade the upstream refuses reaches the client as its 401, and the metrics count the tunnels"
+        "a WebSocket upgrade passes through with the session's token in place of the client's: the 101 reaches the client, messages go both ways (a frame sent before the 101 too), a close from either side or --idle-timeout without a byte ends the tunnel, an upgrade the upstream refuses reaches the client as its 401, and the metrics count the tunnels"
     )
     func webSocketPassedThrough() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
