@@ -373,6 +373,24 @@ struct APIProxyTests {
         #expect(try Self.get(setup.proxy.url + "/echo/after").status == 200)
     }
 
+    @Test("a link or a file where --listen's socket should be is refused at start and left as it was; a socket another proxy listens on is not taken over")
+    func socketPathTaken() throws {
+        let setup = try Setup()
+        let scratch = setup.daemon.scratch.path
+        try setup.daemon.scratch.write("precious", "keep me\n")
+        try FileManager.default.createSymbolicLink(atPath: scratch + "/api.sock", withDestinationPath: scratch + "/precious")
+        let linked = try setup.daemon.cli(["proxy", "mock", "--upstream", setup.upstream, "--listen", "unix:\(scratch)/api.sock"])
+        #expect(linked.status == 64 && linked.stderr.contains("exists and is not a socket"), "\(linked)")
+        #expect(try String(contentsOfFile: scratch + "/precious", encoding: .utf8) == "keep me\n")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: scratch + "/api.sock")) == scratch + "/precious")
+
+        let first = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "unix:\(scratch)/live.sock"])
+        let second = try setup.daemon.cli(["proxy", "mock", "--upstream", setup.upstream, "--listen", "unix:\(scratch)/live.sock"])
+        #expect(second.status == 64 && second.stderr.contains("something already listens"), "\(second)")
+        #expect(try Self.get("http://x/echo/still", ["--unix-socket", scratch + "/live.sock"]).status == 200, "the first proxy still serves")
+        _ = try first.stop()
+    }
+
     // MARK: Who may use it
 
     @Test(
