@@ -1,4 +1,5 @@
 import ArgumentParser
+import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
@@ -96,7 +97,8 @@ struct InteractiveLogin {
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue.global())
         source.setEventHandler {
             guard !interrupted.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            let cancelled = (try? RPCConnection(path: socket).call(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?.cancelled
+            let cancelled = (try? AuthGateClient(socketPath: socket).callBlocking(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?
+                .cancelled
             let message =
                 cancelled == true
                 ? "\r\u{1B}[K\nSign-in to \(provider) cancelled.\n"

@@ -235,7 +235,10 @@ package final class RPCServer: Service, CustomStringConvertible {
         guard attributes[.type] as? FileAttributeType == .typeSocket else {
             throw SocketSetupError(description: "\(socketPath) exists and is not a socket; remove it or choose another --socket")
         }
-        if (try? RPCConnection(path: socketPath)) != nil {
+        // Something accepting a connection there is another daemon: the socket is not stale.
+        let probe = ag_connect_unix(socketPath, socketPath.utf8.count)
+        if probe >= 0 {
+            close(probe)
             throw SocketSetupError(description: "another authgated is already listening on \(socketPath)")
         }
         unlink(socketPath)
