@@ -1,25 +1,18 @@
+import AuthGateClient
 package import AuthGateCore
 package import AuthGateRPC
 package import FoundationEssentials
 
-/// A call whose answer is read with AuthGateCore's own JSON reader instead of the Codable
-/// coders: the helpers git, docker and kubectl run before each request are whole processes,
-/// and the coders' first use (type metadata and conformance lookups in the static binary)
-/// costs about as much as the rest of the process (docs/BENCHMARKS.md).
+/// The helpers' calls through AuthGateClient's plain calls (answers read without the Codable
+/// coders, whose first use costs a helper's process as much as the rest of it), their failures
+/// as ``ToolFailure``s.
 package enum PlainCall {
     /// The `result` of `method` called with `params`; an error answer is reported as any call's
     /// (``ToolFailure``, with its reason and exit status).
     package static func result(_ method: RPCMethod, params: [String: JSONValue] = [:], socket: String?) throws -> JSONValue {
-        let path = socket ?? SocketLocation.forClient()
-        do {
-            let connection = try RPCConnection(path: path)
-            try connection.send(RPCLine.request(method, params: params))
-            guard let reply = try connection.receiveLine() else { throw RPCClientError.protocolError("the daemon closed the connection") }
-            if let result = RPCLine.result(in: reply) { return result }
-            // An error (or nonsense): the ordinary decoder says which, with the daemon's reason.
-            _ = try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: JSONValue.self)
-            throw RPCClientError.protocolError("the answer has no result")
-        } catch let error as RPCClientError {
+        do throws(RPCClientError) {
+            return try AuthGateClient(socketPath: socket).plainResult(method, params: params)
+        } catch {
             throw ToolFailure(error, json: false)
         }
     }
@@ -57,7 +50,7 @@ extension PlainCall {
         if let reply = plainTokenCall(params, socket: socket) {
             if let token = RPCLine.bareAccessToken(in: reply) { return token }
             do throws(RPCClientError) {
-                return try RPCConnection.decodeReply(reply, id: RPCLine.clientID, as: BareToken.self).accessToken
+                return try AuthGateClient.decodeReply(reply, as: BareToken.self).accessToken
             } catch {
                 throw ToolFailure(error, json: false)
             }
@@ -69,11 +62,9 @@ extension PlainCall {
     /// the call failed on the way.
     private static func plainTokenCall(_ params: TokenParams, socket: String?) -> [UInt8]? {
         guard params.session == nil, params.minValidSeconds == nil, params.forceRefresh == nil, params.scopes == nil, params.resource == nil,
-            ProviderID.isValid(params.provider),  // else the ordinary path says what is wrong
-            let connection = try? RPCConnection(path: socket ?? SocketLocation.forClient())
+            ProviderID.isValid(params.provider)  // else the ordinary path says what is wrong
         else { return nil }
-        guard (try? connection.send(RPCLine.request(.token, params: ["provider": .string(params.provider)]))) != nil else { return nil }
-        return try? connection.receiveLine()
+        return AuthGateClient(socketPath: socket).plainTokenReply(provider: params.provider)
     }
 
     /// The part of a `token` result that is printed.
