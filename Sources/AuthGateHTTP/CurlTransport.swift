@@ -59,19 +59,14 @@ public struct CurlTransport: HTTPTransport {
         // curl adds "Expect: 100-continue" to larger POSTs; providers do not need the extra round trip.
         headerList = curl_slist_append(headerList, "Expect:")
 
-        let protocols = policy.allowInsecureLoopback ? "http,https" : "https"
-        var failures: [CURLcode] = []
+        var failures = CurlBaseline.apply(
+            to: handle,
+            url: request.url,
+            allowInsecureLoopback: policy.allowInsecureLoopback,
+            caBundle: policy.caBundle,
+            connectTimeoutMilliseconds: policy.connectTimeoutMilliseconds
+        )
         func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
-        set(ag_curl_setopt_string(handle, CURLOPT_URL, request.url.absoluteString))
-        set(ag_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, protocols))
-        set(ag_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
-        set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
-        set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
-        if let caBundle = policy.caBundle {
-            caBundle.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_CAINFO_BLOB, base, bytes.count)) }
-            }
-        }
         if let client = policy.clientCertificate {
             // Both PEM, copied by libcurl: curl never opens the files (see caBundle).
             set(ag_curl_setopt_string(handle, CURLOPT_SSLCERTTYPE, "PEM"))
@@ -83,8 +78,6 @@ public struct CurlTransport: HTTPTransport {
                 if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_SSLKEY_BLOB, base, bytes.count)) }
             }
         }
-        set(ag_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
-        set(ag_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, policy.connectTimeoutMilliseconds))
         set(ag_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, policy.totalTimeoutMilliseconds))
         set(ag_curl_setopt_long(handle, CURLOPT_MAXFILESIZE_LARGE, policy.maximumResponseBytes))
         set(ag_curl_setopt_string(handle, CURLOPT_USERAGENT, "authgate"))

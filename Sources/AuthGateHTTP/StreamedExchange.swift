@@ -119,21 +119,14 @@ public final class StreamedExchanges: Sendable {
             headerList = curl_slist_append(headerList, "Transfer-Encoding: chunked")
         }
 
-        let protocols = policy.allowInsecureLoopback ? "http,https" : "https"
-        var failures: [CURLcode] = []
+        var failures = CurlBaseline.apply(
+            to: easy,
+            url: request.url,
+            allowInsecureLoopback: policy.allowInsecureLoopback,
+            caBundle: policy.caBundle,
+            connectTimeoutMilliseconds: policy.connectTimeoutMilliseconds
+        )
         func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
-        set(ag_curl_setopt_string(easy, CURLOPT_URL, request.url.absoluteString))
-        set(ag_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, protocols))
-        set(ag_curl_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0))
-        set(ag_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
-        set(ag_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
-        if let caBundle = policy.caBundle {
-            caBundle.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(easy, CURLOPT_CAINFO_BLOB, base, bytes.count)) }
-            }
-        }
-        set(ag_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
-        set(ag_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, policy.connectTimeoutMilliseconds))
         set(ag_curl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1))
         set(ag_curl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.idleTimeoutSeconds))
         // The client's own Accept-Encoding goes on and the body comes back as the upstream sent it.

@@ -57,19 +57,14 @@ public final class UpstreamConnection {
         let head = try Self.head(of: request)
         _ = CurlTransport()  // curl_global_init, once per process
         guard let easy = curl_easy_init() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
-        var failures: [CURLcode] = []
+        var failures = CurlBaseline.apply(
+            to: easy,
+            url: request.url,
+            allowInsecureLoopback: policy.allowInsecureLoopback,
+            caBundle: policy.caBundle,
+            connectTimeoutMilliseconds: policy.connectTimeoutMilliseconds
+        )
         func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
-        set(ag_curl_setopt_string(easy, CURLOPT_URL, request.url.absoluteString))
-        set(ag_curl_setopt_string(easy, CURLOPT_PROTOCOLS_STR, policy.allowInsecureLoopback ? "http,https" : "https"))
-        set(ag_curl_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 1))
-        set(ag_curl_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 2))
-        if let caBundle = policy.caBundle {
-            caBundle.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(easy, CURLOPT_CAINFO_BLOB, base, bytes.count)) }
-            }
-        }
-        set(ag_curl_setopt_long(easy, CURLOPT_NOSIGNAL, 1))
-        set(ag_curl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, policy.connectTimeoutMilliseconds))
         // TLS offers only http/1.1 (ALPN): the head written here is HTTP/1.1, and an upgrade is too.
         set(ag_curl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)))
         set(ag_curl_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1))

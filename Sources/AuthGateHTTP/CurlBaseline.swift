@@ -1,0 +1,35 @@
+internal import CCurl
+import FoundationEssentials
+
+/// The options every libcurl handle of this module gets, whatever it carries (a provider's
+/// request, a proxied exchange, an upgrade's connection): the URL; https only, or plain http
+/// too when the caller allows it (loopback only: ``HTTPRequestPolicy/allows(_:)`` is checked
+/// first); no redirects followed; peer and host verification on, with the given CAs instead of
+/// the system's, in memory; no signals; the connect timeout. One place, so that no handle can
+/// lose one of them.
+enum CurlBaseline {
+    /// Sets the options on `handle`; returns the codes of those libcurl refused.
+    static func apply(
+        to handle: UnsafeMutableRawPointer,
+        url: URL,
+        allowInsecureLoopback: Bool,
+        caBundle: [UInt8]?,
+        connectTimeoutMilliseconds: Int
+    ) -> [CURLcode] {
+        var failures: [CURLcode] = []
+        func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
+        set(ag_curl_setopt_string(handle, CURLOPT_URL, url.absoluteString))
+        set(ag_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, allowInsecureLoopback ? "http,https" : "https"))
+        set(ag_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
+        set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))
+        if let caBundle {
+            caBundle.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { set(ag_curl_setopt_blob(handle, CURLOPT_CAINFO_BLOB, base, bytes.count)) }
+            }
+        }
+        set(ag_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        set(ag_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectTimeoutMilliseconds))
+        return failures
+    }
+}
