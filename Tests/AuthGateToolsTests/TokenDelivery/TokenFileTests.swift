@@ -1,0 +1,66 @@
+import AuthGateCore
+import AuthGateRPC
+import AuthGateTestSupport
+import AuthGateTools
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite("The token file the sink and exec write")
+struct TokenFileTests {
+    private func open(_ path: String) throws -> TokenFile {
+        guard case .success(let directory) = FileTrust.openDirectory(of: path, as: .tokenFile) else {
+            throw POSIXError(.EACCES)
+        }
+        return TokenFile(directory, shown: path)
+    }
+
+    @Test("written whole with its mode, replaced in one step, no temporary file left; removed on request")
+    func writeReplaceRemove() throws {
+        let scratch = try ScratchDirectory()
+        let file = try open(scratch.path + "/token")
+        try file.write(Array("first-token".utf8), mode: 0o440)
+        #expect(try String(contentsOfFile: scratch.path + "/token", encoding: .utf8) == "first-token")
+        #expect((try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.posixPermissions] as? Int) == 0o440)
+        let before = try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.systemFileNumber] as? Int
+        try file.write(Array("second".utf8), mode: 0o400)
+        #expect(try String(contentsOfFile: scratch.path + "/token", encoding: .utf8) == "second")
+        let after = try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.systemFileNumber] as? Int
+        #expect(before != after, "a new file renamed over the old one, not the old one rewritten")
+        #expect(scratch.entries == ["token"])
+        file.remove(because: "the test is done")
+        #expect(scratch.entries.isEmpty)
+    }
+
+    @Test("a symbolic link planted at the file's name is replaced, never followed")
+    func plantedLink() throws {
+        let scratch = try ScratchDirectory()
+        let target = scratch.path + "/elsewhere"
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: target))
+        let file = try open(scratch.path + "/token")
+        try FileManager.default.createSymbolicLink(atPath: scratch.path + "/token", withDestinationPath: target)
+        try file.write(Array("token".utf8), mode: 0o400)
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "precious")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: scratch.path + "/token")) == nil)
+    }
+
+    @Test("--owner and --group: names or numbers; an unknown name is refused with a usage status")
+    func ownership() throws {
+        guard geteuid() == 0 else {
+            #expect(throws: ToolFailure.self) { try FileOwnership(owner: "root", group: nil) }
+            return
+        }
+        let numbers = try FileOwnership(owner: "0", group: "0")
+        #expect(numbers.uid == 0 && numbers.gid == 0)
+        #expect(try FileOwnership(owner: "root", group: nil).uid == 0)
+        do {
+            _ = try FileOwnership(owner: "no-such-user-here", group: nil)
+            Issue.record("an unknown user was accepted")
+        } catch let failure as ToolFailure {
+            #expect(failure.status == ToolFailure.usage && failure.description.contains("no such user"))
+        }
+    }
+}
