@@ -7,12 +7,6 @@ import Logging
 import Glibc
 #endif
 
-/// Whether the daemon serves the whole machine or one user.
-public enum DaemonMode: String, Sendable {
-    case system
-    case user
-}
-
 /// Where the daemon reads, listens and writes, and how strict it is.
 public struct DaemonConfiguration: Sendable {
     public var providersDirectory: String
@@ -53,7 +47,7 @@ public struct DaemonConfiguration: Sendable {
     public var notify = false
     /// `--consent-timeout`: how long a consent question waits for the user before it denies.
     public var consentTimeout: Duration = .seconds(60)
-    public static let defaultAdminGroup = "authgate-admin"
+    public static let defaultAdminGroup = DaemonContext.defaultAdminGroup
 
     public init(
         providersDirectory: String,

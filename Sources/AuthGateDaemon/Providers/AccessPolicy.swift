@@ -48,13 +48,9 @@ struct AccessPolicy: Sendable {
         return admits(PeerCredentials(pid: 0, uid: uid, gid: Self.primaryGroupID(uid: uid) ?? UInt32.max), narrowed)
     }
 
-    /// The admin group's default name (`authgated --admin-group`): its members (and root) may
-    /// reload the providers and list every user's sessions.
-    static let defaultAdminGroup = DaemonConfiguration.defaultAdminGroup
-
     /// Root, the daemon's own user (a user-mode daemon belongs to its user), and members of
     /// `adminGroup` administer the daemon. They may reload and list all sessions; they never read others' tokens.
-    func isAdmin(_ caller: PeerCredentials, adminGroup: String = AccessPolicy.defaultAdminGroup) -> Bool {
+    func isAdmin(_ caller: PeerCredentials, adminGroup: String) -> Bool {
         if caller.uid == 0 || caller.uid == geteuid() { return true }
         guard let admins = SystemGroups.id(named: adminGroup) else { return false }
         return Self.groupIDs(userName: Self.userName(uid: caller.uid), primary: caller.gid).contains(admins)

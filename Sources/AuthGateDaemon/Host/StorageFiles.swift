@@ -21,7 +21,8 @@ struct StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     var description: String { message }
 }
 
-/// The few file operations the storage needs, on swift-system's `FileDescriptor` (which retries
+/// The few file operations the daemon needs (its storage, consent.json, the handover's memfds,
+/// the helper programs' paths), on swift-system's `FileDescriptor` (which retries
 /// `EINTR` and partial writes) where it has them, reporting failures as `errno` sentences.
 enum StorageFiles {
     /// Permission bits that let anyone but the owner in.

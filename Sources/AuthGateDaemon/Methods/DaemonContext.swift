@@ -12,12 +12,16 @@ public struct DaemonContext: Sendable {
     /// the daemon's own user, for a socket forwarded to another host.
     public var servesAdmin: Bool
 
+    /// The admin group's default name (`authgated --admin-group`): its members (and root) may
+    /// reload the providers and list every user's sessions.
+    public static let defaultAdminGroup = "authgate-admin"
+
     public init(
         startedAt: ContinuousClock.Instant = .now,
         configDirectory: String,
         mode: DaemonMode,
         socketPath: String,
-        adminGroup: String = DaemonConfiguration.defaultAdminGroup,
+        adminGroup: String = DaemonContext.defaultAdminGroup,
         servesAdmin: Bool = true
     ) {
         self.adminGroup = adminGroup
