@@ -303,7 +303,7 @@ private final class ThreadRecordingObserver: SessionObserver {
     private let recorded = Mutex<[Seen]>([])
     init(loop: any EventLoop) { self.loop = loop }
     var seen: [Seen] { recorded.withLock { $0 } }
-    private func note() { recorded.withLock { $0.append(Seen(onCallersLoop: loop.inEventLoop, onSessionsThread: SessionManager.thread.inEventLoop)) } }
+    private func note() { recorded.withLock { $0.append(Seen(onCallersLoop: loop.inEventLoop, onSessionsThread: SessionStore.thread.inEventLoop)) } }
     func publish(_ tokens: TokenSet, obtainedAt: Date, unmeetable: Set<Int>, for key: SessionKey) { note() }
     func withdraw(_ key: SessionKey) { note() }
     func tokensChanged(_ key: SessionKey, _ tokens: TokenSet) { note() }

@@ -1,10 +1,8 @@
 import AuthGateCore
 import AuthGateServer
-import CLinux
 import FoundationEssentials
 import Logging
 import NIOCore
-import NIOPosix
 
 /// Owns every session and every refresh in flight.
 ///
@@ -18,22 +16,10 @@ import NIOPosix
 /// when an earlier one is planned) and calls ``refreshDue()``; every refresh that finishes
 /// calls it too, so a freed slot is taken at once and the only bound is on refreshes in flight.
 actor SessionManager {
-    /// The thread every session manager runs on, whatever task calls it.
-    ///
-    /// Without it, a call from an RPC request task would run the actor's work on the event loop
-    /// that read the request (the task's executor preference, ``EventLoopTaskExecutor``; under
-    /// SE-0417 a default actor runs on it), and a persistent session's save — a sealed file and
-    /// two `fsync`s, or the keyring's child process the first time — would stall every
-    /// connection on that loop. Here that work waits on this thread only. A thread for the life
-    /// of the process, as NIO's own singletons are.
-    static let thread: any EventLoop = {
-        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1).next()
-        loop.execute { ag_set_thread_name("authgate-sessions") }
-        return loop
-    }()
-
+    /// Every session manager runs on the sessions' thread, whatever task calls it
+    /// (``SessionStore/thread``: its saves must not stall an event loop that serves connections).
     nonisolated var unownedExecutor: UnownedSerialExecutor {
-        Self.thread.executor.asUnownedSerialExecutor()
+        SessionStore.thread.executor.asUnownedSerialExecutor()
     }
 
     struct RefreshKey: Hashable {

@@ -1,4 +1,5 @@
 import AuthGateCore
+import CLinux
 import Crypto
 import FoundationEssentials
 import NIOCore
@@ -26,6 +27,21 @@ import Glibc
 /// `loadAll` removes temporary files and moves bad files aside, which must not happen in
 /// the middle of a save. The work under the lock is short: one small file and two fsyncs.
 final class SessionStore: Sendable {
+    /// The thread saves run on while event loops serve connections: the session manager runs
+    /// every call on it, whatever task calls it (``SessionManager``'s executor).
+    ///
+    /// Without it, a call from an RPC request task would run the actor's work on the event loop
+    /// that read the request (the task's executor preference, ``EventLoopTaskExecutor``; under
+    /// SE-0417 a default actor runs on it), and a persistent session's save — a sealed file and
+    /// two `fsync`s, or the keyring's child process the first time — would stall every
+    /// connection on that loop. Here that work waits on this thread only. A thread for the life
+    /// of the process, as NIO's own singletons are.
+    static let thread: any EventLoop = {
+        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1).next()
+        loop.execute { ag_set_thread_name("authgate-sessions") }
+        return loop
+    }()
+
     /// `sessions/` under the state directory.
     let directory: String
     /// Guards every file operation, and the keys they use.
@@ -61,7 +77,7 @@ final class SessionStore: Sendable {
         // Two fsyncs must never stall the connections of an event loop: saves run on the
         // session manager's thread, or off the loops altogether (start-up, rekey).
         assert(
-            MultiThreadedEventLoopGroup.currentEventLoop == nil || SessionManager.thread.inEventLoop,
+            MultiThreadedEventLoopGroup.currentEventLoop == nil || Self.thread.inEventLoop,
             "a session store write on an event loop that serves connections"
         )
         try lock.withLock { keys throws(StorageError) in
