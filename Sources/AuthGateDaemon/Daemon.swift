@@ -179,7 +179,16 @@ public enum Daemon {
             persistence: persistence
         )
         if let signInNotifier {
-            signInNotifier.setStarter(DesktopSignIn(services: daemonServices, desktop: signInNotifier.desktop))
+            signInNotifier.setStarter(
+                DesktopSignIn(
+                    registry: registry,
+                    desktop: signInNotifier.desktop,
+                    begin: { params, owner async throws(AuthGateError) in
+                        try await MethodHandlers(services: daemonServices, caller: owner).loginBegin(params)
+                    },
+                    logger: logger
+                )
+            )
         }
         let dispatcher = RPCDispatcher(services: daemonServices)
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
