@@ -3,6 +3,13 @@ import AuthGateRPC
 import AuthGateServer
 import FoundationEssentials
 
+/// Told of the calls answered from a published token, for the metrics (``DaemonMetrics``
+/// observes it): `count` calls of `method` (`token` or `credential.get`), each within
+/// `duration`. Called on the hot path: it must cost no more than a few atomic additions.
+protocol CachedAnswerObserver: Sendable {
+    func cachedAnswers(_ method: RPCMethod, _ count: Int, eachWithin duration: Duration)
+}
+
 /// The socket server's ``TokenAnswers``: answers a plain `token` or `credential.get` call for a
 /// session's current token where its line was read — on the front door's thread or a handed-on
 /// connection's event loop (AuthGateServer) — with no task, no actor and no JSON coder.
@@ -23,7 +30,7 @@ struct CachedTokenAnswers: TokenAnswers {
     /// Counts and times the answers (two atomic additions per answer, or per batch at the front
     /// door, and a histogram update per answer; measured in docs/BENCHMARKS.md); `nil` where
     /// nothing is measured.
-    var metrics: DaemonMetrics?
+    var metrics: (any CachedAnswerObserver)?
 
     func lookUp<Answer>(
         _ line: UnsafeRawBufferPointer,

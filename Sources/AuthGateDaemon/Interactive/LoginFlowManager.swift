@@ -80,14 +80,15 @@ actor LoginFlowManager {
     private let sessions: SessionManager
     private let settings: LoginFlowSettings
     private let now: @Sendable () -> Date
-    private let metrics: DaemonMetrics?
+    /// Where each flow's end is counted.
+    private let metrics: (any SignInObserver)?
     private let logger: Logger
 
     init(
         sessions: SessionManager,
         settings: LoginFlowSettings = LoginFlowSettings(),
         now: @escaping @Sendable () -> Date = { Date() },
-        metrics: DaemonMetrics? = nil,
+        metrics: (any SignInObserver)? = nil,
         logger: Logger
     ) {
         self.sessions = sessions

@@ -18,7 +18,7 @@ import Synchronization
 /// swift-metrics' global `MetricsSystem`, because only that API carries help texts (which
 /// `promtool check metrics` requires), and because each daemon (and each in-process test) then
 /// has a registry of its own.
-final class DaemonMetrics: Sendable {
+final class DaemonMetrics: SessionWorkObserver, SignInObserver, CachedAnswerObserver, ProviderRequestObserver {
     let registry = PrometheusCollectorRegistry()
 
     /// The label of a request that named no method the daemon has (or could not be read).

@@ -71,7 +71,7 @@ struct RegisteredProvider: Sendable {
     static func make(
         _ report: ProviderFileReport,
         now: @escaping @Sendable () -> Date = { Date() },
-        metrics: DaemonMetrics? = nil,
+        metrics: (any ProviderRequestObserver)? = nil,
         logger: Logger
     ) -> RegisteredProvider {
         guard let configuration = report.configuration else {

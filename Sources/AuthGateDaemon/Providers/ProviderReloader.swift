@@ -21,7 +21,8 @@ actor ProviderReloader {
     private let sessions: SessionManager
     private let validator: ProviderValidator
     private let notifier: SystemdNotifier
-    private let metrics: DaemonMetrics?
+    /// Where the new providers' requests are counted and timed.
+    private let metrics: (any ProviderRequestObserver)?
     private let logger: Logger
     private var last: Task<Result<[ProviderRegistry.Change], AuthGateError>, Never>?
 
@@ -31,7 +32,7 @@ actor ProviderReloader {
         sessions: SessionManager,
         validator: ProviderValidator,
         notifier: SystemdNotifier = SystemdNotifier(environment: [:]),
-        metrics: DaemonMetrics? = nil,
+        metrics: (any ProviderRequestObserver)? = nil,
         logger: Logger
     ) {
         self.notifier = notifier

@@ -57,7 +57,7 @@ actor SessionManager {
     let random: @Sendable () -> Double
     let logger: Logger
     /// Where refreshes and session-store writes are counted; `nil` in tests that need none.
-    nonisolated let metrics: DaemonMetrics?
+    nonisolated let metrics: (any SessionWorkObserver)?
     /// Where `persistent` sessions are sealed; `nil` keeps everything in memory.
     let persistence: SessionPersistence?
     /// The uids that have a sessions file, so that the last persistent session's removal
@@ -88,7 +88,7 @@ actor SessionManager {
         persistence: SessionPersistence? = nil,
         refreshLimits: RefreshQueue.Limits = .standard,
         maximumSessionsPerUser: Int = 1000,
-        metrics: DaemonMetrics? = nil,
+        metrics: (any SessionWorkObserver)? = nil,
         observer: any SessionObserver = NoSessionObserver(),
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }

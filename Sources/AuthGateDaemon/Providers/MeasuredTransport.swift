@@ -1,11 +1,17 @@
 import AuthGateHTTP
 
-/// A provider's HTTP transport that counts and times each request for ``DaemonMetrics``
-/// (`authgate_provider_requests_total`, `authgate_provider_request_duration_seconds`).
+/// Told of each request to a provider, for the metrics (``DaemonMetrics`` observes it:
+/// `authgate_provider_requests_total`, `authgate_provider_request_duration_seconds`).
+protocol ProviderRequestObserver: Sendable {
+    /// One request to a provider: `outcome` is the HTTP status class, or what stopped it.
+    func providerRequest(provider: String, endpoint: HTTPRequest.Endpoint, outcome: String, duration: Duration)
+}
+
+/// A provider's HTTP transport that times each request and tells its ``ProviderRequestObserver``.
 struct MeasuredTransport: HTTPTransport {
     let inner: any HTTPTransport
     let provider: String
-    let metrics: DaemonMetrics
+    let metrics: any ProviderRequestObserver
 
     func send(_ request: HTTPRequest, policy: HTTPRequestPolicy) async throws(HTTPTransportError) -> HTTPResponse {
         let start = ContinuousClock.now
