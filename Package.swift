@@ -37,12 +37,10 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // libcurl, through typed wrappers of the variadic curl_easy_setopt (see shim.h).
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
+        // libcurl, opened with dlopen on first use instead of linked, so that a process that
+        // makes no HTTP request loads none of its libraries; typed wrappers of the variadic
+        // curl_easy_setopt (include/ccurl.h). Its headers: libcurl4-openssl-dev.
+        .target(name: "CCurl"),
         // Linux calls Swift's Glibc module lacks (prctl), as static inline C functions.
         .target(name: "CLinux"),
         // HTTPTransport and its libcurl implementation: the only code that touches curl.

@@ -33,3 +33,14 @@ enum CurlBaseline {
         return failures
     }
 }
+
+extension HTTPTransportError {
+    /// No handle: libcurl, opened on first use (CCurl), is missing or unusable — the sentence
+    /// names dlopen's reason and the package that brings it — or it could not allocate one.
+    static func noHandle() -> HTTPTransportError {
+        if let reason = ag_curl_unavailable() {
+            return HTTPTransportError(.other, "libcurl could not be loaded (\(String(cString: reason))): install libcurl4")
+        }
+        return HTTPTransportError(.other, "libcurl could not create a handle")
+    }
+}

@@ -18,7 +18,7 @@ public struct CurlTransport: HTTPTransport {
 
     /// `curl_global_init` exactly once per process, before any handle exists.
     private static let globalInit: Void = {
-        curl_global_init(Int(CURL_GLOBAL_DEFAULT))
+        ag_curl_global_init(Int(CURL_GLOBAL_DEFAULT))
     }()
 
     /// The threads that wait for providers. NIO's shared pool has one thread per core (two
@@ -45,19 +45,19 @@ public struct CurlTransport: HTTPTransport {
 
     /// Runs one request to completion on the calling (pool) thread.
     private static func perform(_ request: HTTPRequest, policy: HTTPRequestPolicy) throws(HTTPTransportError) -> HTTPResponse {
-        guard let handle = curl_easy_init() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
-        defer { curl_easy_cleanup(handle) }
+        guard let handle = ag_curl_easy_init() else { throw .noHandle() }
+        defer { ag_curl_easy_cleanup(handle) }
         let sink = ResponseSink(limit: policy.maximumResponseBytes)
         let context = Unmanaged.passRetained(sink)
         defer { context.release() }
 
         var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headerList) }
+        defer { ag_curl_slist_free_all(headerList) }
         for (name, value) in request.headers {
-            headerList = curl_slist_append(headerList, "\(name): \(value)")
+            headerList = ag_curl_slist_append(headerList, "\(name): \(value)")
         }
         // curl adds "Expect: 100-continue" to larger POSTs; providers do not need the extra round trip.
-        headerList = curl_slist_append(headerList, "Expect:")
+        headerList = ag_curl_slist_append(headerList, "Expect:")
 
         var failures = CurlBaseline.apply(
             to: handle,
@@ -103,10 +103,10 @@ public struct CurlTransport: HTTPTransport {
             set(ag_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, "DELETE"))
         }
         guard failures.isEmpty else {
-            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: curl_easy_strerror(failures[0])))")
+            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(failures[0])))")
         }
 
-        let code = curl_easy_perform(handle)
+        let code = ag_curl_easy_perform(handle)
         guard code == CURLE_OK else { throw error(for: code, sink: sink, url: request.url) }
         var status = 0
         _ = ag_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
@@ -124,15 +124,15 @@ public struct CurlTransport: HTTPTransport {
         case CURLE_OPERATION_TIMEDOUT:
             return HTTPTransportError(.timedOut, "\(host) did not answer in time")
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM:
-            return HTTPTransportError(.tls, "the TLS connection to \(host) failed: \(String(cString: curl_easy_strerror(code)))")
+            return HTTPTransportError(.tls, "the TLS connection to \(host) failed: \(String(cString: ag_curl_easy_strerror(code)))")
         case CURLE_WRITE_ERROR where sink.overflowed, CURLE_FILESIZE_EXCEEDED:
             return HTTPTransportError(.responseTooLarge, "\(host) sent a response larger than \(sink.limit) bytes")
         case CURLE_UNSUPPORTED_PROTOCOL:
             return HTTPTransportError(.forbiddenURL, "the URL's scheme is not allowed")
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
-            return HTTPTransportError(.other, "the connection to \(host) broke: \(String(cString: curl_easy_strerror(code)))")
+            return HTTPTransportError(.other, "the connection to \(host) broke: \(String(cString: ag_curl_easy_strerror(code)))")
         default:
-            return HTTPTransportError(.other, "the request to \(host) failed: \(String(cString: curl_easy_strerror(code)))")
+            return HTTPTransportError(.other, "the request to \(host) failed: \(String(cString: ag_curl_easy_strerror(code)))")
         }
     }
 }

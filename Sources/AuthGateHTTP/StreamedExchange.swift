@@ -93,30 +93,30 @@ public final class StreamedExchanges: Sendable {
             throw HTTPTransportError(.forbiddenURL, "\(request.url.scheme ?? "a scheme-less") URL refused: only https (or http to 127.0.0.1/::1)")
         }
         let handle = idle.withLock { $0.popLast() } ?? EasyHandle()
-        guard let easy = handle.pointer else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        guard let easy = handle.pointer else { throw .noHandle() }
         var reusable = false
         defer {
             if reusable {
                 idle.withLock { if $0.count < keptHandles { $0.append(handle) } }
             }
         }
-        curl_easy_reset(easy)
+        ag_curl_easy_reset(easy)
         let state = StreamState(body: body, sink: sink)
         let context = Unmanaged.passRetained(state)
         defer { context.release() }
 
         var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { curl_slist_free_all(headerList) }
+        defer { ag_curl_slist_free_all(headerList) }
         for (name, value) in request.headers {
-            headerList = curl_slist_append(headerList, "\(name): \(value)")
+            headerList = ag_curl_slist_append(headerList, "\(name): \(value)")
         }
         // curl's own additions, left out unless the client sent them (a name with nothing after
         // the colon removes curl's header): the request goes on as the client made it.
         for name in ["Expect", "Accept"] where !request.headers.contains(where: { $0.name.lowercased() == name.lowercased() }) {
-            headerList = curl_slist_append(headerList, "\(name):")
+            headerList = ag_curl_slist_append(headerList, "\(name):")
         }
         if request.bodyLength == -1 {
-            headerList = curl_slist_append(headerList, "Transfer-Encoding: chunked")
+            headerList = ag_curl_slist_append(headerList, "Transfer-Encoding: chunked")
         }
 
         var failures = CurlBaseline.apply(
@@ -149,9 +149,9 @@ public final class StreamedExchanges: Sendable {
             set(ag_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
         }
         guard failures.isEmpty else {
-            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: curl_easy_strerror(failures[0])))")
+            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(failures[0])))")
         }
-        let code = curl_easy_perform(easy)
+        let code = ag_curl_easy_perform(easy)
         if code == CURLE_OK, !state.headDelivered {
             // A complete answer that had no body reached the sink's head through the blank line;
             // one whose headers never ended is not complete.
@@ -176,9 +176,9 @@ public final class StreamedExchanges: Sendable {
         case CURLE_OPERATION_TIMEDOUT:
             return HTTPTransportError(.timedOut, "\(host)\(port) stopped answering")
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM:
-            return HTTPTransportError(.tls, "the TLS connection to \(host)\(port) failed: \(String(cString: curl_easy_strerror(code)))")
+            return HTTPTransportError(.tls, "the TLS connection to \(host)\(port) failed: \(String(cString: ag_curl_easy_strerror(code)))")
         default:
-            return HTTPTransportError(.other, "the exchange with \(host)\(port) failed: \(String(cString: curl_easy_strerror(code)))")
+            return HTTPTransportError(.other, "the exchange with \(host)\(port) failed: \(String(cString: ag_curl_easy_strerror(code)))")
         }
     }
 }
@@ -186,9 +186,9 @@ public final class StreamedExchanges: Sendable {
 /// A libcurl easy handle, freed with its owner.
 private final class EasyHandle: @unchecked Sendable {
     // Only one exchange at a time holds a handle (StreamedExchanges hands each out once).
-    let pointer: UnsafeMutableRawPointer? = curl_easy_init()
+    let pointer: UnsafeMutableRawPointer? = ag_curl_easy_init()
 
-    deinit { if let pointer { curl_easy_cleanup(pointer) } }
+    deinit { if let pointer { ag_curl_easy_cleanup(pointer) } }
 }
 
 /// The state of one exchange for curl's callbacks, on the one thread that performs it.

@@ -56,7 +56,7 @@ public final class UpstreamConnection {
         }
         let head = try Self.head(of: request)
         _ = CurlTransport()  // curl_global_init, once per process
-        guard let easy = curl_easy_init() else { throw HTTPTransportError(.other, "libcurl could not create a handle") }
+        guard let easy = ag_curl_easy_init() else { throw .noHandle() }
         var failures = CurlBaseline.apply(
             to: easy,
             url: request.url,
@@ -69,13 +69,13 @@ public final class UpstreamConnection {
         set(ag_curl_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1)))
         set(ag_curl_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1))
         guard failures.isEmpty else {
-            curl_easy_cleanup(easy)
-            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: curl_easy_strerror(failures[0])))")
+            ag_curl_easy_cleanup(easy)
+            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(failures[0])))")
         }
-        let code = curl_easy_perform(easy)
+        let code = ag_curl_easy_perform(easy)
         var descriptor: curl_socket_t = -1
         guard code == CURLE_OK, ag_curl_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &descriptor) == CURLE_OK, descriptor >= 0 else {
-            curl_easy_cleanup(easy)
+            ag_curl_easy_cleanup(easy)
             throw StreamedExchanges.error(for: code == CURLE_OK ? CURLE_COULDNT_CONNECT : code, url: request.url)
         }
         handle = easy
@@ -87,13 +87,13 @@ public final class UpstreamConnection {
         try readHead()
     }
 
-    deinit { curl_easy_cleanup(handle) }
+    deinit { ag_curl_easy_cleanup(handle) }
 
     /// Sends what it can of `bytes` without waiting.
     public func send(_ bytes: UnsafeRawBufferPointer) -> Transfer {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .moved(0) }
         var sent = 0
-        let code = curl_easy_send(handle, base, bytes.count, &sent)
+        let code = ag_curl_easy_send(handle, base, bytes.count, &sent)
         if code == CURLE_AGAIN { return .wouldBlock }
         guard code == CURLE_OK else { return .failed }
         return sent > 0 ? .moved(sent) : .wouldBlock
@@ -110,7 +110,7 @@ public final class UpstreamConnection {
             return .moved(count)
         }
         var received = 0
-        let code = curl_easy_recv(handle, base, buffer.count, &received)
+        let code = ag_curl_easy_recv(handle, base, buffer.count, &received)
         if code == CURLE_AGAIN { return .wouldBlock }
         guard code == CURLE_OK else { return .failed }
         return received > 0 ? .moved(received) : .closed

@@ -1,0 +1,117 @@
+// libcurl through dlopen: see include/ccurl.h.
+#include "ccurl.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+static struct {
+    CURLcode (*global_init)(long);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *);
+    void (*easy_reset)(CURL *);
+    CURLcode (*easy_perform)(CURL *);
+    const char *(*easy_strerror)(CURLcode);
+    CURLcode (*easy_send)(CURL *, const void *, size_t, size_t *);
+    CURLcode (*easy_recv)(CURL *, void *, size_t, size_t *);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+} curl;
+
+static pthread_once_t loading = PTHREAD_ONCE_INIT;
+static char failure[512];
+static int loaded;
+
+static void *symbol(void *library, const char *name) {
+    void *address = dlsym(library, name);
+    if (address == NULL && failure[0] == '\0') {
+        snprintf(failure, sizeof failure, "libcurl.so.4 has no %s", name);
+    }
+    return address;
+}
+
+static void load(void) {
+    // RTLD_LOCAL: libcurl's symbols stay out of the process's global scope.
+    void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) {
+        const char *reason = dlerror();
+        snprintf(failure, sizeof failure, "%s", reason != NULL ? reason : "libcurl.so.4 could not be opened");
+        return;
+    }
+    curl.global_init = (CURLcode (*)(long))symbol(library, "curl_global_init");
+    curl.easy_init = (CURL * (*)(void)) symbol(library, "curl_easy_init");
+    curl.easy_cleanup = (void (*)(CURL *))symbol(library, "curl_easy_cleanup");
+    curl.easy_reset = (void (*)(CURL *))symbol(library, "curl_easy_reset");
+    curl.easy_perform = (CURLcode (*)(CURL *))symbol(library, "curl_easy_perform");
+    curl.easy_strerror = (const char *(*)(CURLcode))symbol(library, "curl_easy_strerror");
+    curl.easy_send = (CURLcode (*)(CURL *, const void *, size_t, size_t *))symbol(library, "curl_easy_send");
+    curl.easy_recv = (CURLcode (*)(CURL *, void *, size_t, size_t *))symbol(library, "curl_easy_recv");
+    curl.slist_append = (struct curl_slist * (*)(struct curl_slist *, const char *)) symbol(library, "curl_slist_append");
+    curl.slist_free_all = (void (*)(struct curl_slist *))symbol(library, "curl_slist_free_all");
+    curl.easy_setopt = (CURLcode (*)(CURL *, CURLoption, ...))symbol(library, "curl_easy_setopt");
+    curl.easy_getinfo = (CURLcode (*)(CURL *, CURLINFO, ...))symbol(library, "curl_easy_getinfo");
+    loaded = failure[0] == '\0';
+}
+
+static int ready(void) {
+    pthread_once(&loading, load);
+    return loaded;
+}
+
+const char *ag_curl_unavailable(void) { return ready() ? NULL : failure; }
+
+CURLcode ag_curl_global_init(long flags) { return ready() ? curl.global_init(flags) : CURLE_FAILED_INIT; }
+CURL *ag_curl_easy_init(void) { return ready() ? curl.easy_init() : NULL; }
+void ag_curl_easy_cleanup(CURL *handle) {
+    if (ready()) curl.easy_cleanup(handle);
+}
+void ag_curl_easy_reset(CURL *handle) {
+    if (ready()) curl.easy_reset(handle);
+}
+CURLcode ag_curl_easy_perform(CURL *handle) { return ready() ? curl.easy_perform(handle) : CURLE_FAILED_INIT; }
+const char *ag_curl_easy_strerror(CURLcode code) {
+    return ready() ? curl.easy_strerror(code) : "libcurl is not loaded";
+}
+CURLcode ag_curl_easy_send(CURL *handle, const void *buffer, size_t length, size_t *sent) {
+    return ready() ? curl.easy_send(handle, buffer, length, sent) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_easy_recv(CURL *handle, void *buffer, size_t length, size_t *received) {
+    return ready() ? curl.easy_recv(handle, buffer, length, received) : CURLE_FAILED_INIT;
+}
+struct curl_slist *ag_curl_slist_append(struct curl_slist *list, const char *string) {
+    return ready() ? curl.slist_append(list, string) : NULL;
+}
+void ag_curl_slist_free_all(struct curl_slist *list) {
+    if (ready()) curl.slist_free_all(list);
+}
+
+CURLcode ag_curl_setopt_long(CURL *handle, CURLoption option, long value) {
+    return ready() ? curl.easy_setopt(handle, option, value) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_setopt_string(CURL *handle, CURLoption option, const char *value) {
+    return ready() ? curl.easy_setopt(handle, option, value) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_setopt_off_t(CURL *handle, CURLoption option, long long value) {
+    return ready() ? curl.easy_setopt(handle, option, (curl_off_t)value) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_setopt_pointer(CURL *handle, CURLoption option, void *value) {
+    return ready() ? curl.easy_setopt(handle, option, value) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_setopt_blob(CURL *handle, CURLoption option, const void *data, size_t length) {
+    struct curl_blob blob = {(void *)data, length, CURL_BLOB_COPY};
+    return ready() ? curl.easy_setopt(handle, option, &blob) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_setopt_headers(CURL *handle, struct curl_slist *headers) {
+    return ready() ? curl.easy_setopt(handle, CURLOPT_HTTPHEADER, headers) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_setopt_callback(CURL *handle, CURLoption option, ag_curl_data_callback callback) {
+    return ready() ? curl.easy_setopt(handle, option, callback) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+    return ready() ? curl.easy_getinfo(handle, info, value) : CURLE_FAILED_INIT;
+}
+CURLcode ag_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
+    return ready() ? curl.easy_getinfo(handle, info, value) : CURLE_FAILED_INIT;
+}
