@@ -6,6 +6,10 @@ import AuthGateTools
 import CLinux
 import FoundationEssentials
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `authgate`: the command-line client of `authgated`.
 @main
 struct AuthGate: ParsableCommand {
@@ -50,10 +54,11 @@ struct AuthGate: ParsableCommand {
             if try runWithoutParser(arguments) { return }
             var command = try parseAsRoot(arguments)
             try command.run()
-        } catch let error as CLIError {
-            CLIError.exit(error)
+        } catch let failure as ToolFailure where failure.showsUsage {
+            exit(withError: ValidationError(failure.description))
         } catch let failure as ToolFailure {
-            CLIError.exit(CLIError(failure))
+            Terminal.writeError("authgate: \(failure.description)\n")
+            Glibc.exit(failure.status)
         } catch {
             exit(withError: error)
         }
@@ -68,7 +73,7 @@ struct AuthGate: ParsableCommand {
     private static func runWithoutParser(_ arguments: [String]) throws -> Bool {
         guard arguments.count == 2, let argument = arguments.last, !argument.hasPrefix("-") else { return false }
         switch arguments[0] {
-        case "token": try Token.printToken(TokenParams(provider: argument), socket: nil, json: false)
+        case "token": print(try DaemonConnection(socket: nil).accessToken(TokenParams(provider: argument)))
         case "kubectl": try Kubectl.printCredential(provider: argument, session: nil, socket: nil)
         case "git-credential": try GitCredential.perform(argument, socket: nil)
         default: return false
@@ -94,50 +99,8 @@ struct GlobalOptions: ParsableArguments {
     @Flag(help: "Print JSON for scripts instead of text.")
     var json = false
 
-    /// The daemon these options name, as a value the commands' shared steps take.
-    var daemon: DaemonClient { DaemonClient(socket: socket, json: json) }
-
-    /// ``DaemonClient/call(_:_:as:progress:)``.
-    func call<Params: Encodable, Result: Decodable>(
-        _ method: RPCMethod,
-        _ params: Params,
-        as: Result.Type = Result.self,
-        progress: String? = nil
-    ) throws -> Result {
-        try daemon.call(method, params, as: Result.self, progress: progress)
-    }
-
-    /// Prints `value` as JSON on stdout.
-    func printJSON<Value: Encodable>(_ value: Value) throws {
-        try DaemonConnection.printJSON(value)
-    }
-}
-
-/// The daemon's socket and the output wanted (`--json`), as plain values: what the steps
-/// several commands share take (a sign-in, its report), so that one command can run another's
-/// with typed values (the point-of-use sign-in) instead of an argv to parse.
-struct DaemonClient {
-    var socket: String?
-    var json: Bool
-
-    /// Calls `method` on the daemon (``DaemonConnection``): a failure is one sentence and the
-    /// exit status of its class.
-    func call<Params: Encodable, Result: Decodable>(
-        _ method: RPCMethod,
-        _ params: Params,
-        as: Result.Type = Result.self,
-        progress: String? = nil
-    ) throws -> Result {
-        do {
-            return try connection.call(method, params, as: Result.self, progress: progress)
-        } catch {
-            // As CLIError: the commands that say more about a failed call catch that.
-            throw CLIError(error)
-        }
-    }
-
-    /// The connection the library's steps take (their failures are ``ToolFailure``s).
-    var connection: DaemonConnection { DaemonConnection(socket: socket, json: json) }
+    /// The daemon these options name: the calls go through it (failures are ``ToolFailure``s).
+    var daemon: DaemonConnection { DaemonConnection(socket: socket, json: json) }
 
     /// Prints `value` as JSON on stdout.
     func printJSON<Value: Encodable>(_ value: Value) throws {

@@ -2,15 +2,26 @@ package import AuthGateCore
 package import AuthGateRPC
 import FoundationEssentials
 
-/// Why a tool's step failed, in one sentence for the user, with the exit status the command
-/// ends with (`authgate` prints it as any error: ``CLIError``).
+/// Why a step of the CLI or its tools failed, in one sentence for the user (with the daemon's
+/// reason when it has one), and the exit status of its class, which the command ends with: the
+/// one error the CLI and AuthGateTools report (`authgate` prints it after "authgate: ").
 package struct ToolFailure: Error, CustomStringConvertible {
     package var description: String
     package var status: Int32
+    /// Printed as ArgumentParser prints a usage error (with the command's usage line), for the
+    /// arguments a step finds missing only when it runs (no terminal to ask a user name on).
+    package var showsUsage = false
 
     package init(_ description: String, status: Int32) {
         self.description = description
         self.status = status
+    }
+
+    /// Arguments a step finds missing when it runs: status 64, printed as a usage error.
+    package static func usage(_ description: String) -> ToolFailure {
+        var failure = ToolFailure(description, status: usage)
+        failure.showsUsage = true
+        return failure
     }
 
     /// A failed call: the daemon's sentence and reason (and its refused fields, and when to

@@ -1,10 +1,11 @@
 package import AuthGateCore
 import AuthGateRPC
-package import FoundationEssentials
+import FoundationEssentials
 
 /// Which provider serves which host, as the caller's `providers.list` says, and the calls the
-/// helpers make. Everything goes through PlainCall: the helpers run in someone's `git pull` or
-/// `docker push`, and the Codable coders' first use would be most of their cost.
+/// helpers make. `credential.get`, the call of every `git pull` or `docker push`, is a plain
+/// call (its answer read without the Codable coders, whose first use would be most of the
+/// helper's cost); the rarer ones decode their answers.
 package enum CredentialHosts {
     /// A provider and its `credential_helper`.
     package struct Listing {
@@ -18,24 +19,17 @@ package enum CredentialHosts {
     }
 
     /// The `credential_helper` of every provider the caller may use that has one.
-    package static func all(socket: String?) throws -> [Listing] {
-        guard case .array(let providers) = try PlainCall.result(.providersList, socket: socket) else { return [] }
-        func strings(_ value: JSONValue?) -> [String]? {
-            guard case .array(let items)? = value else { return nil }
-            return items.compactMap(\.stringValue)
-        }
-        return providers.compactMap(\.objectValue).compactMap { provider in
-            guard let id = provider["id"]?.stringValue, let helper = provider["credential_helper"]?.objectValue,
-                let username = helper["username"]?.stringValue, let hosts = strings(helper["hosts"])
-            else { return nil }
+    package static func all(socket: String?) throws(ToolFailure) -> [Listing] {
+        try DaemonConnection(socket: socket).providers().compactMap { provider in
+            guard let helper = provider.credentialHelper else { return nil }
             return Listing(
-                provider: id,
+                provider: provider.id,
                 helper: ProviderConfiguration.CredentialHelper(
-                    hosts: hosts,
-                    username: username,
-                    tools: strings(helper["tools"]) ?? ProviderConfiguration.CredentialHelper.allTools,
-                    paths: strings(helper["paths"]) ?? [],
-                    authType: helper["authtype"]?.stringValue.flatMap(ProviderConfiguration.CredentialHelper.AuthType.init) ?? .basic
+                    hosts: helper.hosts,
+                    username: helper.username,
+                    tools: helper.tools ?? ProviderConfiguration.CredentialHelper.allTools,
+                    paths: helper.paths ?? [],
+                    authType: helper.authtype.flatMap(ProviderConfiguration.CredentialHelper.AuthType.init) ?? .basic
                 )
             )
         }
@@ -50,18 +44,6 @@ package enum CredentialHosts {
         return (listings[index], selection)
     }
 
-    /// The session's token, valid at least `minimumValidity` seconds.
-    package static func token(
-        _ provider: String,
-        session: String?,
-        minimumValidity: Int,
-        socket: String?
-    ) throws -> (token: String, tokenType: String, expiresAt: Date) {
-        var params: [String: JSONValue] = ["min_valid_seconds": .number(Double(minimumValidity)), "provider": .string(provider)]
-        if let session { params["session"] = .string(session) }
-        return try PlainCall.token(PlainCall.result(.token, params: params, socket: socket))
-    }
-
     /// What a helper answers for a host.
     package struct Credential {
         package var provider: String
@@ -70,20 +52,18 @@ package enum CredentialHosts {
         package var session: String?
         /// `bearer` when the provider asks for `Authorization: Bearer`; `nil`: basic.
         package var authtype: String?
-        package var token: (token: String, tokenType: String, expiresAt: Date)
+        package var token: SessionToken
     }
 
     /// The provider that lists `host` for `tool` (and the `path`, when git sends one) and the
     /// token of its session the `username` names, else of its default session, valid at least
-    /// 60 s, in one call (`credential.get`). When the session needs a sign-in, it is run on the
-    /// terminal if a person may be there (`signIn`, the CLI's point-of-use sign-in), else one
-    /// sentence on stderr names `authgate login PROVIDER`.
+    /// 60 s, in one call (`credential.get`, read without the JSON coders: the helpers' plain
+    /// call). When the session needs a sign-in, it is run on the terminal if a person may be
+    /// there (``PointOfUseSignIn``), else one sentence on stderr names `authgate login PROVIDER`.
     /// - Parameters:
     ///   - tool: `git` or `docker`: who asks.
     ///   - mayAsk: Whether the tool lets the helper ask (git: `GIT_TERMINAL_PROMPT` is not `0`);
     ///     with the reason to give when it does not.
-    ///   - signIn: Runs the provider's sign-in for the session on the user's terminal; false
-    ///     when there is no terminal (nothing was run).
     /// - Returns: `nil` when no provider lists the host, or nobody could sign in: the caller
     ///   gives its protocol's "no credentials".
     package static func credential(
@@ -92,23 +72,23 @@ package enum CredentialHosts {
         socket: String?,
         path: String? = nil,
         username: String? = nil,
-        mayAsk: (Bool, why: String) = (true, ""),
-        signIn: (_ provider: String, _ session: String?) throws -> Bool
+        mayAsk: (Bool, why: String) = (true, "")
     ) throws -> Credential? {
+        let daemon = DaemonConnection(socket: socket)
         let params = CredentialParams(host: host, tool: tool, minValidSeconds: 60, path: path, username: username)
-        guard let result = try PlainCall.result(.credentialGet, params: params.plainParams, socket: socket).objectValue,
+        guard let result = try daemon.plainResult(.credentialGet, params: params.plainParams).objectValue,
             let provider = result["provider"]?.stringValue, let username = result["username"]?.stringValue
         else { return nil }
         let session = result["session"]?.stringValue
         let authtype = result["authtype"]?.stringValue
         if let token = result["token"], case .object = token {
-            return Credential(provider: provider, username: username, session: session, authtype: authtype, token: try PlainCall.token(token))
+            return Credential(provider: provider, username: username, session: session, authtype: authtype, token: try SessionToken(plain: token))
         }
         guard mayAsk.0 else {
             Terminal.writeError("authgate: \(signInSentence(provider: provider, session: session, why: mayAsk.why))\n")
             return nil
         }
-        guard try signIn(provider, session) else {
+        guard try PointOfUseSignIn(socket: socket, tool: tool).run(provider: provider, session: session) else {
             Terminal.writeError("authgate: \(signInSentence(provider: provider, session: session, why: "there is no terminal to run it on"))\n")
             return nil
         }
@@ -117,7 +97,7 @@ package enum CredentialHosts {
             username: username,
             session: session,
             authtype: authtype,
-            token: try token(provider, session: session, minimumValidity: 60, socket: socket)
+            token: SessionToken(try daemon.call(.token, TokenParams(provider: provider, session: session, minValidSeconds: 60), as: TokenResult.self))
         )
     }
 
@@ -126,9 +106,8 @@ package enum CredentialHosts {
     /// - Returns: Whether the daemon took it (not: the session does not exist).
     @discardableResult
     package static func rejected(_ provider: String, session: String? = nil, accessToken: String, socket: String?) -> Bool {
-        var params: [String: JSONValue] = ["access_token": .string(accessToken), "provider": .string(provider)]
-        if let session { params["session"] = .string(session) }
-        return (try? PlainCall.result(.tokenRejected, params: params, socket: socket)) != nil
+        let params = TokenRejectedParams(provider: provider, session: session, accessToken: Secret(accessToken))
+        return (try? DaemonConnection(socket: socket).call(.tokenRejected, params, as: TokenResult.self)) != nil
     }
 
     /// The one sentence on stderr when no person is there to sign in.

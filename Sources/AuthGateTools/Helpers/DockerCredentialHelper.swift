@@ -30,12 +30,9 @@ package struct DockerCredentialHelper {
     }
 
     package var socket: String?
-    /// The point-of-use sign-in on the user's terminal; false when there is none.
-    package var signIn: (_ provider: String, _ session: String?) throws -> Bool
 
-    package init(socket: String?, signIn: @escaping (_ provider: String, _ session: String?) throws -> Bool) {
+    package init(socket: String?) {
         self.socket = socket
-        self.signIn = signIn
     }
 
     /// docker's `action`; `input` reads the line docker writes on stdin (the server URL, or
@@ -49,7 +46,7 @@ package struct DockerCredentialHelper {
         case "get":
             let serverURL = input()
             guard let host = CredentialHost.fromServerURL(serverURL),
-                let credential = try CredentialHosts.credential(host: host, tool: "docker", socket: socket, signIn: signIn)
+                let credential = try CredentialHosts.credential(host: host, tool: "docker", socket: socket)
             else { return Answer(output: Self.notFound, failed: true) }
             let answer = JSONValue.object([
                 "Secret": .string(credential.token.token), "ServerURL": .string(serverURL), "Username": .string(credential.username),
@@ -68,8 +65,7 @@ package struct DockerCredentialHelper {
             guard let host = CredentialHost.fromServerURL(serverURL),
                 let mapping = try CredentialHosts.provider(for: host, path: nil, socket: socket, tool: "docker").0
             else { return Answer(output: Self.notFound, failed: true) }
-            let removed = try DaemonConnection(socket: socket, json: false).call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self)
-                .removed
+            let removed = try DaemonConnection(socket: socket).call(.logout, LogoutParams(provider: mapping.provider), as: LogoutResult.self).removed
             return Answer(
                 output: "",
                 note: removed

@@ -16,19 +16,11 @@ package struct GitCredentialHelper {
     /// Told, as a sentence, which provider and session answered or why none did (`-verbose`);
     /// `nil`: quiet (and no call is made only to explain).
     package var report: ((String) -> Void)?
-    /// The point-of-use sign-in on the user's terminal; false when there is none.
-    package var signIn: (_ provider: String, _ session: String?) throws -> Bool
 
-    package init(
-        socket: String?,
-        mayAsk: Bool,
-        report: ((String) -> Void)? = nil,
-        signIn: @escaping (_ provider: String, _ session: String?) throws -> Bool
-    ) {
+    package init(socket: String?, mayAsk: Bool, report: ((String) -> Void)? = nil) {
         self.socket = socket
         self.mayAsk = mayAsk
         self.report = report
-        self.signIn = signIn
     }
 
     /// git's `operation` with the attributes git sent: what to print on stdout (empty: nothing,
@@ -59,8 +51,7 @@ package struct GitCredentialHelper {
                     socket: socket,
                     path: path,
                     username: username,
-                    mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask"),
-                    signIn: signIn
+                    mayAsk: (mayAsk, "GIT_TERMINAL_PROMPT=0 says not to ask")
                 )
             else {
                 switch report == nil ? nil : try? CredentialHosts.provider(for: host, path: path, socket: socket, tool: "git") {

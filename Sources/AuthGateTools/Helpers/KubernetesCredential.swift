@@ -28,66 +28,52 @@ package enum KubernetesCredential {
         package var isPlain: Bool { scopes.isEmpty && audience == nil && !forceRefresh }
     }
 
-    /// The `token` (or, with an audience, `token.exchange`) result.
-    package static func fetch(provider: String, session: String?, socket: String?, options: Options, force: Bool) throws -> JSONValue {
+    /// The `token` (or, with an audience, `token.exchange`) result: for the plain plugin (no
+    /// scope, audience or refresh), kubectl's call before each of its requests, a plain call.
+    package static func fetch(provider: String, session: String?, socket: String?, options: Options, force: Bool) throws(ToolFailure) -> SessionToken {
+        let daemon = DaemonConnection(socket: socket)
         if !force, options.isPlain {
             var params: [String: JSONValue] = ["min_valid_seconds": .number(60), "provider": .string(provider)]
             if let session { params["session"] = .string(session) }
-            return try PlainCall.result(.token, params: params, socket: socket)
+            return try SessionToken(plain: daemon.plainResult(.token, params: params))
         }
         let scopes = options.scopes.isEmpty ? nil : options.scopes
         if let audience = options.audience {
-            return try PlainCall.result(
-                .tokenExchange,
-                TokenExchangeParams(
-                    provider: provider,
-                    session: session,
-                    audience: audience,
-                    scopes: scopes,
-                    minValidSeconds: 60,
-                    forceRefresh: force ? true : nil
-                ),
-                socket: socket
-            )
-        }
-        return try PlainCall.result(
-            .token,
-            TokenParams(
+            let params = TokenExchangeParams(
                 provider: provider,
                 session: session,
+                audience: audience,
+                scopes: scopes,
                 minValidSeconds: 60,
-                forceRefresh: force ? true : nil,
-                scopes: scopes
-            ),
-            socket: socket
-        )
+                forceRefresh: force ? true : nil
+            )
+            return SessionToken(try daemon.call(.tokenExchange, params, as: TokenResult.self))
+        }
+        let params = TokenParams(provider: provider, session: session, minValidSeconds: 60, forceRefresh: force ? true : nil, scopes: scopes)
+        return SessionToken(try daemon.call(.token, params, as: TokenResult.self))
     }
 
     /// The `ExecCredential` for the session, as kubectl asks for it (`execInfo`:
     /// `KUBERNETES_EXEC_INFO`, its apiVersion and whether the plugin may use the terminal).
-    /// When the session needs a sign-in and kubectl lets the plugin ask, `signIn` runs the
-    /// provider's sign-in on the terminal (false: there is none); otherwise, or without a
-    /// terminal, one sentence naming `authgate login PROVIDER` (status 3).
+    /// When the session needs a sign-in and kubectl lets the plugin ask, the provider's sign-in
+    /// runs on the terminal (``PointOfUseSignIn``); otherwise, or without a terminal, one
+    /// sentence naming `authgate login PROVIDER` (status 3).
     package static func credential(
         provider: String,
         session: String?,
         socket: String?,
         options: Options = Options(),
-        execInfo: KubernetesExecInfo?,
-        signIn: (_ provider: String, _ session: String?) throws -> Bool
+        execInfo: KubernetesExecInfo?
     ) throws -> JSONValue {
         let apiVersion = execInfo?.apiVersion.flatMap { apiVersions.contains($0) ? $0 : nil } ?? apiVersions[0]
-        let fetch = { (force: Bool) throws -> JSONValue in
-            try Self.fetch(provider: provider, session: session, socket: socket, options: options, force: force)
-        }
-        let result = try fetchSigningIn(provider: provider, session: session, socket: socket, options: options) {
+        let token = try fetchSigningIn(provider: provider, session: session, socket: socket, options: options) {
             guard execInfo?.interactive == true else {
                 throw ToolFailure(
                     CredentialHosts.signInSentence(provider: provider, session: session, why: "kubectl does not let the plugin ask"),
                     status: ToolFailure.signInRequired
                 )
             }
-            guard try signIn(provider, session) else {
+            guard try PointOfUseSignIn(socket: socket, tool: "kubectl").run(provider: provider, session: session) else {
                 throw ToolFailure(
                     CredentialHosts.signInSentence(provider: provider, session: session, why: "there is no terminal to run it on"),
                     status: ToolFailure.signInRequired
@@ -97,38 +83,50 @@ package enum KubernetesCredential {
         // The default, without a second call: `id` when the session has an ID token (an `oidc`
         // provider's, signed in with openid, as kubelogin sends), else `access` (`oauth2`). A
         // forced refresh may have lost the ID token: then the provider's type says.
-        let hasIDToken = result.objectValue?["id_token"]?.stringValue != nil
-        let tokenType = try options.tokenType ?? (hasIDToken ? .id : options.forceRefresh ? providerTokenType(provider, socket: socket) : .access)
+        let tokenType = try options.tokenType ?? (token.idToken != nil ? .id : options.forceRefresh ? providerTokenType(provider, socket: socket) : .access)
         if tokenType == .id {
-            let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) { try fetch(true) }
+            let id = try SessionIDToken.current(in: token, provider: provider, session: session, refreshed: options.forceRefresh) {
+                try fetch(provider: provider, session: session, socket: socket, options: options, force: true)
+            }
             return execCredential(apiVersion: apiVersion, token: id.token, expiresAt: id.expiresAt)
         }
-        let access = try PlainCall.token(result)
-        return execCredential(apiVersion: apiVersion, token: access.token, expiresAt: access.expiresAt)
+        return execCredential(apiVersion: apiVersion, token: token.token, expiresAt: token.expiresAt)
     }
 
     /// ``fetch(provider:session:socket:options:force:)`` (forced as `options` say); when the
     /// session needs a sign-in, `signIn` runs it (or throws why it cannot), and the result is
     /// fetched again. The plugin's credential and `--setup` both start here.
-    package static func fetchSigningIn(
+    private static func fetchSigningIn(
         provider: String,
         session: String?,
         socket: String?,
         options: Options,
         signIn: () throws -> Void
-    ) throws -> JSONValue {
-        do {
+    ) throws -> SessionToken {
+        do throws(ToolFailure) {
             return try fetch(provider: provider, session: session, socket: socket, options: options, force: options.forceRefresh)
-        } catch let failure as ToolFailure where failure.status == ToolFailure.signInRequired {
+        } catch  where error.status == ToolFailure.signInRequired {
             try signIn()
             return try fetch(provider: provider, session: session, socket: socket, options: options, force: false)
         }
     }
 
+    /// kubelogin's `setup` (`authgate kubectl PROVIDER --setup`): signs in on the terminal if
+    /// the session needs it (as `authgate login` would), then ``setupText(provider:session:accessToken:claims:)``
+    /// for the session's ID token.
+    package static func setup(provider: String, session: String?, socket: String?, options: Options) throws -> String {
+        let token = try fetchSigningIn(provider: provider, session: session, socket: socket, options: options) {
+            try SignIn(provider: provider, session: session, daemon: DaemonConnection(socket: socket)).run()
+        }
+        let id = try SessionIDToken.current(in: token, provider: provider, session: session, refreshed: options.forceRefresh) {
+            try fetch(provider: provider, session: session, socket: socket, options: options, force: true)
+        }
+        return setupText(provider: provider, session: session, accessToken: options.tokenType == .access, claims: id.claims)
+    }
+
     /// `id` for an `oidc` provider, `access` for any other.
-    package static func providerTokenType(_ provider: String, socket: String?) throws -> TokenType {
-        guard case .array(let providers) = try PlainCall.result(.providersList, socket: socket) else { return .access }
-        let type = providers.compactMap(\.objectValue).first { $0["id"]?.stringValue == provider }?["type"]?.stringValue
+    package static func providerTokenType(_ provider: String, socket: String?) throws(ToolFailure) -> TokenType {
+        let type = try DaemonConnection(socket: socket).providers().first { $0.id == provider }?.type
         return type == "oidc" ? .id : .access
     }
 

@@ -66,6 +66,16 @@ package enum Terminal {
         readLine(strippingNewline: true)
     }
 
+    /// Reads a password: asks for it on the terminal without echo, or takes the first line of
+    /// stdin when it is not a terminal (a pipe, with or without `--password-stdin`, as the
+    /// README says).
+    package static func readPassword(passwordStdin: Bool, prompt: String) -> String {
+        if passwordStdin || !stdinIsTerminal {
+            return readSecretFromStdin() ?? ""
+        }
+        return askSecret(prompt) ?? ""
+    }
+
     /// A string that came from outside (a provider's claims, codes, URLs and messages, the
     /// daemon's errors quoting them), fit to print: control characters, which could set the
     /// title, write the clipboard or move the cursor, are shown as `\u{XX}`. Everything the

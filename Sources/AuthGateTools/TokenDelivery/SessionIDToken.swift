@@ -23,28 +23,28 @@ package enum SessionIDToken {
         return (try? JSONValue.parse(payload))?.objectValue
     }
 
-    /// The ID token of a `token` result when it stays valid long enough: 60 s, or half its
+    /// The ID token of a session's token when it stays valid long enough: 60 s, or half its
     /// lifetime when it lives less than two minutes (the rule of docs/DAEMON.md for a minimum
     /// the provider's tokens cannot meet). Otherwise the session is refreshed (`refresh`: a
     /// `token` call with `force_refresh`) and its new ID token taken.
-    /// - Parameter refreshed: `result` comes from a refresh the caller forced.
+    /// - Parameter refreshed: `token` comes from a refresh the caller forced.
     /// - Parameter accessTokenInstead: How the command asks for the access token instead, for
     ///   the sentences (each command has its own flag).
     /// - Throws: A sentence with `login_required` when the session has no ID token, or the
     ///   refresh brought no new one.
     package static func current(
-        in result: JSONValue,
+        in token: SessionToken,
         provider: String,
         session: String?,
         refreshed: Bool,
         accessTokenInstead: String = "use --token-type access",
         now: Date = Date(),
-        refresh: () throws -> JSONValue
+        refresh: () throws -> SessionToken
     ) throws -> Current {
         let signIn = "authgate login \(Terminal.safe(provider))\(session.map { " --session \(Terminal.safe($0))" } ?? "")"
         let noNewToken =
             "The provider \(Terminal.safe(provider)) returned no new ID token when the session was refreshed: sign in again (\(signIn)) for one, or \(accessTokenInstead). [login_required]"
-        guard let first = usable(result, now: now) else {
+        guard let first = usable(token, now: now) else {
             throw ToolFailure(
                 refreshed
                     ? noNewToken
@@ -59,9 +59,9 @@ package enum SessionIDToken {
         return renewed.current
     }
 
-    /// `nil` when the result has no readable ID token with an `exp`.
-    private static func usable(_ result: JSONValue, now: Date) -> (current: Current, fresh: Bool)? {
-        guard let token = result.objectValue?["id_token"]?.stringValue, let claims = claims(of: token),
+    /// `nil` when the session has no readable ID token with an `exp`.
+    private static func usable(_ session: SessionToken, now: Date) -> (current: Current, fresh: Bool)? {
+        guard let token = session.idToken, let claims = claims(of: token),
             case .number(let exp)? = claims["exp"]
         else { return nil }
         let expiresAt = Date(timeIntervalSince1970: exp)

@@ -23,7 +23,7 @@ struct Consent: ParsableCommand {
         @OptionGroup var global: GlobalOptions
 
         func run() throws {
-            let result = try global.call(.consentList, EmptyResult(), as: ConsentListResult.self)
+            let result = try global.daemon.call(.consentList, EmptyResult(), as: ConsentListResult.self)
             if global.json { return try global.printJSON(result) }
             if !result.sessions.isEmpty {
                 print("Sessions that ask because you chose so at sign-in:")
@@ -66,7 +66,7 @@ struct Consent: ParsableCommand {
 
         func run() throws {
             let params = ConsentRevokeParams(provider: provider, session: session, executable: executable)
-            let result = try global.call(.consentRevoke, params, as: ConsentRevokeResult.self)
+            let result = try global.daemon.call(.consentRevoke, params, as: ConsentRevokeResult.self)
             if global.json { return try global.printJSON(result) }
             print(
                 result.revoked == 0

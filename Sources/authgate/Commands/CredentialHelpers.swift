@@ -79,8 +79,7 @@ struct GitCredential: ParsableCommand {
             socket: socket,
             // git asks its other helpers, then the user, when this one prints nothing.
             mayAsk: ProcessEnvironment.value("GIT_TERMINAL_PROMPT") != "0",
-            report: verbose ? { Terminal.writeError("\(name): \($0)\n") } : nil,
-            signIn: { provider, session in try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "git") }
+            report: verbose ? { Terminal.writeError("\(name): \($0)\n") } : nil
         )
         let attributes = operation == "version" ? [:] : CredentialHosts.readAttributes()
         print(try helper.perform(operation, attributes: attributes), terminator: "")

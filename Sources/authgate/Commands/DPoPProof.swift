@@ -30,7 +30,7 @@ struct DPoPProof: ParsableCommand {
 
     func run() throws {
         let params = DPoPProofParams(provider: selection.provider, session: selection.session, htm: method.uppercased(), htu: url, nonce: nonce)
-        let result = try global.call(.dpopProof, params, as: DPoPProofResult.self)
+        let result = try global.daemon.call(.dpopProof, params, as: DPoPProofResult.self)
         if global.json { return try global.printJSON(result) }
         print(result.proof)
     }

@@ -46,7 +46,7 @@ struct DockerCredential: ParsableCommand {
     static func serve(_ arguments: [String], socket: String?) throws {
         if let first = arguments.first, first == "configure" || first == "unconfigure" {
             guard arguments.count == 2 else {
-                throw CLIError(message: "\(first) needs the registry: \(name) \(first) REGISTRY [invalid_params]", exitCode: .validationFailure)
+                throw ToolFailure("\(first) needs the registry: \(name) \(first) REGISTRY [invalid_params]", status: ToolFailure.usage)
             }
             return print(try DockerConfiguration.apply(configure: first == "configure", registry: arguments[1]))
         }
@@ -56,11 +56,8 @@ struct DockerCredential: ParsableCommand {
                 throw ExitCode(1)
             }
             try perform(arguments[0], socket: socket)
-        } catch let error as CLIError {
-            // docker reads a helper's error from its stdout.
-            print("authgate: \(error.message)")
-            throw ExitCode(1)
         } catch let failure as ToolFailure {
+            // docker reads a helper's error from its stdout.
             print("authgate: \(failure)")
             throw ExitCode(1)
         }
@@ -68,10 +65,7 @@ struct DockerCredential: ParsableCommand {
 
     /// docker's `action` (``DockerCredentialHelper``): its answer on stdout, its note on stderr.
     private static func perform(_ action: String, socket: String?) throws {
-        let helper = DockerCredentialHelper(socket: socket) { provider, session in
-            try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "docker")
-        }
-        let answer = try helper.perform(action) { readLine(strippingNewline: true) ?? "" }
+        let answer = try DockerCredentialHelper(socket: socket).perform(action) { readLine(strippingNewline: true) ?? "" }
         if !answer.output.isEmpty { print(answer.output) }
         if let note = answer.note { Terminal.writeError("authgate: \(note)\n") }
         if answer.failed { throw ExitCode(1) }

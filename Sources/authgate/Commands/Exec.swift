@@ -92,16 +92,16 @@ struct Exec: ParsableCommand {
         // First, before any thread exists: every thread inherits the blocked signals.
         let signals = ag_supervisor_signals()
         guard signals >= 0 else {
-            throw CLIError(message: "cannot handle signals: \(String(cString: strerror(errno))).", exitCode: ExitStatus.internalError)
+            throw ToolFailure("cannot handle signals: \(String(cString: strerror(errno))).", status: ToolFailure.internalError)
         }
         let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid)
-        let first = try global.call(.token, params, as: TokenResult.self)
+        let first = try global.daemon.call(.token, params, as: TokenResult.self)
         var file: TokenFile?
         if let tokenFile {
             switch FileTrust.openDirectory(of: tokenFile, as: .tokenFile) {
             case .success(let directory): file = TokenFile(directory, shown: tokenFile)
             case .failure(let problem):
-                throw CLIError(message: "the supervisor writes no token file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
+                throw ToolFailure("the supervisor writes no token file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
             }
         }
         let supervisor = Supervisor(
@@ -122,14 +122,14 @@ struct Exec: ParsableCommand {
     /// Without a supervisor: `execvp`, as always.
     private func replaceSelf() throws {
         let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid)
-        let result = try global.call(.token, params, as: TokenResult.self)
+        let result = try global.daemon.call(.token, params, as: TokenResult.self)
         guard setenv(env, result.accessToken.exposedValue, 1) == 0 else {
-            throw CLIError(message: "cannot set \(env) for the command.", exitCode: ExitStatus.internalError)
+            throw ToolFailure("cannot set \(env) for the command.", status: ToolFailure.internalError)
         }
         let arguments: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
         execvp(command[0], arguments)
         // Only reached when the command could not be started.
         let reason = String(cString: strerror(errno))
-        throw CLIError(message: "cannot run \(Terminal.safe(command[0])): \(reason)", exitCode: ExitCode(errno == ENOENT ? 127 : 126))
+        throw ToolFailure("cannot run \(Terminal.safe(command[0])): \(reason)", status: errno == ENOENT ? 127 : 126)
     }
 }

@@ -9,7 +9,7 @@ struct Info: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let info = try global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
+        let info = try global.daemon.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
         if global.json { return try global.printJSON(info) }
         var rows = [
             ["version", info.version], ["mode", info.mode], ["socket", info.socket], ["providers from", info.configDir],

@@ -76,35 +76,19 @@ struct Kubectl: ParsableCommand {
         socket: String?,
         options: KubernetesCredential.Options = KubernetesCredential.Options()
     ) throws {
-        let credential: JSONValue
-        do {
-            credential = try KubernetesCredential.credential(
-                provider: provider,
-                session: session,
-                socket: socket,
-                options: options,
-                execInfo: ProcessEnvironment.value("KUBERNETES_EXEC_INFO").flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
-            ) { provider, session in
-                try PointOfUseSignIn.run(provider: provider, session: session, socket: socket, tool: "kubectl")
-            }
-        } catch let failure as ToolFailure {
-            throw CLIError(failure)
-        }
+        let credential = try KubernetesCredential.credential(
+            provider: provider,
+            session: session,
+            socket: socket,
+            options: options,
+            execInfo: ProcessEnvironment.value("KUBERNETES_EXEC_INFO").flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
+        )
         print(String(decoding: credential.jsonBytes, as: UTF8.self))
     }
 
     /// kubelogin's `setup`: sign in if needed, then what to put into kubectl and the API server.
     private func printSetup(_ options: KubernetesCredential.Options) throws {
-        let provider = selection.provider
-        let session = selection.session
-        let socket = global.socket
-        let result = try KubernetesCredential.fetchSigningIn(provider: provider, session: session, socket: socket, options: options) {
-            try SignIn(provider: provider, session: session, daemon: DaemonClient(socket: socket, json: false)).run()
-        }
-        let id = try SessionIDToken.current(in: result, provider: provider, session: session, refreshed: options.forceRefresh) {
-            try KubernetesCredential.fetch(provider: provider, session: session, socket: socket, options: options, force: true)
-        }
-        print(KubernetesCredential.setupText(provider: provider, session: session, accessToken: options.tokenType == .access, claims: id.claims))
+        print(try KubernetesCredential.setup(provider: selection.provider, session: selection.session, socket: global.socket, options: options))
     }
 
     private func snippet() -> String {

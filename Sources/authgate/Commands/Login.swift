@@ -64,62 +64,6 @@ struct Login: ParsableCommand {
     }
 }
 
-/// A sign-in with typed values: `authgate login`'s, and the point-of-use sign-in of the
-/// credential helpers and `kubectl --setup` (``PointOfUseSignIn``), which need no argv.
-struct SignIn {
-    var provider: String
-    var session: String?
-    var username: String? = nil
-    var passwordStdin = false
-    var scopes: [String] = []
-    var method = SignInChoice()
-    var showQRCode = true
-    /// `--confirm` / `--no-confirm`; `nil` leaves the session's choice as it is.
-    var confirm: Bool? = nil
-    var daemon: DaemonClient
-
-    /// Whether a user name or password was given: the password grant.
-    private var userNamed: Bool { username != nil || passwordStdin }
-
-    func run() throws {
-        let grant = try method.grant(for: provider, userNamed: userNamed, daemon: daemon)
-        if let grant, grant.isInteractive {
-            return try InteractiveLogin(
-                daemon: daemon,
-                provider: provider,
-                grant: grant,
-                session: session,
-                scopes: scopes,
-                prompt: nil,
-                openBrowser: !method.noBrowser,
-                showQRCode: showQRCode,
-                verb: "Signed in to",
-                confirm: confirm
-            ).run()
-        }
-        if let grant, grant.isService {
-            let params = LoginParams(provider: provider, grant: grant, session: session, scopes: scopes.isEmpty ? nil : scopes, confirm: confirm)
-            let result = try daemon.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
-            return try report(result, daemon: daemon, verb: "Signed in to")
-        }
-        guard let username = username ?? (Terminal.stdinIsTerminal ? Terminal.ask("Username for \(provider): ") : nil) else {
-            throw ValidationError("Give --username (there is no terminal to ask on).")
-        }
-        let password = try readPassword(passwordStdin: passwordStdin, prompt: "Password for \(username) at \(provider): ")
-        let params = LoginParams(
-            provider: provider,
-            grant: nil,
-            username: username,
-            password: Secret(password),
-            session: session,
-            scopes: scopes.isEmpty ? nil : scopes,
-            confirm: confirm
-        )
-        let result = try daemon.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
-        try report(result, daemon: daemon, verb: "Signed in to")
-    }
-}
-
 /// The ways to sign in that `authgate login` and `authgate provider test` both take.
 struct SignInMethodOptions: ParsableArguments {
     @Flag(
@@ -143,36 +87,4 @@ struct SignInMethodOptions: ParsableArguments {
     var choice: SignInChoice {
         SignInChoice(clientCredentials: clientCredentials, device: device, browser: browser, noBrowser: noBrowser)
     }
-}
-
-extension SignInChoice {
-    /// The grant to sign in to `provider` with (``grant(userNamed:offered:at:)``), asking the
-    /// daemon what the provider offers only when that decides.
-    func grant(for provider: String, userNamed: Bool, daemon: DaemonClient) throws -> Grant? {
-        var offered: [Grant] = []
-        if needsOffer(userNamed: userNamed) {
-            let providers = try daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
-            offered = providers.first(where: { $0.id == provider })?.grants ?? []
-        }
-        return grant(userNamed: userNamed, offered: offered, at: .current(environment: ProcessInfo.processInfo.environment))
-    }
-}
-
-/// Reads a password: asks for it on the terminal without echo, or takes the first line of stdin
-/// when it is not a terminal (a pipe, with or without `--password-stdin`, as the README says).
-func readPassword(passwordStdin: Bool, prompt: String) throws -> String {
-    if passwordStdin || !Terminal.stdinIsTerminal {
-        return Terminal.readSecretFromStdin() ?? ""
-    }
-    return Terminal.askSecret(prompt) ?? ""
-}
-
-/// Prints the outcome of a sign-in.
-func report(_ result: LoginResult, daemon: DaemonClient, verb: String) throws {
-    if daemon.json { return try daemon.printJSON(result) }
-    // The name the user knows; the subject is often opaque ("1", a UUID).
-    let who = (result.displayName ?? result.subject).map { " as \(Terminal.safe($0))" } ?? ""
-    let session = result.session == "default" ? "" : " (session \(result.session))"
-    print("\(verb) \(result.provider)\(who)\(session). The access token is \(Terminal.validity(result.expiresAt)).")
-    if let notice = result.notice { Terminal.writeError("authgate: warning: \(Terminal.safe(notice))\n") }
 }

@@ -13,7 +13,7 @@ struct Logout: ParsableCommand {
     @OptionGroup var selection: SessionSelection
 
     func run() throws {
-        let result = try global.call(
+        let result = try global.daemon.call(
             .logout,
             LogoutParams(provider: selection.provider, session: selection.session),
             as: LogoutResult.self,

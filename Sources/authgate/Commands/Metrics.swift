@@ -12,7 +12,7 @@ struct Metrics: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try global.call(.metrics, EmptyResult(), as: MetricsResult.self)
+        let result = try global.daemon.call(.metrics, EmptyResult(), as: MetricsResult.self)
         if global.json { return try global.printJSON(result) }
         print(result.text, terminator: "")
     }

@@ -44,9 +44,9 @@ struct ProviderFiles: ParsableCommand {
 
     static func id(_ name: String) throws -> ProviderID {
         guard let id = ProviderID(name) else {
-            throw CLIError(
-                message: "\"\(Terminal.safe(name))\" is not a provider id: [a-z0-9][a-z0-9_-]*, at most 64 characters. [provider_file.invalid]",
-                exitCode: ExitStatus.inputRefused
+            throw ToolFailure(
+                "\"\(Terminal.safe(name))\" is not a provider id: [a-z0-9][a-z0-9_-]*, at most 64 characters. [provider_file.invalid]",
+                status: ToolFailure.inputRefused
             )
         }
         return id
@@ -64,14 +64,10 @@ struct ProviderFiles: ParsableCommand {
     /// now have loaded (`add`) or no longer have (`remove`): a daemon that reads another
     /// directory than `directory` is said, with a failure, never reported as a success.
     static func reload(_ global: GlobalOptions, id: ProviderID, directory: String, added: Bool) throws {
-        let reports = try global.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
+        let reports = try global.daemon.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
         let report: ProviderReloadReport?
-        do throws(ToolFailure) {
-            report = try ProviderDirectory.reloaded(reports, id: id, added: added, directory: directory) {
-                try? global.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir
-            }
-        } catch {
-            throw CLIError(error)
+        report = try ProviderDirectory.reloaded(reports, id: id, added: added, directory: directory) {
+            try? global.daemon.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir
         }
         if global.json { return try global.printJSON(reports) }
         print(ProviderDirectory.reloadSentence(report, id: id))
@@ -91,7 +87,7 @@ struct ProviderFiles: ParsableCommand {
             do {
                 reports = try ProviderConfigurationLoader.load(directory: directory)
             } catch {
-                throw CLIError(message: "\(Terminal.safe(error.description)) [provider_file.unreadable]", exitCode: ExitStatus.inputRefused)
+                throw ToolFailure("\(Terminal.safe(error.description)) [provider_file.unreadable]", status: ToolFailure.inputRefused)
             }
             // The files are read here; the daemon adds what it made of them, when it can be asked.
             let loaded = try? DaemonConnection(socket: global.socket, json: false).call(.providersList, EmptyResult(), as: [ProviderInfo].self)
@@ -240,16 +236,16 @@ struct ProviderFiles: ParsableCommand {
             let report = draft.check(id: id.rawValue, directory: directory)
             guard report.configuration != nil else {
                 let problems = report.problems.map { "  \(Terminal.safe($0.description))" }.joined(separator: "\n")
-                throw CLIError(
-                    message: "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)",
-                    exitCode: ExitStatus.inputRefused
+                throw ToolFailure(
+                    "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)",
+                    status: ToolFailure.inputRefused
                 )
             }
             // The daemon's own warnings (the password grant's RFC 9700 deprecation, an oidc
             // provider without openid), which it would otherwise say only in its log.
             for warning in report.warnings { Terminal.writeError("warning: \(Terminal.safe(warning.description))\n") }
             if let issuer {
-                let offer = try global.call(
+                let offer = try global.daemon.call(
                     .providerDiscover,
                     ProviderDiscoverParams(issuer: issuer, caFile: caFile),
                     as: ProviderOffer.self,
@@ -261,10 +257,9 @@ struct ProviderFiles: ParsableCommand {
                 // A device code grant with nowhere to ask for a code would be listed as ready and
                 // fail at the first `login --device`.
                 if draft.grants.contains(.deviceCode), offer.deviceAuthorizationEndpoint == nil, deviceEndpoint == nil {
-                    throw CLIError(
-                        message:
-                            "\(Terminal.safe(issuer)) names no device authorization endpoint, so --grant device_code could not sign in; pass --device-endpoint URL, or leave the grant out. Nothing was written. [provider_file.invalid]",
-                        exitCode: ExitStatus.inputRefused
+                    throw ToolFailure(
+                        "\(Terminal.safe(issuer)) names no device authorization endpoint, so --grant device_code could not sign in; pass --device-endpoint URL, or leave the grant out. Nothing was written. [provider_file.invalid]",
+                        status: ToolFailure.inputRefused
                     )
                 }
                 if register { return try registerAndWrite(draft, offer: offer, id: id, directory: directory) }
@@ -273,9 +268,9 @@ struct ProviderFiles: ParsableCommand {
             do {
                 try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
             } catch {
-                throw CLIError(
-                    message: "\(error.message) [\(error.code)]",
-                    exitCode: error.code == "provider_file.exists" ? ExitStatus.inputRefused : ExitStatus.internalError
+                throw ToolFailure(
+                    "\(error.message) [\(error.code)]",
+                    status: error.code == "provider_file.exists" ? ToolFailure.inputRefused : ToolFailure.internalError
                 )
             }
             if !global.json {
@@ -319,11 +314,11 @@ struct ProviderFiles: ParsableCommand {
             let path = ProviderFileStore.path(id: id.rawValue, directory: directory)
             if !yes {
                 guard isatty(STDIN_FILENO) == 1 else {
-                    throw CLIError(message: "Removing \(path) needs confirmation: pass --yes. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
+                    throw ToolFailure("Removing \(path) needs confirmation: pass --yes. [provider_file.unconfirmed]", status: ToolFailure.inputRefused)
                 }
                 Terminal.writeError("Remove \(path) and sign out of its sessions? [y/N] ")
                 guard let answer = readLine(), answer.lowercased().hasPrefix("y") else {
-                    throw CLIError(message: "Nothing was removed. [provider_file.unconfirmed]", exitCode: ExitStatus.inputRefused)
+                    throw ToolFailure("Nothing was removed. [provider_file.unconfirmed]", status: ToolFailure.inputRefused)
                 }
             }
             try deregister(id: id, directory: directory)
@@ -331,9 +326,9 @@ struct ProviderFiles: ParsableCommand {
                 try ProviderFileStore.remove(id: id, directory: directory)
                 RegisteredClientFiles.removeFiles(id: id, directory: directory)
             } catch {
-                throw CLIError(
-                    message: "\(error.message) [\(error.code)]",
-                    exitCode: error.code == "provider_file.not_found" ? ExitStatus.inputRefused : ExitStatus.internalError
+                throw ToolFailure(
+                    "\(error.message) [\(error.code)]",
+                    status: error.code == "provider_file.not_found" ? ToolFailure.inputRefused : ToolFailure.internalError
                 )
             }
             if !global.json { print("Removed \(path).") }

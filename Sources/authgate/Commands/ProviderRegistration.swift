@@ -40,11 +40,7 @@ extension ProviderFiles.Add {
         let plan = ClientRegistrationPlan(privateKeyJWT: privateKeyJWT)
         if grants.isEmpty { draft.grants = ClientRegistrationPlan.defaultGrants(offer) }
         let initialAccessToken: String?
-        do throws(ToolFailure) {
-            initialAccessToken = try ClientRegistrar.initialAccessToken(initialAccessTokenFile)
-        } catch {
-            throw CLIError(error)
-        }
+        initialAccessToken = try ClientRegistrar.initialAccessToken(initialAccessTokenFile)
         let params = plan.request(draft, offer: offer, id: id, caFile: caFile, initialAccessToken: initialAccessToken)
         let summary = plan.summary(params)
         if dryRun {
@@ -54,20 +50,16 @@ extension ProviderFiles.Add {
             return print(draft.json(), terminator: "")
         }
         let registered: ClientRegistrar.Registered
-        do throws(ToolFailure) {
-            registered = try ClientRegistrar(daemon: global.daemon.connection).register(
-                draft,
-                request: params,
-                offer: offer,
-                id: id,
-                directory: directory,
-                caFile: caFile,
-                force: force,
-                readableBy: daemonReader
-            )
-        } catch {
-            throw CLIError(error)
-        }
+        registered = try ClientRegistrar(daemon: global.daemon).register(
+            draft,
+            request: params,
+            offer: offer,
+            id: id,
+            directory: directory,
+            caFile: caFile,
+            force: force,
+            readableBy: daemonReader
+        )
         if !global.json {
             let registration = registered.registration
             print("Registered the client \(Terminal.safe(registration.clientID)) at \(Terminal.safe(registration.registrationEndpoint)): \(summary).")
@@ -102,7 +94,7 @@ extension ProviderFiles.Add {
     /// the writer's) otherwise.
     private func daemonReader() throws(ToolFailure) -> UInt32? {
         guard geteuid() == 0 else { return nil }
-        let info = try global.daemon.connection.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
+        let info = try global.daemon.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
         guard let uid = info.daemonUID, uid != 0, let gid = info.daemonGID else { return nil }
         return gid
     }
@@ -113,14 +105,13 @@ extension ProviderFiles.Remove {
     /// a refusal stops the removal unless `--force`.
     func deregister(id: ProviderID, directory: String) throws {
         do throws(ToolFailure) {
-            guard let clientID = try ClientRegistrar(daemon: global.daemon.connection).deregister(id: id, directory: directory) else { return }
+            guard let clientID = try ClientRegistrar(daemon: global.daemon).deregister(id: id, directory: directory) else { return }
             if !global.json { print("Deleted the client \(Terminal.safe(clientID)) at the provider.") }
         } catch {
             guard force else {
-                throw CLIError(
-                    message:
-                        "\(error.description)\nThe client was not deleted at the provider, and nothing was removed: pass --force to remove the files anyway.",
-                    exitCode: ExitCode(error.status)
+                throw ToolFailure(
+                    "\(error.description)\nThe client was not deleted at the provider, and nothing was removed: pass --force to remove the files anyway.",
+                    status: error.status
                 )
             }
             Terminal.writeError("authgate: \(error.description)\nThe client stays registered at the provider; removing the files (--force).\n")

@@ -6,16 +6,13 @@ import AuthGateTools
 /// `authgate provider test NAME`: a sign-in into a session of its own, then what the provider
 /// gave it, one check a line (``ProviderTestReport``), and the sign-out.
 struct ProviderTest: ParsableCommand {
-    /// The session the test signs in to, so that the user's own sessions stay as they are.
-    static let sessionName = "authgate-provider-test"
-
     static let configuration = CommandConfiguration(
         commandName: "test",
         abstract: "Sign in to a provider and report what it gives: ID token, claims, scopes, lifetimes, refresh, userinfo, revocation, DPoP.",
         discussion: """
             Signs in with the provider's interactive grant as `authgate login` picks it (the \
             browser with PKCE on a desktop, else the device code), or with --client-credentials, \
-            into the session "\(sessionName)" (replaced if it exists; your other sessions are not \
+            into the session "\(ProviderTestRun.sessionName)" (replaced if it exists; your other sessions are not \
             touched). Then the daemon forces a refresh and asks the userinfo endpoint, and the \
             session is signed out (revoked at the provider) unless --keep. One line per check: \
             ✓ passed, ! a warning (the daemon handles it; the line says what it means), ✗ failed \
@@ -43,57 +40,13 @@ struct ProviderTest: ParsableCommand {
     }
 
     func run() throws {
-        let signIn = try signIn()
-        let inspection: SessionInspection
-        do {
-            inspection = try global.call(
-                .sessionInspect,
-                SessionInspectParams(provider: provider, session: Self.sessionName, refresh: true, userinfo: true),
-                as: SessionInspection.self,
-                progress: "Refreshing and asking for the user's claims…"
-            )
-        } catch {
-            if !keep { _ = try? signOut() }
-            throw error
-        }
-        let report = ProviderTestReport(signIn: signIn, inspection: inspection, signOut: keep ? nil : try signOut())
+        let report = try ProviderTestRun(provider: provider, method: method.choice, keep: keep, daemon: global.daemon).run()
         if global.json {
             try global.printJSON(report)
         } else {
             print(Self.text(report), terminator: "")
         }
-        if !report.passed { throw ExitCode(ExitStatus.checkFailed.rawValue) }
-    }
-
-    /// The sign-in, as `authgate login` would run it, into the test's session.
-    private func signIn() throws -> LoginResult {
-        if let grant = try method.choice.grant(for: provider, userNamed: false, daemon: global.daemon), grant.isInteractive {
-            return try InteractiveLogin(
-                daemon: global.daemon,
-                provider: provider,
-                grant: grant,
-                session: Self.sessionName,
-                scopes: [],
-                prompt: nil,
-                openBrowser: !method.noBrowser,
-                showQRCode: true,
-                verb: "Signed in to"
-            ).signIn(beginAsJSON: false)
-        }
-        let grants = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self).first { $0.id == provider }?.grants
-        guard let grant = grants?.first(where: \.isService) ?? (method.clientCredentials ? .clientCredentials : nil) else {
-            throw CLIError(
-                message:
-                    "\(Terminal.safe(provider)) offers no interactive sign-in (browser or device code) and no client credentials to test with [unsupported_grant]",
-                exitCode: ExitStatus.providerUnusable
-            )
-        }
-        let params = LoginParams(provider: provider, grant: grant, session: Self.sessionName)
-        return try global.call(.login, params, as: LoginResult.self, progress: "Signing in to \(provider)…")
-    }
-
-    private func signOut() throws -> LogoutResult {
-        try global.call(.logout, LogoutParams(provider: provider, session: Self.sessionName), as: LogoutResult.self, progress: "Signing out…")
+        if !report.passed { throw ExitCode(ToolFailure.checkFailed) }
     }
 
     /// One line per check: the mark, what was checked, the detail.

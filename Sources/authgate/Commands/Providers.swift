@@ -9,7 +9,7 @@ struct Providers: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
+        let providers = try global.daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         if global.json { return try global.printJSON(providers) }
         guard !providers.isEmpty else { return print("No providers are configured.") }
         let rows = providers.map { provider in

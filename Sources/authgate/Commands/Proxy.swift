@@ -112,13 +112,13 @@ struct Proxy: ParsableCommand {
                 headerSeconds: max(1, headerTimeout)
             )
         } catch {
-            throw CLIError(message: "authgate proxy: \(Terminal.safe(error.message)).", exitCode: .validationFailure)
+            throw ToolFailure("authgate proxy: \(Terminal.safe(error.message)).", status: ToolFailure.usage)
         }
         // Before any thread exists: every thread inherits the blocked signals, which are then
         // read from a descriptor.
         let signals = ag_supervisor_signals()
         guard signals >= 0 else {
-            throw CLIError(message: "cannot handle signals: \(String(cString: strerror(errno))).", exitCode: ExitStatus.internalError)
+            throw ToolFailure("cannot handle signals: \(String(cString: strerror(errno))).", status: ToolFailure.internalError)
         }
         var logger = Logger(label: "authgate.proxy") { StreamLogHandler.standardError(label: $0) }
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
@@ -126,7 +126,7 @@ struct Proxy: ParsableCommand {
         do {
             server = try ProxyServer(configuration: configuration, client: AuthGateClient(socketPath: global.socket), logger: logger)
         } catch {
-            throw CLIError(message: "authgate proxy: \(Terminal.safe(error.message)).", exitCode: .validationFailure)
+            throw ToolFailure("authgate proxy: \(Terminal.safe(error.message)).", status: ToolFailure.usage)
         }
         if !configuration.listen.isLocal {
             logger.warning("listening on an address other machines can reach: any of them can use the session")

@@ -32,12 +32,12 @@ struct Register: ParsableCommand {
     func run() throws {
         // OpenID Connect providers register people on their own sign-up page ("Initiating User
         // Registration"): the browser sign-in with prompt=create, which signs the new user in.
-        let providers = try global.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
+        let providers = try global.daemon.providers()
         if let info = providers.first(where: { $0.id == provider }), info.type == "oidc" {
             guard info.grants.contains(.authorizationCode) else {
-                throw CLIError(
-                    message: "\(provider) cannot register people here: its file does not allow the authorization_code grant. [unsupported_grant]",
-                    exitCode: ExitStatus.providerUnusable
+                throw ToolFailure(
+                    "\(provider) cannot register people here: its file does not allow the authorization_code grant. [unsupported_grant]",
+                    status: ToolFailure.providerUnusable
                 )
             }
             return try InteractiveLogin(
@@ -45,7 +45,6 @@ struct Register: ParsableCommand {
                 provider: provider,
                 grant: .authorizationCode,
                 session: session,
-                scopes: [],
                 prompt: "create",
                 openBrowser: !noBrowser,
                 showQRCode: false,
@@ -65,8 +64,8 @@ struct Register: ParsableCommand {
             password = Terminal.readSecretFromStdin() ?? ""
             confirmation = Terminal.readSecretFromStdin() ?? password
         } else {
-            password = try readPassword(passwordStdin: false, prompt: "New password: ")
-            confirmation = try readPassword(passwordStdin: false, prompt: "Repeat the password: ")
+            password = Terminal.readPassword(passwordStdin: false, prompt: "New password: ")
+            confirmation = Terminal.readPassword(passwordStdin: false, prompt: "Repeat the password: ")
         }
         let params = RegisterParams(
             provider: provider,
@@ -76,7 +75,7 @@ struct Register: ParsableCommand {
             passwordConfirmation: Secret(confirmation),
             session: session
         )
-        let result = try global.call(.register, params, as: LoginResult.self, progress: "Creating your account at \(provider)…")
-        try report(result, daemon: global.daemon, verb: "Registered and signed in to")
+        let result = try global.daemon.call(.register, params, as: LoginResult.self, progress: "Creating your account at \(provider)…")
+        try SignIn.report(result, daemon: global.daemon, verb: "Registered and signed in to")
     }
 }

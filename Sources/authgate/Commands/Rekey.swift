@@ -13,7 +13,7 @@ struct Rekey: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let result = try global.call(.storageRekey, EmptyResult(), as: StorageRekeyResult.self, progress: "Rekeying…")
+        let result = try global.daemon.call(.storageRekey, EmptyResult(), as: StorageRekeyResult.self, progress: "Rekeying…")
         if global.json { return try global.printJSON(result) }
         let place = result.storageKey == "secret-service" ? "the Secret Service" : "the state directory's key file"
         print(

@@ -13,7 +13,7 @@ struct Reload: ParsableCommand {
     @OptionGroup var global: GlobalOptions
 
     func run() throws {
-        let reports = try global.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
+        let reports = try global.daemon.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
         if global.json { return try global.printJSON(reports) }
         let rows = reports.map { report in
             [report.id, report.change.rawValue, report.status?.rawValue ?? "-", report.statusReason ?? ""]

@@ -131,7 +131,7 @@ struct Sink: ParsableCommand {
             for made in directory.created { Terminal.writeError("authgate sink: created the directory \(Terminal.safe(made)).\n") }
             tokenFile = TokenFile(directory, shown: file, ownership: ownership)
         case .failure(let problem):
-            throw CLIError(message: "the sink writes no file: \(Terminal.safe(problem.description)).", exitCode: .validationFailure)
+            throw ToolFailure("the sink writes no file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
         }
         let runner = onChange.isEmpty ? nil : OnChangeRunner(onChange, timeout: onChangeTimeout, label: "authgate sink")
         let follower = TokenFollower(
@@ -145,7 +145,7 @@ struct Sink: ParsableCommand {
         try follower.runReporting(once: once) { sink.handle($0, once: once) }
         runner?.waitUntilIdle()
         if once && !sink.written {
-            throw CLIError(message: "the sink did not write \(Terminal.safe(file)).", exitCode: ExitStatus.internalError)
+            throw ToolFailure("the sink did not write \(Terminal.safe(file)).", status: ToolFailure.internalError)
         }
     }
 
@@ -158,22 +158,18 @@ struct Sink: ParsableCommand {
         case .nginx: return .nginx
         case .env: return .env(name: env)
         case .template:
-            do throws(ToolFailure) {
-                return try TokenSink.template(at: template ?? "")
-            } catch {
-                throw CLIError(error)
-            }
+            return try TokenSink.template(at: template ?? "")
         }
     }
 }
 
 extension TokenFollower {
-    /// ``run(once:stop:_:)``, its refusals reported as the CLI reports any (``CLIError``).
+    /// ``run(once:stop:_:)``, its refusals reported as the CLI reports any (``ToolFailure``).
     func runReporting(once: Bool, _ handle: (Event) -> Bool) throws {
         do throws(RPCClientError) {
             try run(once: once, handle)
         } catch {
-            throw CLIError(error, json: false)
+            throw ToolFailure(error, json: false)
         }
     }
 }

@@ -15,7 +15,7 @@ struct Status: ParsableCommand {
     var all = false
 
     func run() throws {
-        let sessions = try global.call(.status, StatusParams(provider: provider, all: all ? true : nil), as: [SessionStatus].self)
+        let sessions = try global.daemon.call(.status, StatusParams(provider: provider, all: all ? true : nil), as: [SessionStatus].self)
         if global.json { return try global.printJSON(sessions) }
         guard !sessions.isEmpty else {
             if all { return print(provider.map { "Nobody has a session with \($0)." } ?? "Nobody has a session.") }

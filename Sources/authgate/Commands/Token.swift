@@ -67,87 +67,24 @@ struct Token: ParsableCommand {
     }
 
     func run() throws {
-        if idToken {
-            let params = { (force: Bool) in
-                TokenParams(
-                    provider: selection.provider,
-                    session: selection.session,
-                    minValidSeconds: minValid,
-                    forceRefresh: force ? true : nil,
-                    scopes: scopes.isEmpty ? nil : scopes
-                )
-            }
-            let result = try PlainCall.result(.token, params(forceRefresh), socket: global.socket)
-            let id = try SessionIDToken.current(
-                in: result,
-                provider: selection.provider,
-                session: selection.session,
-                refreshed: forceRefresh,
-                accessTokenInstead: "leave out --id-token for the access token"
-            ) {
-                try PlainCall.result(.token, params(true), socket: global.socket)
-            }
-            return print(id.token)
-        }
-        let result: TokenResult
-        if audience != nil || requestedTokenType != nil {
-            let params = TokenExchangeParams(
-                provider: selection.provider,
-                session: selection.session,
-                audience: audience,
-                resource: resource,
-                scopes: scopes.isEmpty ? nil : scopes,
-                requestedTokenType: requestedTokenType,
-                minValidSeconds: minValid,
-                forceRefresh: forceRefresh ? true : nil
-            )
-            result = try global.call(.tokenExchange, params, as: TokenResult.self)
-        } else {
-            let params = TokenParams(
-                provider: selection.provider,
-                session: selection.session,
-                minValidSeconds: minValid,
-                forceRefresh: forceRefresh ? true : nil,
-                scopes: scopes.isEmpty ? nil : scopes,
-                resource: resource
-            )
-            guard header, !global.json else { return try Self.printToken(params, socket: global.socket, json: global.json) }
-            result = try global.call(.token, params, as: TokenResult.self)
-        }
+        let query = TokenQuery(
+            provider: selection.provider,
+            session: selection.session,
+            minValid: minValid,
+            forceRefresh: forceRefresh,
+            scopes: scopes,
+            resource: resource,
+            audience: audience,
+            requestedTokenType: requestedTokenType,
+            daemon: global.daemon
+        )
+        if idToken { return print(try query.idToken()) }
+        // The bare token the plain way (``DaemonConnection/accessToken(_:)``), as `authgate token PROVIDER`.
+        if !query.exchanges, !header, !global.json { return print(try global.daemon.accessToken(query.tokenParams())) }
+        let result = try query.result()
         if global.json { return try global.printJSON(result) }
         guard header else { return print(result.accessToken.exposedValue) }
-        print("Authorization: \(result.tokenType) \(result.accessToken.exposedValue)")
-        guard result.tokenType == "DPoP" else { return }
-        guard let url else {
-            throw CLIError(
-                message: "A DPoP session's header needs the request's URL: add --url (and --method unless it is GET).",
-                exitCode: ExitStatus.inputRefused
-            )
-        }
-        let proof = try global.call(
-            .dpopProof,
-            DPoPProofParams(
-                provider: selection.provider,
-                session: selection.session,
-                htm: method.uppercased(),
-                htu: url,
-                accessToken: result.accessToken
-            ),
-            as: DPoPProofResult.self
-        )
-        print("DPoP: \(proof.proof)")
-    }
-
-    /// Prints the bare access token, or the whole result as JSON. Also `authgate token
-    /// PROVIDER`'s fast path, which does not parse arguments (see ``AuthGate/main()``).
-    static func printToken(_ params: TokenParams, socket: String?, json: Bool) throws {
-        if json {
-            return try DaemonConnection.printJSON(DaemonConnection(socket: socket, json: json).call(.token, params, as: TokenResult.self))
-        }
-        do throws(ToolFailure) {
-            print(try PlainCall.accessToken(params, socket: socket))
-        } catch {
-            throw CLIError(error)
-        }
+        print(TokenQuery.authorizationHeader(result))
+        if let proof = try query.dpopHeader(result, method: method, url: url) { print(proof) }
     }
 }

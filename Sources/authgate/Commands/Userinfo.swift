@@ -11,7 +11,7 @@ struct Userinfo: ParsableCommand {
     @OptionGroup var selection: SessionSelection
 
     func run() throws {
-        let claims = try global.call(.userinfo, UserinfoParams(provider: selection.provider, session: selection.session), as: [String: JSONValue].self)
+        let claims = try global.daemon.call(.userinfo, UserinfoParams(provider: selection.provider, session: selection.session), as: [String: JSONValue].self)
         if global.json { return try global.printJSON(claims) }
         let rows = claims.sorted { $0.key < $1.key }.map { key, claim -> [String] in
             let value: String =

@@ -9,7 +9,7 @@ import Testing
 @Suite("docker's credential protocol (DockerCredentialHelper)")
 struct DockerCredentialHelperTests {
     private func helper(_ socket: String) -> DockerCredentialHelper {
-        DockerCredentialHelper(socket: socket) { _, _ in false }
+        DockerCredentialHelper(socket: socket)
     }
 
     /// `providers.list`'s answer (one line once its newlines are taken out).

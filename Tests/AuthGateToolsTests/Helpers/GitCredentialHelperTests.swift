@@ -10,12 +10,7 @@ import Testing
 struct GitCredentialHelperTests {
     /// A helper that may not ask (no sign-in is run) and reports into `said`.
     private func helper(socket: String, said: SharedText) -> GitCredentialHelper {
-        GitCredentialHelper(
-            socket: socket,
-            mayAsk: false,
-            report: { said.append(Data(($0 + "\n").utf8)) },
-            signIn: { _, _ in false }
-        )
+        GitCredentialHelper(socket: socket, mayAsk: false, report: { said.append(Data(($0 + "\n").utf8)) })
     }
 
     private static let answer = #"""

@@ -1,9 +1,6 @@
-import ArgumentParser
 import AuthGateClient
-import AuthGateCore
-import AuthGateRPC
-import AuthGateTools
-import CLinux
+package import AuthGateCore
+package import AuthGateRPC
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -19,28 +16,54 @@ private let interrupted = Atomic<Bool>(false)
 /// A device-code or browser sign-in, run from the terminal: `login.begin`, the instructions
 /// (URL, code, QR code, browser), then `login.complete` with a spinner. Ctrl-C sends
 /// `login.cancel` on a second connection and exits with status 130.
-struct InteractiveLogin {
-    var daemon: DaemonClient
-    var provider: String
-    var grant: Grant
-    var session: String?
-    var scopes: [String]
-    var prompt: String?
-    var openBrowser: Bool
-    var showQRCode: Bool
+package struct InteractiveLogin {
+    package var daemon: DaemonConnection
+    package var provider: String
+    package var grant: Grant
+    package var session: String?
+    package var scopes: [String]
+    /// The OpenID Connect `prompt` (`create`: the provider's sign-up page).
+    package var prompt: String?
+    package var openBrowser: Bool
+    package var showQRCode: Bool
     /// How the final line starts: "Signed in to" or "Registered and signed in to".
-    var verb: String
+    package var verb: String
     /// `login --confirm` / `--no-confirm`.
-    var confirm: Bool? = nil
+    package var confirm: Bool?
 
-    func run() throws {
-        try report(try signIn(beginAsJSON: daemon.json), daemon: daemon, verb: verb)
+    package init(
+        daemon: DaemonConnection,
+        provider: String,
+        grant: Grant,
+        session: String?,
+        scopes: [String] = [],
+        prompt: String? = nil,
+        openBrowser: Bool,
+        showQRCode: Bool,
+        verb: String = "Signed in to",
+        confirm: Bool? = nil
+    ) {
+        self.daemon = daemon
+        self.provider = provider
+        self.grant = grant
+        self.session = session
+        self.scopes = scopes
+        self.prompt = prompt
+        self.openBrowser = openBrowser
+        self.showQRCode = showQRCode
+        self.verb = verb
+        self.confirm = confirm
+    }
+
+    /// Signs in and prints the outcome (``SignIn/report(_:daemon:verb:)``).
+    package func run() throws {
+        try SignIn.report(try signIn(beginAsJSON: daemon.json), daemon: daemon, verb: verb)
     }
 
     /// The sign-in without its last line: its result.
     /// - Parameter beginAsJSON: `login.begin`'s result goes to stdout as JSON, not as
     ///   instructions on stderr.
-    func signIn(beginAsJSON: Bool) throws -> LoginResult {
+    package func signIn(beginAsJSON: Bool) throws -> LoginResult {
         let params = LoginBeginParams(
             provider: provider,
             grant: grant,
@@ -51,11 +74,10 @@ struct InteractiveLogin {
         )
         let begin = try daemon.call(.loginBegin, params, as: LoginBeginResult.self, progress: "Starting the sign-in to \(provider)…")
         // Ctrl-C cancels the flow from here on, before the instructions promise it.
-        let path = daemon.socket ?? SocketLocation.forClient()
-        let stopCancelling = Self.cancelOnInterrupt(flowID: begin.flowID, socket: path, provider: provider)
+        let stopCancelling = Self.cancelOnInterrupt(flowID: begin.flowID, daemon: daemon, provider: provider)
         defer { stopCancelling() }
         if beginAsJSON {
-            try daemon.printJSON(begin)
+            try DaemonConnection.printJSON(begin)
         } else {
             let instructions = SignInInstructions(provider: provider, openingBrowser: openBrowser, drawsQRCode: showQRCode && Terminal.stderrIsTerminal)
             Terminal.writeError(instructions.text(begin))
@@ -92,13 +114,12 @@ struct InteractiveLogin {
     /// Ctrl-C while waiting: cancel the flow at the daemon, say so, exit 130.
     /// - Returns: What ends that, giving SIGINT back its earlier disposition (`provider test`
     ///   and the helpers go on after the sign-in, and Ctrl-C must stop them as usual).
-    private static func cancelOnInterrupt(flowID: String, socket: String, provider: String) -> () -> Void {
+    private static func cancelOnInterrupt(flowID: String, daemon: DaemonConnection, provider: String) -> () -> Void {
         let earlier = signal(SIGINT, SIG_IGN)
         let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: DispatchQueue.global())
         source.setEventHandler {
             guard !interrupted.exchange(true, ordering: .acquiringAndReleasing) else { return }
-            let cancelled = (try? AuthGateClient(socketPath: socket).callBlocking(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?
-                .cancelled
+            let cancelled = (try? daemon.client.callBlocking(.loginCancel, LoginCancelParams(flowID: flowID), as: LoginCancelResult.self))?.cancelled
             let message =
                 cancelled == true
                 ? "\r\u{1B}[K\nSign-in to \(provider) cancelled.\n"

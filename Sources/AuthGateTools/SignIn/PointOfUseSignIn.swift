@@ -1,6 +1,4 @@
-import ArgumentParser
 import AuthGateCore
-import AuthGateTools
 import CLinux
 import FoundationEssentials
 
@@ -15,11 +13,20 @@ import Glibc
 ///
 /// Two helpers starting at once share one flow: the daemon joins the second `login.begin` to
 /// the pending flow of the same user, provider and session, and both wait for it.
-enum PointOfUseSignIn {
+package struct PointOfUseSignIn {
+    /// The daemon the helper asked.
+    package var socket: String?
+    /// Who asked ("git", "docker", "kubectl"), for the first line.
+    package var tool: String
+
+    package init(socket: String?, tool: String) {
+        self.socket = socket
+        self.tool = tool
+    }
+
     /// Runs the sign-in with the terminal as stdin, stdout and stderr, and puts them back.
-    /// - Parameter tool: Who asked ("git", "docker", "kubectl"), for the first line.
     /// - Returns: `false` when no terminal can be opened (nothing was run).
-    static func run(provider: String, session: String?, socket: String?, tool: String) throws -> Bool {
+    package func run(provider: String, session: String?) throws -> Bool {
         let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard terminal >= 0 else { return false }
         fflush(nil)
@@ -36,24 +43,16 @@ enum PointOfUseSignIn {
         }
         // The account named: under `sudo -u deploy git pull` the session filled is deploy's.
         Terminal.writeError(
-            "\(tool) asks authgate for a token of \(Terminal.safe(provider)) for the local account \(Terminal.safe(localAccount)), whose session needs a sign-in.\n"
+            "\(tool) asks authgate for a token of \(Terminal.safe(provider)) for the local account \(Terminal.safe(Self.localAccount)), whose session needs a sign-in.\n"
         )
-        try SignIn(provider: provider, session: session, daemon: DaemonClient(socket: socket, json: false)).run()
+        try SignIn(provider: provider, session: session, daemon: DaemonConnection(socket: socket)).run()
         return true
     }
 
     /// The account this process runs as (the daemon keys sessions by it): its name, or its uid.
-    static var localAccount: String {
+    private static var localAccount: String {
         let uid = geteuid()
         guard let entry = getpwuid(uid), let name = entry.pointee.pw_name else { return "uid \(uid)" }
         return "\(String(cString: name)) (uid \(uid))"
-    }
-
-    /// Whether a terminal can be opened (a person may be there).
-    static var hasTerminal: Bool {
-        let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
-        guard terminal >= 0 else { return false }
-        close(terminal)
-        return true
     }
 }

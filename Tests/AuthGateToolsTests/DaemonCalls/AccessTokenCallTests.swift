@@ -5,11 +5,11 @@ import AuthGateTools
 import Foundation
 import Testing
 
-/// `authgate token PROVIDER`'s call (PlainCall.accessToken) in process, against a daemon of one
+/// `authgate token PROVIDER`'s call (DaemonConnection.accessToken) in process, against a daemon of one
 /// answer: the plain request line for plain params, the decoder for the rest, a refusal as any
 /// call's.
-@Suite("authgate token's call (PlainCall.accessToken)")
-struct PlainTokenCallTests {
+@Suite("authgate token's call (DaemonConnection.accessToken)")
+struct AccessTokenCallTests {
     private static func tokenAnswer(_ method: String, _ id: String) -> String {
         #"{"jsonrpc":"2.0","id":\#(id),"result":{"access_token":"tok-7","token_type":"Bearer","expires_at":"2030-01-01T00:00:00Z","scopes":[]}}"#
     }
@@ -18,12 +18,12 @@ struct PlainTokenCallTests {
     func calls() throws {
         let scratch = try ScratchDirectory()
         let plain = try StandInDaemon(in: scratch.path, reply: Self.tokenAnswer)
-        #expect(try PlainCall.accessToken(TokenParams(provider: "corp"), socket: plain.path) == "tok-7")
+        #expect(try DaemonConnection(socket: plain.path).accessToken(TokenParams(provider: "corp")) == "tok-7")
         #expect(plain.requestText == String(decoding: RPCLine.request(.token, params: ["provider": .string("corp")]).dropLast(), as: UTF8.self))
 
         try FileManager.default.removeItem(atPath: plain.path)
         let ordinary = try StandInDaemon(in: scratch.path, reply: Self.tokenAnswer)
-        #expect(try PlainCall.accessToken(TokenParams(provider: "corp", session: "work", minValidSeconds: 300), socket: ordinary.path) == "tok-7")
+        #expect(try DaemonConnection(socket: ordinary.path).accessToken(TokenParams(provider: "corp", session: "work", minValidSeconds: 300)) == "tok-7")
         #expect(ordinary.requestText.contains(#""session":"work""#) && ordinary.requestText.contains(#""min_valid_seconds":300"#))
     }
 
@@ -32,10 +32,10 @@ struct PlainTokenCallTests {
         let scratch = try ScratchDirectory()
         let error = String(decoding: try RPCCoding.makeEncoder().encode(RPCErrorObject(AuthGateError(.loginRequired, "Sign in to corp first."))), as: UTF8.self)
         let refusing = try StandInDaemon(in: scratch.path) { _, id in #"{"jsonrpc":"2.0","id":\#(id),"error":\#(error)}"# }
-        let refused = #expect(throws: ToolFailure.self) { try PlainCall.accessToken(TokenParams(provider: "corp"), socket: refusing.path) }
+        let refused = #expect(throws: ToolFailure.self) { try DaemonConnection(socket: refusing.path).accessToken(TokenParams(provider: "corp")) }
         #expect(refused?.status == ToolFailure.signInRequired && refused?.description.contains("Sign in to corp first. [login_required]") == true)
 
-        let missing = #expect(throws: ToolFailure.self) { try PlainCall.accessToken(TokenParams(provider: "corp"), socket: scratch.path + "/none.sock") }
+        let missing = #expect(throws: ToolFailure.self) { try DaemonConnection(socket: scratch.path + "/none.sock").accessToken(TokenParams(provider: "corp")) }
         #expect(missing?.status == ToolFailure.daemonUnreachable)
     }
 }
