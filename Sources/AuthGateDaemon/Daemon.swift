@@ -162,35 +162,34 @@ public enum Daemon {
         }
         let listensForMetrics = configuration.metricsAddress != nil || inheritedMetricsSocket != nil
         let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
-        let daemonServices = DaemonServices(
+        let methods = MethodHandlers(
             registry: registry,
             sessions: sessions,
             flows: flows,
             reloader: reloader,
-            throttle: LoginThrottle(),
             context: context,
-            logger: logger,
             broadcast: broadcast,
             firstUse: FirstUseSignIns(counted: { [metrics] provider, outcome in metrics?.firstUseSignIn(provider: provider, outcome: outcome) }),
             consent: consent,
             metrics: metrics,
             exposition: exposition,
             metricsListener: metricsListenerStatus,
-            persistence: persistence
+            persistence: persistence,
+            logger: logger
         )
         if let signInNotifier {
             signInNotifier.setStarter(
                 DesktopSignIn(
                     registry: registry,
                     desktop: signInNotifier.desktop,
-                    begin: { params, owner async throws(AuthGateError) in
-                        try await MethodHandlers(services: daemonServices, caller: owner).loginBegin(params)
+                    begin: { [signIn = methods.signIn] params, owner async throws(AuthGateError) in
+                        try await signIn.loginBegin(params, from: MethodCaller(credentials: owner))
                     },
                     logger: logger
                 )
             )
         }
-        let dispatcher = RPCDispatcher(services: daemonServices)
+        let dispatcher = RPCDispatcher(methods: methods, metrics: metrics, logger: logger)
         // Ready once the socket serves: providers are loaded, network checks go on in the background.
         // The fast path's read side: published tokens of providers open to everyone.
         let answers = CachedTokenAnswers(tokens: broadcast.published, providers: registry.openProviders, metrics: metrics)

@@ -265,7 +265,7 @@ private enum Fixtures {
         )
         let registry = ProviderRegistry([RegisteredProvider.make(mock, logger: quiet)])
         let context = DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock")
-        return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet))
+        return RPCDispatcher(methods: .inMemory(registry: registry, context: context, logger: quiet), logger: quiet)
     }()
 }
 

@@ -63,7 +63,7 @@ struct ConsentKeeperTests {
         let report = ProviderConfigurationLoader.parse(Data(file.utf8), id: "mock", file: "mock.json")
         let registry = ProviderRegistry([RegisteredProvider.make(report, logger: quiet)])
         let context = DaemonContext(configDirectory: "/nonexistent", mode: .user, socketPath: "/nonexistent/s.sock", adminGroup: "none", servesAdmin: true)
-        return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet, consent: consent))
+        return RPCDispatcher(methods: .inMemory(registry: registry, context: context, logger: quiet, consent: consent), logger: quiet)
     }
 
     private func call(_ dispatcher: RPCDispatcher, _ method: String, _ params: [String: Any], as caller: PeerCredentials? = nil) async throws -> [String: Any] {

@@ -33,7 +33,10 @@ struct MethodHandlerTests {
             adminGroup: adminGroup,
             servesAdmin: servesAdmin
         )
-        return RPCDispatcher(services: .inMemory(registry: registry, context: context, logger: quiet, now: { [clock] in clock.now }, random: { 0 }))
+        return RPCDispatcher(
+            methods: .inMemory(registry: registry, context: context, logger: quiet, now: { [clock] in clock.now }, random: { 0 }),
+            logger: quiet
+        )
     }
 
     /// Sends one request and returns the answer as a JSON object.

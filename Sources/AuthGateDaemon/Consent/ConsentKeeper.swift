@@ -24,7 +24,7 @@ import Glibc
 /// (``ChildProcess/runSuspending(input:timeout:)``); one session has one question at a time,
 /// shared by the requests of one program; a uid has at most ``maximumQuestionsPerUser``; and a
 /// question ends when the last caller waiting for it has gone. Every way to a token asks it
-/// (``MethodHandlers``), and a session that asks is never answered from the cached path
+/// (``ConsentKeeper/require(_:_:for:)``), and a session that asks is never answered from the cached path
 /// (``SessionBroadcast``, ``OpenProviders``).
 final class ConsentKeeper: Sendable {
     /// "While it runs": one program's process, for one session.

@@ -11,12 +11,15 @@ import NIOCore
 /// Errors a user can hit become JSON-RPC errors with a stable `data.reason`; anything else
 /// becomes `internal_error` and is logged (without secrets: errors never carry them).
 struct RPCDispatcher: RequestResponder {
-    let services: DaemonServices
+    let methods: MethodHandlers
+    /// Where each request is counted and timed; `nil` where nothing is.
+    var metrics: DaemonMetrics?
+    let logger: Logger
 
     /// The response line (with its `\n`), or `nil` for a notification.
     /// - Parameter watchSink: Where `token.watch` sends its notifications (the connection).
     func respond(to line: Data, from caller: PeerCredentials, watchSink: WatchSink? = nil) async -> Data? {
-        guard let metrics = services.metrics else { return await answer(line, from: caller, watchSink: watchSink).line }
+        guard let metrics else { return await answer(line, from: caller, watchSink: watchSink).line }
         let start = ContinuousClock.now
         let (answer, method, outcome) = await answer(line, from: caller, watchSink: watchSink)
         metrics.rpcRequest(method: method?.rawValue ?? DaemonMetrics.unknownMethod, outcome: outcome, duration: .now - start)
@@ -65,7 +68,7 @@ struct RPCDispatcher: RequestResponder {
         case .success(let result):
             return (encodeSuccess(result, id: envelope.id), method, nil)
         case .failure(let error):
-            services.logger.debug(
+            logger.debug(
                 "request failed",
                 metadata: [
                     "rpc.method": "\(methodName.prefix(64))", "peer.uid": "\(caller.uid)",
@@ -77,9 +80,9 @@ struct RPCDispatcher: RequestResponder {
     }
 
     private func run(_ method: RPCMethod, _ request: DecodedRequest, caller: PeerCredentials, watchSink: WatchSink?) async -> Result<Data, AuthGateError> {
-        let handlers = MethodHandlers(services: services, caller: caller, watchSink: watchSink)
+        let caller = MethodCaller(credentials: caller, watchSink: watchSink)
         do throws(AuthGateError) {
-            return .success(try await MethodTable.entry(for: method).run(handlers, request.params.get()))
+            return .success(try await MethodTable.entry(for: method).run(methods, request.params.get(), caller))
         } catch {
             return .failure(error)
         }

@@ -4,7 +4,7 @@ import AuthGateCore
 /// path may decide it without the dispatcher (``CachedTokenAnswers``): published with the
 /// providers (``OpenProviders``), so it changes, with their generation, when they do.
 ///
-/// The dispatcher (`MethodHandlers.credentialGet`) takes the first provider, by id, that the
+/// The dispatcher (`TokenMethods.credentialGet`) takes the first provider, by id, that the
 /// caller may see and that lists the host for the tool. A route is kept only where that choice
 /// is the same for every caller: exactly one provider lists the host for the tool, and anyone
 /// may use it (it is open, as ``OpenProviders`` counts it). A host two providers list (one of

@@ -8,8 +8,19 @@ import NIOPosix
 
 /// Handing out tokens: `token` (with a service's first-use sign-in), `credential.get`,
 /// `token.watch`, `token.rejected`, `token.exchange` and `dpop.proof`.
-extension MethodHandlers {
-    func token(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
+struct TokenMethods: Sendable {
+    let registry: ProviderRegistry
+    let sessions: SessionManager
+    let consent: ConsentKeeper
+    /// The `token.watch` subscriptions.
+    let watchers: TokenWatchers
+    /// The sign-ins of service providers' sessions on first use.
+    let firstUse: FirstUseSignIns
+    /// How a first-use sign-in signs in.
+    let signIn: SignInMethods
+    let logger: Logger
+
+    func token(_ params: TokenParams, from caller: MethodCaller) async throws(AuthGateError) -> TokenResult {
         guard params.waitForSignIn == nil else {
             throw AuthGateError(.invalidParams, "\"wait_for_sign_in\" is for token.watch only; token answers at once.")
         }
@@ -18,7 +29,8 @@ extension MethodHandlers {
             params.session,
             TokenVariant(scopes: params.scopes ?? [], resource: params.resource),
             minValidSeconds: params.minValidSeconds,
-            forceRefresh: params.forceRefresh
+            forceRefresh: params.forceRefresh,
+            for: caller
         )
     }
 
@@ -27,7 +39,7 @@ extension MethodHandlers {
     /// ``CredentialHost/select(host:path:tool:among:)``), and the token of its session the
     /// request's `username` names, else of its default session (none when it needs a
     /// sign-in); `nil` when no provider the caller may use matches.
-    func credentialGet(_ params: CredentialParams) async throws(AuthGateError) -> CredentialResult? {
+    func credentialGet(_ params: CredentialParams, from caller: MethodCaller) async throws(AuthGateError) -> CredentialResult? {
         guard let host = CredentialHost.normalize(params.host) else {
             throw .validationFailed([FieldError(field: "host", message: "must be a host name or address with an optional :port")])
         }
@@ -37,7 +49,7 @@ extension MethodHandlers {
         if let path = params.path, path.utf8.count > 4096 || path.containsControlCharacters {
             throw .validationFailed([FieldError(field: "path", message: "must be at most 4096 bytes without control characters")])
         }
-        let helpers = await services.registry.visible(to: caller).compactMap { provider in
+        let helpers = await registry.visible(to: caller.credentials).compactMap { provider in
             provider.configuration.flatMap { configuration in configuration.credentialHelper.map { (configuration.id, $0) } }
         }
         guard case .helper(let index, _) = CredentialHost.select(host: host, path: params.path, tool: params.tool, among: helpers.map(\.1)) else {
@@ -48,7 +60,7 @@ extension MethodHandlers {
         // one; any other (or the provider's own user name) leaves the default session.
         var session: String?
         if let username = params.username, username != helper.username, let name = SessionName(username), name != .default,
-            await services.sessions.exists(SessionKey(uid: caller.uid, provider: provider, name: name))
+            await sessions.exists(SessionKey(uid: caller.uid, provider: provider, name: name))
         {
             session = username
         }
@@ -62,7 +74,7 @@ extension MethodHandlers {
             )
         }
         do {
-            return answer(try await token(TokenParams(provider: provider.rawValue, session: session, minValidSeconds: params.minValidSeconds)))
+            return answer(try await token(TokenParams(provider: provider.rawValue, session: session, minValidSeconds: params.minValidSeconds), from: caller))
         } catch  where error.reason == .loginRequired {
             return answer(nil)
         }
@@ -74,9 +86,10 @@ extension MethodHandlers {
         _ session: String?,
         _ variant: TokenVariant,
         minValidSeconds: Int?,
-        forceRefresh: Bool?
+        forceRefresh: Bool?,
+        for caller: MethodCaller
     ) async throws(AuthGateError) -> TokenResult {
-        let (configuration, client, key) = try await resolve(provider, session)
+        let (configuration, client, key) = try await caller.resolve(provider, session, in: registry)
         let minimum = minValidSeconds ?? TokenParams.defaultMinimumValidity
         guard TokenParams.minimumValidityRange.contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
@@ -85,15 +98,15 @@ extension MethodHandlers {
         if let exchange = variant.exchange, let policy = configuration.settings.remote?.tokenExchange {
             try Self.check(exchange, against: policy, provider: configuration.id)
         }
-        try await requireConsent(configuration, key)
+        try await consent.require(configuration, key, for: caller)
         let read = { () async throws(AuthGateError) -> TokenSet in
-            try await services.sessions.token(
+            try await sessions.token(
                 for: key,
                 minimumValidity: TimeInterval(minimum),
                 forceRefresh: forceRefresh ?? false,
                 variant: variant,
                 bounded: !caller.isUnbounded,
-                caller: caller
+                caller: caller.credentials
             )
         }
         do {
@@ -101,7 +114,7 @@ extension MethodHandlers {
         } catch  where error.reason == .loginRequired && configuration.signsInAsClient {
             // A service's provider: its session is the client's own token, got now (the
             // session then lives and is re-acquired like one `authgate login --client-credentials` made).
-            try await signInOnFirstUse(key, configuration, client)
+            try await signInOnFirstUse(key, configuration, client, for: caller)
             return TokenResult(try await read())
         }
     }
@@ -110,14 +123,17 @@ extension MethodHandlers {
     /// asked for a token (single flight per session, rate-limited per uid: ``FirstUseSignIns``).
     /// The session's room is held here, around it, so that a uid at its limit is refused before
     /// and apart from the sign-in (whose refusals, the provider's, are remembered).
-    private func signInOnFirstUse(_ key: SessionKey, _ configuration: ProviderConfiguration, _ client: any IdentityProvider) async throws(AuthGateError) {
-        let handlers = self
+    private func signInOnFirstUse(
+        _ key: SessionKey,
+        _ configuration: ProviderConfiguration,
+        _ client: any IdentityProvider,
+        for caller: MethodCaller
+    ) async throws(AuthGateError) {
         let grant = configuration.serviceGrant ?? .clientCredentials
-        let sessions = services.sessions
         let bounded = !caller.isUnbounded
-        let signIn: @Sendable () async -> Result<Void, AuthGateError> = {
+        let signInNow: @Sendable () async -> Result<Void, AuthGateError> = {
             do throws(AuthGateError) {
-                _ = try await handlers.signIn(key, configuration, client, grant: grant, event: "signed in on first use", reservingRoom: false) {
+                _ = try await signIn.signIn(key, configuration, client, grant: grant, event: "signed in on first use", reservingRoom: false, for: caller) {
                     provider throws(AuthGateError) in
                     try await provider.signInAsService(grant, TokenVariant(), proofKey: nil)
                 }
@@ -128,7 +144,7 @@ extension MethodHandlers {
         }
         if bounded { try await sessions.reserveRoom(for: key) }
         do {
-            try await services.firstUse.signIn(key, bounded: bounded, isSignedIn: { await sessions.hasTokens(key) }, signIn)
+            try await firstUse.signIn(key, bounded: bounded, isSignedIn: { await sessions.hasTokens(key) }, signInNow)
         } catch {
             if bounded { await sessions.releaseRoom(for: key) }
             throw error
@@ -140,17 +156,16 @@ extension MethodHandlers {
     /// closes. The watch starts before the token is read, so no change falls between the two.
     /// With `wait_for_sign_in`, a session that does not exist (`login_required`) is waited for:
     /// the answer comes with the first token a sign-in gives, or never if the connection closes.
-    func tokenWatch(_ params: TokenParams) async throws(AuthGateError) -> TokenResult {
+    func tokenWatch(_ params: TokenParams, from caller: MethodCaller) async throws(AuthGateError) -> TokenResult {
         guard params.scopes == nil, params.resource == nil, params.forceRefresh == nil else {
             throw AuthGateError(
                 .invalidParams,
                 "token.watch watches a session's own token: it takes provider, session, min_valid_seconds and wait_for_sign_in only."
             )
         }
-        guard let watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
-        let (configuration, _, key) = try await resolve(params.provider, params.session)
-        let watchers = services.broadcast.watchers
-        let id = try watchers.add(key, sink: watchSink, caller: caller, bounded: !caller.isUnbounded)
+        guard let watchSink = caller.watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
+        let (configuration, _, key) = try await caller.resolve(params.provider, params.session, in: registry)
+        let id = try watchers.add(key, sink: watchSink, caller: caller.credentials, bounded: !caller.isUnbounded)
         watchSink.onClose { watchers.remove(key, id: id) }
         while true {
             do throws(AuthGateError) {
@@ -159,15 +174,16 @@ extension MethodHandlers {
                     params.session,
                     TokenVariant(),
                     minValidSeconds: params.minValidSeconds,
-                    forceRefresh: nil
+                    forceRefresh: nil,
+                    for: caller
                 )
                 // The user was asked (the token came): later tokens of a session that asks go on.
-                if services.consent.requiresConsent(key, configuration) { watchers.consented(key, id: id) }
+                if consent.requiresConsent(key, configuration) { watchers.consented(key, id: id) }
                 // Only a watch that answered makes the connection a watching one (never idle): a
                 // refused watch leaves it an ordinary connection, with its deadlines.
                 watchSink.started()
                 watchSink.willAnswer(with: result.accessToken.exposedValue)
-                services.logger.debug("token watch started", metadata: metadata(key))
+                logger.debug("token watch started", metadata: caller.metadata(key))
                 return result
             } catch  where error.reason == .loginRequired && params.waitForSignIn == true {
                 // A request in progress is never idle: the connection stays open while it waits.
@@ -182,20 +198,27 @@ extension MethodHandlers {
         }
     }
 
-    func tokenRejected(_ params: TokenRejectedParams) async throws(AuthGateError) -> TokenResult {
-        let (configuration, _, key) = try await resolve(params.provider, params.session)
-        try await requireConsent(configuration, key)
-        let tokens = try await services.sessions.tokenRejected(for: key, rejected: params.accessToken, bounded: !caller.isUnbounded)
+    func tokenRejected(_ params: TokenRejectedParams, from caller: MethodCaller) async throws(AuthGateError) -> TokenResult {
+        let (configuration, _, key) = try await caller.resolve(params.provider, params.session, in: registry)
+        try await consent.require(configuration, key, for: caller)
+        let tokens = try await sessions.tokenRejected(for: key, rejected: params.accessToken, bounded: !caller.isUnbounded)
         return TokenResult(tokens)
     }
 
-    func tokenExchange(_ params: TokenExchangeParams) async throws(AuthGateError) -> TokenResult {
+    func tokenExchange(_ params: TokenExchangeParams, from caller: MethodCaller) async throws(AuthGateError) -> TokenResult {
         let variant = TokenVariant(
             scopes: params.scopes ?? [],
             resource: params.resource,
             exchange: .init(audience: params.audience, requestedTokenType: params.requestedTokenType)
         )
-        return try await token(params.provider, params.session, variant, minValidSeconds: params.minValidSeconds, forceRefresh: params.forceRefresh)
+        return try await token(
+            params.provider,
+            params.session,
+            variant,
+            minValidSeconds: params.minValidSeconds,
+            forceRefresh: params.forceRefresh,
+            for: caller
+        )
     }
 
     /// The provider file's `token_exchange` rules, before any request.
@@ -216,7 +239,7 @@ extension MethodHandlers {
 
     /// A proof for the caller's own request; the key stays here. Only the session's owner can
     /// ask: sessions are looked up under the caller's uid.
-    func dpopProof(_ params: DPoPProofParams) async throws(AuthGateError) -> DPoPProofResult {
+    func dpopProof(_ params: DPoPProofParams, from caller: MethodCaller) async throws(AuthGateError) -> DPoPProofResult {
         // The parameters first: a bad one is invalid_params whether or not there is a session.
         var fields: [FieldError] = []
         // RFC 9110 §5.6.2: a method is a token; proofs are for the usual ones.
@@ -243,10 +266,10 @@ extension MethodHandlers {
                 fields: fields
             )
         }
-        let (configuration, _, key) = try await resolve(params.provider, params.session)
-        try await requireConsent(configuration, key)
-        let (proofKey, accessToken) = try await services.sessions.proofKey(for: key, presenting: params.accessToken, bounded: !caller.isUnbounded)
-        services.logger.debug("dpop proof made", metadata: metadata(key, ["dpop.htm": "\(params.htm)"]))
+        let (configuration, _, key) = try await caller.resolve(params.provider, params.session, in: registry)
+        try await consent.require(configuration, key, for: caller)
+        let (proofKey, accessToken) = try await sessions.proofKey(for: key, presenting: params.accessToken, bounded: !caller.isUnbounded)
+        logger.debug("dpop proof made", metadata: caller.metadata(key, ["dpop.htm": "\(params.htm)"]))
         return DPoPProofResult(
             proof: proofKey.proof(method: params.htm, url: url, nonce: params.nonce, accessToken: accessToken, at: Date()),
             jkt: proofKey.thumbprint

@@ -7,14 +7,42 @@ import Crypto
 import FoundationEssentials
 import Logging
 
-/// `provider.register` and `provider.deregister`: RFC 7591 dynamic client registration and the
-/// RFC 7592 §2.3 delete, for administrators (`authgate provider add --register`, `provider
-/// remove`). The provider HTTP runs here, through libcurl; the CLI links no HTTP client. The
-/// secrets (initial and registration access tokens, client secret) are never logged.
-extension MethodHandlers {
-    func providerRegister(_ params: ProviderRegisterParams) async throws(AuthGateError) -> ProviderRegistration {
-        try requireAdmin("register a client at a provider")
-        let caBundle = try readCABundle(params.caFile)
+/// What `authgate provider add` and `provider remove` ask of a provider, for administrators:
+/// `provider.discover` (an issuer's discovery document), `provider.register` and
+/// `provider.deregister` (RFC 7591 dynamic client registration and the RFC 7592 §2.3 delete).
+/// The provider HTTP runs here, through libcurl; the CLI links no HTTP client. The secrets
+/// (initial and registration access tokens, client secret) are never logged.
+struct RegistrationMethods: Sendable {
+    let admin: AdminCheck
+    let logger: Logger
+
+    /// Administrators only: an issuer's discovery document, fetched here (the CLI links no
+    /// HTTP client), with the checks a provider's validation makes.
+    func providerDiscover(_ params: ProviderDiscoverParams, from caller: MethodCaller) async throws(AuthGateError) -> ProviderOffer {
+        try admin.require("run discovery for a new provider", of: caller)
+        let caBundle = try Self.readCABundle(params.caFile, for: caller)
+        let metadata = try await ProviderDiscovery.discover(issuer: params.issuer, caBundle: caBundle)
+        return ProviderOffer(
+            issuer: params.issuer,
+            tokenEndpoint: metadata.tokenEndpoint.absoluteString,
+            authorizationEndpoint: metadata.authorizationEndpoint?.absoluteString,
+            deviceAuthorizationEndpoint: metadata.deviceAuthorizationEndpoint?.absoluteString,
+            pushedAuthorizationRequestEndpoint: metadata.pushedAuthorizationRequestEndpoint?.absoluteString,
+            requirePushedAuthorizationRequests: metadata.requirePushedAuthorizationRequests,
+            registrationEndpoint: metadata.registrationEndpoint?.absoluteString,
+            grantTypes: metadata.grantTypesSupported,
+            grants: Grant.allCases.filter { metadata.grantTypesSupported?.contains($0.wireName) ?? true },
+            codeChallengeMethods: metadata.codeChallengeMethodsSupported,
+            dpopSigningAlgs: metadata.dpopSigningAlgValuesSupported,
+            tokenEndpointAuthMethods: metadata.tokenEndpointAuthMethodsSupported,
+            scopes: metadata.scopesSupported,
+            revocationEndpoint: metadata.revocationEndpoint?.absoluteString
+        )
+    }
+
+    func providerRegister(_ params: ProviderRegisterParams, from caller: MethodCaller) async throws(AuthGateError) -> ProviderRegistration {
+        try admin.require("register a client at a provider", of: caller)
+        let caBundle = try Self.readCABundle(params.caFile, for: caller)
         let endpoint: URL
         switch (params.issuer, params.registrationEndpoint) {
         case (let issuer?, nil):
@@ -27,7 +55,7 @@ extension MethodHandlers {
             }
             endpoint = registration
         case (nil, let given?):
-            endpoint = try httpsURL(given, field: "registration_endpoint")
+            endpoint = try Self.httpsURL(given, field: "registration_endpoint")
         default:
             throw .validationFailed([FieldError(field: "issuer", message: "give either issuer or registration_endpoint")])
         }
@@ -67,7 +95,7 @@ extension MethodHandlers {
             initialAccessToken: params.initialAccessToken.map(Secret.init),
             policy: HTTPRequestPolicy(caBundle: caBundle)
         )
-        services.logger.notice(
+        logger.notice(
             "client registered",
             metadata: [
                 "peer.uid": "\(caller.uid)", "registration.endpoint": "\(endpoint.absoluteString)", "client.id": "\(client.clientID)",
@@ -90,34 +118,17 @@ extension MethodHandlers {
         )
     }
 
-    func providerDeregister(_ params: ProviderDeregisterParams) async throws(AuthGateError) -> ProviderDeregistration {
-        try requireAdmin("delete a registered client at a provider")
-        let caBundle = try readCABundle(params.caFile)
-        let uri = try httpsURL(params.registrationClientURI, field: "registration_client_uri")
+    func providerDeregister(_ params: ProviderDeregisterParams, from caller: MethodCaller) async throws(AuthGateError) -> ProviderDeregistration {
+        try admin.require("delete a registered client at a provider", of: caller)
+        let caBundle = try Self.readCABundle(params.caFile, for: caller)
+        let uri = try Self.httpsURL(params.registrationClientURI, field: "registration_client_uri")
         try await ClientRegistration.delete(
             clientURI: uri,
             accessToken: Secret(params.registrationAccessToken),
             policy: HTTPRequestPolicy(caBundle: caBundle)
         )
-        services.logger.notice("registered client deleted", metadata: ["peer.uid": "\(caller.uid)", "registration.uri": "\(uri.absoluteString)"])
+        logger.notice("registered client deleted", metadata: ["peer.uid": "\(caller.uid)", "registration.uri": "\(uri.absoluteString)"])
         return ProviderDeregistration(deleted: true)
-    }
-
-    /// Refuses a caller who does not administer this daemon: not root, its own user or a
-    /// member of the admin group, or anyone at all on a daemon started with `--no-admin`.
-    func requireAdmin(_ what: String) throws(AuthGateError) {
-        guard services.context.servesAdmin else {
-            throw AuthGateError(
-                .permissionDenied,
-                "This daemon was started with --no-admin: nobody may \(what) through its socket (a socket forwarded over SSH, docs/SECURITY.md)."
-            )
-        }
-        guard AccessPolicy().isAdmin(caller, adminGroup: services.context.adminGroup) else {
-            throw AuthGateError(
-                .permissionDenied,
-                "Only root, the daemon's own user and members of the group '\(services.context.adminGroup)' may \(what)."
-            )
-        }
     }
 
     /// The PEM bundle of an admin's `ca_file` param, checked like a provider file's `tls.ca_file`.
@@ -126,7 +137,7 @@ extension MethodHandlers {
     /// them the file must be readable by everyone (a CA bundle is public), and every way it can
     /// fail gets one sentence, so that the answer says nothing of files they cannot read
     /// themselves (whether `/root/…` exists).
-    func readCABundle(_ file: String?) throws(AuthGateError) -> [UInt8]? {
+    private static func readCABundle(_ file: String?, for caller: MethodCaller) throws(AuthGateError) -> [UInt8]? {
         guard let file else { return nil }
         guard file.hasPrefix("/") else { throw .validationFailed([FieldError(field: "ca_file", message: "must be an absolute path")]) }
         let onTheirOwnRights = !caller.isUnbounded
@@ -144,7 +155,7 @@ extension MethodHandlers {
         }
     }
 
-    private func httpsURL(_ text: String, field: String) throws(AuthGateError) -> URL {
+    private static func httpsURL(_ text: String, field: String) throws(AuthGateError) -> URL {
         guard let url = URL(string: text), url.scheme?.lowercased() == "https", url.host?.isEmpty == false, url.fragment == nil else {
             throw .validationFailed([FieldError(field: field, message: "must be an https URL without fragment")])
         }
