@@ -26,6 +26,20 @@ package enum ProviderDirectory {
         }
     }
 
+    /// The files of `directory` as the daemon's loader reads them, each with what the daemon
+    /// made of it when it answers (``listings(_:loaded:)``).
+    package static func listings(directory: String, daemon: DaemonConnection) throws(ToolFailure) -> (listings: [Listing], daemonAnswered: Bool) {
+        let reports: [ProviderFileReport]
+        do {
+            reports = try ProviderConfigurationLoader.load(directory: directory)
+        } catch {
+            throw ToolFailure("\(Terminal.safe(error.description)) [provider_file.unreadable]", status: ToolFailure.inputRefused)
+        }
+        // The files are read here; the daemon adds what it made of them, when it can be asked.
+        let loaded = try? DaemonConnection(socket: daemon.socketPath).providers()
+        return (listings(reports, loaded: loaded), loaded != nil)
+    }
+
     /// The files as the daemon's loader reads them, each with what the daemon made of it
     /// (`loaded`: its providers, `nil` when it could not be asked).
     package static func listings(_ reports: [ProviderFileReport], loaded: [ProviderInfo]?) -> [Listing] {

@@ -1,6 +1,6 @@
 package import AuthGateClient
 import AuthGateCore
-import AuthGateRPC
+package import AuthGateRPC
 
 #if canImport(Glibc)
 package import Glibc
@@ -84,6 +84,78 @@ package final class TokenSink {
             return .template(try TokenTemplate(parsing: text))
         } catch {
             throw ToolFailure("the template \(Terminal.safe(path)) cannot be used: \(Terminal.safe(error.description)).", status: ToolFailure.usage)
+        }
+    }
+}
+
+extension TokenSink {
+    /// What `authgate sink` was asked for, its options checked.
+    package struct Options {
+        /// The file, as the user gave it.
+        package var file: String
+        package var format: TokenFileFormat
+        package var mode: mode_t
+        package var owner: String?
+        package var group: String?
+        /// `--mkdir`: make the missing directories.
+        package var makesDirectories: Bool
+        /// `--on-change`: a command run after each write, and its timeout in seconds.
+        package var onChange: [String]
+        package var onChangeTimeout: Double
+        /// `--once`: write the current token, then exit.
+        package var once: Bool
+
+        package init(
+            file: String,
+            format: TokenFileFormat,
+            mode: mode_t,
+            owner: String?,
+            group: String?,
+            makesDirectories: Bool,
+            onChange: [String],
+            onChangeTimeout: Double,
+            once: Bool
+        ) {
+            self.file = file
+            self.format = format
+            self.mode = mode
+            self.owner = owner
+            self.group = group
+            self.makesDirectories = makesDirectories
+            self.onChange = onChange
+            self.onChangeTimeout = onChangeTimeout
+            self.once = once
+        }
+    }
+
+    /// `authgate sink`: opens the file's directory (making it with `--mkdir`), then follows the
+    /// session (``TokenFollower``) and hands each event to a sink, until the follower ends (or
+    /// after the first token, `--once`). Lines for the user go to standard error.
+    package static func run(_ options: Options, params: TokenParams, daemon: DaemonConnection) throws {
+        @Sendable func say(_ line: String) { Terminal.writeError("authgate sink: \(line)\n") }
+        let ownership = try FileOwnership(owner: options.owner, group: options.group)
+        // --mkdir makes the missing directories during the walk, each in a directory already
+        // checked, and never by path (FileTrust.openDirectory).
+        let creating = options.makesDirectories ? DirectoryCreation(mode: ownership.gid == nil ? 0o700 : 0o750, group: ownership.gid) : nil
+        let tokenFile: TokenFile
+        switch FileTrust.openDirectory(of: options.file, as: .tokenFile, creating: creating) {
+        case .success(let directory):
+            for made in directory.created { say("created the directory \(Terminal.safe(made)).") }
+            tokenFile = TokenFile(directory, shown: options.file, ownership: ownership)
+        case .failure(let problem):
+            throw ToolFailure("the sink writes no file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
+        }
+        let runner = options.onChange.isEmpty ? nil : OnChangeRunner(options.onChange, timeout: options.onChangeTimeout, label: "authgate sink")
+        let follower = TokenFollower(socketPath: daemon.socketPath, params: params, notice: { say(Terminal.safe($0)) })
+        let sink = TokenSink(file: tokenFile, shown: options.file, format: options.format, mode: options.mode, onChange: runner, report: say)
+        do throws(RPCClientError) {
+            try follower.run(once: options.once) { sink.handle($0, once: options.once) }
+        } catch {
+            throw ToolFailure(error, json: false)
+        }
+        runner?.waitUntilIdle()
+        if options.once && !sink.written {
+            throw ToolFailure("the sink did not write \(Terminal.safe(options.file)).", status: ToolFailure.internalError)
         }
     }
 }

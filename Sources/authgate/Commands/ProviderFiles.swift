@@ -26,30 +26,10 @@ struct ProviderFiles: ParsableCommand {
         )
         var providersDir: String?
 
-        /// `--providers-dir`, else the directory the daemon says it reads (`daemon.info`): a
-        /// guess could be another directory than the daemon's (a daemon started in a checkout
-        /// reads ./providers.d), and a file written there would never be loaded.
+        /// `--providers-dir`, else the directory the daemon says it reads.
         func directory(_ global: GlobalOptions) throws -> String {
-            if let providersDir { return providersDir }
-            do {
-                return try DaemonConnection(socket: global.socket, json: global.json).call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir
-            } catch {
-                throw ToolFailure(
-                    "\(error.description)\nWithout the daemon, authgate cannot tell which providers directory it reads: start it, or pass --providers-dir DIR.",
-                    status: error.status
-                )
-            }
+            try providersDir ?? ProviderFileChange.daemonDirectory(global.daemon)
         }
-    }
-
-    static func id(_ name: String) throws -> ProviderID {
-        guard let id = ProviderID(name) else {
-            throw ToolFailure(
-                "\"\(Terminal.safe(name))\" is not a provider id: [a-z0-9][a-z0-9_-]*, at most 64 characters. [provider_file.invalid]",
-                status: ToolFailure.inputRefused
-            )
-        }
-        return id
     }
 
     /// `value` as one of `T`'s cases, else a usage error naming them.
@@ -58,19 +38,6 @@ struct ProviderFiles: ParsableCommand {
             throw ValidationError("\(option) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(Terminal.safe(value))\".")
         }
         return choice
-    }
-
-    /// Asks the daemon to read its files again and prints what it did with `id`, which it must
-    /// now have loaded (`add`) or no longer have (`remove`): a daemon that reads another
-    /// directory than `directory` is said, with a failure, never reported as a success.
-    static func reload(_ global: GlobalOptions, id: ProviderID, directory: String, added: Bool) throws {
-        let reports = try global.daemon.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
-        let report: ProviderReloadReport?
-        report = try ProviderDirectory.reloaded(reports, id: id, added: added, directory: directory) {
-            try? global.daemon.call(.daemonInfo, EmptyResult(), as: DaemonInfo.self).configDir
-        }
-        if global.json { return try global.printJSON(reports) }
-        print(ProviderDirectory.reloadSentence(report, id: id))
     }
 
     struct List: ParsableCommand {
@@ -83,18 +50,10 @@ struct ProviderFiles: ParsableCommand {
 
         func run() throws {
             let directory = try location.directory(global)
-            let reports: [ProviderFileReport]
-            do {
-                reports = try ProviderConfigurationLoader.load(directory: directory)
-            } catch {
-                throw ToolFailure("\(Terminal.safe(error.description)) [provider_file.unreadable]", status: ToolFailure.inputRefused)
-            }
-            // The files are read here; the daemon adds what it made of them, when it can be asked.
-            let loaded = try? DaemonConnection(socket: global.socket, json: false).call(.providersList, EmptyResult(), as: [ProviderInfo].self)
-            let listings = ProviderDirectory.listings(reports, loaded: loaded)
+            let (listings, daemonAnswered) = try ProviderDirectory.listings(directory: directory, daemon: global.daemon)
             if global.json { return try global.printJSON(listings) }
             guard !listings.isEmpty else { return print("No provider files in \(directory).") }
-            let rows = ProviderDirectory.rows(listings, daemonAnswered: loaded != nil)
+            let rows = ProviderDirectory.rows(listings, daemonAnswered: daemonAnswered)
             print(Terminal.table(["PROVIDER", "FILE", "DAEMON", "PATH"], rows.map { $0.map(Terminal.safe) }))
             for listing in listings {
                 for problem in listing.problems { print("  error: \(Terminal.safe(problem))") }
@@ -212,7 +171,7 @@ struct ProviderFiles: ParsableCommand {
         var dryRun = false
 
         mutating func run() throws {
-            let id = try ProviderFiles.id(name)
+            let id = try ProviderFileChange.id(name)
             try checkRegistrationOptions()
             askForMissingAnswers()
             var draft = ProviderFileDraft()
@@ -231,57 +190,23 @@ struct ProviderFiles: ParsableCommand {
             draft.deviceEndpoint = deviceEndpoint
             draft.revocationEndpoint = revocationEndpoint
             draft.credentialHosts = credentialHosts
-            let directory = try location.directory(global)
-            prepareRegistration(&draft, directory: directory)
-            let report = draft.check(id: id.rawValue, directory: directory)
-            guard report.configuration != nil else {
-                let problems = report.problems.map { "  \(Terminal.safe($0.description))" }.joined(separator: "\n")
-                throw ToolFailure(
-                    "The file would be invalid; nothing was written. [provider_file.invalid]\n\(problems)",
-                    status: ToolFailure.inputRefused
-                )
-            }
-            // The daemon's own warnings (the password grant's RFC 9700 deprecation, an oidc
-            // provider without openid), which it would otherwise say only in its log.
-            for warning in report.warnings { Terminal.writeError("warning: \(Terminal.safe(warning.description))\n") }
-            if let issuer {
-                let offer = try global.daemon.call(
-                    .providerDiscover,
-                    ProviderDiscoverParams(issuer: issuer, caFile: caFile),
-                    as: ProviderOffer.self,
-                    progress: "Reading \(issuer)'s discovery document and RFC 8414 metadata…"
-                )
-                // --dry-run's standard output is the file alone.
-                let describe = dryRun ? Terminal.writeError : { print($0, terminator: "") }
-                if !global.json || dryRun { describe(ProviderDirectory.describe(offer, chosen: draft.grants)) }
-                // A device code grant with nowhere to ask for a code would be listed as ready and
-                // fail at the first `login --device`.
-                if draft.grants.contains(.deviceCode), offer.deviceAuthorizationEndpoint == nil, deviceEndpoint == nil {
-                    throw ToolFailure(
-                        "\(Terminal.safe(issuer)) names no device authorization endpoint, so --grant device_code could not sign in; pass --device-endpoint URL, or leave the grant out. Nothing was written. [provider_file.invalid]",
-                        status: ToolFailure.inputRefused
-                    )
+            let change = ProviderFileChange(id: id, directory: try location.directory(global), force: force, daemon: global.daemon)
+            let registration = ProviderFileChange.Registration(privateKeyJWT: privateKeyJWT, initialAccessTokenFile: initialAccessTokenFile)
+            try change.add(draft, registration: register ? registration : nil, dryRun: dryRun)
+        }
+
+        /// `--register`: the options that go with it.
+        private func checkRegistrationOptions() throws {
+            guard register else {
+                if initialAccessTokenFile != nil || privateKeyJWT {
+                    throw ValidationError("--initial-access-token-file and --private-key-jwt go with --register.")
                 }
-                if register { return try registerAndWrite(draft, offer: offer, id: id, directory: directory) }
+                return
             }
-            if dryRun { return print(draft.json(), terminator: "") }
-            do {
-                try ProviderFileStore.write(draft.json(), id: id, directory: directory, force: force)
-            } catch {
-                throw ToolFailure(
-                    "\(error.message) [\(error.code)]",
-                    status: error.code == "provider_file.exists" ? ToolFailure.inputRefused : ToolFailure.internalError
-                )
+            guard issuer != nil else { throw ValidationError("--register needs --issuer: the registration endpoint is read from its discovery document.") }
+            guard clientID == nil, clientSecretFile == nil else {
+                throw ValidationError("--register obtains the client id (and secret) from the provider: leave out --client-id and --client-secret-file.")
             }
-            if !global.json {
-                print("Wrote \(ProviderFileStore.path(id: id.rawValue, directory: directory)).")
-                if draft.storage != .persistent {
-                    print(
-                        "Sessions stay in memory: kept across a restart or an upgrade of the daemon, signed out at a stop or a reboot; --storage persistent keeps them sealed on disk."
-                    )
-                }
-            }
-            try ProviderFiles.reload(global, id: id, directory: directory, added: true)
         }
     }
 
@@ -309,9 +234,8 @@ struct ProviderFiles: ParsableCommand {
         var force = false
 
         func run() throws {
-            let id = try ProviderFiles.id(name)
-            let directory = try location.directory(global)
-            let path = ProviderFileStore.path(id: id.rawValue, directory: directory)
+            let change = ProviderFileChange(id: try ProviderFileChange.id(name), directory: try location.directory(global), force: force, daemon: global.daemon)
+            let path = ProviderFileStore.path(id: change.id.rawValue, directory: change.directory)
             if !yes {
                 guard isatty(STDIN_FILENO) == 1 else {
                     throw ToolFailure("Removing \(path) needs confirmation: pass --yes. [provider_file.unconfirmed]", status: ToolFailure.inputRefused)
@@ -321,18 +245,7 @@ struct ProviderFiles: ParsableCommand {
                     throw ToolFailure("Nothing was removed. [provider_file.unconfirmed]", status: ToolFailure.inputRefused)
                 }
             }
-            try deregister(id: id, directory: directory)
-            do {
-                try ProviderFileStore.remove(id: id, directory: directory)
-                RegisteredClientFiles.removeFiles(id: id, directory: directory)
-            } catch {
-                throw ToolFailure(
-                    "\(error.message) [\(error.code)]",
-                    status: error.code == "provider_file.not_found" ? ToolFailure.inputRefused : ToolFailure.internalError
-                )
-            }
-            if !global.json { print("Removed \(path).") }
-            try ProviderFiles.reload(global, id: id, directory: directory, added: false)
+            try change.remove()
         }
     }
 }

@@ -120,33 +120,18 @@ struct Sink: ParsableCommand {
         if fileMode & 0o004 != 0 {
             Terminal.writeError("authgate sink: warning: --mode \(mode) lets every local user read the token; give the service's group 0440 instead.\n")
         }
-        let fileFormat = try makeFormat()
-        let ownership = try FileOwnership(owner: owner, group: group)
-        // --mkdir makes the missing directories during the walk, each in a directory already
-        // checked, and never by path (FileTrust.openDirectory).
-        let creating = mkdir ? DirectoryCreation(mode: ownership.gid == nil ? 0o700 : 0o750, group: ownership.gid) : nil
-        let tokenFile: TokenFile
-        switch FileTrust.openDirectory(of: file, as: .tokenFile, creating: creating) {
-        case .success(let directory):
-            for made in directory.created { Terminal.writeError("authgate sink: created the directory \(Terminal.safe(made)).\n") }
-            tokenFile = TokenFile(directory, shown: file, ownership: ownership)
-        case .failure(let problem):
-            throw ToolFailure("the sink writes no file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
-        }
-        let runner = onChange.isEmpty ? nil : OnChangeRunner(onChange, timeout: onChangeTimeout, label: "authgate sink")
-        let follower = TokenFollower(
-            socketPath: global.socket ?? SocketLocation.forClient(),
-            params: TokenParams(provider: selection.provider, session: selection.session),
-            notice: { Terminal.writeError("authgate sink: \(Terminal.safe($0))\n") }
+        let options = TokenSink.Options(
+            file: file,
+            format: try makeFormat(),
+            mode: fileMode,
+            owner: owner,
+            group: group,
+            makesDirectories: mkdir,
+            onChange: onChange,
+            onChangeTimeout: onChangeTimeout,
+            once: once
         )
-        let sink = TokenSink(file: tokenFile, shown: file, format: fileFormat, mode: fileMode, onChange: runner) {
-            Terminal.writeError("authgate sink: \($0)\n")
-        }
-        try follower.runReporting(once: once) { sink.handle($0, once: once) }
-        runner?.waitUntilIdle()
-        if once && !sink.written {
-            throw ToolFailure("the sink did not write \(Terminal.safe(file)).", status: ToolFailure.internalError)
-        }
+        try TokenSink.run(options, params: TokenParams(provider: selection.provider, session: selection.session), daemon: global.daemon)
     }
 
     /// `--format` with its `--env` or `--template`; a template is read and checked now.
@@ -159,17 +144,6 @@ struct Sink: ParsableCommand {
         case .env: return .env(name: env)
         case .template:
             return try TokenSink.template(at: template ?? "")
-        }
-    }
-}
-
-extension TokenFollower {
-    /// ``run(once:stop:_:)``, its refusals reported as the CLI reports any (``ToolFailure``).
-    func runReporting(once: Bool, _ handle: (Event) -> Bool) throws {
-        do throws(RPCClientError) {
-            try run(once: once, handle)
-        } catch {
-            throw ToolFailure(error, json: false)
         }
     }
 }
