@@ -1,7 +1,7 @@
 import AuthGateCore
 internal import CCurl
 public import FoundationEssentials
-import Synchronization
+import NIOPosix
 
 /// One HTTP request whose body and answer stream through libcurl on the calling thread, for
 /// `authgate proxy`: the request's body is pulled from ``StreamedRequestBody`` as curl sends it,
@@ -68,16 +68,16 @@ public struct StreamPolicy: Sendable {
     var requestPolicy: HTTPRequestPolicy { HTTPRequestPolicy(caBundle: caBundle, allowInsecureLoopback: allowInsecureLoopback) }
 }
 
-/// Runs ``StreamedRequest``s, reusing libcurl handles (and with them their open connections to
-/// the upstream: a handle keeps its connection cache across `curl_easy_reset`) up to a bound.
+/// Runs ``StreamedRequest``s, each thread on a libcurl handle of its own, reused (and with it
+/// its open connections to the upstream: a handle keeps its connection cache across
+/// `curl_easy_reset`) for as long as the thread lives. Per thread rather than from a shared
+/// pool: under load, a pool's lock was taken twice per request by every exchange thread at once
+/// (a fifth of the proxy's CPU at 32 connections, docs/BENCHMARKS.md).
 public final class StreamedExchanges: Sendable {
-    private let idle = Mutex<[EasyHandle]>([])
-    private let keptHandles: Int
+    private let handles = ThreadSpecificVariable<EasyHandle>()
 
-    /// - Parameter keptHandles: How many idle handles (and so upstream connections) to keep.
-    public init(keptHandles: Int = 64) {
+    public init() {
         _ = CurlTransport()  // curl_global_init, once per process
-        self.keptHandles = keptHandles
     }
 
     /// Runs one exchange to its end on the calling thread, which it blocks.
@@ -92,14 +92,10 @@ public final class StreamedExchanges: Sendable {
         guard policy.requestPolicy.allows(request.url) else {
             throw HTTPTransportError(.forbiddenURL, "\(request.url.scheme ?? "a scheme-less") URL refused: only https (or http to 127.0.0.1/::1)")
         }
-        let handle = idle.withLock { $0.popLast() } ?? EasyHandle()
+        let handle = handles.currentValue ?? EasyHandle()
         guard let easy = handle.pointer else { throw .noHandle() }
         var reusable = false
-        defer {
-            if reusable {
-                idle.withLock { if $0.count < keptHandles { $0.append(handle) } }
-            }
-        }
+        defer { handles.currentValue = reusable ? handle : nil }
         ag_curl_easy_reset(easy)
         let state = StreamState(body: body, sink: sink)
         let context = Unmanaged.passRetained(state)
@@ -185,7 +181,7 @@ public final class StreamedExchanges: Sendable {
 
 /// A libcurl easy handle, freed with its owner.
 private final class EasyHandle: @unchecked Sendable {
-    // Only one exchange at a time holds a handle (StreamedExchanges hands each out once).
+    // Only its thread's exchanges use a handle, one at a time.
     let pointer: UnsafeMutableRawPointer? = ag_curl_easy_init()
 
     deinit { if let pointer { ag_curl_easy_cleanup(pointer) } }

@@ -224,7 +224,7 @@ final class ProxyCore: Sendable {
             minimumValidity: configuration.minimumValidity,
             variant: configuration.variant
         )
-        streams = StreamedExchanges(keptHandles: configuration.maximumConnections)
+        streams = StreamedExchanges()
         streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)
         exchangeThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
         exchangeThreads.start()
