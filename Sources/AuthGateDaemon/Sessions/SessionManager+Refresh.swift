@@ -31,13 +31,10 @@ extension SessionManager {
                 expireWithoutRefreshToken(start.key)
                 continue
             }
-            if let pause = providerPauses[start.key.provider] {
-                guard now >= pause.until else {
-                    // The provider asked to be left alone: after its pause, spread over its window.
-                    reschedule(start.key, at: pause.until.addingTimeInterval(pause.window * random()))
-                    continue
-                }
-                providerPauses[start.key.provider] = nil
+            if let later = providerPauses.deferral(of: start.key.provider, at: now, random: random) {
+                // The provider asked to be left alone: after its pause, spread over its window.
+                reschedule(start.key, at: later)
+                continue
             }
             lateness.record(now.timeIntervalSince(start.plannedAt))
             metrics?.refreshStarted(lateBy: now.timeIntervalSince(start.plannedAt))
@@ -54,20 +51,16 @@ extension SessionManager {
         schedulerWakesAt = queue.earliestPlan
         let untilPlan = schedulerWakesAt.map { max(0, $0.timeIntervalSince(now())) }
         // Platform token files are looked at on the scheduler's wake-ups.
-        guard !platformTokenSessions.isEmpty else { return untilPlan }
-        return min(untilPlan ?? platformTokenCheckInterval, platformTokenCheckInterval)
+        return platformTokens.sleep(untilPlan: untilPlan)
     }
 
     /// RFC 8693 / RFC 7523 sessions signed in with a platform token file: when the platform has
     /// rotated the file since (kubelet does before the token expires), the session signs in
     /// again now with the new token, so the provider's token follows the platform's identity.
     func replanRotatedPlatformTokens(now: Date) {
-        guard !platformTokenSessions.isEmpty else { return }
-        if let checked = platformTokensCheckedAt, now.timeIntervalSince(checked) < platformTokenCheckInterval { return }
-        platformTokensCheckedAt = now
-        for key in platformTokenSessions {
+        for key in platformTokens.due(at: now) {
             guard let record = sessions[key], let revision = record.platformRevision else {
-                platformTokenSessions.remove(key)
+                platformTokens.forget(key)
                 continue
             }
             let current = record.binding.client.platformTokenRevision(for: record.grant)
@@ -268,10 +261,7 @@ extension SessionManager {
             )
             reschedule(key, at: now().addingTimeInterval(delay))
             if let seconds = error.retryAfterSeconds, seconds > 0 {
-                let until = now().addingTimeInterval(Double(min(seconds, 3600)))
-                if providerPauses[key.provider].map({ $0.until < until }) ?? true {
-                    providerPauses[key.provider] = (until, Double(min(seconds, 3600)))
-                }
+                providerPauses.pause(key.provider, retryAfterSeconds: seconds, at: now())
             }
             logger.warning(
                 "refresh failed; retrying",

@@ -25,7 +25,7 @@ extension SessionManager {
                     displayName: record.displayName,
                     refreshOverdueSeconds: overdue,
                     dpopThumbprint: record.tokens?.proofKey?.thumbprint,
-                    notSaved: record.binding.storage == .persistent && record.tokens != nil ? unsaved[key.uid] : nil
+                    notSaved: record.binding.storage == .persistent && record.tokens != nil ? saved.notSaved(uid: key.uid) : nil
                 )
             }
     }
@@ -79,7 +79,7 @@ extension SessionManager {
     func restore(_ saved: [UInt32: [PersistedSession]], bindings: [ProviderID: SessionBinding]) -> Int {
         var restored = 0
         for (uid, list) in saved {
-            persistedUIDs.insert(uid)
+            self.saved.restored(uid: uid)
             var dropped = false
             for session in list {
                 guard let provider = ProviderID(session.provider), let name = SessionName(session.session),
@@ -112,27 +112,10 @@ extension SessionManager {
     /// Synchronous on purpose: nothing else in this actor runs until the file is on disk, so
     /// a caller never holds a token whose refresh token the disk does not know.
     func persist(_ uid: UInt32) {
-        guard let persistence else { return }
+        guard saved.saves else { return }
         let kept = sessions.all.filter { $0.key.uid == uid && $0.value.binding.storage == .persistent }
             .compactMap { key, record in record.tokens.map { (key, record, $0) } }
-        guard !kept.isEmpty || persistedUIDs.contains(uid) else { return }
-        guard let store = persistence.store() else {
-            // SessionPersistence logged why.
-            unsaved[uid] = "the session store cannot be opened (the daemon's log says why)"
-            return
-        }
-        let list = kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in Self.persisted(key, record, tokens) }
-        let start = ContinuousClock.now
-        do {
-            try store.save(list, uid: uid)
-            metrics?.storeWrite(succeeded: true, duration: .now - start)
-            unsaved[uid] = nil
-            if list.isEmpty { persistedUIDs.remove(uid) } else { persistedUIDs.insert(uid) }
-        } catch {
-            metrics?.storeWrite(succeeded: false, duration: .now - start)
-            unsaved[uid] = "\(error)"
-            logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
-        }
+        saved.save(kept.sorted { $0.0 < $1.0 }.map { key, record, tokens in Self.persisted(key, record, tokens) }, uid: uid)
     }
 
     /// A session as it is saved (a sealed file) or handed over (systemd's descriptor store).

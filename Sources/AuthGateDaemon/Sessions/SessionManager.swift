@@ -28,8 +28,8 @@ actor SessionManager {
     }
 
     var sessions: SessionTable
-    /// New sessions whose sign-ins are under way, per uid, with how many sign-ins each.
-    var reserved: [UInt32: [SessionKey: Int]] = [:]
+    /// The most sessions a bounded uid may hold, with the room the sign-ins under way hold.
+    var room: SessionRoom
     var refreshes: [RefreshKey: Task<Result<TokenSet, AuthGateError>, Never>] = [:]
     var queue: RefreshQueue
     var lateness = RefreshLateness()
@@ -38,16 +38,11 @@ actor SessionManager {
     var wakeScheduler: (@Sendable () -> Void)?
     /// When the backlog warning was last logged, per provider.
     var backlogWarnedAt: [ProviderID: Date] = [:]
-    /// Providers that answered a refresh with a `Retry-After` (throttling, an outage): until
-    /// when no background refresh is sent to them, and the window the deferred ones are spread
-    /// over after that. One back-off per provider, not one per session.
-    var providerPauses: [ProviderID: (until: Date, window: TimeInterval)] = [:]
+    /// Providers that asked, with a `Retry-After`, to be left alone for a while.
+    var providerPauses = ProviderPauses()
     var backlogCheckedAt: Date?
-    /// The sessions obtained with a platform token file, and when their files were last looked at.
-    var platformTokenSessions: Set<SessionKey> = []
-    var platformTokensCheckedAt: Date?
-    /// How often those files are looked at for a rotation.
-    var platformTokenCheckInterval: TimeInterval = 5
+    /// The sessions obtained with a platform token file, and when their files are looked at.
+    var platformTokens = PlatformTokenChecks()
     var isShutDown = false
     var nextGeneration: UInt64 = 1
     /// The binding in use per provider, which every new record of the provider shares when
@@ -58,26 +53,18 @@ actor SessionManager {
     let logger: Logger
     /// Where refreshes and session-store writes are counted; `nil` in tests that need none.
     nonisolated let metrics: (any SessionWorkObserver)?
-    /// Where `persistent` sessions are sealed; `nil` keeps everything in memory.
-    let persistence: SessionPersistence?
-    /// The uids that have a sessions file, so that the last persistent session's removal
-    /// deletes it, and memory-only uids never cause a disk access.
-    var persistedUIDs: Set<UInt32> = []
-    /// The uids whose last save failed, with why (the disk is full, the directory is not
-    /// writable, the store cannot be opened): their persistent sessions live in memory only,
-    /// the old file intact, until a save succeeds. Said at sign-in and in `status`.
-    var unsaved: [UInt32: String] = [:]
+    /// The `persistent` sessions' sealed files.
+    var saved: SavedSessions
     /// How long a provider's backlog is warned about once.
     static let backlogWarningInterval: TimeInterval = 60
     /// Narrower tokens cached per session; a new one beyond it replaces the one expiring first.
     static let maximumVariantsPerSession = 16
     /// Refreshes one bounded uid's calls may have at providers at once (of the 16 HTTP threads).
     static let maximumCallerRefreshesPerUser = 4
-    /// Sessions a bounded uid may hold (see ``PeerCredentials/isUnbounded``); `authgated
-    /// --max-sessions-per-user`.
-    let maximumSessionsPerUser: Int
 
     /// - Parameters:
+    ///   - maximumSessionsPerUser: Sessions a bounded uid may hold (see
+    ///     ``PeerCredentials/isUnbounded``); `authgated --max-sessions-per-user`.
     ///   - refreshLimits: Refreshes in flight at once, in all and per provider, so that a daemon
     ///     restored with thousands of expired sessions does not open thousands of connections.
     ///   - now: The clock; injected by tests.
@@ -95,9 +82,9 @@ actor SessionManager {
     ) {
         self.logger = logger
         self.metrics = metrics
-        self.persistence = persistence
+        saved = SavedSessions(persistence: persistence, metrics: metrics, logger: logger)
         queue = RefreshQueue(limits: refreshLimits)
-        self.maximumSessionsPerUser = maximumSessionsPerUser
+        room = SessionRoom(maximumPerUser: maximumSessionsPerUser)
         self.now = now
         self.random = random
         sessions = SessionTable(observer: observer)
@@ -109,25 +96,18 @@ actor SessionManager {
     /// counting the new sessions whose sign-ins are under way (``reserveRoom(for:)``); asked
     /// before a sign-in reaches the provider. Replacing a session is always allowed.
     func ensureRoom(for key: SessionKey) throws(AuthGateError) {
-        guard sessions[key] == nil, reserved[key.uid]?[key] == nil,
-            sessions.count(uid: key.uid) + (reserved[key.uid]?.count ?? 0) >= maximumSessionsPerUser
-        else { return }
-        throw AuthGateError(.rateLimited, "You have \(maximumSessionsPerUser) sessions, the most one user may hold; sign out of some (authgate logout) first.")
+        try room.ensure(for: key, exists: sessions[key] != nil, held: sessions.count(uid: key.uid))
     }
 
     /// ``ensureRoom(for:)``, and the room held for `key` until ``releaseRoom(for:)``: sign-ins
     /// under way at once cannot together pass the limit.
     func reserveRoom(for key: SessionKey) throws(AuthGateError) {
-        try ensureRoom(for: key)
-        guard sessions[key] == nil else { return }
-        reserved[key.uid, default: [:]][key, default: 0] += 1
+        try room.reserve(for: key, exists: sessions[key] != nil, held: sessions.count(uid: key.uid))
     }
 
     /// The sign-in that reserved room for `key` ended (its session stored, or not).
     func releaseRoom(for key: SessionKey) {
-        guard let count = reserved[key.uid]?[key] else { return }
-        reserved[key.uid]?[key] = count > 1 ? count - 1 : nil
-        if reserved[key.uid]?.isEmpty == true { reserved[key.uid] = nil }
+        room.release(key)
     }
 
     /// Stores a fresh sign-in, replacing any session of the same key.
@@ -159,7 +139,7 @@ actor SessionManager {
         if previous?.asksConsent == true, sessions[key]?.asksConsent == false {
             logger.notice("consent switched off by a sign-in: programs get the session's tokens unasked", metadata: key.logMetadata())
         }
-        if sessions[key]?.platformRevision != nil { platformTokenSessions.insert(key) }
+        if sessions[key]?.platformRevision != nil { platformTokens.watch(key) }
         planRefresh(key)
         if binding.storage == .persistent || previous?.binding.storage == .persistent { persist(key.uid) }
         let replaced = previous?.tokens
@@ -169,7 +149,7 @@ actor SessionManager {
             expiresAt: signIn.tokens.expiresAt,
             subject: signIn.subject,
             displayName: signIn.displayName,
-            notSaved: binding.storage == .persistent ? unsaved[key.uid] : nil
+            notSaved: binding.storage == .persistent ? saved.notSaved(uid: key.uid) : nil
         )
         return (result, replaced)
     }
