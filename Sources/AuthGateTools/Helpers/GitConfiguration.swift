@@ -67,6 +67,17 @@ package enum GitConfiguration {
         return (output, nil)
     }
 
+    /// ``coverageWarning(host:useHttpPath:listings:)`` for the providers the daemon at `socket`
+    /// lists, or that they cannot be checked (the lines are written all the same: the
+    /// provider file may come later, but not silently).
+    package static func coverageWarning(host: String, useHttpPath: Bool, socket: String?) -> String? {
+        do throws(ToolFailure) {
+            return coverageWarning(host: host, useHttpPath: useHttpPath, listings: try CredentialHosts.all(socket: socket))
+        } catch {
+            return "cannot check that a provider lists \(Terminal.safe(host)) for git: \(Terminal.safe("\(error)"))"
+        }
+    }
+
     /// What `configure` warns of: `host` is one no provider the caller may use lists for git
     /// (git would then get no token from authgate for it), naming the hosts they do list, or
     /// one only providers with `credential_helper.paths` list while `useHttpPath` is not asked.

@@ -202,3 +202,33 @@ public struct ProviderTestReport: Sendable, Codable, Equatable {
         "\(problem.message) [\(problem.reason.rawValue)]"
     }
 }
+
+extension ProviderTestReport {
+    /// For a person: one line per check (the mark, what was checked, the detail), then the verdict.
+    package var text: String {
+        let labels = [
+            "sign_in": "sign-in", "id_token": "ID token", "claims": "claims", "scopes": "scopes",
+            "access_token_lifetime": "access token lifetime", "refresh_token": "refresh token", "refresh": "forced refresh",
+            "userinfo": "userinfo", "revocation": "revocation", "dpop": "DPoP",
+        ]
+        let width = labels.values.map(\.count).max() ?? 0
+        var text = ""
+        for check in checks {
+            let mark = ["pass": "✓", "warn": "!", "fail": "✗", "skip": "–"][check.outcome.rawValue] ?? "?"
+            let label = labels[check.name] ?? check.name
+            text += "\(mark) \(label)\(String(repeating: " ", count: width - label.count))  \(Terminal.safe(check.detail))\n"
+        }
+        func count(_ outcome: ProviderTestReport.Check.Outcome, _ noun: String) -> String {
+            let number = checks.filter { $0.outcome == outcome }.count
+            return "\(number) \(noun)\(number == 1 ? "" : "s")"
+        }
+        let warned = checks.contains { $0.outcome == .warn }
+        switch (passed, warned) {
+        case (true, false): text += "\(provider): every check passed.\n"
+        case (true, true): text += "\(provider): no check failed; \(count(.warn, "warning")).\n"
+        case (false, false): text += "\(provider): \(count(.fail, "check")) failed.\n"
+        case (false, true): text += "\(provider): \(count(.fail, "check")) failed; \(count(.warn, "warning")).\n"
+        }
+        return text
+    }
+}

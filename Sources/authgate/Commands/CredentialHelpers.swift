@@ -48,16 +48,8 @@ struct GitCredential: ParsableCommand {
         switch operation {
         case "configure", "unconfigure":
             guard let host else { throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST") }
-            if operation == "configure" {
-                // Written all the same (the provider file may come later), but not silently.
-                do {
-                    let listings = try CredentialHosts.all(socket: global.socket)
-                    if let warning = GitConfiguration.coverageWarning(host: host, useHttpPath: useHttpPath, listings: listings) {
-                        Terminal.writeError("authgate: warning: \(warning)\n")
-                    }
-                } catch {
-                    Terminal.writeError("authgate: warning: cannot check that a provider lists \(Terminal.safe(host)) for git: \(Terminal.safe("\(error)"))\n")
-                }
+            if operation == "configure", let warning = GitConfiguration.coverageWarning(host: host, useHttpPath: useHttpPath, socket: global.socket) {
+                Terminal.writeError("authgate: warning: \(warning)\n")
             }
             let done = try GitConfiguration.apply(configure: operation == "configure", host: host, useHttpPath: useHttpPath)
             print(done.output, terminator: "")

@@ -44,36 +44,8 @@ struct ProviderTest: ParsableCommand {
         if global.json {
             try global.printJSON(report)
         } else {
-            print(Self.text(report), terminator: "")
+            print(report.text, terminator: "")
         }
         if !report.passed { throw ExitCode(ToolFailure.checkFailed) }
-    }
-
-    /// One line per check: the mark, what was checked, the detail.
-    static func text(_ report: ProviderTestReport) -> String {
-        let labels = [
-            "sign_in": "sign-in", "id_token": "ID token", "claims": "claims", "scopes": "scopes",
-            "access_token_lifetime": "access token lifetime", "refresh_token": "refresh token", "refresh": "forced refresh",
-            "userinfo": "userinfo", "revocation": "revocation", "dpop": "DPoP",
-        ]
-        let width = labels.values.map(\.count).max() ?? 0
-        var text = ""
-        for check in report.checks {
-            let mark = ["pass": "✓", "warn": "!", "fail": "✗", "skip": "–"][check.outcome.rawValue] ?? "?"
-            let label = labels[check.name] ?? check.name
-            text += "\(mark) \(label)\(String(repeating: " ", count: width - label.count))  \(Terminal.safe(check.detail))\n"
-        }
-        func count(_ outcome: ProviderTestReport.Check.Outcome, _ noun: String) -> String {
-            let number = report.checks.filter { $0.outcome == outcome }.count
-            return "\(number) \(noun)\(number == 1 ? "" : "s")"
-        }
-        let warned = report.checks.contains { $0.outcome == .warn }
-        switch (report.passed, warned) {
-        case (true, false): text += "\(report.provider): every check passed.\n"
-        case (true, true): text += "\(report.provider): no check failed; \(count(.warn, "warning")).\n"
-        case (false, false): text += "\(report.provider): \(count(.fail, "check")) failed.\n"
-        case (false, true): text += "\(report.provider): \(count(.fail, "check")) failed; \(count(.warn, "warning")).\n"
-        }
-        return text
     }
 }

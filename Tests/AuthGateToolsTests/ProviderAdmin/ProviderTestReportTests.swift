@@ -137,4 +137,14 @@ struct ProviderTestReportTests {
             ]
         )
     }
+
+    @Test("for a person: a line per check with its mark and label, then the verdict")
+    func text() {
+        let report = ProviderTestReport(signIn: signIn, inspection: inspection { $0.accessTokenLifetimeSeconds = nil }, signOut: revoked)
+        let lines = report.text.split(separator: "\n").map(String.init)
+        #expect(lines.count == report.checks.count + 1)
+        #expect(lines.first?.hasPrefix("✓ sign-in") == true, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("✓ forced refresh") })
+        #expect(lines.last == "corp: every check passed.")
+    }
 }
