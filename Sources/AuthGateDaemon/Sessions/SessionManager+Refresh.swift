@@ -102,17 +102,14 @@ extension SessionManager {
         return overdue
     }
 
-    /// A provider slower than its sessions need: said once per ``backlogWarningInterval``,
+    /// A provider slower than its sessions need: said once per ``BacklogWarnings/interval``,
     /// with how many sessions wait and how late the oldest is. Looked at most once a second
     /// (it reads every session), and only while some provider's line is not empty.
     func warnAboutBacklogs(now: Date) {
-        guard !queue.providersWaiting.isEmpty, backlogCheckedAt.map({ now.timeIntervalSince($0) >= 1 }) ?? true else { return }
-        backlogCheckedAt = now
+        guard !queue.providersWaiting.isEmpty, backlogWarnings.looks(at: now) else { return }
         for (provider, backlog) in overdue(at: now).sorted(by: { $0.key < $1.key }) {
             // A second's wait is within the scheduler's precision, not a slow provider.
-            guard backlog.oldest >= 1 else { continue }
-            if let warned = backlogWarnedAt[provider], now.timeIntervalSince(warned) < Self.backlogWarningInterval { continue }
-            backlogWarnedAt[provider] = now
+            guard backlog.oldest >= 1, backlogWarnings.warns(about: provider, at: now) else { continue }
             logger.warning(
                 "refreshes fall behind: the provider is slower than its sessions need",
                 metadata: [

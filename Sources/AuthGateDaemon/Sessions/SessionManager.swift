@@ -36,11 +36,10 @@ actor SessionManager {
     /// When ``RefreshScheduler`` looks next (`nil`: when woken), and how to wake it sooner.
     var schedulerWakesAt: Date?
     var wakeScheduler: (@Sendable () -> Void)?
-    /// When the backlog warning was last logged, per provider.
-    var backlogWarnedAt: [ProviderID: Date] = [:]
+    /// When providers' backlogs are looked at and warned about.
+    var backlogWarnings = BacklogWarnings()
     /// Providers that asked, with a `Retry-After`, to be left alone for a while.
     var providerPauses = ProviderPauses()
-    var backlogCheckedAt: Date?
     /// The sessions obtained with a platform token file, and when their files are looked at.
     var platformTokens = PlatformTokenChecks()
     var isShutDown = false
@@ -55,8 +54,6 @@ actor SessionManager {
     nonisolated let metrics: (any SessionWorkObserver)?
     /// The `persistent` sessions' sealed files.
     var saved: SavedSessions
-    /// How long a provider's backlog is warned about once.
-    static let backlogWarningInterval: TimeInterval = 60
     /// Narrower tokens cached per session; a new one beyond it replaces the one expiring first.
     static let maximumVariantsPerSession = 16
     /// Refreshes one bounded uid's calls may have at providers at once (of the 16 HTTP threads).
