@@ -165,7 +165,7 @@ let package = Package(
         .executableTarget(
             name: "authgate-bench",
             dependencies: [
-                "AuthGateCore", "AuthGateRPC", "CLinux",
+                "AuthGateClient", "AuthGateCore", "AuthGateRPC", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

@@ -265,9 +265,9 @@ extension AuthGateClient {
     }
 
     /// A watch on the calling thread: `handle` gets each event and says whether to go on.
-    /// Returns when the daemon closes the connection or `handle` says stop. `authgate sink` runs
-    /// this; ``watch(provider:session:minimumValidity:waitForSignIn:)`` runs it on a Dispatch thread.
-    public static func watchBlocking(
+    /// Returns when the daemon closes the connection or `handle` says stop. ``TokenFollower``
+    /// runs this; ``watch(provider:session:minimumValidity:waitForSignIn:)`` runs it on a Dispatch thread.
+    static func watchBlocking(
         on connection: RPCConnection,
         _ params: TokenParams,
         _ handle: (TokenWatchEvent) -> Bool

@@ -1,4 +1,6 @@
 import ArgumentParser
+import AuthGateClient
+import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Synchronization
@@ -107,10 +109,8 @@ struct AuthGateBench: ParsableCommand {
         defer { floorServer.stop() }
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "hot", providers: ["mock.json": Self.mockProvider])
         defer { daemon.stop() }
-        let login = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
-        guard login.contains(#""result""#) else { throw BenchError("login failed: \(login)") }
-        let token = try daemon.call(Self.tokenRequest)
-        guard token.contains("access_token") else { throw BenchError("token failed: \(token)") }
+        try daemon.signIn()
+        _ = try daemon.client.callBlocking(.token, TokenParams(provider: "mock"), as: TokenResult.self)
 
         var rows: [[String]] = []
         for mode in [LoadGenerator.Mode.connectionPerRequest, .keepAlive] {
@@ -166,7 +166,7 @@ struct AuthGateBench: ParsableCommand {
                     providers: ["mock.json": Self.mockProvider],
                     arguments: metrics ? [] : ["--no-metrics"]
                 )
-                _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+                try daemon.signIn()
                 for (mode, clients) in loads {
                     let result = try LoadGenerator(program: load, socketPath: daemon.socketPath, requestLine: Self.tokenRequest)
                         .run(clients: clients, mode: mode, duration: seconds)
@@ -198,7 +198,7 @@ struct AuthGateBench: ParsableCommand {
         let provider =
             #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 86400, "credential_helper": {"hosts": ["git.example.com"]}}"#
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "cli", providers: ["mock.json": provider])
-        _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        try daemon.signIn()
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath, "PATH": "/usr/bin:/bin"]
         let authgate = cli ?? binDirectory + "/authgate"
         // git runs its helper by name: a link, as scripts/install makes.
@@ -287,19 +287,14 @@ struct AuthGateBench: ParsableCommand {
     func signIn(_ daemon: BenchDaemon, provider: String, from: Int, to: Int, workers: Int = 8) throws {
         let failures = Mutex(0)
         let done = DispatchGroup()
-        let socketPath = daemon.socketPath
+        let client = daemon.client
         for worker in 0..<workers {
             done.enter()
             Thread {
                 defer { done.leave() }
-                guard let connection = try? RPCConnection(path: socketPath) else {
-                    failures.withLock { $0 += 1 }
-                    return
-                }
                 for index in stride(from: from + worker, to: to, by: workers) {
-                    let line =
-                        #"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"\#(provider)","username":"demo","password":"demo-password-1","session":"s\#(index)"}}"#
-                    if (try? connection.call(line))?.contains(#""result""#) != true { failures.withLock { $0 += 1 } }
+                    let params = LoginParams(provider: provider, grant: nil, username: "demo", password: Secret("demo-password-1"), session: "s\(index)")
+                    if (try? client.callBlocking(.login, params, as: LoginResult.self)) == nil { failures.withLock { $0 += 1 } }
                 }
             }.start()
         }
@@ -336,8 +331,8 @@ struct AuthGateBench: ParsableCommand {
         let ready = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
         var validated = 0.0
         while validated == 0 {
-            let list = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"providers.list"}"#)
-            if list.components(separatedBy: #""status":"ready""#).count - 1 == 50 {
+            let providers = try daemon.client.callBlocking(.providersList, EmptyResult(), as: [ProviderInfo].self)
+            if providers.filter({ $0.status == .ready }).count == 50 {
                 validated = Double(DispatchTime.now().uptimeNanoseconds - began) / 1e9
             } else {
                 usleep(10_000)

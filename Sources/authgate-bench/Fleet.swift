@@ -1,3 +1,5 @@
+import AuthGateClient
+import AuthGateCore
 import AuthGateRPC
 import Foundation
 import Synchronization
@@ -36,7 +38,6 @@ extension AuthGateBench {
             {"type": "oauth2", "endpoints": {"token": "\#(provider.issuer)/token"}, "client_id": "fleet",
              "client_secret_file": "\#(work.path)/fleet.secret", "grants": ["client_credentials"], "tls": {"ca_file": "\#(provider.caFile)"}}
             """#
-        let request = #"{"jsonrpc":"2.0","id":1,"method":"token","params":{"provider":"svc"}}"#
 
         // posix_spawn, not Foundation's Process (~30 ms a start here): the fleet starts within a second.
         var daemons: [FleetDaemon] = []
@@ -67,17 +68,20 @@ extension AuthGateBench {
         let reasons = Mutex<[String: Int]>([:])
         var callers: [Thread] = []
         for (index, daemon) in daemons.enumerated() {
-            let socketPath = daemon.socketPath
+            let client = AuthGateClient(socketPath: daemon.socketPath)
             let caller = Thread {
                 let deadline = elapsed() + 60
                 while elapsed() < deadline {
-                    if let answer = try? RPCConnection(path: socketPath).call(request) {
-                        if answer.contains("access_token") {
-                            served.withLock { $0[index] = elapsed() }
-                            return
-                        }
-                        let reason = answer.range(of: #""reason":"([a-z_]+)""#, options: .regularExpression).map { String(answer[$0].dropFirst(10).dropLast()) }
-                        reasons.withLock { $0[reason ?? "unreadable answer", default: 0] += 1 }
+                    do throws(RPCClientError) {
+                        _ = try client.callBlocking(.token, TokenParams(provider: "svc"), as: TokenResult.self)
+                        served.withLock { $0[index] = elapsed() }
+                        return
+                    } catch .remote(let refusal) {
+                        reasons.withLock { $0[refusal.reason.rawValue, default: 0] += 1 }
+                    } catch .protocolError {
+                        reasons.withLock { $0["unreadable answer", default: 0] += 1 }
+                    } catch {
+                        // Not listening yet.
                     }
                     usleep(500_000)
                 }

@@ -1,3 +1,5 @@
+import AuthGateClient
+import AuthGateCore
 import AuthGateRPC
 import CLinux
 import Foundation
@@ -71,7 +73,7 @@ final class BenchDaemon {
 
     func waitUntilServingSocket(timeout: Double = 30) throws {
         let deadline = Date().addingTimeInterval(timeout)
-        while (try? call(#"{"jsonrpc":"2.0","id":1,"method":"daemon.info"}"#)) == nil {
+        while (try? client.callBlocking(.daemonInfo, EmptyResult(), as: DaemonInfo.self)) == nil {
             guard Date() < deadline, process.isRunning else { throw BenchError("authgated did not start serving \(socketPath)") }
             usleep(2_000)
         }
@@ -88,9 +90,13 @@ final class BenchDaemon {
         return (field("VmRSS"), field("RssAnon"))
     }
 
-    /// One request on a new connection; the raw answer line.
-    func call(_ line: String) throws -> String {
-        try RPCConnection(path: socketPath).call(line)
+    /// The daemon's client, for the harness's own calls (the measured load is bench/load.c).
+    var client: AuthGateClient { AuthGateClient(socketPath: socketPath) }
+
+    /// Signs the demo user in to `provider`'s session `session` (its default session: `nil`).
+    func signIn(provider: String = "mock", session: String? = nil) throws {
+        let params = LoginParams(provider: provider, grant: nil, username: "demo", password: Secret("demo-password-1"), session: session)
+        _ = try client.callBlocking(.login, params, as: LoginResult.self)
     }
 
     func stop() {
@@ -100,16 +106,6 @@ final class BenchDaemon {
     }
 
     deinit { stop() }
-}
-
-extension RPCConnection {
-    /// One raw request line and its raw answer line, for the harness's own calls (the measured
-    /// load is bench/load.c).
-    func call(_ line: String) throws -> String {
-        try send(Array((line + "\n").utf8))
-        guard let answer = try receiveLine() else { throw BenchError("the daemon closed the connection") }
-        return String(decoding: answer, as: UTF8.self)
-    }
 }
 
 /// Runs `arguments` `runs` times in a row with posix_spawn (stdout to /dev/null) and returns

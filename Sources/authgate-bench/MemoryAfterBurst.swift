@@ -19,7 +19,7 @@ extension AuthGateBench {
             providers: ["mock.json": Self.mockProvider],
             arguments: ["--max-connections", "512"]
         )
-        _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        try daemon.signIn()
         usleep(500_000)
         let before = daemon.residentKiB
         var descriptors: [Int32] = []

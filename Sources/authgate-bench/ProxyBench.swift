@@ -26,8 +26,7 @@ extension AuthGateBench {
         }
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "proxy", providers: ["mock.json": Self.mockProvider])
         defer { daemon.stop() }
-        let login = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
-        guard login.contains(#""result""#) else { throw BenchError("login failed: \(login)") }
+        try daemon.signIn()
         let environment = ["AUTHGATE_SOCKET": daemon.socketPath]
 
         let upstream = try Nginx(work: work, name: "upstream", workers: "1") { port in

@@ -1,3 +1,4 @@
+import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import Foundation
@@ -69,7 +70,7 @@ extension AuthGateBench {
         for provider in load.providers {
             try signIn(daemon, provider: provider.id, from: 0, to: provider.sessions, workers: 64)
         }
-        let connection = try RPCConnection(path: daemon.socketPath)
+        let client = daemon.client
         var samples: [String: Int] = [:]
         var expired: [String: Int] = [:]
         var started: [Int] = []
@@ -79,26 +80,12 @@ extension AuthGateBench {
         for second in 0...load.seconds {
             let wake = began.addingTimeInterval(Double(second))
             if wake > Date() { usleep(useconds_t(wake.timeIntervalSinceNow * 1_000_000)) }
-            let status = try RPCCoding.makeDecoder().decode(
-                Response<[SessionStatus]>.self,
-                from: Data(
-                    connection.call(
-                        #"{"jsonrpc":"2.0","id":1,"method":"status"}"#
-                    ).utf8
-                )
-            ).result
+            let status = try client.callBlocking(.status, StatusParams(), as: [SessionStatus].self)
             for session in status {
                 samples[session.provider, default: 0] += 1
                 if session.state == .expired || session.state == .loginRequired { expired[session.provider, default: 0] += 1 }
             }
-            let info = try RPCCoding.makeDecoder().decode(
-                Response<DaemonInfo>.self,
-                from: Data(
-                    connection.call(
-                        #"{"jsonrpc":"2.0","id":1,"method":"daemon.info"}"#
-                    ).utf8
-                )
-            ).result
+            let info = try client.callBlocking(.daemonInfo, EmptyResult(), as: DaemonInfo.self)
             last = info.refresh
             started.append(info.refresh?.started ?? 0)
             if second % 10 == 0 { rss.append(daemon.residentKiB.total) }
@@ -119,9 +106,4 @@ extension AuthGateBench {
             ]
         }
     }
-}
-
-/// A JSON-RPC answer with its result.
-struct Response<Result: Decodable>: Decodable {
-    var result: Result
 }

@@ -1,3 +1,4 @@
+import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import Foundation
@@ -16,7 +17,7 @@ extension AuthGateBench {
             #"{"type": "mock", "users": [{"username": "demo", "password": "demo-password-1"}], "access_token_lifetime_seconds": 4, "refresh": {"before_expiry_seconds": 1}}"#
         let daemon = try BenchDaemon(binary: binDirectory + "/authgated", work: work, name: "sink", providers: ["mock.json": provider])
         defer { daemon.stop() }
-        _ = try daemon.call(#"{"jsonrpc":"2.0","id":1,"method":"login","params":{"provider":"mock","username":"demo","password":"demo-password-1"}}"#)
+        try daemon.signIn()
         let file = work.path + "/sink-token"
         let sink = Process()
         sink.executableURL = URL(fileURLWithPath: cli ?? binDirectory + "/authgate")
@@ -31,20 +32,24 @@ extension AuthGateBench {
         // The bench's own watch: token → when its notification arrived.
         let announced = Mutex<[String: UInt64]>([:])
         let watching = DispatchSemaphore(value: 0)
-        let socketPath = daemon.socketPath
+        // A follower (AuthGateClient's), read on the thread it runs on: its first token is the
+        // current one, the watch's answer; each one after it is a refresh's notification.
+        let follower = TokenFollower(socketPath: daemon.socketPath, params: TokenParams(provider: "mock"))
+        let stop = FollowStop()
+        defer { stop.stop() }
         let reader = Thread {
-            guard let watch = try? RPCConnection(path: socketPath),
-                (try? watch.call(#"{"jsonrpc":"2.0","id":1,"method":"token.watch","params":{"provider":"mock"}}"#)) != nil
-            else {
-                watching.signal()
-                return
-            }
-            watching.signal()
-            while let line = try? watch.receiveLine() {
+            var answered = false
+            try? follower.run(stop: stop) { event in
                 let now = DispatchTime.now().uptimeNanoseconds
-                guard let change = try? RPCCoding.makeDecoder().decode(RPCNotification<TokenChanged>.self, from: Data(line)) else { continue }
-                announced.withLock { $0[change.params.accessToken.exposedValue] = now }
+                guard answered else {
+                    answered = true
+                    watching.signal()
+                    return true
+                }
+                if case .token(let token) = event { announced.withLock { $0[token.accessToken.exposedValue] = now } }
+                return true
             }
+            if !answered { watching.signal() }
         }
         reader.start()
         watching.wait()
