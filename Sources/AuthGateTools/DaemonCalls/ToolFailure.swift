@@ -18,7 +18,7 @@ package struct ToolFailure: Error, CustomStringConvertible {
     }
 
     /// Arguments a step finds missing when it runs: status 64, printed as a usage error.
-    package static func usage(_ description: String) -> ToolFailure {
+    package static func usageError(_ description: String) -> ToolFailure {
         var failure = ToolFailure(description, status: usage)
         failure.showsUsage = true
         return failure

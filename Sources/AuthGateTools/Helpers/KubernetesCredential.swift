@@ -30,7 +30,7 @@ package enum KubernetesCredential {
 
     /// The `token` (or, with an audience, `token.exchange`) result: for the plain plugin (no
     /// scope, audience or refresh), kubectl's call before each of its requests, a plain call.
-    package static func fetch(provider: String, session: String?, socket: String?, options: Options, force: Bool) throws(ToolFailure) -> SessionToken {
+    private static func fetch(provider: String, session: String?, socket: String?, options: Options, force: Bool) throws(ToolFailure) -> SessionToken {
         let daemon = DaemonConnection(socket: socket)
         if !force, options.isPlain {
             var params: [String: JSONValue] = ["min_valid_seconds": .number(60), "provider": .string(provider)]

@@ -57,10 +57,10 @@ package struct AccountRegistration {
         }
         let interactive = Terminal.stdinIsTerminal && !passwordStdin
         guard let username = username ?? (interactive ? Terminal.ask("New user name at \(provider): ") : nil) else {
-            throw ToolFailure.usage("Give --username (there is no terminal to ask on).")
+            throw ToolFailure.usageError("Give --username (there is no terminal to ask on).")
         }
         guard let email = email ?? (interactive ? Terminal.ask("Email address: ") : nil) else {
-            throw ToolFailure.usage("Give --email (there is no terminal to ask on).")
+            throw ToolFailure.usageError("Give --email (there is no terminal to ask on).")
         }
         let password: String
         let confirmation: String

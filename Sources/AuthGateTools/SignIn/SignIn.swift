@@ -65,7 +65,7 @@ package struct SignIn {
             return try Self.report(result, daemon: daemon, verb: "Signed in to")
         }
         guard let username = username ?? (Terminal.stdinIsTerminal ? Terminal.ask("Username for \(provider): ") : nil) else {
-            throw ToolFailure.usage("Give --username (there is no terminal to ask on).")
+            throw ToolFailure.usageError("Give --username (there is no terminal to ask on).")
         }
         let password = Terminal.readPassword(passwordStdin: passwordStdin, prompt: "Password for \(username) at \(provider): ")
         let params = LoginParams(
