@@ -126,12 +126,13 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        // The CLI's logic, tested in process (AuthGateToolsTests): the terminal, the token file
-        // the sink and exec write, the sink's handling of a followed session, exec's supervisor,
-        // the sink's --on-change runner, the ID token's claims, the QR code, the daemon call,
-        // git's and docker's credential protocols, the providers directory, a registration's
-        // plan and a registered client's files. The `authgate` executable parses commands and
-        // calls it.
+        // The CLI's logic, tested in process (AuthGateToolsTests, in the same folders): the
+        // daemon calls through AuthGateClient and the one failure type (DaemonCalls), sign-in
+        // (SignIn: the grant's choice, the interactive and point-of-use flows, registration),
+        // git's, docker's and kubectl's helpers (Helpers), the sink, exec's supervisor, token's
+        // calls (TokenDelivery), provider add/remove/test (ProviderAdmin), the terminal and the
+        // QR code (Terminal). The `authgate` executable parses commands, prints, and keeps
+        // what only a process has (exec, signals).
         .target(
             name: "AuthGateTools",
             dependencies: ["AuthGateClient", "AuthGateCore", "AuthGateRPC", "CLinux"],
