@@ -87,3 +87,25 @@ package struct DockerCredentialHelper {
         }
     }
 }
+
+extension DockerCredentialHelper {
+    /// The helper as docker runs it (`docker-credential-authgate ACTION`, one action, without
+    /// the argument parser: its usage errors are not docker's), and `configure` or `unconfigure
+    /// REGISTRY`. A failed step is answered as docker's own helpers answer one: its sentence on
+    /// stdout (docker shows what a helper printed there), failed.
+    /// - Throws: Only `configure`'s and `unconfigure`'s failures, which are a person's, not docker's.
+    package func serve(_ arguments: [String], input: () -> String) throws -> Answer {
+        if let first = arguments.first, first == "configure" || first == "unconfigure" {
+            guard arguments.count == 2 else {
+                throw ToolFailure("\(first) needs the registry: \(Self.name) \(first) REGISTRY [invalid_params]", status: ToolFailure.usage)
+            }
+            return Answer(output: try DockerConfiguration.apply(configure: first == "configure", registry: arguments[1]))
+        }
+        guard arguments.count == 1 else { return Answer(output: Self.usage, failed: true) }
+        do {
+            return try perform(arguments[0], input: input)
+        } catch let failure as ToolFailure {
+            return Answer(output: "authgate: \(failure)", failed: true)
+        }
+    }
+}

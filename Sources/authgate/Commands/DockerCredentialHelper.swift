@@ -34,38 +34,14 @@ struct DockerCredential: ParsableCommand {
     @Argument(help: "configure, unconfigure: the registry (host or host:port) whose credHelpers entry to write or remove.")
     var registry: String?
 
-    /// What docker matches to tell "no credentials" from a failure.
-    static let name = DockerCredentialHelper.name
-
     func run() throws {
         try Self.serve([operation] + (registry.map { [$0] } ?? []), socket: global.socket)
     }
 
-    /// The helper as docker runs it (`docker-credential-authgate ACTION`), without the argument
-    /// parser: its usage errors are not docker's.
+    /// The helper as docker runs it (``DockerCredentialHelper/serve(_:input:)``): its answer on
+    /// stdout, its note on stderr, exit status 1 when it failed.
     static func serve(_ arguments: [String], socket: String?) throws {
-        if let first = arguments.first, first == "configure" || first == "unconfigure" {
-            guard arguments.count == 2 else {
-                throw ToolFailure("\(first) needs the registry: \(name) \(first) REGISTRY [invalid_params]", status: ToolFailure.usage)
-            }
-            return print(try DockerConfiguration.apply(configure: first == "configure", registry: arguments[1]))
-        }
-        do {
-            guard arguments.count == 1 else {
-                print(DockerCredentialHelper.usage)
-                throw ExitCode(1)
-            }
-            try perform(arguments[0], socket: socket)
-        } catch let failure as ToolFailure {
-            // docker reads a helper's error from its stdout.
-            print("authgate: \(failure)")
-            throw ExitCode(1)
-        }
-    }
-
-    /// docker's `action` (``DockerCredentialHelper``): its answer on stdout, its note on stderr.
-    private static func perform(_ action: String, socket: String?) throws {
-        let answer = try DockerCredentialHelper(socket: socket).perform(action) { readLine(strippingNewline: true) ?? "" }
+        let answer = try DockerCredentialHelper(socket: socket).serve(arguments) { readLine(strippingNewline: true) ?? "" }
         if !answer.output.isEmpty { print(answer.output) }
         if let note = answer.note { Terminal.writeError("authgate: \(note)\n") }
         if answer.failed { throw ExitCode(1) }

@@ -69,4 +69,17 @@ struct DockerCredentialHelperTests {
         let unknown = try offline.perform("steal\u{1B}[2J") { "" }
         #expect(unknown.failed && unknown.output == #"docker-credential-authgate: unknown action: steal\u{1B}[2J"#)
     }
+
+    @Test(
+        "as docker runs it: one action, else the usage (failed); a failed step is its sentence on stdout, failed; configure without a registry is thrown (status 64)"
+    )
+    func serve() throws {
+        let scratch = try ScratchDirectory()
+        let offline = helper(scratch.path + "/none.sock")
+        #expect(try offline.serve(["get", "extra"]) { "" } == DockerCredentialHelper.Answer(output: DockerCredentialHelper.usage, failed: true))
+        let unreachable = try offline.serve(["list"]) { "" }
+        #expect(unreachable.failed && unreachable.output.hasPrefix("authgate: ") && unreachable.output.contains("/none.sock"), "\(unreachable)")
+        let usage = #expect(throws: ToolFailure.self) { try offline.serve(["configure"]) { "" } }
+        #expect(usage?.status == ToolFailure.usage && usage?.description.hasSuffix("[invalid_params]") == true)
+    }
 }
