@@ -154,6 +154,9 @@ struct SignInMethods: Sendable {
         }
     }
 
+    /// A sign-in by `perform` at the provider, within the caller's share of provider requests,
+    /// and its session stored; counted and logged either way. A new session's room is held
+    /// around it unless `reservingRoom` is false (a first-use sign-in holds it itself).
     func signIn(
         _ key: SessionKey,
         _ configuration: ProviderConfiguration,
@@ -193,7 +196,7 @@ struct SignInMethods: Sendable {
     /// before its first token is published), whatever becomes of the sign-in; no longer asking
     /// only when a sign-in a person made (a password, a device or browser sign-in) succeeds, and
     /// never for a service grant, which any program of the uid can make.
-    func consentChoice(_ confirm: Bool?, for key: SessionKey, grant: Grant) async throws(AuthGateError) -> ConsentChoice {
+    private func consentChoice(_ confirm: Bool?, for key: SessionKey, grant: Grant) async throws(AuthGateError) -> ConsentChoice {
         switch confirm {
         case nil:
             return .keep
