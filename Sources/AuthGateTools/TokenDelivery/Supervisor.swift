@@ -62,6 +62,32 @@ package final class Supervisor {
         self.onChange = onChange
     }
 
+    /// `authgate exec --restart-on-change` or `--signal-on-change`: the session's token now and
+    /// the token file's directory opened, then ``run(first:follower:)`` with a follower of the
+    /// session (whose notices go to standard error).
+    /// - Parameter tokenFile: The file the token is kept in, as the user named it.
+    package static func supervise(
+        command: [String],
+        variable: String,
+        tokenFile: String?,
+        signals: Int32,
+        onChange: OnChange,
+        params: TokenParams,
+        daemon: DaemonConnection
+    ) throws -> Int32 {
+        let first = try daemon.call(.token, params, as: TokenResult.self)
+        var file: TokenFile?
+        if let tokenFile {
+            switch FileTrust.openDirectory(of: tokenFile, as: .tokenFile) {
+            case .success(let directory): file = TokenFile(directory, shown: tokenFile)
+            case .failure(let problem):
+                throw ToolFailure("the supervisor writes no token file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
+            }
+        }
+        let follower = TokenFollower(socketPath: daemon.socketPath, params: params) { Terminal.writeError("authgate exec: \(Terminal.safe($0))\n") }
+        return try Supervisor(command: command, variable: variable, tokenFile: file, signals: signals, onChange: onChange).run(first: first, follower: follower)
+    }
+
     /// Runs the command until it ends (not for a restart); returns the exit status to pass on.
     package func run(first: TokenResult, follower: TokenFollower) throws -> Int32 {
         var pipeEnds: [Int32] = [0, 0]

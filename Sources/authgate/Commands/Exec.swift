@@ -94,29 +94,16 @@ struct Exec: ParsableCommand {
         guard signals >= 0 else {
             throw ToolFailure("cannot handle signals: \(String(cString: strerror(errno))).", status: ToolFailure.internalError)
         }
-        let params = TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid)
-        let first = try global.daemon.call(.token, params, as: TokenResult.self)
-        var file: TokenFile?
-        if let tokenFile {
-            switch FileTrust.openDirectory(of: tokenFile, as: .tokenFile) {
-            case .success(let directory): file = TokenFile(directory, shown: tokenFile)
-            case .failure(let problem):
-                throw ToolFailure("the supervisor writes no token file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
-            }
-        }
-        let supervisor = Supervisor(
+        let status = try Supervisor.supervise(
             command: command,
             variable: env,
-            tokenFile: file,
+            tokenFile: tokenFile,
             signals: signals,
-            onChange: restartOnChange ? .restart : .signal(Supervisor.OnChange.signalNumber(signalOnChange ?? "") ?? SIGHUP)
+            onChange: restartOnChange ? .restart : .signal(Supervisor.OnChange.signalNumber(signalOnChange ?? "") ?? SIGHUP),
+            params: TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid),
+            daemon: global.daemon
         )
-        let follower = TokenFollower(
-            socketPath: global.socket ?? SocketLocation.forClient(),
-            params: params,
-            notice: { Terminal.writeError("authgate exec: \(Terminal.safe($0))\n") }
-        )
-        throw ExitCode(try supervisor.run(first: first, follower: follower))
+        throw ExitCode(status)
     }
 
     /// Without a supervisor: `execvp`, as always.

@@ -83,4 +83,14 @@ struct GitConfigurationTests {
         process.waitUntilExit()
         return process.terminationStatus
     }
+
+    @Test("configure's check when the daemon cannot be asked: a warning that says so, with where it looked")
+    func coverageUnchecked() throws {
+        let scratch = try ScratchDirectory()
+        let warning = GitConfiguration.coverageWarning(host: "git.example.com", useHttpPath: false, socket: scratch.path + "/none.sock")
+        #expect(
+            warning?.hasPrefix("cannot check that a provider lists git.example.com for git: ") == true && warning?.contains("/none.sock") == true,
+            "\(warning ?? "")"
+        )
+    }
 }
