@@ -1,5 +1,4 @@
 import ArgumentParser
-import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import AuthGateTools

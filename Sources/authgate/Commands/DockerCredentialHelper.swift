@@ -1,12 +1,5 @@
 import ArgumentParser
-import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
-import FoundationEssentials
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `docker-credential-authgate get|list|store|erase|version`: the docker-credential-helpers
 /// protocol, answered as docker/docker-credential-helpers' own helpers answer it: errors on

@@ -4,8 +4,6 @@ import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
 import CLinux
-import Dispatch
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,6 +1,5 @@
 import ArgumentParser
 import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
 import FoundationEssentials
 

@@ -1,8 +1,6 @@
 import ArgumentParser
 import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
-import FoundationEssentials
 
 struct Login: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,4 @@
 import ArgumentParser
-import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
 
 /// `authgate provider test NAME`: a sign-in into a session of its own, then what the provider
