@@ -304,7 +304,8 @@ let package = Package(
 // dynamically: `--static-swift-stdlib` would link the test bundle statically too, and Swift
 // Testing has no static library. The dependencies keep their ordinary flags. A static
 // FoundationEssentials needs _FoundationCollections and _FoundationCShims, which a module
-// compiled for the dynamic runtime does not name: they are given to the linker here.
+// compiled for the dynamic runtime does not name: they are given to the linker here. The
+// executables export `main` only (Sources/exports.map says why).
 if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
     for index in package.targets.indices where package.targets[index].type == .regular && package.targets[index].name.hasPrefix("AuthGate") {
         package.targets[index].swiftSettings =
@@ -320,7 +321,12 @@ if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
     }
     for index in package.targets.indices where ["authgated", "authgate"].contains(package.targets[index].name) {
         package.targets[index].linkerSettings =
-            (package.targets[index].linkerSettings ?? []) + [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"])]
+            (package.targets[index].linkerSettings ?? []) + [
+                .unsafeFlags([
+                    "-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims",
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/exports.map",
+                ])
+            ]
     }
 }
 
