@@ -2,7 +2,8 @@ import AuthGateCore
 import FoundationEssentials
 import Logging
 
-/// What `status` and `daemon.info` show of the sessions, and their sealed copies on disk.
+/// What `status`, `daemon.info` and `session.inspect` show of the sessions, and their sealed
+/// copies on disk.
 extension SessionManager {
     // MARK: Status
 
@@ -50,6 +51,12 @@ extension SessionManager {
 
     /// The narrower tokens cached for `key` (bounded by ``maximumVariantsPerSession``).
     func variantCount(for key: SessionKey) -> Int { sessions[key]?.variants.count ?? 0 }
+
+    /// The current tokens of `key`, how and when they were obtained (`session.inspect`).
+    func inspection(of key: SessionKey) -> (grant: Grant, tokens: TokenSet, obtainedAt: Date)? {
+        guard let record = sessions[key], let tokens = record.tokens else { return nil }
+        return (record.grant, tokens, record.obtainedAt)
+    }
 
     /// Whether the session exists, in any state.
     func exists(_ key: SessionKey) -> Bool { sessions[key] != nil }
