@@ -8,6 +8,8 @@ import FoundationEssentials
 package struct ToolFailure: Error, CustomStringConvertible {
     package var description: String
     package var status: Int32
+    /// The daemon's reason, when the daemon refused a call (the sentence ends with it too).
+    package var reason: ErrorReason?
     /// Printed as ArgumentParser prints a usage error (with the command's usage line), for the
     /// arguments a step finds missing only when it runs (no terminal to ask a user name on).
     package var showsUsage = false
@@ -42,6 +44,7 @@ package struct ToolFailure: Error, CustomStringConvertible {
             lines += (remote.data?.fields ?? []).map { "  \(Terminal.safe($0.field)): \(Terminal.safe($0.message))" }
             if let retry = remote.data?.retryAfterSeconds { lines.append("  try again in \(retry) s") }
             self.init(lines.joined(separator: "\n"), status: Self.status(for: remote.reason))
+            reason = remote.reason
         }
     }
 

@@ -105,7 +105,7 @@ package enum KubernetesCredential {
     ) throws -> SessionToken {
         do throws(ToolFailure) {
             return try fetch(provider: provider, session: session, socket: socket, options: options, force: options.forceRefresh)
-        } catch  where error.status == ToolFailure.signInRequired {
+        } catch let failure where failure.reason == .loginRequired {
             try signIn()
             return try fetch(provider: provider, session: session, socket: socket, options: options, force: false)
         }

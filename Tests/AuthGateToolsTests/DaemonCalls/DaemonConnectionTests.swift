@@ -30,7 +30,7 @@ struct DaemonConnectionTests {
         let refused = #expect(throws: ToolFailure.self) {
             try DaemonConnection(socket: refusing.path, json: false).call(.logout, LogoutParams(provider: "corp"), as: LogoutResult.self)
         }
-        #expect(refused?.status == ToolFailure.signInRequired, "\(refused.map { "\($0)" } ?? "")")
+        #expect(refused?.status == ToolFailure.signInRequired && refused?.reason == .loginRequired, "\(refused.map { "\($0)" } ?? "")")
         #expect(
             refused?.description.contains("You are not signed in to corp.") == true && refused?.description.contains("[login_required]") == true,
             "\(refused.map { "\($0)" } ?? "")"
