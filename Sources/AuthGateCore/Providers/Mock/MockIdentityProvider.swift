@@ -14,22 +14,36 @@ public actor MockIdentityProvider: IdentityProvider {
         var subject: String
     }
 
+    // What it issued, one record per live token: an account's number and an expiry to the
+    // second in 4 bytes each, so that a table of 100,000 sessions' tokens (262,144 buckets)
+    // costs 24 and 32 bytes a bucket where a name and a Date took 40 and 48
+    // (docs/BENCHMARKS.md, "Bytes per session").
     private struct IssuedRefreshToken {
-        var accountKey: String
-        var expiresAt: Date
+        var account: UInt32
+        var expiry: Expiry
         var scopes: [String]
     }
 
     private struct IssuedAccessToken {
-        var accountKey: String
-        var expiresAt: Date
+        var account: UInt32
+        var expiry: Expiry
+    }
+
+    /// An instant as whole seconds after ``MockIdentityProvider/epoch``, rounded up: a token is
+    /// live before it, so one is never refused early (at most a second late).
+    private struct Expiry {
+        var seconds: UInt32
     }
 
     private let settings: MockProviderSettings
     private let defaultScopes: [String]
     private let now: @Sendable () -> Date
-    /// Keyed by the lowercased username: user names are case-insensitive, as at most providers.
-    private var accounts: [String: Account] = [:]
+    /// By number, the number found by the lowercased username: user names are
+    /// case-insensitive, as at most providers.
+    private var accounts: [Account] = []
+    private var accountNumbers: [String: UInt32] = [:]
+    /// 2^31 s (68 years) before the provider started: expiries are counted from here.
+    private let epoch: Date
     /// Keyed by the refresh token's value.
     private var refreshTokens: [String: IssuedRefreshToken] = [:]
     /// Each live access token, for `userinfo`; expired ones are pruned as new ones are issued.
@@ -44,15 +58,32 @@ public actor MockIdentityProvider: IdentityProvider {
         self.settings = settings
         self.defaultScopes = defaultScopes
         self.now = now
+        epoch = now().addingTimeInterval(-Double(1 << 31))
         for user in settings.users {
-            accounts[user.username.lowercased()] = Account(
+            let key = user.username.lowercased()
+            let account = Account(
                 username: user.username,
                 password: user.password,
                 email: user.email,
                 displayName: user.displayName,
-                subject: "mock:" + user.username.lowercased()
+                subject: "mock:" + key
             )
+            // A later user of the same name replaces an earlier one, as in a dictionary.
+            if let number = accountNumbers[key] {
+                accounts[Int(number)] = account
+            } else {
+                accountNumbers[key] = UInt32(accounts.count)
+                accounts.append(account)
+            }
         }
+    }
+
+    private func expiry(_ date: Date) -> Expiry {
+        Expiry(seconds: UInt32(clamping: Int64(date.timeIntervalSince(epoch).rounded(.up))))
+    }
+
+    private func isLive(_ expiry: Expiry) -> Bool {
+        Double(expiry.seconds) > now().timeIntervalSince(epoch)
     }
 
     public func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult {
@@ -60,12 +91,13 @@ public actor MockIdentityProvider: IdentityProvider {
         await simulateLatency()
         let key = credentials.username.lowercased()
         // Compare against a dummy when the user is unknown, so both failures take the same time.
-        let account = accounts[key]
+        let number = accountNumbers[key]
+        let account = number.map { accounts[Int($0)] }
         let expected = account?.password ?? Secret("\u{0}unknown-user")
-        guard expected.constantTimeEquals(credentials.password.exposedValue), let account else {
+        guard expected.constantTimeEquals(credentials.password.exposedValue), let account, let number else {
             throw AuthGateError(.invalidCredentials, "The username or password is incorrect.")
         }
-        return SignInResult(tokens: issueTokens(for: key, scopes: credentials.scopes), subject: account.subject)
+        return SignInResult(tokens: issueTokens(for: number, scopes: credentials.scopes), subject: account.subject)
     }
 
     public func register(_ registration: Registration) async throws(AuthGateError) -> SignInResult {
@@ -101,28 +133,22 @@ public actor MockIdentityProvider: IdentityProvider {
         }
         await simulateLatency()
         let key = username.lowercased()
-        guard accounts[key] == nil else {
+        guard accountNumbers[key] == nil else {
             throw AuthGateError(
                 .userExists,
                 "The username '\(username)' is already taken.",
                 fields: [FieldError(field: "username", message: "is already taken")]
             )
         }
-        accounts[key] = Account(
-            username: username,
-            password: registration.password,
-            email: registration.email,
-            displayName: nil,
-            subject: "mock:" + key
-        )
-        return SignInResult(tokens: issueTokens(for: key, scopes: []), subject: "mock:" + key)
+        let number = UInt32(accounts.count)
+        accounts.append(Account(username: username, password: registration.password, email: registration.email, displayName: nil, subject: "mock:" + key))
+        accountNumbers[key] = number
+        return SignInResult(tokens: issueTokens(for: number, scopes: []), subject: "mock:" + key)
     }
 
     public func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet {
         await simulateLatency()
-        guard let issued = refreshTokens[refreshToken.exposedValue], issued.expiresAt > now(),
-            accounts[issued.accountKey] != nil
-        else {
+        guard let issued = refreshTokens[refreshToken.exposedValue], isLive(issued.expiry) else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this session; sign in again.")
         }
         // RFC 6749 §6: a refresh may narrow the scopes, never widen them (`invalid_scope`).
@@ -137,12 +163,12 @@ public actor MockIdentityProvider: IdentityProvider {
         // Access tokens already issued stay valid until they expire, as with most servers.
         refreshTokens[refreshToken.exposedValue] = nil
         let sessionScopes = issued.scopes
-        var tokens = issueTokens(for: issued.accountKey, scopes: sessionScopes)
+        var tokens = issueTokens(for: issued.account, scopes: sessionScopes)
         if !variant.isEmpty {
             // The narrower token is a separate access token; the rotated refresh token keeps
             // the session's full scopes.
             let narrow = Secret.random(prefix: "mock_at_")
-            accessTokens[narrow.exposedValue] = IssuedAccessToken(accountKey: issued.accountKey, expiresAt: tokens.expiresAt)
+            accessTokens[narrow.exposedValue] = IssuedAccessToken(account: issued.account, expiry: expiry(tokens.expiresAt))
             tokens.accessToken = narrow
             tokens.scopes = variant.scopes.isEmpty ? sessionScopes : variant.scopes
         }
@@ -167,11 +193,10 @@ public actor MockIdentityProvider: IdentityProvider {
 
     public func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] {
         await simulateLatency()
-        guard let issued = accessTokens[tokens.accessToken.exposedValue], issued.expiresAt > now(),
-            let account = accounts[issued.accountKey]
-        else {
+        guard let issued = accessTokens[tokens.accessToken.exposedValue], isLive(issued.expiry) else {
             throw AuthGateError(.loginRequired, "The provider no longer accepts this access token; sign in again.")
         }
+        let account = accounts[Int(issued.account)]
         var claims: [String: JSONValue] = ["sub": .string(account.subject), "preferred_username": .string(account.username)]
         if let email = account.email { claims["email"] = .string(email) }
         if let name = account.displayName { claims["name"] = .string(name) }
@@ -181,19 +206,20 @@ public actor MockIdentityProvider: IdentityProvider {
     /// How many refresh tokens are live; lets tests see rotation and revocation.
     public var liveRefreshTokenCount: Int { refreshTokens.count }
 
-    private func issueTokens(for accountKey: String, scopes: [String]) -> TokenSet {
+    private func issueTokens(for account: UInt32, scopes: [String]) -> TokenSet {
         let issuedAt = now()
         let granted = scopes.isEmpty ? defaultScopes : scopes
         let refreshToken = Secret.random(prefix: "mock_rt_")
         let accessToken = Secret.random(prefix: "mock_at_")
         let refreshExpiry = issuedAt.addingTimeInterval(TimeInterval(settings.refreshTokenLifetimeSeconds))
         let accessExpiry = issuedAt.addingTimeInterval(TimeInterval(settings.accessTokenLifetimeSeconds))
-        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(accountKey: accountKey, expiresAt: refreshExpiry, scopes: granted)
-        accessTokens[accessToken.exposedValue] = IssuedAccessToken(accountKey: accountKey, expiresAt: accessExpiry)
+        refreshTokens[refreshToken.exposedValue] = IssuedRefreshToken(account: account, expiry: expiry(refreshExpiry), scopes: granted)
+        accessTokens[accessToken.exposedValue] = IssuedAccessToken(account: account, expiry: expiry(accessExpiry))
         // Amortised pruning: a sweep each time the table has doubled keeps it proportional to
         // the live tokens however long the daemon runs.
         if accessTokens.count > max(1024, 2 * accessTokensAtLastPrune) {
-            accessTokens = accessTokens.filter { $0.value.expiresAt > issuedAt }
+            let issued = issuedAt.timeIntervalSince(epoch)
+            accessTokens = accessTokens.filter { Double($0.value.expiry.seconds) > issued }
             accessTokensAtLastPrune = accessTokens.count
         }
         return TokenSet(
