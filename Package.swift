@@ -260,10 +260,14 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // AuthGateProxy in process: what it forwards and how fields change, the kernel's socket
-        // table read for a caller's uid, the flags' values.
+        // table read for a caller's uid, the flags' values and what they resolve to, the stop on
+        // a signal.
         .testTarget(
             name: "AuthGateProxyTests",
-            dependencies: ["AuthGateProxy", "AuthGateTestSupport"],
+            dependencies: [
+                "AuthGateClient", "AuthGateProxy", "AuthGateTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         // The daemon's logic in process: no daemon, no test server, seconds.

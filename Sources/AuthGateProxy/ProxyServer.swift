@@ -59,8 +59,12 @@ public final class ProxyServer: Sendable {
     /// What it has done so far.
     public var counts: ProxyCounts { core.counts.withLock { $0 } }
 
-    /// Accepts connections on a thread of its own until ``stop()``.
+    /// Accepts connections on a thread of its own until ``stop()``; first warns, in the log,
+    /// when other machines can reach the address.
     public func start() {
+        if !core.configuration.listen.isLocal {
+            core.logger.warning("listening on an address other machines can reach: any of them can use the session")
+        }
         ownThreads.start()
         ownThreads.submit { _ in self.core.follow() }
         ownThreads.submit { _ in self.listener.run { self.admit($0, on: self.listener) } }
@@ -82,6 +86,28 @@ public final class ProxyServer: Sendable {
         metricsListener?.stop()
         core.stopFollowing()
         core.tunnelStop.stop()
+    }
+
+    /// Serves until SIGTERM or SIGINT is read from `signals` (the process's signal descriptor,
+    /// `ag_supervisor_signals`: the signals are the process's, blocked before any thread
+    /// exists) or it cannot be read, other signals are read and ignored; then ``stop()``s and
+    /// logs what it did.
+    public func serve(untilStoppedBy signals: Int32) {
+        while true {
+            let signal = ag_read_signal(signals)
+            if signal == SIGTERM || signal == SIGINT || (signal < 0 && errno != EINTR) { break }
+        }
+        stop()
+        let counts = counts
+        core.logger.notice(
+            "authgate proxy stopped",
+            metadata: [
+                "proxy.requests": "\(counts.requests)",
+                "proxy.answers": "\(counts.upstreamAnswers)",
+                "proxy.retries": "nonce=\(counts.nonceRetries) token=\(counts.tokenRetries)",
+                "proxy.callers_refused": "\(counts.callersRefused)",
+            ]
+        )
     }
 
     /// Checks a new connection's caller, then serves it with NIO or refuses it.

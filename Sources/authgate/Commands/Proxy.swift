@@ -3,7 +3,6 @@ import AuthGateClient
 import AuthGateProxy
 import AuthGateTools
 import CLinux
-import FoundationEssentials
 import Logging
 
 #if canImport(Glibc)
@@ -92,25 +91,27 @@ struct Proxy: ParsableCommand {
     var logLevel = "info"
 
     func run() throws {
+        let options = ProxyOptions(
+            provider: selection.provider,
+            session: selection.session,
+            upstream: upstream,
+            scopes: scopes,
+            resource: resource,
+            audience: audience,
+            listen: listen,
+            metricsListen: metricsListen,
+            allowedUsers: allowedUsers,
+            group: group,
+            allowsRemoteCallers: allowRemoteCallers,
+            caFile: caFile,
+            minimumValidity: minValid,
+            maximumConnections: maxConnections,
+            idleSeconds: idleTimeout,
+            headerSeconds: headerTimeout
+        )
         let configuration: ProxyConfiguration
         do {
-            configuration = ProxyConfiguration(
-                provider: selection.provider,
-                session: selection.session,
-                variant: scopes.isEmpty && resource == nil && audience == nil
-                    ? nil : TokenVariantChoice(audience: audience, resource: resource, scopes: scopes.isEmpty ? nil : scopes),
-                upstream: try UpstreamOrigin(parsing: upstream),
-                listen: try ListenAddress(parsing: listen),
-                metricsListen: try metricsListen.map { address throws(ProxyConfigurationError) in try ListenAddress(parsing: address) },
-                allowedUIDs: Set(try allowedUsers.map(Self.uid)),
-                socketGroup: try group.map(Self.gid),
-                allowsRemoteCallers: allowRemoteCallers,
-                caBundle: try caFile.map(Self.readCAs),
-                minimumValidity: minValid,
-                maximumConnections: max(1, min(maxConnections, 4096)),
-                idleSeconds: max(1, idleTimeout),
-                headerSeconds: max(1, headerTimeout)
-            )
+            configuration = try ProxyConfiguration(resolving: options)
         } catch {
             throw ToolFailure("authgate proxy: \(Terminal.safe(error.message)).", status: ToolFailure.usage)
         }
@@ -128,56 +129,10 @@ struct Proxy: ParsableCommand {
         } catch {
             throw ToolFailure("authgate proxy: \(Terminal.safe(error.message)).", status: ToolFailure.usage)
         }
-        if !configuration.listen.isLocal {
-            logger.warning("listening on an address other machines can reach: any of them can use the session")
-        }
         server.start()
         // stdout is line-buffered (AuthGate.main): a supervisor reading it sees the line now.
         print("listening on \(server.address)")
         if let metrics = server.metricsAddress { print("metrics on \(metrics)") }
-        while true {
-            let signal = ag_read_signal(signals)
-            if signal == SIGTERM || signal == SIGINT || (signal < 0 && errno != EINTR) { break }
-        }
-        server.stop()
-        let counts = server.counts
-        logger.notice(
-            "authgate proxy stopped",
-            metadata: [
-                "proxy.requests": "\(counts.requests)",
-                "proxy.answers": "\(counts.upstreamAnswers)",
-                "proxy.retries": "nonce=\(counts.nonceRetries) token=\(counts.tokenRetries)",
-                "proxy.callers_refused": "\(counts.callersRefused)",
-            ]
-        )
-    }
-
-    private static func uid(_ user: String) throws(ProxyConfigurationError) -> UInt32 {
-        if let entry = getpwnam(user) { return entry.pointee.pw_uid }
-        if let number = UInt32(user), number != UInt32.max { return number }
-        throw ProxyConfigurationError("--allow-uid \(user): no such user")
-    }
-
-    private static func gid(_ group: String) throws(ProxyConfigurationError) -> UInt32 {
-        if let entry = getgrnam(group) { return entry.pointee.gr_gid }
-        if let number = UInt32(group), number != UInt32.max { return number }
-        throw ProxyConfigurationError("--group \(group): no such group")
-    }
-
-    private static func readCAs(_ path: String) throws(ProxyConfigurationError) -> [UInt8] {
-        guard let file = fopen(path, "r") else { throw ProxyConfigurationError("--ca-file \(path): \(String(cString: strerror(errno)))") }
-        defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = fread(&chunk, 1, chunk.count, file)
-            if count <= 0 { break }
-            bytes += chunk.prefix(count)
-            guard bytes.count <= 4 << 20 else { throw ProxyConfigurationError("--ca-file \(path) is larger than 4 MiB") }
-        }
-        guard String(decoding: bytes, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
-            throw ProxyConfigurationError("--ca-file \(path) holds no PEM certificate")
-        }
-        return bytes
+        server.serve(untilStoppedBy: signals)
     }
 }
