@@ -1,8 +1,6 @@
 import ArgumentParser
 import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
-import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc
@@ -30,14 +28,6 @@ struct ProviderFiles: ParsableCommand {
         func directory(_ global: GlobalOptions) throws -> String {
             try providersDir ?? ProviderFileChange.daemonDirectory(global.daemon)
         }
-    }
-
-    /// `value` as one of `T`'s cases, else a usage error naming them.
-    static func choice<T: RawRepresentable<String> & CaseIterable>(_ value: String, as: T.Type, option: String) throws -> T {
-        guard let choice = T(rawValue: value) else {
-            throw ValidationError("\(option) must be one of \(T.allCases.map(\.rawValue).joined(separator: ", ")), not \"\(Terminal.safe(value))\".")
-        }
-        return choice
     }
 
     struct List: ParsableCommand {
@@ -170,43 +160,35 @@ struct ProviderFiles: ParsableCommand {
         @Flag(help: "Print the file instead of writing it.")
         var dryRun = false
 
-        mutating func run() throws {
+        func run() throws {
             let id = try ProviderFileChange.id(name)
-            try checkRegistrationOptions()
-            askForMissingAnswers()
-            var draft = ProviderFileDraft()
-            draft.schema = ProviderDirectory.installedSchema()
-            draft.preset = try preset.map { try ProviderFiles.choice($0, as: ProviderPreset.self, option: "--preset") }
-            for (option, value) in [("host", host), ("tenant", tenant), ("realm", realm), ("authorization_server", authorizationServer)] {
-                if let value { draft.presetOptions[option] = value }
-            }
-            draft.issuer = issuer
-            draft.clientID = clientID
-            draft.clientSecretFile = clientSecretFile
-            draft.grants = try grants.map { try ProviderFiles.choice($0, as: Grant.self, option: "--grant") }
-            draft.scopes = scopes
-            draft.caFile = caFile
-            draft.storage = try storage.map { try ProviderFiles.choice($0, as: ProviderConfiguration.Storage.self, option: "--storage") }
-            draft.deviceEndpoint = deviceEndpoint
-            draft.revocationEndpoint = revocationEndpoint
-            draft.credentialHosts = credentialHosts
+            var answers = ProviderFileAnswers(
+                preset: preset,
+                host: host,
+                tenant: tenant,
+                realm: realm,
+                authorizationServer: authorizationServer,
+                issuer: issuer,
+                clientID: clientID,
+                clientSecretFile: clientSecretFile,
+                register: register,
+                initialAccessTokenFile: initialAccessTokenFile,
+                privateKeyJWT: privateKeyJWT,
+                grants: grants,
+                scopes: scopes,
+                caFile: caFile,
+                deviceEndpoint: deviceEndpoint,
+                revocationEndpoint: revocationEndpoint,
+                credentialHosts: credentialHosts,
+                storage: storage
+            )
+            try answers.checkRegistration()
+            // On a terminal, the answers not given as flags are asked for; otherwise (Ansible
+            // and friends) the file is made of the flags alone.
+            if Terminal.stdinIsTerminal { answers.askForMissing(Terminal.ask) }
+            let draft = try answers.draft(schema: ProviderDirectory.installedSchema())
             let change = ProviderFileChange(id: id, directory: try location.directory(global), force: force, daemon: global.daemon)
-            let registration = ProviderFileChange.Registration(privateKeyJWT: privateKeyJWT, initialAccessTokenFile: initialAccessTokenFile)
-            try change.add(draft, registration: register ? registration : nil, dryRun: dryRun)
-        }
-
-        /// `--register`: the options that go with it.
-        private func checkRegistrationOptions() throws {
-            guard register else {
-                if initialAccessTokenFile != nil || privateKeyJWT {
-                    throw ValidationError("--initial-access-token-file and --private-key-jwt go with --register.")
-                }
-                return
-            }
-            guard issuer != nil else { throw ValidationError("--register needs --issuer: the registration endpoint is read from its discovery document.") }
-            guard clientID == nil, clientSecretFile == nil else {
-                throw ValidationError("--register obtains the client id (and secret) from the provider: leave out --client-id and --client-secret-file.")
-            }
+            try change.add(draft, registration: answers.registration, dryRun: dryRun)
         }
     }
 
