@@ -213,3 +213,62 @@ package final class Supervisor {
         return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
     }
 }
+
+extension Supervisor {
+    /// `authgate exec`'s flags as typed: ``problem`` is what makes them unusable (the
+    /// command's usage error), ``onChange`` whether a supervisor stays, and what it does.
+    package struct Flags {
+        package var command: [String]
+        /// `--env`: the variable that holds the token.
+        package var variable: String
+        package var restartOnChange: Bool
+        /// `--signal-on-change`: a signal's name or number.
+        package var signalOnChange: String?
+        package var tokenFile: String?
+
+        package init(
+            command: [String],
+            variable: String = "AUTHGATE_TOKEN",
+            restartOnChange: Bool = false,
+            signalOnChange: String? = nil,
+            tokenFile: String? = nil
+        ) {
+            self.command = command
+            self.variable = variable
+            self.restartOnChange = restartOnChange
+            self.signalOnChange = signalOnChange
+            self.tokenFile = tokenFile
+        }
+
+        /// The sentence of the first flag that cannot be used: no command, an `--env` that is
+        /// no variable name, both ways of a change or a signal that is none, `--token-file`
+        /// without a supervisor, `--signal-on-change` without `--token-file` (a running command
+        /// cannot be handed a new environment).
+        package var problem: String? {
+            guard !command.isEmpty else { return "Name the command after --, e.g. authgate exec corp -- kubectl get pods." }
+            guard TokenFileFormat.isVariableName(variable) else {
+                return "--env must be a variable name: letters, digits and _, not starting with a digit."
+            }
+            guard !(restartOnChange && signalOnChange != nil) else {
+                return "--restart-on-change and --signal-on-change exclude each other: restart the command or signal it."
+            }
+            if let signalOnChange, OnChange.signalNumber(signalOnChange) == nil {
+                return "--signal-on-change \(signalOnChange) is not a signal: use a name such as HUP, USR1 or USR2, or a number."
+            }
+            guard tokenFile == nil || restartOnChange || signalOnChange != nil else {
+                return "--token-file goes with --restart-on-change or --signal-on-change."
+            }
+            guard signalOnChange == nil || tokenFile != nil else {
+                return "--signal-on-change needs --token-file: a running command cannot be handed a new environment."
+            }
+            return nil
+        }
+
+        /// What a supervisor does on a new token; `nil` when none stays (the command replaces
+        /// the CLI).
+        package var onChange: OnChange? {
+            if restartOnChange { return .restart }
+            return signalOnChange.map { .signal(OnChange.signalNumber($0) ?? SIGHUP) }
+        }
+    }
+}

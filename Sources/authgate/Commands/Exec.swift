@@ -1,5 +1,4 @@
 import ArgumentParser
-import AuthGateClient
 import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
@@ -66,27 +65,17 @@ struct Exec: ParsableCommand {
     @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
     var command: [String] = []
 
+    /// The flags as typed, for Supervisor to check and to run with.
+    private var flags: Supervisor.Flags {
+        Supervisor.Flags(command: command, variable: env, restartOnChange: restartOnChange, signalOnChange: signalOnChange, tokenFile: tokenFile)
+    }
+
     func validate() throws {
-        guard !command.isEmpty else { throw ValidationError("Name the command after --, e.g. authgate exec corp -- kubectl get pods.") }
-        guard TokenFileFormat.isVariableName(env) else {
-            throw ValidationError("--env must be a variable name: letters, digits and _, not starting with a digit.")
-        }
-        guard !(restartOnChange && signalOnChange != nil) else {
-            throw ValidationError("--restart-on-change and --signal-on-change exclude each other: restart the command or signal it.")
-        }
-        if let signalOnChange, Supervisor.OnChange.signalNumber(signalOnChange) == nil {
-            throw ValidationError("--signal-on-change \(signalOnChange) is not a signal: use a name such as HUP, USR1 or USR2, or a number.")
-        }
-        guard tokenFile == nil || restartOnChange || signalOnChange != nil else {
-            throw ValidationError("--token-file goes with --restart-on-change or --signal-on-change.")
-        }
-        guard signalOnChange == nil || tokenFile != nil else {
-            throw ValidationError("--signal-on-change needs --token-file: a running command cannot be handed a new environment.")
-        }
+        if let problem = flags.problem { throw ValidationError(problem) }
     }
 
     func run() throws {
-        guard restartOnChange || signalOnChange != nil else { return try replaceSelf() }
+        guard let onChange = flags.onChange else { return try replaceSelf() }
         // First, before any thread exists: every thread inherits the blocked signals.
         let signals = ag_supervisor_signals()
         guard signals >= 0 else {
@@ -97,7 +86,7 @@ struct Exec: ParsableCommand {
             variable: env,
             tokenFile: tokenFile,
             signals: signals,
-            onChange: restartOnChange ? .restart : .signal(Supervisor.OnChange.signalNumber(signalOnChange ?? "") ?? SIGHUP),
+            onChange: onChange,
             params: TokenParams(provider: selection.provider, session: selection.session, minValidSeconds: minValid),
             daemon: global.daemon
         )

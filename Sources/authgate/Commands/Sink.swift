@@ -1,13 +1,6 @@
 import ArgumentParser
-import AuthGateClient
-import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
-import FoundationEssentials
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `authgate sink`: keeps a file holding a session's current token, for services that read a
 /// file (nginx, a systemd `EnvironmentFile=`, a daemon that re-reads its credentials on SIGHUP).
@@ -41,10 +34,6 @@ struct Sink: ParsableCommand {
             """
     )
 
-    enum Format: String, ExpressibleByArgument, CaseIterable {
-        case raw, header, json, nginx, env, template
-    }
-
     @OptionGroup var global: GlobalOptions
 
     @OptionGroup var selection: SessionSelection
@@ -53,7 +42,7 @@ struct Sink: ParsableCommand {
     var file: String
 
     @Option(help: "What the file holds: raw, header, json, nginx, env or template (see above).")
-    var format: Format = .raw
+    var format: TokenSink.FormatName = .raw
 
     @Option(help: ArgumentHelp("With --format env: the variable's name.", valueName: "name"))
     var env = "AUTHGATE_TOKEN"
@@ -95,35 +84,14 @@ struct Sink: ParsableCommand {
     )
     var onChange: [String] = []
 
-    /// `--mode`, checked by ``validate()``.
-    private var fileMode: mode_t { mode_t(UInt16(mode, radix: 8) ?? 0o400) }
-
-    func validate() throws {
-        guard let value = UInt16(mode, radix: 8), value <= 0o777 else { throw ValidationError("--mode must be an octal mode such as 0400 or 0640.") }
-        // Whoever may write the file may hand the service a token of their choosing.
-        guard value & 0o022 == 0 else {
-            throw ValidationError(
-                "--mode \(mode) lets \(value & 0o002 != 0 ? "every user" : "the file's group") change the token file; use a mode such as 0400, 0440 or 0600."
-            )
-        }
-        guard !file.isEmpty else { throw ValidationError("--file must name a file.") }
-        guard TokenFileFormat.isVariableName(env) else {
-            throw ValidationError("--env must be a variable name: letters, digits and _, not starting with a digit.")
-        }
-        guard (format == .template) == (template != nil) else {
-            throw ValidationError(format == .template ? "--format template needs --template FILE." : "--template goes with --format template.")
-        }
-        guard onChangeTimeout > 0, onChangeTimeout <= 86_400 else { throw ValidationError("--on-change-timeout must be between 0 and 86400 seconds.") }
-    }
-
-    func run() throws {
-        if fileMode & 0o004 != 0 {
-            Terminal.writeError("authgate sink: warning: --mode \(mode) lets every local user read the token; give the service's group 0440 instead.\n")
-        }
-        let options = TokenSink.Options(
+    /// The flags as typed, for TokenSink to check and to run with.
+    private var flags: TokenSink.Flags {
+        TokenSink.Flags(
             file: file,
-            format: try makeFormat(),
-            mode: fileMode,
+            format: format,
+            env: env,
+            template: template,
+            mode: mode,
             owner: owner,
             group: group,
             makesDirectories: mkdir,
@@ -131,19 +99,16 @@ struct Sink: ParsableCommand {
             onChangeTimeout: onChangeTimeout,
             once: once
         )
-        try TokenSink.run(options, params: TokenParams(provider: selection.provider, session: selection.session), daemon: global.daemon)
     }
 
-    /// `--format` with its `--env` or `--template`; a template is read and checked now.
-    private func makeFormat() throws -> TokenFileFormat {
-        switch format {
-        case .raw: return .raw
-        case .header: return .header
-        case .json: return .json
-        case .nginx: return .nginx
-        case .env: return .env(name: env)
-        case .template:
-            return try TokenSink.template(at: template ?? "")
-        }
+    func validate() throws {
+        if let problem = flags.problem { throw ValidationError(problem) }
+    }
+
+    func run() throws {
+        if let warning = flags.warning { Terminal.writeError("authgate sink: warning: \(warning)\n") }
+        try TokenSink.run(try flags.options(), params: TokenParams(provider: selection.provider, session: selection.session), daemon: global.daemon)
     }
 }
+
+extension TokenSink.FormatName: ExpressibleByArgument {}
