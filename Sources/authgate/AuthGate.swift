@@ -34,25 +34,16 @@ struct AuthGate: ParsableCommand {
         // Line by line even into a pipe: a script or GUI reading `login --browser --json` must
         // get the URL to open when it is printed, not when the sign-in ends.
         ag_line_buffer_stdout()
-        // Installed as links: git-credential-authgate and docker-credential-authgate are the
-        // helpers themselves (git and docker run them by those names).
-        let invokedAs = CommandLine.arguments.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
-        let helper: String? =
-            switch invokedAs {
-            case "git-credential-authgate": "git-credential"
-            case "docker-credential-authgate": "docker-credential"
-            default: nil
-            }
-        let arguments = (helper.map { [$0] } ?? []) + CommandLine.arguments.dropFirst()
         do {
-            if helper == "docker-credential" { return try DockerCredential.serve(Array(CommandLine.arguments.dropFirst()), socket: nil) }
-            // git runs `git-credential-authgate -verbose get` for a helper configured as "authgate -verbose".
-            if helper == "git-credential", CommandLine.arguments.count == 3, CommandLine.arguments[1] == "-verbose" {
-                return try GitCredential.perform(CommandLine.arguments[2], socket: nil, verbose: true)
+            switch Invocation(CommandLine.arguments) {
+            case .dockerCredential(let arguments): try DockerCredential.serve(arguments, socket: nil)
+            case .gitCredential(let operation, let verbose): try GitCredential.perform(operation, socket: nil, verbose: verbose)
+            case .token(let provider): print(try DaemonConnection(socket: nil).accessToken(TokenParams(provider: provider)))
+            case .kubectl(let provider): try Kubectl.printCredential(provider: provider, session: nil, socket: nil)
+            case .parse(let arguments):
+                var command = try parseAsRoot(arguments)
+                try command.run()
             }
-            if try runWithoutParser(arguments) { return }
-            var command = try parseAsRoot(arguments)
-            try command.run()
         } catch let failure as ToolFailure where failure.showsUsage {
             exit(withError: ValidationError(failure.description))
         } catch let failure as ToolFailure {
@@ -61,23 +52,6 @@ struct AuthGate: ParsableCommand {
         } catch {
             exit(withError: error)
         }
-    }
-
-    /// The forms other programs run before each of their requests, without the argument parser,
-    /// whose reflection over every command's options ran before the first syscall of its own
-    /// (docs/BENCHMARKS.md, "What was optimised"): `authgate token PROVIDER` (inside `$(...)`), `authgate
-    /// kubectl PROVIDER` and `git-credential-authgate OPERATION`. Any other form, including any
-    /// option, goes through the parser as usual.
-    /// - Returns: Whether the form was one of these, and was run.
-    private static func runWithoutParser(_ arguments: [String]) throws -> Bool {
-        guard arguments.count == 2, let argument = arguments.last, !argument.hasPrefix("-") else { return false }
-        switch arguments[0] {
-        case "token": print(try DaemonConnection(socket: nil).accessToken(TokenParams(provider: argument)))
-        case "kubectl": try Kubectl.printCredential(provider: argument, session: nil, socket: nil)
-        case "git-credential": try GitCredential.perform(argument, socket: nil)
-        default: return false
-        }
-        return true
     }
 }
 
