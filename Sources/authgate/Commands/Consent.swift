@@ -25,19 +25,7 @@ struct Consent: ParsableCommand {
         func run() throws {
             let result = try global.daemon.call(.consentList, EmptyResult(), as: ConsentListResult.self)
             if global.json { return try global.printJSON(result) }
-            if !result.sessions.isEmpty {
-                print("Sessions that ask because you chose so at sign-in:")
-                print(Terminal.table(["PROVIDER", "SESSION"], result.sessions.map { [$0.provider, $0.session] }))
-                print("")
-            }
-            guard !result.answers.isEmpty else { return print("You have no remembered answers: every program is asked.") }
-            let rows = result.answers.map { answer in
-                [
-                    answer.provider, answer.session, answer.answer == "running" ? "while pid \(answer.pid.map(String.init) ?? "?") runs" : "always",
-                    Terminal.safe(answer.executable), Terminal.describe(answer.grantedAt),
-                ]
-            }
-            print(Terminal.table(["PROVIDER", "SESSION", "ALLOWED", "PROGRAM", "SINCE"], rows))
+            print(ConsentText.list(result), terminator: "")
         }
     }
 
@@ -68,11 +56,7 @@ struct Consent: ParsableCommand {
             let params = ConsentRevokeParams(provider: provider, session: session, executable: executable)
             let result = try global.daemon.call(.consentRevoke, params, as: ConsentRevokeResult.self)
             if global.json { return try global.printJSON(result) }
-            print(
-                result.revoked == 0
-                    ? "No answer matched; nothing to forget."
-                    : "Forgot \(result.revoked) answer\(result.revoked == 1 ? "" : "s"); those programs will be asked again."
-            )
+            print(ConsentText.revoked(result.revoked))
         }
     }
 }
