@@ -83,6 +83,32 @@ package struct TokenQuery {
         }.token
     }
 
+    /// `authgate token`'s answer by its flags: the ID token (`idToken`); the bare token the
+    /// plain way (``DaemonConnection/accessToken(_:)``, as `authgate token PROVIDER`) when
+    /// nothing else is asked; the result for `json`; the bare token; or with `header` the
+    /// `Authorization` line, then a DPoP session's proof line. Each line goes to `line` as soon
+    /// as it is known (the `Authorization` line before the proof is asked for).
+    /// - Returns: The result to print as JSON (`json`); `nil` when the lines were given.
+    package func answer(idToken: Bool, header: Bool, json: Bool, method: String, url: String?, line: (String) -> Void) throws -> TokenResult? {
+        if idToken {
+            line(try self.idToken())
+            return nil
+        }
+        if !exchanges, !header, !json {
+            line(try daemon.accessToken(tokenParams()))
+            return nil
+        }
+        let result = try result()
+        if json { return result }
+        guard header else {
+            line(result.accessToken.exposedValue)
+            return nil
+        }
+        line(Self.authorizationHeader(result))
+        if let proof = try dpopHeader(result, method: method, url: url) { line(proof) }
+        return nil
+    }
+
     /// The `Authorization` header line for `result` (the token's own type).
     package static func authorizationHeader(_ result: TokenResult) -> String {
         "Authorization: \(result.tokenType) \(result.accessToken.exposedValue)"

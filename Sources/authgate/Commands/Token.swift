@@ -78,13 +78,8 @@ struct Token: ParsableCommand {
             requestedTokenType: requestedTokenType,
             daemon: global.daemon
         )
-        if idToken { return print(try query.idToken()) }
-        // The bare token the plain way (``DaemonConnection/accessToken(_:)``), as `authgate token PROVIDER`.
-        if !query.exchanges, !header, !global.json { return print(try global.daemon.accessToken(query.tokenParams())) }
-        let result = try query.result()
-        if global.json { return try global.printJSON(result) }
-        guard header else { return print(result.accessToken.exposedValue) }
-        print(TokenQuery.authorizationHeader(result))
-        if let proof = try query.dpopHeader(result, method: method, url: url) { print(proof) }
+        if let result = try query.answer(idToken: idToken, header: header, json: global.json, method: method, url: url, line: { print($0) }) {
+            try global.printJSON(result)
+        }
     }
 }

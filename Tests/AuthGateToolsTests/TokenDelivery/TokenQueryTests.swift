@@ -53,6 +53,35 @@ struct TokenQueryTests {
         #expect(daemon.requestText.contains(#""htm":"POST""#) && daemon.requestText.contains(#""method":"dpop.proof""#))
     }
 
+    @Test("the answer: the bare token unless more is asked; --json hands the result back; --header's Authorization line precedes a DPoP failure")
+    func answerByFlags() throws {
+        let scratch = try ScratchDirectory()
+        let bearer = try StandInDaemon(in: scratch.path) { _, id in DaemonAnswers.result(Self.token(), id: id) }
+        let query = TokenQuery(provider: "corp", session: nil, daemon: DaemonConnection(socket: bearer.path))
+        var lines: [String] = []
+        #expect(try query.answer(idToken: false, header: false, json: false, method: "GET", url: nil) { lines.append($0) } == nil)
+        #expect(lines == ["tok-1"])
+        let result = try query.answer(idToken: false, header: false, json: true, method: "GET", url: nil) { lines.append($0) }
+        #expect(result?.accessToken.exposedValue == "tok-1" && lines == ["tok-1"])
+        lines = []
+        #expect(try query.answer(idToken: false, header: true, json: false, method: "GET", url: nil) { lines.append($0) } == nil)
+        #expect(lines == ["Authorization: Bearer tok-1"])
+        lines = []
+        var exchanged = query
+        exchanged.audience = "api"
+        #expect(try exchanged.answer(idToken: false, header: false, json: false, method: "GET", url: nil) { lines.append($0) } == nil)
+        #expect(lines == ["tok-1"] && bearer.requestText.contains(#""method":"token.exchange""#))
+        let dpopScratch = try ScratchDirectory()
+        let dpop = try StandInDaemon(in: dpopScratch.path) { _, id in DaemonAnswers.result(Self.token(type: "DPoP"), id: id) }
+        lines = []
+        let missing = #expect(throws: ToolFailure.self) {
+            try TokenQuery(provider: "corp", session: nil, daemon: DaemonConnection(socket: dpop.path))
+                .answer(idToken: false, header: true, json: false, method: "GET", url: nil) { lines.append($0) }
+        }
+        #expect(missing?.status == ToolFailure.inputRefused)
+        #expect(lines == ["Authorization: DPoP tok-1"])
+    }
+
     @Test("--id-token: the session's ID token while it stays valid; a session without one is told to sign in with openid (status 3)")
     func idToken() throws {
         let scratch = try ScratchDirectory()
