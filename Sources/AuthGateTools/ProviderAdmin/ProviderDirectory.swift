@@ -64,6 +64,18 @@ package enum ProviderDirectory {
         }
     }
 
+    /// `provider list`'s text: the table of ``rows(_:daemonAnswered:)``, then each file's
+    /// problems; a sentence naming `directory` when it holds no provider file.
+    package static func text(_ listings: [Listing], daemonAnswered: Bool, directory: String) -> String {
+        guard !listings.isEmpty else { return "No provider files in \(directory)." }
+        let rows = rows(listings, daemonAnswered: daemonAnswered)
+        var lines = [Terminal.table(["PROVIDER", "FILE", "DAEMON", "PATH"], rows.map { $0.map(Terminal.safe) })]
+        for listing in listings {
+            for problem in listing.problems { lines.append("  error: \(Terminal.safe(problem))") }
+        }
+        return lines.joined(separator: "\n")
+    }
+
     /// What a reload after writing (`added`) or removing `id`'s file in `directory` reported of
     /// it: its report (`nil` once it is gone). A daemon that still lacks an added provider, or
     /// still has a removed one, reads another directory: a failure that says so (with the

@@ -42,12 +42,7 @@ struct ProviderFiles: ParsableCommand {
             let directory = try location.directory(global)
             let (listings, daemonAnswered) = try ProviderDirectory.listings(directory: directory, daemon: global.daemon)
             if global.json { return try global.printJSON(listings) }
-            guard !listings.isEmpty else { return print("No provider files in \(directory).") }
-            let rows = ProviderDirectory.rows(listings, daemonAnswered: daemonAnswered)
-            print(Terminal.table(["PROVIDER", "FILE", "DAEMON", "PATH"], rows.map { $0.map(Terminal.safe) }))
-            for listing in listings {
-                for problem in listing.problems { print("  error: \(Terminal.safe(problem))") }
-            }
+            print(ProviderDirectory.text(listings, daemonAnswered: daemonAnswered, directory: directory))
         }
     }
 

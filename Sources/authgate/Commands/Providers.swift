@@ -11,17 +11,6 @@ struct Providers: ParsableCommand {
     func run() throws {
         let providers = try global.daemon.call(.providersList, EmptyResult(), as: [ProviderInfo].self)
         if global.json { return try global.printJSON(providers) }
-        guard !providers.isEmpty else { return print("No providers are configured.") }
-        let rows = providers.map { provider in
-            [
-                provider.id, provider.type ?? "-", provider.status.rawValue,
-                provider.grants.map(\.rawValue).joined(separator: ",") + (provider.registration ? ",register" : ""),
-                provider.displayName,
-            ]
-        }
-        print(Terminal.table(["PROVIDER", "TYPE", "STATUS", "SIGN-IN", "NAME"], rows))
-        for provider in providers {
-            if let reason = provider.statusReason { print("\n\(provider.id) is \(provider.status.rawValue): \(Terminal.safe(reason))") }
-        }
+        print(AnswerText.providers(providers))
     }
 }

@@ -15,13 +15,6 @@ struct Rekey: ParsableCommand {
     func run() throws {
         let result = try global.daemon.call(.storageRekey, EmptyResult(), as: StorageRekeyResult.self, progress: "Rekeying…")
         if global.json { return try global.printJSON(result) }
-        let place = result.storageKey == "secret-service" ? "the Secret Service" : "the state directory's key file"
-        print(
-            "Sealed \(result.sessions) session\(result.sessions == 1 ? "" : "s") in \(result.files) file\(result.files == 1 ? "" : "s") "
-                + "under a new key, kept in \(place)."
-        )
-        if result.unreadableFiles > 0 {
-            print("\(result.unreadableFiles) file\(result.unreadableFiles == 1 ? "" : "s") no key opens were left as they are (the daemon's log names them).")
-        }
+        print(AnswerText.rekeyed(result))
     }
 }

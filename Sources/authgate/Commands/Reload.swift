@@ -15,13 +15,6 @@ struct Reload: ParsableCommand {
     func run() throws {
         let reports = try global.daemon.call(.configReload, EmptyResult(), as: [ProviderReloadReport].self, progress: "Reloading…")
         if global.json { return try global.printJSON(reports) }
-        let rows = reports.map { report in
-            [report.id, report.change.rawValue, report.status?.rawValue ?? "-", report.statusReason ?? ""]
-        }
-        print(Terminal.table(["PROVIDER", "CHANGE", "STATUS", "REASON"], rows))
-        for report in reports {
-            for problem in report.problems { print("  error: \(Terminal.safe(problem))") }
-            for warning in report.warnings { print("  warning: \(Terminal.safe(warning))") }
-        }
+        print(AnswerText.reloaded(reports))
     }
 }

@@ -23,7 +23,7 @@ struct ProviderDirectoryTests {
         )
     }
 
-    @Test("a listing joins each file with the daemon's status: not loaded when the daemon lacks it, ? when it could not be asked")
+    @Test("a listing joins each file with the daemon's status: not loaded if the daemon lacks it, ? if it cannot be asked; then the problems")
     func listings() {
         let good = ProviderConfigurationLoader.parse(Data(#"{"type": "mock"}"#.utf8), id: "corp", file: "d/corp.json")
         let bad = ProviderConfigurationLoader.parse(Data(#"{"type": "oidc"}"#.utf8), id: "broken", file: "d/broken.json")
@@ -47,6 +47,11 @@ struct ProviderDirectoryTests {
         #expect(ProviderDirectory.rows(ProviderDirectory.listings([good, bad], loaded: nil), daemonAnswered: false).map { $0[2] } == ["?", "?"])
         let json = String(decoding: try! JSONEncoder().encode(listings[0]), as: UTF8.self)
         #expect(json.contains(#""status":"ready""#) && !json.contains("statusReason"))
+        let text = ProviderDirectory.text(listings, daemonAnswered: true, directory: "d").split(separator: "\n")
+        #expect(text[0].split(separator: " ") == ["PROVIDER", "FILE", "DAEMON", "PATH"])
+        #expect(text[1].hasPrefix("corp") && text[1].contains("valid") && text[2].hasPrefix("broken") && text[2].contains("not loaded"))
+        #expect(text.count == 3 + listings[1].problems.count && text[3].hasPrefix("  error: "))
+        #expect(ProviderDirectory.text([], daemonAnswered: true, directory: "/etc/authgate/providers.d") == "No provider files in /etc/authgate/providers.d.")
     }
 
     @Test(
