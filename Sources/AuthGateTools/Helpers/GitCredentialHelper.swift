@@ -23,6 +23,25 @@ package struct GitCredentialHelper {
         self.report = report
     }
 
+    /// The helper as git runs it: `operation` with the attributes git sends on stdin (none for
+    /// `version`), allowed to ask the user unless `GIT_TERMINAL_PROMPT=0`, saying on standard
+    /// error what answered when `verbose`. `configure` and `unconfigure` are refused (usage):
+    /// they need the host.
+    /// - Returns: What to print on stdout.
+    package static func run(_ operation: String, socket: String?, verbose: Bool) throws -> String {
+        if operation == "configure" || operation == "unconfigure" {
+            throw ToolFailure.usageError("\(operation) needs the host: authgate git-credential \(operation) HOST")
+        }
+        let helper = GitCredentialHelper(
+            socket: socket,
+            // git asks its other helpers, then the user, when this one prints nothing.
+            mayAsk: ProcessEnvironment.value("GIT_TERMINAL_PROMPT") != "0",
+            report: verbose ? { Terminal.writeError("\(name): \($0)\n") } : nil
+        )
+        let attributes = operation == "version" ? [:] : CredentialHosts.readAttributes()
+        return try helper.perform(operation, attributes: attributes)
+    }
+
     /// git's `operation` with the attributes git sent: what to print on stdout (empty: nothing,
     /// so git goes on to its other helpers or the user).
     package func perform(_ operation: String, attributes: [String: String]) throws -> String {

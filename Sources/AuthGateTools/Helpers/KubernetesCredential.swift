@@ -25,6 +25,17 @@ package enum KubernetesCredential {
             self.forceRefresh = forceRefresh
         }
 
+        /// `authgate kubectl`'s flags: `--audience` exchanges the access token, so it sends
+        /// one whatever `--token-type` says (which ``problem(tokenType:audience:)`` refuses).
+        package init(flags tokenType: TokenType?, scopes: [String], audience: String?, forceRefresh: Bool) {
+            self.init(tokenType: audience != nil ? .access : tokenType, scopes: scopes, audience: audience, forceRefresh: forceRefresh)
+        }
+
+        /// The usage error of `--audience` with `--token-type id`; `nil` for any other pair.
+        package static func problem(tokenType: TokenType?, audience: String?) -> String? {
+            audience != nil && tokenType == .id ? "--audience exchanges the access token: it goes with --token-type access." : nil
+        }
+
         package var isPlain: Bool { scopes.isEmpty && audience == nil && !forceRefresh }
     }
 

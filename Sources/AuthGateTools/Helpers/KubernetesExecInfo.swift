@@ -11,6 +11,12 @@ public struct KubernetesExecInfo: Sendable {
     /// `spec.interactive`.
     public var interactive: Bool?
 
+    /// What kubectl told this process (`KUBERNETES_EXEC_INFO`); `nil` when it told nothing, or
+    /// nothing ``parse(_:)`` reads.
+    package static func fromEnvironment() -> KubernetesExecInfo? {
+        ProcessEnvironment.value("KUBERNETES_EXEC_INFO").flatMap { parse(Array($0.utf8)) }
+    }
+
     /// `nil` when the bytes are not a JSON object (or are over 64 KiB).
     public static func parse(_ bytes: [UInt8]) -> KubernetesExecInfo? {
         guard bytes.count <= 64 * 1024, let object = (try? JSONValue.parse(Data(bytes)))?.objectValue else { return nil }

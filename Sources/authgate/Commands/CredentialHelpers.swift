@@ -1,12 +1,5 @@
 import ArgumentParser
-import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
-import FoundationEssentials
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `git-credential-authgate get|store|erase` (a link to `authgate`, which dispatches on the
 /// name it was run by; also `authgate git-credential …`): git's credential helper protocol.
@@ -60,20 +53,8 @@ struct GitCredential: ParsableCommand {
         }
     }
 
-    static let name = GitCredentialHelper.name
-
     /// git's `operation`, with the attributes it sends on stdin (``GitCredentialHelper``).
     static func perform(_ operation: String, socket: String?, verbose: Bool = false) throws {
-        if operation == "configure" || operation == "unconfigure" {
-            throw ValidationError("\(operation) needs the host: authgate git-credential \(operation) HOST")
-        }
-        let helper = GitCredentialHelper(
-            socket: socket,
-            // git asks its other helpers, then the user, when this one prints nothing.
-            mayAsk: ProcessEnvironment.value("GIT_TERMINAL_PROMPT") != "0",
-            report: verbose ? { Terminal.writeError("\(name): \($0)\n") } : nil
-        )
-        let attributes = operation == "version" ? [:] : CredentialHosts.readAttributes()
-        print(try helper.perform(operation, attributes: attributes), terminator: "")
+        print(try GitCredentialHelper.run(operation, socket: socket, verbose: verbose), terminator: "")
     }
 }

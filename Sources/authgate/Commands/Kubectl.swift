@@ -1,11 +1,6 @@
 import ArgumentParser
 import AuthGateCore
 import AuthGateTools
-import FoundationEssentials
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `authgate kubectl PROVIDER`: a kubectl exec credential plugin
 /// (client.authentication.k8s.io): prints an `ExecCredential` with the session's ID token (or
@@ -51,19 +46,12 @@ struct Kubectl: ParsableCommand {
     var kubeconfigSnippet = false
 
     func validate() throws {
-        if audience != nil, tokenType == .id {
-            throw ValidationError("--audience exchanges the access token: it goes with --token-type access.")
-        }
+        if let problem = KubernetesCredential.Options.problem(tokenType: tokenType, audience: audience) { throw ValidationError(problem) }
     }
 
     func run() throws {
         if kubeconfigSnippet { return print(snippet()) }
-        let options = KubernetesCredential.Options(
-            tokenType: audience != nil ? .access : tokenType,
-            scopes: scopes,
-            audience: audience,
-            forceRefresh: forceRefresh
-        )
+        let options = KubernetesCredential.Options(flags: tokenType, scopes: scopes, audience: audience, forceRefresh: forceRefresh)
         if setup { return try printSetup(options) }
         try Self.printCredential(provider: selection.provider, session: selection.session, socket: global.socket, options: options)
     }
@@ -80,7 +68,7 @@ struct Kubectl: ParsableCommand {
             session: session,
             socket: socket,
             options: options,
-            execInfo: ProcessEnvironment.value("KUBERNETES_EXEC_INFO").flatMap { KubernetesExecInfo.parse(Array($0.utf8)) }
+            execInfo: KubernetesExecInfo.fromEnvironment()
         )
         print(String(decoding: credential.jsonBytes, as: UTF8.self))
     }

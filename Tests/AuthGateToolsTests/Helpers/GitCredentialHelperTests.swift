@@ -53,6 +53,17 @@ struct GitCredentialHelperTests {
         #expect(said.text.contains("but git offers no capability[]=authtype: git 2.46 or later does"))
     }
 
+    @Test("as git runs it: version answers without reading stdin; configure and unconfigure without a host are usage errors")
+    func runAsGitDoes() throws {
+        #expect(
+            try GitCredentialHelper.run("version", socket: "/nonexistent", verbose: false) == "git-credential-authgate (authgate) \(AuthGateVersion.current)\n"
+        )
+        for operation in ["configure", "unconfigure"] {
+            let refused = #expect(throws: ToolFailure.self) { try GitCredentialHelper.run(operation, socket: "/nonexistent", verbose: true) }
+            #expect(refused?.showsUsage == true && refused?.description == "\(operation) needs the host: authgate git-credential \(operation) HOST")
+        }
+    }
+
     @Test("nothing for http, for what is not a host name, for store; version without reading anything; no daemon call for any of them")
     func refusals() throws {
         let said = SharedText()

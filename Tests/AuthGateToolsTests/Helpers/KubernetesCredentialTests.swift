@@ -23,6 +23,20 @@ struct KubernetesCredentialTests {
         #expect(object["status"] as? [String: String] == ["token": "eyJ.token", "expirationTimestamp": "2027-01-15T08:00:00Z"])
     }
 
+    @Test("the flags: --audience sends the access token whatever else is said, and goes not with --token-type id")
+    func flags() {
+        let exchanged = KubernetesCredential.Options(flags: nil, scopes: ["read"], audience: "api", forceRefresh: true)
+        #expect(exchanged.tokenType == .access && exchanged.audience == "api" && exchanged.scopes == ["read"] && exchanged.forceRefresh)
+        #expect(KubernetesCredential.Options(flags: .id, scopes: [], audience: nil, forceRefresh: false).tokenType == .id)
+        #expect(KubernetesCredential.Options(flags: nil, scopes: [], audience: nil, forceRefresh: false).tokenType == nil)
+        #expect(
+            KubernetesCredential.Options.problem(tokenType: .id, audience: "api")
+                == "--audience exchanges the access token: it goes with --token-type access."
+        )
+        #expect(KubernetesCredential.Options.problem(tokenType: .access, audience: "api") == nil)
+        #expect(KubernetesCredential.Options.problem(tokenType: .id, audience: nil) == nil)
+    }
+
     @Test("--setup: the claims, the set-credentials command with its arguments quoted, and the API server's flags from iss, azp and sub")
     func setup() {
         let claims: [String: JSONValue] = [
