@@ -3,7 +3,6 @@ import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
 import CLinux
-import FoundationEssentials
 
 #if canImport(Glibc)
 import Glibc

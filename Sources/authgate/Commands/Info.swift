@@ -1,5 +1,4 @@
 import ArgumentParser
-import AuthGateCore
 import AuthGateRPC
 import AuthGateTools
 

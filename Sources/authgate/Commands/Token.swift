@@ -1,6 +1,4 @@
 import ArgumentParser
-import AuthGateCore
-import AuthGateRPC
 import AuthGateTools
 
 struct Token: ParsableCommand {
