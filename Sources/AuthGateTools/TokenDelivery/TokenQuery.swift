@@ -38,6 +38,13 @@ package struct TokenQuery {
         self.daemon = daemon
     }
 
+    /// The usage error of `--id-token` with what goes only with the access token (`--header`,
+    /// `--audience`, `--requested-token-type`, `--resource`, `--json`); `nil` otherwise.
+    package func problem(idToken: Bool, header: Bool, json: Bool) -> String? {
+        guard idToken, header || audience != nil || requestedTokenType != nil || resource != nil || json else { return nil }
+        return "--id-token prints the session's ID token: it goes without --header, --audience, --requested-token-type, --resource and --json."
+    }
+
     /// Whether the token is exchanged (`token.exchange`) rather than the session's own.
     package var exchanges: Bool { audience != nil || requestedTokenType != nil }
 

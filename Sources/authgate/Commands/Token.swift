@@ -56,16 +56,9 @@ struct Token: ParsableCommand {
     @Option(help: ArgumentHelp("The request's method, for the DPoP proof of --header (default GET).", valueName: "method"))
     var method = "GET"
 
-    func validate() throws {
-        if idToken, header || audience != nil || requestedTokenType != nil || resource != nil || global.json {
-            throw ValidationError(
-                "--id-token prints the session's ID token: it goes without --header, --audience, --requested-token-type, --resource and --json."
-            )
-        }
-    }
-
-    func run() throws {
-        let query = TokenQuery(
+    /// The flags as typed, for TokenQuery to check and to call with.
+    private var query: TokenQuery {
+        TokenQuery(
             provider: selection.provider,
             session: selection.session,
             minValid: minValid,
@@ -76,6 +69,13 @@ struct Token: ParsableCommand {
             requestedTokenType: requestedTokenType,
             daemon: global.daemon
         )
+    }
+
+    func validate() throws {
+        if let problem = query.problem(idToken: idToken, header: header, json: global.json) { throw ValidationError(problem) }
+    }
+
+    func run() throws {
         if let result = try query.answer(idToken: idToken, header: header, json: global.json, method: method, url: url, line: { print($0) }) {
             try global.printJSON(result)
         }

@@ -82,6 +82,21 @@ struct TokenQueryTests {
         #expect(lines == ["Authorization: DPoP tok-1"])
     }
 
+    @Test("--id-token goes without --header, --audience, --requested-token-type, --resource and --json")
+    func idTokenFlags() {
+        let sentence = "--id-token prints the session's ID token: it goes without --header, --audience, --requested-token-type, --resource and --json."
+        let plain = TokenQuery(provider: "corp", session: nil, minValid: 60, forceRefresh: true, scopes: ["openid"], daemon: DaemonConnection(socket: nil))
+        #expect(plain.problem(idToken: true, header: false, json: false) == nil)
+        #expect(plain.problem(idToken: false, header: true, json: true) == nil)
+        #expect(plain.problem(idToken: true, header: true, json: false) == sentence)
+        #expect(plain.problem(idToken: true, header: false, json: true) == sentence)
+        for change in [\TokenQuery.audience, \.requestedTokenType, \.resource] {
+            var query = plain
+            query[keyPath: change] = "x"
+            #expect(query.problem(idToken: true, header: false, json: false) == sentence)
+        }
+    }
+
     @Test("--id-token: the session's ID token while it stays valid; a session without one is told to sign in with openid (status 3)")
     func idToken() throws {
         let scratch = try ScratchDirectory()
