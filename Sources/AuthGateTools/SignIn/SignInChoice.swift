@@ -17,6 +17,16 @@ package struct SignInChoice: Sendable {
         self.noBrowser = noBrowser
     }
 
+    /// The usage error of more than one way to sign in among `--device`, `--browser`,
+    /// `--client-credentials` and, for `login` (`password` not `nil`), a user name or password
+    /// given; `nil` for one way or none.
+    package func problem(password: Bool?) -> String? {
+        guard [device, browser, clientCredentials, password == true].filter({ $0 }).count > 1 else { return nil }
+        return password == nil
+            ? "Choose one way to sign in: --device, --browser or --client-credentials."
+            : "Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin."
+    }
+
     /// Where the sign-in runs, as far as the choice goes.
     package struct Place: Sendable {
         /// A graphical session a browser can be opened in (`DISPLAY` or `WAYLAND_DISPLAY`).

@@ -41,9 +41,7 @@ struct Login: ParsableCommand {
     var confirm: Bool?
 
     func validate() throws {
-        if method.chosen + (username != nil || passwordStdin ? 1 : 0) > 1 {
-            throw ValidationError("Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin.")
-        }
+        if let problem = method.choice.problem(password: username != nil || passwordStdin) { throw ValidationError(problem) }
     }
 
     func run() throws {
@@ -77,9 +75,6 @@ struct SignInMethodOptions: ParsableArguments {
 
     @Flag(name: .customLong("no-browser"), help: "Do not try to open the browser; just print the URL.")
     var noBrowser = false
-
-    /// How many of `--device`, `--browser` and `--client-credentials` were given.
-    var chosen: Int { [device, browser, clientCredentials].filter { $0 }.count }
 
     var choice: SignInChoice {
         SignInChoice(clientCredentials: clientCredentials, device: device, browser: browser, noBrowser: noBrowser)

@@ -32,9 +32,7 @@ struct ProviderTest: ParsableCommand {
     var keep = false
 
     func validate() throws {
-        if method.chosen > 1 {
-            throw ValidationError("Choose one way to sign in: --device, --browser or --client-credentials.")
-        }
+        if let problem = method.choice.problem(password: nil) { throw ValidationError(problem) }
     }
 
     func run() throws {

@@ -10,6 +10,21 @@ struct SignInChoiceTests {
     private let terminal = SignInChoice.Place(hasDesktop: false, stdinIsTerminal: true)
     private let pipe = SignInChoice.Place(hasDesktop: false, stdinIsTerminal: false)
 
+    @Test("one way to sign in at most: two of --device, --browser, --client-credentials, or one with a user name or password for login, is a usage error")
+    func oneWay() {
+        #expect(SignInChoice().problem(password: false) == nil)
+        #expect(SignInChoice(device: true).problem(password: false) == nil)
+        #expect(SignInChoice().problem(password: true) == nil)
+        #expect(SignInChoice(clientCredentials: true, noBrowser: true).problem(password: nil) == nil)
+        let login = "Choose one way to sign in: --device, --browser, --client-credentials, or --username/--password-stdin."
+        #expect(SignInChoice(device: true).problem(password: true) == login)
+        #expect(SignInChoice(device: true, browser: true).problem(password: false) == login)
+        #expect(
+            SignInChoice(clientCredentials: true, browser: true).problem(password: nil)
+                == "Choose one way to sign in: --device, --browser or --client-credentials."
+        )
+    }
+
     @Test("a flag decides without asking what the provider offers; a user name or password means the password grant")
     func flags() {
         let all: [Grant] = [.password, .deviceCode, .authorizationCode, .clientCredentials]
