@@ -64,6 +64,19 @@ struct CLITests {
         #expect(wrong.status != 64 && wrong.stderr.hasSuffix("[invalid_credentials]\n") && !wrong.stderr.contains("Usage"), "\(wrong)")
     }
 
+    @Test(
+        "the CLI (and so every helper) and the daemon start without libcurl and its libraries: it is opened when a request first needs it, so a token costs no TLS, HTTP/2 or Kerberos library's loading"
+    )
+    func startsWithoutLibcurl() throws {
+        for binary in [BuiltProducts.cli, BuiltProducts.daemon] {
+            let ldd = try run(URL(fileURLWithPath: "/usr/bin/ldd"), [binary.path])
+            #expect(ldd.status == 0, "\(ldd.stderr)")
+            for library in ["libcurl", "libssl", "libnghttp2", "libgssapi"] {
+                #expect(!ldd.stdout.contains(library), "\(binary.lastPathComponent) links \(library): \(ldd.stdout)")
+            }
+        }
+    }
+
     @Test("register signs the new user in")
     func register() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
