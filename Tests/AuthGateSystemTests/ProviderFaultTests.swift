@@ -71,6 +71,26 @@ struct ProviderFaultTests {
         #expect(!daemon.logText.contains("alice-password-1") && !daemon.logText.contains("faulty-at-") && !daemon.logText.contains("faulty-rt-"))
     }
 
+    /// Execs its arguments with the kernel's memory-deny-write-execute on (`PR_SET_MDWE`,
+    /// refusing a mapping that is or becomes writable and executable; kept across exec): what
+    /// the system unit's `MemoryDenyWriteExecute=true` asks of the daemon, without systemd.
+    static let denyWriteExecute = [
+        "/usr/bin/python3", "-c",
+        "import ctypes, os, sys\nif ctypes.CDLL(None).prctl(65, 1, 0, 0, 0) != 0: sys.exit('PR_SET_MDWE refused')\nos.execv(sys.argv[1], sys.argv[1:])",
+    ]
+
+    @Test(
+        "under memory-deny-write-execute, as its unit runs it, the daemon opens libcurl on its first provider request and signs in over TLS"
+    )
+    func libcurlUnderDenyWriteExecute() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "ok")
+        let daemon = try DaemonProcess(providers: ["faulty.json": faultyProvider(server)], launcher: Self.denyWriteExecute)
+        try daemon.waitForLog("provider ready")
+        let reply = try exchange(try daemon.connect(), signIn)
+        #expect((reply.result as? [String: Any])?["subject"] as? String == "faulty-user", "\(reply) \(daemon.logText.suffix(600))")
+    }
+
     @Test("an unknown kid makes the daemon fetch the JWKS once more, then fail")
     func unknownKidRefetch() throws {
         let scratch = try ScratchDirectory()
