@@ -43,4 +43,10 @@ extension HTTPTransportError {
         }
         return HTTPTransportError(.other, "libcurl could not create a handle")
     }
+
+    /// libcurl refused to set an option (``CurlBaseline/apply(to:url:allowInsecureLoopback:caBundle:connectTimeoutMilliseconds:)``
+    /// or a caller's own): the first refusal's sentence.
+    static func refusedOption(_ code: CURLcode) -> HTTPTransportError {
+        HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(code)))")
+    }
 }

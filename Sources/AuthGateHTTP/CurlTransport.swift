@@ -103,7 +103,7 @@ public struct CurlTransport: HTTPTransport {
             set(ag_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, "DELETE"))
         }
         guard failures.isEmpty else {
-            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(failures[0])))")
+            throw .refusedOption(failures[0])
         }
 
         let code = ag_curl_easy_perform(handle)

@@ -145,7 +145,7 @@ public final class StreamedExchanges: Sendable {
             set(ag_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
         }
         guard failures.isEmpty else {
-            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(failures[0])))")
+            throw .refusedOption(failures[0])
         }
         let code = ag_curl_easy_perform(easy)
         if code == CURLE_OK, !state.headDelivered {

@@ -70,7 +70,7 @@ public final class UpstreamConnection {
         set(ag_curl_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1))
         guard failures.isEmpty else {
             ag_curl_easy_cleanup(easy)
-            throw HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(failures[0])))")
+            throw .refusedOption(failures[0])
         }
         let code = ag_curl_easy_perform(easy)
         var descriptor: curl_socket_t = -1
