@@ -15,10 +15,9 @@ apt_install() {
 }
 
 # What building and running need, and nothing more (scripts/run, scripts/install):
-# libcurl's development files (provider HTTP goes through libcurl) and pkg-config to find them.
+# libcurl's headers (provider HTTP goes through libcurl, opened at run time: Sources/CCurl).
 # Prints the missing packages' names.
 missing_build_packages() {
-    command -v pkg-config >/dev/null || echo pkg-config
     dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q "install ok installed" || echo libcurl4-openssl-dev
 }
 
