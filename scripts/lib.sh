@@ -98,19 +98,16 @@ ensure_system_packages() {
     return "$status"
 }
 
-# Release binaries: authgated with the Swift runtime linked statically (it runs where no Swift
-# is installed: the Debian package), and authgate as a fully static executable: with no dynamic
-# loading it starts in about 3 ms instead of 15 ms inside $(...) (docs/BENCHMARKS.md). The CLI
-# builds in a scratch path of its own so that the two sets of flags do not rebuild each
-# other's modules.
 # The one release build (Package.swift, AUTHGATE_TESTABLE_RELEASE): what the full test run
 # tests, what scripts/package ships and scripts/install installs, and what scripts/bench
 # measures — both with the Swift runtime linked statically and glibc dynamically — so the
 # package a user builds is the package the tests check. Not a fully static CLI: glibc's name
 # service (getpwnam for `sink --owner`, a user name git or docker passes) loads its modules
 # (libnss_systemd) into a static binary, which crashed on a name /etc/passwd lacks. Without
-# debug information (the package strips it anyway; ~10 % of a cold build).
-release_flags=(-c release -debug-info-format none)
+# debug information (the package strips it anyway; ~10 % of a cold build), and without the
+# $ORIGIN library path SwiftPM adds: they load no library of their own, and it sent the
+# dynamic loader through ~20 directories beside the binary at every start.
+release_flags=(-c release -debug-info-format none --disable-local-rpath)
 build_release() {
     AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgated >&2
     AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgate >&2

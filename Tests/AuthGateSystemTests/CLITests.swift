@@ -65,7 +65,7 @@ struct CLITests {
     }
 
     @Test(
-        "the CLI (and so every helper) and the daemon start without libcurl and its libraries: it is opened when a request first needs it, so a token costs no TLS, HTTP/2 or Kerberos library's loading"
+        "the CLI (and so every helper) and the daemon start without libcurl and its libraries: it is opened when a request first needs it, so a token costs no TLS, HTTP/2 or Kerberos library's loading; as shipped, they load glibc's libc and libm and nothing else"
     )
     func startsWithoutLibcurl() throws {
         for binary in [BuiltProducts.cli, BuiltProducts.daemon] {
@@ -74,6 +74,18 @@ struct CLITests {
             for library in ["libcurl", "libssl", "libnghttp2", "libgssapi"] {
                 #expect(!ldd.stdout.contains(library), "\(binary.lastPathComponent) links \(library): \(ldd.stdout)")
             }
+            // The release build the package ships (the Swift runtime linked statically; a debug
+            // build loads it from the toolchain): libstdc++ and libgcc's unwinder are inside too
+            // (Sources/link/libstdc++.so), and no $ORIGIN library path sends the loader
+            // searching beside the binary.
+            guard !ldd.stdout.contains("libswiftCore") else { continue }
+            let loaded = ldd.stdout.split(separator: "\n").compactMap { $0.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map(String.init) }
+            #expect(
+                Set(loaded) == ["linux-vdso.so.1", "libm.so.6", "libc.so.6", "/lib64/ld-linux-x86-64.so.2"],
+                "\(binary.lastPathComponent) loads \(loaded)"
+            )
+            let dynamic = try run(URL(fileURLWithPath: "/usr/bin/readelf"), ["-d", binary.path])
+            #expect(!dynamic.stdout.contains("RUNPATH") && !dynamic.stdout.contains("RPATH"), "\(dynamic.stdout)")
         }
     }
 
