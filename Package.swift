@@ -10,7 +10,6 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "authgate",
     products: [
-        .executable(name: "authgated", targets: ["authgated"]),
         .executable(name: "authgate", targets: ["authgate"]),
         .library(name: "AuthGateClient", targets: ["AuthGateClient"]),
     ],
@@ -118,14 +117,6 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
-        .executableTarget(
-            name: "authgated",
-            dependencies: [
-                "AuthGateDaemon", "AuthGateServer",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
-            swiftSettings: strictSettings
-        ),
         // The CLI's logic, tested in process (AuthGateToolsTests, in the same folders): the
         // daemon calls through AuthGateClient and the one failure type (DaemonCalls), sign-in
         // (SignIn: the grant's choice, the interactive and point-of-use flows, registration),
@@ -152,10 +143,13 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // Every program of authgate in one executable, chosen by the name it is run by
+        // (AuthGateTools' Invocation): `authgate`, the daemon `authgated`, and git's and docker's
+        // credential helpers; installed once, with links for the other names.
         .executableTarget(
             name: "authgate",
             dependencies: [
-                "AuthGateTools", "AuthGateClient", "AuthGateRPC", "AuthGateProxy", "CLinux",
+                "AuthGateTools", "AuthGateClient", "AuthGateRPC", "AuthGateProxy", "AuthGateDaemon", "AuthGateServer", "CLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -303,15 +297,15 @@ let package = Package(
 // The one build of the full test run (scripts/test sets AUTHGATE_TESTABLE_RELEASE=1 for a
 // release build with the tests): this package's modules compiled with testability (the tests'
 // `@testable` imports; the fuzz entry points, which use them, are compiled too: the condition
-// AUTHGATE_TESTABLE), and the two executables the Debian package ships linked with the Swift
-// runtime statically (they run where no Swift is installed), while the test bundle links it
+// AUTHGATE_TESTABLE), and the one executable the Debian package ships linked with the Swift
+// runtime statically (it runs where no Swift is installed), while the test bundle links it
 // dynamically: `--static-swift-stdlib` would link the test bundle statically too, and Swift
 // Testing has no static library. The dependencies keep their ordinary flags. A static
 // FoundationEssentials needs _FoundationCollections and _FoundationCShims, which a module
 // compiled for the dynamic runtime does not name: they are given to the linker here. The
-// executables are linked by lld: it packs the ~80,000 relative relocations of a
+// executable is linked by lld: it packs the ~80,000 relative relocations of a
 // position-independent executable into a table of 13 KB instead of 1.9 MB (DT_RELR, glibc
-// 2.36: Debian 12); they export `main` only (Sources/link/exports.map says why) and carry
+// 2.36: Debian 12); it exports `main` only (Sources/link/exports.map says why) and carries
 // libstdc++ and libgcc's unwinder statically (Sources/link/libstdc++.so says why).
 if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
     for index in package.targets.indices where package.targets[index].type == .regular && package.targets[index].name.hasPrefix("AuthGate") {
@@ -326,7 +320,7 @@ if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
     for index in package.targets.indices where package.targets[index].type == .test {
         package.targets[index].swiftSettings = (package.targets[index].swiftSettings ?? []) + [.unsafeFlags(["-Onone"])]
     }
-    for index in package.targets.indices where ["authgated", "authgate"].contains(package.targets[index].name) {
+    for index in package.targets.indices where package.targets[index].name == "authgate" {
         package.targets[index].linkerSettings =
             (package.targets[index].linkerSettings ?? []) + [
                 .unsafeFlags([

@@ -109,14 +109,20 @@ ensure_system_packages() {
 # dynamic loader through ~20 directories beside the binary at every start.
 release_flags=(-c release -debug-info-format none --disable-local-rpath)
 build_release() {
-    AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgated >&2
     AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --product authgate >&2
+    link_programs "$(release_dir)"
+}
+# authgate is every program, chosen by the name it is run by (Invocation): the daemon and the
+# helpers are links to it, in a build directory as where it is installed.
+program_links=(authgated git-credential-authgate docker-credential-authgate)
+link_programs() {
+    local name
+    for name in "${program_links[@]}"; do ln -sfn authgate "$1/$name"; done
 }
 # $AUTHGATE_RELEASE_DIR, when set, names the release build's directory (scripts/test sets it:
 # it packages that build while another build runs in .build, whose lock
 # `swift build --show-bin-path` would wait for).
-release_daemon_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --show-bin-path)}"; }
-release_cli_dir() { release_daemon_dir; }
+release_dir() { echo "${AUTHGATE_RELEASE_DIR:-$(AUTHGATE_TESTABLE_RELEASE=1 swift build "${release_flags[@]}" --show-bin-path)}"; }
 
 # The Python virtualenv (.venv in the repo root) that runs the test identity providers in
 # Tests/idp. pip runs only when Tests/idp/requirements.txt changed since the last install

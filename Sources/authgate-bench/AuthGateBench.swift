@@ -18,7 +18,7 @@ struct AuthGateBench: ParsableCommand {
         abstract: "Measures authgated and authgate (use a release build) and prints Markdown tables."
     )
 
-    @Option(help: ArgumentHelp("Directory with the built authgated and authgate.", valueName: "dir"))
+    @Option(help: ArgumentHelp("Directory with the built authgate (the daemon is its authgated link, made here if missing).", valueName: "dir"))
     var binDirectory: String
 
     @Option(help: ArgumentHelp("The authgate to time (default: the one in --bin-directory).", valueName: "path"))
@@ -75,6 +75,11 @@ struct AuthGateBench: ParsableCommand {
 
     func run() throws {
         let work = try WorkDirectory()
+        // authgate is the daemon by that name, as installed (scripts/lib.sh's link_programs).
+        if (try? FileManager.default.destinationOfSymbolicLink(atPath: binDirectory + "/authgated")) == nil {
+            try? FileManager.default.removeItem(atPath: binDirectory + "/authgated")
+            try FileManager.default.createSymbolicLink(atPath: binDirectory + "/authgated", withDestinationPath: "authgate")
+        }
         let parts = Set(only.isEmpty ? ["hot", "metrics", "cli", "memory", "burst", "startup", "refresh", "sink", "fleet", "proxy"] : only)
         if parts.contains("hot") { print(try hotPath(work)) }
         if parts.contains("metrics") { print(try metricsCost(work)) }

@@ -8,7 +8,8 @@ import CLinux
 import Glibc
 #endif
 
-/// `authgate`: the command-line client of `authgated`.
+/// `authgate`: the command-line client of `authgated`, and every other program of authgate by
+/// the name it is run by (``Invocation``): the daemon and git's and docker's helpers.
 @main
 struct AuthGate: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -35,6 +36,7 @@ struct AuthGate: ParsableCommand {
         ag_line_buffer_stdout()
         do {
             switch Invocation(CommandLine.arguments) {
+            case .daemon(let arguments): AuthGated.start(arguments)
             case .dockerCredential(let arguments): try DockerCredential.serve(arguments, socket: nil)
             case .gitCredential(let operation, let verbose): try GitCredential.perform(operation, socket: nil, verbose: verbose)
             case .token(let provider): print(try DaemonConnection(socket: nil).accessToken(TokenParams(provider: provider)))

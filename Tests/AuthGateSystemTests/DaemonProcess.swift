@@ -18,7 +18,17 @@ enum BuiltProducts {
         return Repository.root.appendingPathComponent(".build/debug")
     }()
 
-    static let daemon = directory.appendingPathComponent("authgated")
+    /// The daemon: `authgated`, a link to `authgate` beside it as installed (scripts/lib.sh's
+    /// link_programs makes it after a build; made here when a plain `swift build` did not).
+    static let daemon: URL = {
+        let link = directory.appendingPathComponent("authgated")
+        if (try? FileManager.default.destinationOfSymbolicLink(atPath: link.path)) != "authgate" {
+            // Not a link to it: missing, or the separate daemon executable of older builds.
+            try? FileManager.default.removeItem(at: link)
+            try? FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: "authgate")
+        }
+        return link
+    }()
     static let cli = directory.appendingPathComponent("authgate")
 }
 

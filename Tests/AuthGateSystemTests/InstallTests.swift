@@ -31,6 +31,13 @@ struct InstallTests {
         ] {
             #expect(FileManager.default.fileExists(atPath: stage.path + file), "\(file) is installed")
         }
+        // One executable: the daemon and the helpers are links to authgate, beside it.
+        let attributes = try FileManager.default.attributesOfItem(atPath: stage.path + "/usr/local/bin/authgate")
+        #expect(attributes[.type] as? FileAttributeType == .typeRegular)
+        for program in ["authgated", "git-credential-authgate", "docker-credential-authgate"] {
+            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: stage.path + "/usr/local/bin/" + program)
+            #expect(target == "authgate", "\(program) links to \(target ?? "nothing")")
+        }
 
         // authgate(1) has an entry for every subcommand its --help lists.
         let manual = try String(contentsOfFile: share + "/man/man1/authgate.1", encoding: .utf8)

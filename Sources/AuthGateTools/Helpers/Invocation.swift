@@ -1,12 +1,15 @@
 /// How the `authgate` executable was run, from its whole command line (the name it was run by
-/// first). Installed as links, `git-credential-authgate` and `docker-credential-authgate` are
-/// the helpers themselves (git and docker run them by those names). The forms other programs
+/// first). It is every program of authgate: installed as links, `authgated` is the daemon, and
+/// `git-credential-authgate` and `docker-credential-authgate` are the helpers themselves (git
+/// and docker run them by those names). The forms other programs
 /// run before each of their requests go without the argument parser, whose reflection over
 /// every command's options ran before the first syscall of its own (docs/BENCHMARKS.md, "What
 /// was optimised"): `authgate token PROVIDER` (inside `$(...)`), `authgate kubectl PROVIDER`
 /// and `git-credential-authgate OPERATION`. Any other form, including any option, goes through
 /// the parser as usual.
 package enum Invocation: Equatable {
+    /// `authgated ARGUMENTS…`: the daemon, with its arguments.
+    case daemon([String])
     /// `docker-credential-authgate ARGUMENTS…`: docker's helper, with docker's arguments.
     case dockerCredential([String])
     /// `git-credential-authgate OPERATION` (or `authgate git-credential OPERATION`), and
@@ -23,6 +26,10 @@ package enum Invocation: Equatable {
 
     package init(_ commandLine: [String]) {
         let invokedAs = commandLine.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        if invokedAs == "authgated" {
+            self = .daemon(Array(commandLine.dropFirst()))
+            return
+        }
         let helper: String? =
             switch invokedAs {
             case "git-credential-authgate": "git-credential"

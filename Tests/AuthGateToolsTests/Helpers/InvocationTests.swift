@@ -1,11 +1,23 @@
 import AuthGateTools
 import Testing
 
-/// How the executable was run (Invocation): the helpers by their links' names, the forms run
+/// How the executable was run (Invocation): the daemon and the helpers by their links' names, the forms run
 /// without the argument parser, the rest for the parser. The built CLI runs them in CLITests
 /// and CredentialHelperTests.
 @Suite("How authgate was run: a helper's link, a form without the parser, or the parser")
 struct InvocationTests {
+    @Test("authgated is the daemon with all its arguments, whatever they are; only that name")
+    func daemonLink() {
+        #expect(
+            Invocation(["/usr/bin/authgated", "--system", "--providers", "/etc/authgate/providers.d"])
+                == .daemon(["--system", "--providers", "/etc/authgate/providers.d"])
+        )
+        #expect(Invocation(["authgated"]) == .daemon([]))
+        #expect(Invocation(["authgated", "token", "corp"]) == .daemon(["token", "corp"]))
+        #expect(Invocation(["/usr/bin/authgate", "--version"]) == .parse(["--version"]))
+        #expect(Invocation(["/usr/bin/authgated-old", "--version"]) == .parse(["--version"]))
+    }
+
     @Test("docker-credential-authgate is docker's helper with docker's arguments, whatever they are")
     func dockerLink() {
         #expect(Invocation(["/usr/bin/docker-credential-authgate", "get"]) == .dockerCredential(["get"]))

@@ -2,11 +2,16 @@ import ArgumentParser
 import AuthGateCore
 import AuthGateDaemon
 import AuthGateServer
+import Dispatch
 import FoundationEssentials
 import Logging
 
-/// `authgated`: parse the command line, set up logging, run the daemon.
-@main
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authgated`, the daemon: the one executable run by that name (``Invocation/daemon(_:)``).
+/// Parses the command line, sets up logging and runs the daemon.
 struct AuthGated: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "authgated",
@@ -118,6 +123,17 @@ struct AuthGated: AsyncParsableCommand {
 
     @Flag(name: .customLong("no-metrics"), help: "Keep no metrics at all (their cost on the cached token path is measured in docs/BENCHMARKS.md).")
     var noMetrics = false
+
+    /// Runs the daemon with `arguments` as an asynchronous `main` would, and exits with its
+    /// status. The executable's `main` stays synchronous: an asynchronous one would start the
+    /// concurrency runtime's main queue in every `authgate token` too.
+    static func start(_ arguments: [String]) -> Never {
+        Task {
+            await main(arguments)
+            Glibc.exit(0)
+        }
+        dispatchMain()
+    }
 
     func validate() throws {
         guard !(user && system) else { throw ValidationError("--user and --system exclude each other.") }
