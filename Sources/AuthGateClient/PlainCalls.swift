@@ -23,7 +23,7 @@ extension AuthGateClient {
     /// the front door answers it on its fast path); `nil` when the call failed on the way.
     public func plainTokenReply(provider: String) -> [UInt8]? {
         guard let connection = try? RPCConnection(path: socketPath),
-            (try? connection.send(RPCLine.request(.token, params: ["provider": .string(provider)]))) != nil
+            (try? connection.send(RPCLine.request(.token, parameter: "provider", provider))) != nil
         else { return nil }
         return try? connection.receiveLine()
     }

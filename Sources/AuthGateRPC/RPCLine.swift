@@ -23,6 +23,20 @@ public enum RPCLine {
         return line
     }
 
+    /// The request line that calls `method` with one string parameter, written without a
+    /// dictionary: the bytes of ``request(_:params:)`` for `[name: .string(value)]`, for
+    /// `authgate token PROVIDER`, a whole process whose first dictionary would cost it a
+    /// generic-metadata instantiation and a walk through every protocol conformance of the
+    /// binary (docs/BENCHMARKS.md).
+    public static func request(_ method: RPCMethod, parameter name: String, _ value: String) -> [UInt8] {
+        var params: [UInt8] = [UInt8(ascii: "{")]
+        JSONValue.writeString(name, into: &params)
+        params.append(UInt8(ascii: ":"))
+        JSONValue.writeString(value, into: &params)
+        params.append(UInt8(ascii: "}"))
+        return request(method, encodedParams: params)
+    }
+
     /// The request line that calls `method` with params that are JSON already (encoded from
     /// their RPC type), as id 1.
     public static func request(_ method: RPCMethod, encodedParams: some Sequence<UInt8>) -> [UInt8] {
@@ -74,11 +88,33 @@ public enum RPCLine {
     /// answer, another id, a line the plain reader declines), which the JSON decoder then reads.
     /// The whole line is read: a line that merely starts like an answer is not one (the
     /// `watch-line` fuzz target found that a prefix match took a broken line's first word).
+    /// The objects are read member by member (``PlainJSONReader/members(depth:_:)``), not
+    /// built: as for the request, no dictionary.
     public static func bareAccessToken(in reply: [UInt8]) -> String? {
-        guard let answer = JSONValue.readPlain(reply)?.objectValue, answer["id"] == .number(1), answer["error"] == nil,
-            case .string(let token)? = answer["result"]?.objectValue?["access_token"]
-        else { return nil }
-        return token
+        reply.withUnsafeBufferPointer { bytes -> String? in
+            var reader = PlainJSONReader(bytes: bytes)
+            var isFirstCall = false
+            var token: String?
+            let read = reader.members(depth: 0) { key, reader in
+                switch key {
+                case "id":
+                    isFirstCall = reader.value(depth: 1) == .number(1)
+                    return true
+                case "error":
+                    return false
+                case "result":
+                    return reader.members(depth: 1) { key, reader in
+                        guard key == "access_token" else { return reader.value(depth: 2) != nil }
+                        token = reader.string()
+                        return token != nil
+                    }
+                default:
+                    return reader.value(depth: 1) != nil
+                }
+            }
+            guard read, reader.isAtEnd(), isFirstCall else { return nil }
+            return token
+        }
     }
 
     /// The `result` of an answer line, read by AuthGateCore's plain reader (the JSON parser when

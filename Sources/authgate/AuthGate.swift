@@ -35,7 +35,7 @@ struct AuthGate: ParsableCommand {
         // get the URL to open when it is printed, not when the sign-in ends.
         ag_line_buffer_stdout()
         do {
-            switch Invocation(CommandLine.arguments) {
+            switch Invocation(argc: CommandLine.argc, argv: CommandLine.unsafeArgv) {
             case .daemon(let arguments): AuthGated.start(arguments)
             case .dockerCredential(let arguments): try DockerCredential.serve(arguments, socket: nil)
             case .gitCredential(let operation, let verbose): try GitCredential.perform(operation, socket: nil, verbose: verbose)

@@ -126,7 +126,10 @@ struct AuthGated: AsyncParsableCommand {
 
     /// Runs the daemon with `arguments` as an asynchronous `main` would, and exits with its
     /// status. The executable's `main` stays synchronous: an asynchronous one would start the
-    /// concurrency runtime's main queue in every `authgate token` too.
+    /// concurrency runtime's main queue in every `authgate token` too. Never inlined into
+    /// `main`: the task's priority (an `Optional<TaskPriority>` on the stack) would have every
+    /// start look up that type's metadata by name, a sixth of `authgate token`'s work.
+    @inline(never)
     static func start(_ arguments: [String]) -> Never {
         Task {
             await main(arguments)

@@ -45,4 +45,38 @@ struct RPCLineTests {
         let error = Array(#"{"error":{"code":-32008,"message":"m"},"id":1,"jsonrpc":"2.0"}"#.utf8)
         #expect(RPCLine.bareAccessToken(in: error) == nil && RPCLine.result(in: error) == nil)
     }
+
+    @Test("authgate token's request with one parameter, written without a dictionary, is the same line as the dictionary's, escapes included")
+    func oneParameterRequest() {
+        for provider in ["corp", "a\"b\\c\n\u{1}\u{7f}", "é😀", ""] {
+            #expect(RPCLine.request(.token, parameter: "provider", provider) == RPCLine.request(.token, params: ["provider": .string(provider)]))
+        }
+    }
+
+    @Test(
+        "the token is read member by member as the whole-line reader reads it: members in any order and spacing, nested values skipped; a repeated member (also when only its escapes differ), invalid UTF-8, a trailing byte, an error member or deep nesting are declined"
+    )
+    func bareTokenAsTheReaderReadsIt() {
+        func token(_ text: String) -> String? { RPCLine.bareAccessToken(in: Array(text.utf8)) }
+        #expect(token(#" { "result" : {"scope":["a",{"b":[1,2.5e3,null,true]}], "access_token" : "t" } , "jsonrpc":"2.0", "id" : 1 }  "#) == "t")
+        #expect(token(#"{"id":1,"result":{"access_token":"t"},"extra":{"x":{"y":[]}}}"#) == "t")
+        #expect(token(#"{"id":1,"id":1,"result":{"access_token":"t"}}"#) == nil)
+        #expect(token(#"{"id":1,"result":{"access_token":"t","access_token":"u"}}"#) == nil)
+        #expect(token(#"{"id":1,"result":{"access_token":"t","\u0061ccess_token":"u"}}"#) == nil)
+        #expect(token(#"{"id":1,"result":{"access_token":"t","x":1,"x":2}}"#) == nil)
+        #expect(token(#"{"id":1,"result":{"access_token":"t"}}x"#) == nil)
+        #expect(token(#"{"id":1,"result":{"access_token":"t"},"error":null}"#) == nil)
+        #expect(token(#"{"id":1,"result":{"access_token":7}}"#) == nil)
+        #expect(token(#"{"id":1,"result":"t"}"#) == nil)
+        #expect(token(#"{"id":1.5,"result":{"access_token":"t"}}"#) == nil)
+        #expect(token(#"{"result":{"access_token":"t"}}"#) == nil)
+        #expect(RPCLine.bareAccessToken(in: Array(#"{"id":1,"result":{"access_token":""#.utf8) + [0xC3, 0x28] + Array(#""}}"#.utf8)) == nil)
+        let deep = String(repeating: "[", count: 70) + String(repeating: "]", count: 70)
+        #expect(token(#"{"id":1,"result":{"access_token":"t","d":"# + deep + "}}") == nil)
+        // Each of these, the whole-line reader reads the same way (or declines too).
+        for text in [#"{"id":1,"result":{"access_token":"t","x":[1,{"a":2}]}}"#, #"{"id":1,"result":{"access_token":"t","x":1,"x":2}}"#] {
+            let whole = JSONValue.readPlain(Array(text.utf8))?.objectValue?["result"]?.objectValue?["access_token"]?.stringValue
+            #expect(token(text) == whole, "\(text)")
+        }
+    }
 }

@@ -21,13 +21,66 @@ extension JSONValue {
     }
 }
 
-/// A cursor over the document's bytes.
-private struct PlainJSONReader {
+/// A cursor over the document's bytes. In the package, a reader that looks for a few members
+/// reads the objects on their way with ``members(depth:_:)`` and builds no ``JSONValue`` object
+/// for them: `authgate token`'s answer (RPCLine.bareAccessToken), where the first dictionary a
+/// process makes would cost a generic-metadata instantiation and a walk through every protocol
+/// conformance of the binary (docs/BENCHMARKS.md). It reads what ``JSONValue/readPlain(_:)``
+/// reads, duplicate members and depth included.
+package struct PlainJSONReader {
     let bytes: UnsafeBufferPointer<UInt8>
     var offset = 0
 
-    init(bytes: UnsafeBufferPointer<UInt8>) {
+    package init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
+    }
+
+    /// Whether only whitespace is left.
+    package mutating func isAtEnd() -> Bool {
+        skipWhitespace()
+        return offset == bytes.count
+    }
+
+    /// An object's members: `visit` gets each key with the reader before its value, which it
+    /// reads (or `value(depth:)` skips) and returns whether it did; `false` when `visit` gave up,
+    /// a key repeats or the object is not one this reader reads.
+    package mutating func members(depth: Int, _ visit: (String, inout PlainJSONReader) -> Bool) -> Bool {
+        guard depth < Self.maximumDepth else { return false }
+        skipWhitespace()
+        guard take(UInt8(ascii: "{")) else { return false }
+        // The keys so far, each followed by 0xFF, a byte UTF-8 never has: no array of strings.
+        var keys: [UInt8] = []
+        skipWhitespace()
+        if take(UInt8(ascii: "}")) { return true }
+        repeat {
+            skipWhitespace()
+            guard let key = string(), !Self.contains(key, in: keys) else { return false }
+            keys += key.utf8
+            keys.append(0xFF)
+            skipWhitespace()
+            guard take(UInt8(ascii: ":")) else { return false }
+            skipWhitespace()
+            guard visit(key, &self) else { return false }
+            skipWhitespace()
+        } while take(UInt8(ascii: ","))
+        return take(UInt8(ascii: "}"))
+    }
+
+    private static func contains(_ key: String, in keys: [UInt8]) -> Bool {
+        var start = 0
+        while let end = keys[start...].firstIndex(of: 0xFF) {
+            if keys[start..<end].elementsEqual(key.utf8) { return true }
+            start = end + 1
+        }
+        return false
+    }
+
+    /// `bytes` as a string when they are valid UTF-8. Decoding replaces an invalid sequence,
+    /// so the string's bytes then differ; unlike `String(validating:as:)`, whose generic path
+    /// instantiates metadata at run time, this is compiled for UTF-8.
+    private static func validUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        let string = String(decoding: bytes, as: UTF8.self)
+        return string.utf8.elementsEqual(bytes) ? string : nil
     }
 
     static let maximumDepth = 64
@@ -52,7 +105,7 @@ private struct PlainJSONReader {
         return true
     }
 
-    mutating func value(depth: Int) -> JSONValue? {
+    package mutating func value(depth: Int) -> JSONValue? {
         guard depth < Self.maximumDepth else { return nil }
         skipWhitespace()
         switch current {
@@ -98,20 +151,20 @@ private struct PlainJSONReader {
 
     /// A string literal (RFC 8259 §7), escapes decoded; `nil` for a control character, a bad
     /// escape, a lone surrogate or invalid UTF-8.
-    private mutating func string() -> String? {
+    package mutating func string() -> String? {
         guard take(UInt8(ascii: "\"")) else { return nil }
         let start = offset
         // The common case: no escape, the bytes are the string.
         while let byte = current, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\"), byte >= 0x20 { offset += 1 }
         if take(UInt8(ascii: "\"")) {
-            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<offset - 1]), as: UTF8.self)
+            return Self.validUTF8(UnsafeBufferPointer(rebasing: bytes[start..<offset - 1]))
         }
         var decoded = Array(bytes[start..<offset])
         while let byte = current {
             offset += 1
             switch byte {
             case UInt8(ascii: "\""):
-                return String(validating: decoded, as: UTF8.self)
+                return decoded.withUnsafeBufferPointer(Self.validUTF8)
             case UInt8(ascii: "\\"):
                 guard let escaped = current else { return nil }
                 offset += 1

@@ -60,7 +60,7 @@ extension JSONValue {
     /// A JSON string literal (RFC 8259 §7): the quote, the backslash and control characters
     /// escaped (the short forms where JSON has them, as Foundation's encoder writes them),
     /// everything else as UTF-8.
-    static func writeString(_ text: String, into bytes: inout [UInt8]) {
+    package static func writeString(_ text: String, into bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {

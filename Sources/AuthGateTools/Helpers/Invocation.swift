@@ -25,9 +25,25 @@ package enum Invocation: Equatable {
     case parse([String])
 
     package init(_ commandLine: [String]) {
-        let invokedAs = commandLine.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        self.init(count: commandLine.count) { commandLine[$0] }
+    }
+
+    /// The process's own command line, read from `argv` one argument at a time: the forms
+    /// without the parser make no array of strings (the first one a process makes costs it a
+    /// generic-metadata instantiation: docs/BENCHMARKS.md).
+    package init(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
+        self.init(count: Int(argc)) { argv[$0].map { String(cString: $0) } ?? "" }
+    }
+
+    /// The command line of `count` arguments, the name it was run by first, each read by
+    /// `argument` when needed.
+    private init(count: Int, argument: (Int) -> String) {
+        func arguments(from first: Int) -> [String] { first < count ? (first..<count).map(argument) : [] }
+        // The name after the last slash (no split: no array of substrings for `authgate token`).
+        let path = count > 0 ? argument(0) : ""
+        let invokedAs = path.lastIndex(of: "/").map { String(path[path.index(after: $0)...]) } ?? path
         if invokedAs == "authgated" {
-            self = .daemon(Array(commandLine.dropFirst()))
+            self = .daemon(arguments(from: 1))
             return
         }
         let helper: String? =
@@ -37,23 +53,29 @@ package enum Invocation: Equatable {
             default: nil
             }
         if helper == "docker-credential" {
-            self = .dockerCredential(Array(commandLine.dropFirst()))
+            self = .dockerCredential(arguments(from: 1))
             return
         }
-        if helper == "git-credential", commandLine.count == 3, commandLine[1] == "-verbose" {
-            self = .gitCredential(operation: commandLine[2], verbose: true)
+        if helper == "git-credential", count == 3, argument(1) == "-verbose" {
+            self = .gitCredential(operation: argument(2), verbose: true)
             return
         }
-        let arguments = (helper.map { [$0] } ?? []) + commandLine.dropFirst()
-        guard arguments.count == 2, let argument = arguments.last, !argument.hasPrefix("-") else {
-            self = .parse(arguments)
+        // The command and its one argument: the helper's name stands for the command.
+        let (command, operand): (String, String?) =
+            switch (helper, count) {
+            case (let helper?, 2): (helper, argument(1))
+            case (nil, 3): (argument(1), argument(2))
+            default: ("", nil)
+            }
+        guard let operand, !operand.hasPrefix("-") else {
+            self = .parse((helper.map { [$0] } ?? []) + arguments(from: 1))
             return
         }
-        switch arguments[0] {
-        case "token": self = .token(provider: argument)
-        case "kubectl": self = .kubectl(provider: argument)
-        case "git-credential": self = .gitCredential(operation: argument, verbose: false)
-        default: self = .parse(arguments)
+        switch command {
+        case "token": self = .token(provider: operand)
+        case "kubectl": self = .kubectl(provider: operand)
+        case "git-credential": self = .gitCredential(operation: operand, verbose: false)
+        default: self = .parse((helper.map { [$0] } ?? []) + arguments(from: 1))
         }
     }
 }

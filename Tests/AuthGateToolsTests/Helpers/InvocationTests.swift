@@ -1,6 +1,10 @@
 import AuthGateTools
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// How the executable was run (Invocation): the daemon and the helpers by their links' names, the forms run
 /// without the argument parser, the rest for the parser. The built CLI runs them in CLITests
 /// and CredentialHelperTests.
@@ -43,5 +47,19 @@ struct InvocationTests {
         #expect(Invocation(["authgate", "status", "corp"]) == .parse(["status", "corp"]))
         #expect(Invocation(["authgate"]) == .parse([]))
         #expect(Invocation([]) == .parse([]))
+    }
+
+    @Test("read from a C argv, as the executable reads its own, each command line is what the array of strings gives")
+    func fromArgv() {
+        let lines = [
+            ["/usr/bin/authgate", "token", "corp"], ["authgated", "--user"], ["git-credential-authgate", "-verbose", "get"],
+            ["git-credential-authgate", "get"], ["docker-credential-authgate", "list"], ["authgate", "status", "corp", "--json"],
+            ["authgate", "kubectl", "-x"], ["authgate"],
+        ]
+        for line in lines {
+            var pointers = line.map { strdup($0) } + [nil]
+            defer { for pointer in pointers { free(pointer) } }
+            #expect(Invocation(argc: Int32(line.count), argv: &pointers) == Invocation(line), "\(line)")
+        }
     }
 }
