@@ -169,7 +169,9 @@ manual_generator() {
 # a time on this 2-core machine however idle the CPU is (and an in-process async test beside
 # them waits for a free thread, which is why the unit tests have a process of their own). The
 # test bundle is run directly (what `swift test --skip-build` runs, without SwiftPM's seconds of
-# planning per process). Fails when any process fails.
+# planning per process). The memory budgets (SessionMemoryTests) run in a process of their own:
+# they read the process's heap, which the unit tests running beside them in one process moved
+# by hundreds of bytes a session (a budget failed at random). Fails when any process fails.
 run_test_shards() {
     local shards="${AUTHGATE_TEST_SHARDS:-4}" bundle logs list index status=0 times
     bundle="${AUTHGATE_BIN_DIR:-$(swift build --show-bin-path)}/authgatePackageTests.xctest"
@@ -179,6 +181,8 @@ run_test_shards() {
     for ((index = 0; index < shards; index++)); do patterns[index]=""; names[index]="system tests $((index + 1)) of $shards"; done
     # The unit tests: every test outside AuthGateSystemTests (a new unit-test target included).
     names[shards]="unit tests (every target but AuthGateSystemTests)"
+    local memory='^AuthGateDaemonTests\.SessionMemoryTests/'
+    names[shards + 1]="the memory budgets, alone in their process (AuthGateDaemonTests.SessionMemoryTests)"
     # "SECONDS SUITE" per suite of the bundle, the longest first, then each to the lightest shard.
     while read -r shard suite; do
         patterns[shard]="${patterns[shard]:+${patterns[shard]}|}$suite/"
@@ -190,11 +194,13 @@ run_test_shards() {
             load[best] += $1; print best, $2 }')
     echo "==> testing: $(wc -l <<<"$list") tests; the system tests in $shards processes balanced by the suites' times in $times" >&2
     logs="$(mktemp -d)"
-    for ((index = 0; index <= shards; index++)); do
-        local selection=(--skip '^AuthGateSystemTests\.')
+    for ((index = 0; index <= shards + 1; index++)); do
+        local selection=(--skip '^AuthGateSystemTests\.' --skip "$memory")
         if [ "$index" -lt "$shards" ]; then
             [ -n "${patterns[index]}" ] || continue
             selection=(--filter "^(${patterns[index]})")
+        elif [ "$index" -gt "$shards" ]; then
+            selection=(--filter "$memory")
         fi
         # A process takes about two minutes; one that hangs fails the run instead of holding it.
         timeout --kill-after=10 "${AUTHGATE_SHARD_TIMEOUT:-600}" \

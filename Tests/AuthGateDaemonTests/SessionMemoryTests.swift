@@ -11,9 +11,11 @@ import Testing
 /// divided by their number. docs/BENCHMARKS.md ("Bytes per session") gives the table this
 /// prints; `AUTHGATE_MEMORY_SESSIONS=100000` measures at the bench's largest size.
 ///
-/// The heap is the process's: tests running beside this one add or free a little while it
-/// measures, so each part is measured three times and the smallest taken, and the budgets
-/// leave room above the figures.
+/// The heap is the process's: tests running beside this one in the same process add or free
+/// while it measures (in one process with every unit test, a budget failed at random by 166
+/// bytes a session), so the full run (scripts/lib.sh's run_test_shards) gives this suite a
+/// process of its own; each part is still measured three times and the smallest taken, and the
+/// budgets leave room above the figures.
 @Suite("Memory per session", .serialized)
 struct SessionMemoryTests {
     static let count = ProcessInfo.processInfo.environment["AUTHGATE_MEMORY_SESSIONS"].flatMap { Int($0) } ?? 2_000
