@@ -306,7 +306,9 @@ let package = Package(
 // executable is linked by lld: it packs the ~80,000 relative relocations of a
 // position-independent executable into a table of 13 KB instead of 1.9 MB (DT_RELR, glibc
 // 2.36: Debian 12); it exports `main` only (Sources/link/exports.map says why) and carries
-// libstdc++ and libgcc's unwinder statically (Sources/link/libstdc++.so says why).
+// libstdc++ and libgcc's unwinder statically (Sources/link/libstdc++.so says why); the
+// functions start-up runs come first in its code, in the order they run
+// (Sources/link/startup-order.txt, written by scripts/order-startup).
 if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
     for index in package.targets.indices where package.targets[index].type == .regular && package.targets[index].name.hasPrefix("AuthGate") {
         package.targets[index].swiftSettings =
@@ -328,6 +330,8 @@ if Context.environment["AUTHGATE_TESTABLE_RELEASE"] == "1" {
                     "-Xlinker", "--version-script=\(Context.packageDirectory)/Sources/link/exports.map",
                     "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                     "-L\(Context.packageDirectory)/Sources/link", "-Xclang-linker", "-static-libgcc",
+                    "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/Sources/link/startup-order.txt",
+                    "-Xlinker", "--no-warn-symbol-ordering",
                 ])
             ]
     }
