@@ -49,4 +49,32 @@ extension HTTPTransportError {
     static func refusedOption(_ code: CURLcode) -> HTTPTransportError {
         HTTPTransportError(.other, "libcurl refused an option: \(String(cString: ag_curl_easy_strerror(code)))")
     }
+
+    /// A request to `url` that libcurl ended with `code`, as a sentence a user can act on: the
+    /// one table of a provider's requests (``CurlTransport``) and the proxy's exchanges
+    /// (``StreamedExchanges``, ``UpstreamConnection``).
+    /// - Parameters:
+    ///   - server: what to call the server of a URL without a host ("the provider", "the upstream").
+    ///   - timedOut: how a timeout ends the sentence: a provider's request has a deadline for
+    ///     the whole answer, an exchange fails when no byte has moved for a while.
+    static func curl(_ code: CURLcode, url: URL, server: String, timedOut: String) -> HTTPTransportError {
+        let host = (url.host ?? server) + (url.port.map { ":\($0)" } ?? "")
+        let reason = String(cString: ag_curl_easy_strerror(code))
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return HTTPTransportError(.cannotConnect, "cannot resolve \(url.host ?? server) (offline, or DNS failed)")
+        case CURLE_COULDNT_CONNECT:
+            return HTTPTransportError(.cannotConnect, "cannot connect to \(host) (nothing answers, or the network is down)")
+        case CURLE_OPERATION_TIMEDOUT:
+            return HTTPTransportError(.timedOut, "\(host) \(timedOut)")
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM:
+            return HTTPTransportError(.tls, "the TLS connection to \(host) failed: \(reason)")
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return HTTPTransportError(.forbiddenURL, "the URL's scheme is not allowed")
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
+            return HTTPTransportError(.other, "the connection to \(host) broke: \(reason)")
+        default:
+            return HTTPTransportError(.other, "the request to \(host) failed: \(reason)")
+        }
+    }
 }

@@ -113,27 +113,13 @@ public struct CurlTransport: HTTPTransport {
         return HTTPResponse(status: status, headers: sink.headers, body: sink.body)
     }
 
-    /// Turns a curl failure into one a user can act on.
+    /// Turns a curl failure into one a user can act on: an answer over the size limit, else
+    /// the module's one table (``HTTPTransportError/curl(_:url:server:timedOut:)``).
     private static func error(for code: CURLcode, sink: ResponseSink, url: URL) -> HTTPTransportError {
-        let host = url.host ?? "the provider"
-        switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
-            return HTTPTransportError(.cannotConnect, "cannot resolve \(host) (offline, or DNS failed)")
-        case CURLE_COULDNT_CONNECT:
-            return HTTPTransportError(.cannotConnect, "cannot connect to \(host)\(url.port.map { ":\($0)" } ?? "") (nothing answers, or the network is down)")
-        case CURLE_OPERATION_TIMEDOUT:
-            return HTTPTransportError(.timedOut, "\(host) did not answer in time")
-        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM:
-            return HTTPTransportError(.tls, "the TLS connection to \(host) failed: \(String(cString: ag_curl_easy_strerror(code)))")
-        case CURLE_WRITE_ERROR where sink.overflowed, CURLE_FILESIZE_EXCEEDED:
-            return HTTPTransportError(.responseTooLarge, "\(host) sent a response larger than \(sink.limit) bytes")
-        case CURLE_UNSUPPORTED_PROTOCOL:
-            return HTTPTransportError(.forbiddenURL, "the URL's scheme is not allowed")
-        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
-            return HTTPTransportError(.other, "the connection to \(host) broke: \(String(cString: ag_curl_easy_strerror(code)))")
-        default:
-            return HTTPTransportError(.other, "the request to \(host) failed: \(String(cString: ag_curl_easy_strerror(code)))")
+        if code == CURLE_FILESIZE_EXCEEDED || (code == CURLE_WRITE_ERROR && sink.overflowed) {
+            return HTTPTransportError(.responseTooLarge, "\(url.host ?? "the provider") sent a response larger than \(sink.limit) bytes")
         }
+        return .curl(code, url: url, server: "the provider", timedOut: "did not answer in time")
     }
 }
 

@@ -160,22 +160,10 @@ public final class StreamedExchanges: Sendable {
         reusable = true
     }
 
-    /// The error a failed exchange (or connection) with `url` reports, as a sentence.
+    /// The error a failed exchange (or connection) with `url` reports, as a sentence: the
+    /// module's one table; a timeout here means no byte moved for the idle timeout.
     static func error(for code: CURLcode, url: URL) -> HTTPTransportError {
-        let host = url.host ?? "the upstream"
-        let port = url.port.map { ":\($0)" } ?? ""
-        switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
-            return HTTPTransportError(.cannotConnect, "cannot resolve \(host) (offline, or DNS failed)")
-        case CURLE_COULDNT_CONNECT:
-            return HTTPTransportError(.cannotConnect, "cannot connect to \(host)\(port) (nothing answers, or the network is down)")
-        case CURLE_OPERATION_TIMEDOUT:
-            return HTTPTransportError(.timedOut, "\(host)\(port) stopped answering")
-        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM:
-            return HTTPTransportError(.tls, "the TLS connection to \(host)\(port) failed: \(String(cString: ag_curl_easy_strerror(code)))")
-        default:
-            return HTTPTransportError(.other, "the exchange with \(host)\(port) failed: \(String(cString: ag_curl_easy_strerror(code)))")
-        }
+        .curl(code, url: url, server: "the upstream", timedOut: "stopped answering")
     }
 }
 

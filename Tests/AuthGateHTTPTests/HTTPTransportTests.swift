@@ -131,4 +131,43 @@ struct HTTPTransportTests {
         }
         #expect(refused?.kind == .cannotConnect, "\(refused.map { "\($0)" } ?? "")")
     }
+
+    @Test(
+        "a provider's request and a proxied exchange that libcurl ends the same way give the same sentence (one table): nothing listening, and a server that closes without an answer"
+    )
+    func oneSentencePerCurlFailure() async throws {
+        let closedPort = try LoopbackHTTPServer { _ in nil }.port
+        let mute = try LoopbackHTTPServer { _ in [] }
+        for (url, kind, sentence) in [
+            (
+                "http://127.0.0.1:\(closedPort)/", HTTPTransportError.Kind.cannotConnect,
+                "cannot connect to 127.0.0.1:\(closedPort) (nothing answers, or the network is down)"
+            ),
+            (mute.url + "/", .other, "the connection to \(mute.url.dropFirst("http://".count)) broke: "),
+        ] {
+            let target = try #require(URL(string: url))
+            let provider = await #expect(throws: HTTPTransportError.self) {
+                try await CurlTransport().send(
+                    HTTPRequest(method: .get, url: target, endpoint: .discovery),
+                    policy: HTTPRequestPolicy(allowInsecureLoopback: true)
+                )
+            }
+            let exchange = #expect(throws: HTTPTransportError.self) {
+                try StreamedExchanges().perform(
+                    StreamedRequest(method: "GET", url: target, headers: [], bodyLength: nil),
+                    body: nil,
+                    sink: DroppedAnswer(),
+                    policy: StreamPolicy(allowInsecureLoopback: true)
+                )
+            }
+            #expect(provider?.kind == kind && exchange?.kind == kind, "\(provider.map { "\($0)" } ?? "") / \(exchange.map { "\($0)" } ?? "")")
+            #expect(provider?.message == exchange?.message && provider?.message.hasPrefix(sentence) == true, "\(provider?.message ?? "")")
+        }
+    }
+}
+
+/// A streamed answer's sink that keeps nothing.
+private final class DroppedAnswer: StreamedResponseSink {
+    func head(status: Int, headers: [(name: String, value: String)]) -> Bool { true }
+    func body(_ bytes: UnsafeRawBufferPointer) -> Bool { true }
 }
