@@ -98,7 +98,8 @@ public enum RPCLine {
             let read = reader.members(depth: 0) { key, reader in
                 switch key {
                 case "id":
-                    isFirstCall = reader.value(depth: 1) == .number(1)
+                    guard let id = reader.value(depth: 1) else { return false }
+                    isFirstCall = id == .number(1)
                     return true
                 case "error":
                     return false

@@ -70,6 +70,7 @@ struct RPCLineTests {
         #expect(token(#"{"id":1,"result":"t"}"#) == nil)
         #expect(token(#"{"id":1.5,"result":{"access_token":"t"}}"#) == nil)
         #expect(token(#"{"result":{"access_token":"t"}}"#) == nil)
+        #expect(token(#"{"id":1000000000000000000000000000000000000001,"result":{"access_token":"t"}}"#) == nil, "an id the reader declines")
         #expect(RPCLine.bareAccessToken(in: Array(#"{"id":1,"result":{"access_token":""#.utf8) + [0xC3, 0x28] + Array(#""}}"#.utf8)) == nil)
         let deep = String(repeating: "[", count: 70) + String(repeating: "]", count: 70)
         #expect(token(#"{"id":1,"result":{"access_token":"t","d":"# + deep + "}}") == nil)

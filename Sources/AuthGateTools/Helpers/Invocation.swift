@@ -67,15 +67,17 @@ package enum Invocation: Equatable {
             case (nil, 3): (argument(1), argument(2))
             default: ("", nil)
             }
+        // Any other form goes to the parser, a helper's command first.
+        func parsed() -> Invocation { .parse((helper.map { [$0] } ?? []) + arguments(from: 1)) }
         guard let operand, !operand.hasPrefix("-") else {
-            self = .parse((helper.map { [$0] } ?? []) + arguments(from: 1))
+            self = parsed()
             return
         }
         switch command {
         case "token": self = .token(provider: operand)
         case "kubectl": self = .kubectl(provider: operand)
         case "git-credential": self = .gitCredential(operation: operand, verbose: false)
-        default: self = .parse((helper.map { [$0] } ?? []) + arguments(from: 1))
+        default: self = parsed()
         }
     }
 }

@@ -246,9 +246,7 @@ extension Supervisor {
         /// cannot be handed a new environment).
         package var problem: String? {
             guard !command.isEmpty else { return "Name the command after --, e.g. authgate exec corp -- kubectl get pods." }
-            guard TokenFileFormat.isVariableName(variable) else {
-                return "--env must be a variable name: letters, digits and _, not starting with a digit."
-            }
+            if let problem = TokenSink.envProblem(variable) { return problem }
             guard !(restartOnChange && signalOnChange != nil) else {
                 return "--restart-on-change and --signal-on-change exclude each other: restart the command or signal it."
             }

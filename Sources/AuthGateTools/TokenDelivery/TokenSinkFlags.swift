@@ -66,9 +66,7 @@ extension TokenSink {
                     "--mode \(mode) lets \(value & 0o002 != 0 ? "every user" : "the file's group") change the token file; use a mode such as 0400, 0440 or 0600."
             }
             guard !file.isEmpty else { return "--file must name a file." }
-            guard TokenFileFormat.isVariableName(env) else {
-                return "--env must be a variable name: letters, digits and _, not starting with a digit."
-            }
+            if let problem = TokenSink.envProblem(env) { return problem }
             guard (format == .template) == (template != nil) else {
                 return format == .template ? "--format template needs --template FILE." : "--template goes with --format template."
             }
@@ -109,5 +107,13 @@ extension TokenSink {
                 once: once
             )
         }
+    }
+}
+
+extension TokenSink {
+    /// What is wrong with `--env NAME` (the sink's `--format env` and exec's variable), if
+    /// anything: it must name an environment variable.
+    package static func envProblem(_ name: String) -> String? {
+        TokenFileFormat.isVariableName(name) ? nil : "--env must be a variable name: letters, digits and _, not starting with a digit."
     }
 }
