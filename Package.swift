@@ -47,6 +47,7 @@ let package = Package(
             name: "AuthGateHTTP",
             dependencies: [
                 "AuthGateCore", "CCurl",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictSettings

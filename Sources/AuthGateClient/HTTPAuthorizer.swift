@@ -99,7 +99,19 @@ public final class HTTPAuthorizer: Sendable {
     /// `nil` to hand the answer back as it is (``HTTPRetryPolicy`` says which answers are worth a
     /// retry). Only an answer from the origin `request` was authorized for is looked at.
     public func retry(_ request: AuthorizedRequest, after answer: HTTPAnswer) async throws(AuthGateClientError) -> AuthorizedRequest? {
-        switch policy.withLock({ $0.decide(answer, to: request) }) {
+        try await retry(request, as: decision(after: answer, to: request))
+    }
+
+    /// ``retry(_:after:)``'s first half, which waits for nothing: whether `answer` may be worth
+    /// sending `request` again (anything but ``HTTPRetryPolicy/Decision/handBack``); remembers a
+    /// DPoP nonce the answer brings. A proxy passes a `handBack` answer on as it streams.
+    public func decision(after answer: HTTPAnswer, to request: AuthorizedRequest) -> HTTPRetryPolicy.Decision {
+        policy.withLock { $0.decide(answer, to: request) }
+    }
+
+    /// ``retry(_:after:)``'s second half, for the decision ``decision(after:to:)`` gave.
+    public func retry(_ request: AuthorizedRequest, as decision: HTTPRetryPolicy.Decision) async throws(AuthGateClientError) -> AuthorizedRequest? {
+        switch decision {
         case .handBack:
             return nil
         case .retryWithNonce(let nonce):

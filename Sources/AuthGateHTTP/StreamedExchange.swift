@@ -1,9 +1,11 @@
 import AuthGateCore
 internal import CCurl
 public import FoundationEssentials
+import NIOCore
 import NIOPosix
+import Synchronization
 
-/// One HTTP request whose body and answer stream through libcurl on the calling thread, for
+/// One HTTP request whose body and answer stream through libcurl (``StreamedExchanges``), for
 /// `authgate proxy`: the request's body is pulled from ``StreamedRequestBody`` as curl sends it,
 /// and the answer is pushed to ``StreamedResponseSink`` as it arrives, so a body of any size
 /// costs the proxy only the buffers in between.
@@ -30,22 +32,46 @@ public struct StreamedRequest: Sendable {
     }
 }
 
-/// Where a streamed request's body comes from. Called on the thread running the exchange.
-public protocol StreamedRequestBody: AnyObject {
-    /// Fills `buffer` with the next bytes, waiting for them if need be: the count written, 0 at
-    /// the body's end, or `nil` to abort the exchange (the client went away).
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int?
+/// Where a streamed request's body comes from. Called on the exchanges' thread, which it must
+/// never keep waiting.
+public protocol StreamedRequestBody: AnyObject, Sendable {
+    /// Copies the next bytes into `buffer`. `.later` when none have come yet: the body then
+    /// calls `exchange`'s ``StreamedExchange/resume()`` once there are (or the body ended or failed).
+    func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead
 }
 
-/// Where a streamed answer goes. Called on the thread running the exchange.
-public protocol StreamedResponseSink: AnyObject {
+/// What a request body's read gave.
+public enum StreamedRead: Sendable {
+    /// This many bytes (never 0).
+    case bytes(Int)
+    /// The body is complete.
+    case end
+    /// Nothing yet: the exchange waits for ``StreamedExchange/resume()``.
+    case later
+    /// The body will never complete (the client went away or stalled): the exchange ends.
+    case failed
+}
+
+/// Where a streamed answer goes. Called on the exchanges' thread, which it must never keep waiting.
+public protocol StreamedResponseSink: AnyObject, Sendable {
     /// The answer's status and header fields (names as received, in order, repeated ones kept),
-    /// once they are complete (informational 1xx answers are left out). Returns whether to
-    /// pass the body on; `false` reads and drops it (an answer that will be retried).
-    func head(status: Int, headers: [(name: String, value: String)]) -> Bool
-    /// A piece of the body; may wait until the client has taken what came before. Returns
-    /// `false` to abort the exchange.
-    func body(_ bytes: UnsafeRawBufferPointer) -> Bool
+    /// once they are complete (informational 1xx answers are left out).
+    func head(status: Int, headers: [(name: String, value: String)])
+    /// A piece of the body. `.later` leaves it untaken: the exchange waits for
+    /// ``StreamedExchange/resume()`` and then offers the same bytes again.
+    func body(_ bytes: UnsafeRawBufferPointer, exchange: StreamedExchange) -> StreamedTake
+    /// The exchange ended: the whole answer came, or it failed with ``HTTPTransportError`` (the
+    /// sink may have had its head and part of the body by then). Called once, last.
+    func finished(_ outcome: Result<Void, HTTPTransportError>)
+}
+
+/// What an answer's sink did with a piece of the body.
+public enum StreamedTake: Sendable {
+    case taken
+    /// Not taken: the exchange waits for ``StreamedExchange/resume()``.
+    case later
+    /// The exchange ends (the client went away).
+    case abort
 }
 
 /// The trust and patience of a streamed exchange.
@@ -68,41 +94,117 @@ public struct StreamPolicy: Sendable {
     var requestPolicy: HTTPRequestPolicy { HTTPRequestPolicy(caBundle: caBundle, allowInsecureLoopback: allowInsecureLoopback) }
 }
 
-/// Runs ``StreamedRequest``s, each thread on a libcurl handle of its own, reused (and with it
-/// its open connections to the upstream: a handle keeps its connection cache across
-/// `curl_easy_reset`) for as long as the thread lives. Per thread rather than from a shared
-/// pool: under load, a pool's lock was taken twice per request by every exchange thread at once
-/// (a fifth of the proxy's CPU at 32 connections, docs/BENCHMARKS.md).
+/// Runs ``StreamedRequest``s on a few threads (one per core), each driving libcurl's multi
+/// interface: a thread waits for all its exchanges' sockets at once and moves whatever is ready,
+/// so that a request costs no thread of its own and no thread switch beyond the two hops to its
+/// thread and back, which many requests share under load. The upstream connections stay open in
+/// each multi handle's cache for the next exchanges (HTTP/1.1 keep-alive, or one HTTP/2
+/// connection multiplexed), and the easy handles are reused.
+///
+/// An exchange whose body has not come yet, or whose client has not taken the last piece, is
+/// paused (``StreamedRead/later``, ``StreamedTake/later``) until ``StreamedExchange/resume()``;
+/// one paused for ``StreamPolicy/idleTimeoutSeconds`` fails, as one whose upstream moves no byte
+/// for that long does.
 public final class StreamedExchanges: Sendable {
-    private let handles = ThreadSpecificVariable<EasyHandle>()
+    private let drivers: [MultiDriver]
+    private let threads: NIOThreadPool
+    private let next = Atomic<Int>(0)
 
-    public init() {
+    /// Starts the threads (`threads`, or one per core); they end when this is released
+    /// (exchanges still under way then fail).
+    public init(threads: Int? = nil) {
         _ = CurlTransport()  // curl_global_init, once per process
+        let count = max(1, threads ?? System.coreCount)
+        drivers = (0..<count).map { _ in MultiDriver() }
+        self.threads = NIOThreadPool(numberOfThreads: count)
+        self.threads.start()
+        for driver in drivers {
+            self.threads.submit { _ in driver.run() }
+        }
     }
 
-    /// Runs one exchange to its end on the calling thread, which it blocks.
-    /// - Throws: ``HTTPTransportError`` when no complete answer came (the sink may have had
-    ///   its head and part of the body by then).
-    public func perform(
+    deinit {
+        for driver in drivers { driver.stop() }
+        threads.shutdownGracefully { _ in }
+    }
+
+    /// Starts an exchange: its sink hears of it on the exchanges' thread, ending with
+    /// ``StreamedResponseSink/finished(_:)``.
+    /// - Throws: ``HTTPTransportError`` when the URL is refused or libcurl takes no handle or
+    ///   option; the sink then hears nothing.
+    @discardableResult
+    public func start(
         _ request: StreamedRequest,
         body: (any StreamedRequestBody)?,
         sink: any StreamedResponseSink,
         policy: StreamPolicy
-    ) throws(HTTPTransportError) {
+    ) throws(HTTPTransportError) -> StreamedExchange {
         guard policy.requestPolicy.allows(request.url) else {
             throw HTTPTransportError(.forbiddenURL, "\(request.url.scheme ?? "a scheme-less") URL refused: only https (or http to 127.0.0.1/::1)")
         }
-        let handle = handles.currentValue ?? EasyHandle()
-        guard let easy = handle.pointer else { throw .noHandle() }
-        var reusable = false
-        defer { handles.currentValue = reusable ? handle : nil }
-        ag_curl_easy_reset(easy)
-        let state = StreamState(body: body, sink: sink)
-        let context = Unmanaged.passRetained(state)
-        defer { context.release() }
+        let driver = drivers[next.wrappingAdd(1, ordering: .relaxed).oldValue % drivers.count]
+        guard let easy = driver.takeHandle() else { throw .noHandle() }
+        let exchange = StreamedExchange(easy: easy, url: request.url, body: body, sink: sink, idleSeconds: policy.idleTimeoutSeconds, driver: driver)
+        do throws(HTTPTransportError) {
+            try exchange.configure(request, policy: policy)
+        } catch {
+            driver.giveBack(easy)
+            throw error
+        }
+        driver.send(.add(exchange))
+        return exchange
+    }
 
-        var headerList: UnsafeMutablePointer<curl_slist>?
-        defer { ag_curl_slist_free_all(headerList) }
+    /// The error a failed exchange (or connection) with `url` reports, as a sentence: the
+    /// module's one table; a timeout here means no byte moved for the idle timeout.
+    static func error(for code: CURLcode, url: URL) -> HTTPTransportError {
+        .curl(code, url: url, server: "the upstream", timedOut: "stopped answering")
+    }
+}
+
+/// One exchange under way. Its state belongs to the exchanges' thread; other threads only
+/// ``resume()`` it.
+public final class StreamedExchange: @unchecked Sendable {
+    fileprivate let easy: UnsafeMutableRawPointer
+    private let url: URL
+    private let body: (any StreamedRequestBody)?
+    private let sink: any StreamedResponseSink
+    private let idleSeconds: Int
+    private unowned let driver: MultiDriver
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var status = 0
+    private var headers: [(name: String, value: String)] = []
+    private var headDelivered = false
+    private var aborted = false
+    /// When it was paused, waiting for its body or its client (ContinuousClock), if it is.
+    fileprivate var pausedSince: ContinuousClock.Instant?
+
+    fileprivate init(
+        easy: UnsafeMutableRawPointer,
+        url: URL,
+        body: (any StreamedRequestBody)?,
+        sink: any StreamedResponseSink,
+        idleSeconds: Int,
+        driver: MultiDriver
+    ) {
+        self.easy = easy
+        self.url = url
+        self.body = body
+        self.sink = sink
+        self.idleSeconds = idleSeconds
+        self.driver = driver
+    }
+
+    deinit { ag_curl_slist_free_all(headerList) }
+
+    /// Goes on with a paused exchange (its body has more, or its client took what it had);
+    /// from any thread, and harmless when it is not paused or has ended.
+    public func resume() {
+        driver.send(.resume(self))
+    }
+
+    fileprivate func configure(_ request: StreamedRequest, policy: StreamPolicy) throws(HTTPTransportError) {
+        ag_curl_easy_reset(easy)
         for (name, value) in request.headers {
             headerList = ag_curl_slist_append(headerList, "\(name): \(value)")
         }
@@ -114,7 +216,6 @@ public final class StreamedExchanges: Sendable {
         if request.bodyLength == -1 {
             headerList = ag_curl_slist_append(headerList, "Transfer-Encoding: chunked")
         }
-
         var failures = CurlBaseline.apply(
             to: easy,
             url: request.url,
@@ -123,14 +224,15 @@ public final class StreamedExchanges: Sendable {
             connectTimeoutMilliseconds: policy.connectTimeoutMilliseconds
         )
         func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
+        let context = Unmanaged.passUnretained(self).toOpaque()
         set(ag_curl_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1))
         set(ag_curl_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, policy.idleTimeoutSeconds))
         // The client's own Accept-Encoding goes on and the body comes back as the upstream sent it.
         set(ag_curl_setopt_headers(easy, headerList))
-        set(ag_curl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, StreamState.writeBody))
-        set(ag_curl_setopt_pointer(easy, CURLOPT_WRITEDATA, context.toOpaque()))
-        set(ag_curl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, StreamState.writeHeader))
-        set(ag_curl_setopt_pointer(easy, CURLOPT_HEADERDATA, context.toOpaque()))
+        set(ag_curl_setopt_callback(easy, CURLOPT_WRITEFUNCTION, Self.writeBody))
+        set(ag_curl_setopt_pointer(easy, CURLOPT_WRITEDATA, context))
+        set(ag_curl_setopt_callback(easy, CURLOPT_HEADERFUNCTION, Self.writeHeader))
+        set(ag_curl_setopt_pointer(easy, CURLOPT_HEADERDATA, context))
         let method = request.method.uppercased()
         if method == "HEAD" {
             set(ag_curl_setopt_long(easy, CURLOPT_NOBODY, 1))
@@ -138,102 +240,240 @@ public final class StreamedExchanges: Sendable {
             // UPLOAD streams the body through the read callback; the method is then the client's.
             set(ag_curl_setopt_long(easy, CURLOPT_UPLOAD, 1))
             set(ag_curl_setopt_off_t(easy, CURLOPT_INFILESIZE_LARGE, length))
-            set(ag_curl_setopt_callback(easy, CURLOPT_READFUNCTION, StreamState.readBody))
-            set(ag_curl_setopt_pointer(easy, CURLOPT_READDATA, context.toOpaque()))
+            set(ag_curl_setopt_callback(easy, CURLOPT_READFUNCTION, Self.readBody))
+            set(ag_curl_setopt_pointer(easy, CURLOPT_READDATA, context))
             set(ag_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
         } else if method != "GET" {
             set(ag_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
         }
-        guard failures.isEmpty else {
-            throw .refusedOption(failures[0])
-        }
-        let code = ag_curl_easy_perform(easy)
-        if code == CURLE_OK, !state.headDelivered {
+        guard failures.isEmpty else { throw .refusedOption(failures[0]) }
+    }
+
+    /// On the exchanges' thread: libcurl ended the exchange with `code` (or the driver did, with
+    /// `error`); the sink hears how.
+    fileprivate func finish(_ code: CURLcode, error: HTTPTransportError? = nil) {
+        let outcome: Result<Void, HTTPTransportError>
+        if let error {
+            outcome = .failure(error)
+        } else if aborted {
+            outcome = .failure(HTTPTransportError(.other, "the client went away"))
+        } else if code != CURLE_OK {
+            outcome = .failure(StreamedExchanges.error(for: code, url: url))
+        } else if !headDelivered {
             // A complete answer that had no body reached the sink's head through the blank line;
             // one whose headers never ended is not complete.
-            throw HTTPTransportError(.other, "\(request.url.host ?? "the upstream") sent no complete answer")
+            outcome = .failure(HTTPTransportError(.other, "\(url.host ?? "the upstream") sent no complete answer"))
+        } else {
+            outcome = .success(())
         }
-        guard code == CURLE_OK else {
-            if state.aborted { throw HTTPTransportError(.other, "the client went away") }
-            throw Self.error(for: code, url: request.url)
-        }
-        reusable = true
+        sink.finished(outcome)
     }
 
-    /// The error a failed exchange (or connection) with `url` reports, as a sentence: the
-    /// module's one table; a timeout here means no byte moved for the idle timeout.
-    static func error(for code: CURLcode, url: URL) -> HTTPTransportError {
-        .curl(code, url: url, server: "the upstream", timedOut: "stopped answering")
+    /// Whether it has been paused for longer than the idle time at `now`.
+    fileprivate func stalled(at now: ContinuousClock.Instant) -> Bool {
+        guard let pausedSince else { return false }
+        return now - pausedSince > .seconds(idleSeconds)
     }
-}
 
-/// A libcurl easy handle, freed with its owner.
-private final class EasyHandle: @unchecked Sendable {
-    // Only its thread's exchanges use a handle, one at a time.
-    let pointer: UnsafeMutableRawPointer? = ag_curl_easy_init()
-
-    deinit { if let pointer { ag_curl_easy_cleanup(pointer) } }
-}
-
-/// The state of one exchange for curl's callbacks, on the one thread that performs it.
-private final class StreamState {
-    let body: (any StreamedRequestBody)?
-    let sink: any StreamedResponseSink
-    var status = 0
-    var headers: [(name: String, value: String)] = []
-    var headDelivered = false
-    var passesBody = true
-    var aborted = false
-
-    init(body: (any StreamedRequestBody)?, sink: any StreamedResponseSink) {
-        self.body = body
-        self.sink = sink
+    private func paused() -> Int {
+        if pausedSince == nil { pausedSince = .now }
+        return 0x1000_0001  // CURL_READFUNC_PAUSE, CURL_WRITEFUNC_PAUSE
     }
 
     static let readBody: ag_curl_data_callback = { data, size, count, context in
-        let state = Unmanaged<StreamState>.fromOpaque(context!).takeUnretainedValue()
-        guard let body = state.body, let read = body.read(into: UnsafeMutableRawBufferPointer(start: data, count: size * count)) else {
-            state.aborted = true
+        let exchange = Unmanaged<StreamedExchange>.fromOpaque(context!).takeUnretainedValue()
+        guard let body = exchange.body else { return 0 }
+        switch body.read(into: UnsafeMutableRawBufferPointer(start: data, count: size * count), exchange: exchange) {
+        case .bytes(let count):
+            exchange.pausedSince = nil
+            return count
+        case .end: return 0
+        case .later: return exchange.paused()
+        case .failed:
+            exchange.aborted = true
             return 0x1000_0000  // CURL_READFUNC_ABORT
         }
-        return read
     }
 
     static let writeBody: ag_curl_data_callback = { data, size, count, context in
-        let state = Unmanaged<StreamState>.fromOpaque(context!).takeUnretainedValue()
+        let exchange = Unmanaged<StreamedExchange>.fromOpaque(context!).takeUnretainedValue()
         let length = size * count
-        guard state.passesBody else { return length }
-        guard state.headDelivered else {
-            state.aborted = true
+        guard exchange.headDelivered else {
+            exchange.aborted = true
             return 0  // a body before the head's end: not an answer to pass on
         }
-        guard state.sink.body(UnsafeRawBufferPointer(start: data, count: length)) else {
-            state.aborted = true
+        switch exchange.sink.body(UnsafeRawBufferPointer(start: data, count: length), exchange: exchange) {
+        case .taken:
+            exchange.pausedSince = nil
+            return length
+        case .later: return exchange.paused()
+        case .abort:
+            exchange.aborted = true
             return 0  // anything but `length` makes curl stop
         }
-        return length
     }
 
     static let writeHeader: ag_curl_data_callback = { data, size, count, context in
-        let state = Unmanaged<StreamState>.fromOpaque(context!).takeUnretainedValue()
+        let exchange = Unmanaged<StreamedExchange>.fromOpaque(context!).takeUnretainedValue()
         let length = size * count
-        var line = Substring(String(decoding: UnsafeRawBufferPointer(start: data, count: length), as: UTF8.self))
-        // "\r\n" is one Character: isNewline covers it, "\n" and "\r".
-        while let last = line.last, last.isNewline { line.removeLast() }
-        if line.hasPrefix("HTTP/") {
-            // A new answer (after 100 Continue, or a 103) starts over.
-            state.headers.removeAll()
-            state.status = line.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
-        } else if line.isEmpty {
-            guard !(100..<200).contains(state.status), !state.headDelivered else { return length }
-            state.headDelivered = true
-            state.passesBody = state.sink.head(status: state.status, headers: state.headers)
-        } else if let first = line.first, first == " " || first == "\t", !state.headers.isEmpty {
-            // An obsolete folded line (RFC 9112 §5.2) continues the previous field.
-            state.headers[state.headers.count - 1].value += " " + String(line).trimming(while: \.isWhitespace)
-        } else if let colon = line.firstIndex(of: ":") {
-            state.headers.append((String(line[..<colon]), String(line[line.index(after: colon)...]).trimming(while: \.isWhitespace)))
-        }
+        exchange.headerLine(UnsafeRawBufferPointer(start: data, count: length).bindMemory(to: UInt8.self))
         return length
+    }
+
+    /// One line of an answer's head as curl hands it over, line break included: read as bytes
+    /// (a head's lines are ASCII; other bytes in a value go on as UTF-8, invalid ones replaced).
+    private func headerLine(_ bytes: UnsafeBufferPointer<UInt8>) {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let line = UnsafeBufferPointer(rebasing: bytes[..<end])
+        func text(_ range: Range<Int>) -> String {
+            var range = range
+            while let first = range.first, isSpace(line[first]) { range = range.dropFirst() }
+            while let last = range.last, isSpace(line[last]) { range = range.dropLast() }
+            return String(decoding: UnsafeBufferPointer(rebasing: line[range]), as: UTF8.self)
+        }
+        if line.starts(with: "HTTP/".utf8) {
+            // A new answer (after 100 Continue, or a 103) starts over: "HTTP/1.1 200 OK".
+            headers.removeAll()
+            status = 0
+            if let space = line.firstIndex(of: 0x20) {
+                var digits = 0
+                for byte in line[(space + 1)...] {
+                    guard (0x30...0x39).contains(byte), digits < 3 else { break }
+                    status = status * 10 + Int(byte - 0x30)
+                    digits += 1
+                }
+                if digits != 3 { status = 0 }
+            }
+        } else if line.isEmpty {
+            guard !(100..<200).contains(status), !headDelivered else { return }
+            headDelivered = true
+            sink.head(status: status, headers: headers)
+        } else if isSpace(line[0]), !headers.isEmpty {
+            // An obsolete folded line (RFC 9112 §5.2) continues the previous field.
+            headers[headers.count - 1].value += " " + text(0..<line.count)
+        } else if let colon = line.firstIndex(of: UInt8(ascii: ":")) {
+            headers.append((text(0..<colon), text((colon + 1)..<line.count)))
+        }
+    }
+}
+
+/// The multi handle and the loop that drives it, on the exchanges' one thread. Other threads
+/// reach it only through ``send(_:)`` (and the pool of idle easy handles).
+private final class MultiDriver: @unchecked Sendable {
+    enum Command {
+        case add(StreamedExchange)
+        case resume(StreamedExchange)
+    }
+
+    private struct Inbox {
+        var commands: [Command] = []
+        var stopping = false
+    }
+
+    /// nil when libcurl could not make one: every exchange then fails as it starts.
+    private let multi: UnsafeMutableRawPointer?
+    private let inbox = Mutex(Inbox())
+    /// Easy handles between exchanges (each keeps its TLS session cache), as addresses.
+    private let idle = Mutex<[UInt]>([])
+    private static let idleKept = 64
+    // The thread's own:
+    private var running: [UnsafeMutableRawPointer: StreamedExchange] = [:]
+    private var lastStallCheck = ContinuousClock.now
+
+    init() {
+        multi = ag_curl_multi_init()
+    }
+
+    deinit {
+        for easy in idle.withLock({ $0 }) { ag_curl_easy_cleanup(UnsafeMutableRawPointer(bitPattern: easy)!) }
+        if let multi { ag_curl_multi_cleanup(multi) }
+    }
+
+    func takeHandle() -> UnsafeMutableRawPointer? {
+        guard multi != nil else { return nil }
+        return idle.withLock { $0.popLast() }.flatMap(UnsafeMutableRawPointer.init(bitPattern:)) ?? ag_curl_easy_init()
+    }
+
+    func giveBack(_ easy: UnsafeMutableRawPointer) {
+        let kept = idle.withLock { handles in
+            guard handles.count < Self.idleKept else { return false }
+            handles.append(UInt(bitPattern: easy))
+            return true
+        }
+        if !kept { ag_curl_easy_cleanup(easy) }
+    }
+
+    /// Hands a command to the thread and wakes it.
+    func send(_ command: Command) {
+        inbox.withLock { $0.commands.append(command) }
+        if let multi { _ = ag_curl_multi_wakeup(multi) }
+    }
+
+    func stop() {
+        inbox.withLock { $0.stopping = true }
+        if let multi { _ = ag_curl_multi_wakeup(multi) }
+    }
+
+    /// The thread's loop, until ``stop()``.
+    func run() {
+        guard let multi else { return }
+        while true {
+            let inbox = inbox.withLock { inbox in
+                defer { inbox.commands.removeAll(keepingCapacity: true) }
+                return inbox
+            }
+            for command in inbox.commands {
+                switch command {
+                case .add(let exchange):
+                    guard ag_curl_multi_add_handle(multi, exchange.easy) == CURLM_OK else {
+                        giveBack(exchange.easy)
+                        exchange.finish(CURLE_FAILED_INIT, error: HTTPTransportError(.other, "libcurl took no more exchanges"))
+                        continue
+                    }
+                    running[exchange.easy] = exchange
+                case .resume(let exchange):
+                    guard running[exchange.easy] === exchange, exchange.pausedSince != nil else { continue }
+                    exchange.pausedSince = nil
+                    _ = ag_curl_easy_pause(exchange.easy, 0)  // CURLPAUSE_CONT
+                }
+            }
+            if inbox.stopping {
+                for exchange in running.values {
+                    end(exchange, CURLE_ABORTED_BY_CALLBACK, error: HTTPTransportError(.other, "the proxy stopped"))
+                }
+                return
+            }
+            var active: Int32 = 0
+            _ = ag_curl_multi_perform(multi, &active)
+            var easy: UnsafeMutableRawPointer?
+            var code = CURLE_OK
+            while ag_curl_multi_next_done(multi, &easy, &code) == 1 {
+                if let easy, let exchange = running[easy] { end(exchange, code) }
+            }
+            endStalled()
+            // At most a second: a paused exchange's idle time is checked as the loop comes by.
+            _ = ag_curl_multi_poll(multi, 1000)
+        }
+    }
+
+    private func end(_ exchange: StreamedExchange, _ code: CURLcode, error: HTTPTransportError? = nil) {
+        guard let multi else { return }
+        running[exchange.easy] = nil
+        _ = ag_curl_multi_remove_handle(multi, exchange.easy)
+        giveBack(exchange.easy)
+        exchange.finish(code, error: error)
+    }
+
+    /// Ends the exchanges paused for longer than their idle time (their client sent or took
+    /// nothing), once a second.
+    private func endStalled() {
+        let now = ContinuousClock.now
+        guard now - lastStallCheck >= .seconds(1) else { return }
+        lastStallCheck = now
+        for exchange in running.values where exchange.stalled(at: now) {
+            end(exchange, CURLE_OPERATION_TIMEDOUT, error: HTTPTransportError(.timedOut, "the client moved no byte for the idle time"))
+        }
     }
 }

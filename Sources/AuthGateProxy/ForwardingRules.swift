@@ -60,8 +60,11 @@ public enum ForwardingRules {
     /// An answer's header fields as they go to the client: the upstream's framing is replaced
     /// by the client connection's, except `Content-Length`, which is kept.
     public static func answerFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        let dropped = hopByHop.union(connectionOptions(fields))
-        return fields.filter { !dropped.contains($0.name.lowercased()) }
+        let options = connectionOptions(fields)
+        return fields.filter { field in
+            let name = field.name.lowercased()
+            return !hopByHop.contains(name) && !options.contains(name)
+        }
     }
 
     /// Whether a request asks to switch protocols (RFC 9110 §7.8): an `Upgrade` field, and

@@ -1,4 +1,5 @@
 import AuthGateCore
+import AuthGateHTTP
 import Dispatch
 import FoundationEssentials
 import NIOCore
@@ -11,7 +12,7 @@ import Synchronization
 /// ended, and answers malformed requests with 400).
 ///
 /// A request the rules refuse is answered at once; one they forward becomes a
-/// ``ProxyExchange`` on the proxy's exchange threads, to which this handler passes the body
+/// ``ProxyExchange`` on the proxy's exchanges' thread, to which this handler passes the body
 /// (``RequestBody``, reading no more while 1 MiB waits) and from which it takes the answer
 /// (``ClientAnswer``). A connection with no request under way is closed after the idle time.
 final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -96,15 +97,14 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         let body =
             bodyLength == nil
             ? nil
-            : RequestBody(idleSeconds: proxy.configuration.idleSeconds) {
+            : RequestBody {
                 loop.execute { bound.value.handler.resumeReading(context: bound.value.context) }
             }
         let answer = ClientAnswer(
             bound: bound,
             version: head.version,
             keepAlive: head.isKeepAlive,
-            body: body,
-            idleSeconds: proxy.configuration.idleSeconds
+            body: body
         )
         current = answer
         let exchange = ProxyExchange(
@@ -115,10 +115,10 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             bodyLength: bodyLength,
             client: answer
         )
-        proxy.exchangeThreads.submit { _ in exchange.run() }
+        exchange.start()
     }
 
-    /// Sends an upgrade request upstream on an exchange thread, reading nothing more from the
+    /// Sends an upgrade request upstream on a tunnel's thread, reading nothing more from the
     /// client until its answer has come: a 101 switches the connection to a tunnel
     /// (``switchProtocols(fields:relay:answer:context:)``), anything else is answered and closes it.
     private func startUpgrade(_ head: HTTPRequestHead, url: URL, fields: [(name: String, value: String)], context: ChannelHandlerContext) {
@@ -128,8 +128,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             bound: NIOLoopBound((handler: self, context: context), eventLoop: loop),
             version: head.version,
             keepAlive: false,
-            body: nil,
-            idleSeconds: proxy.configuration.idleSeconds
+            body: nil
         )
         current = answer
         let exchange = UpgradeExchange(
@@ -140,7 +139,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             client: answer,
             channel: context.channel
         )
-        proxy.exchangeThreads.submit { _ in exchange.run() }
+        proxy.tunnelThreads.submit { _ in exchange.run() }
     }
 
     /// The upstream switched protocols: the 101 goes to the client, and the connection stops
@@ -191,7 +190,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         guard current === answer else { return written() }
         if let head {
             var headers = HTTPHeaders()
-            for field in head.fields { headers.add(name: field.name, value: field.value) }
+            for field in ForwardingRules.answerFields(head.fields) { headers.add(name: field.name, value: field.value) }
             if !answer.keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
             let status = HTTPResponseStatus(statusCode: head.status)
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: answer.version, status: status, headers: headers))), promise: nil)
@@ -281,11 +280,12 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 }
 
-/// The way back from an exchange's thread to its client. What the exchange hands it is
-/// gathered on the exchange's thread and passed to the connection's event loop in one hop per
-/// ``batch`` bytes (a small answer's head, body and end in one), at most ``window`` batches in
-/// flight: the thread waits for the client to take them (so a slow reader slows the upstream
-/// down instead of filling the proxy's memory), at most the idle time.
+/// The way back from an exchange to its client. What the exchange hands it is gathered on the
+/// exchanges' thread and passed to the connection's event loop in one hop per ``batch`` bytes (a
+/// small answer's head, body and end in one), at most ``window`` batches in flight: past them a
+/// piece is left untaken (``StreamedTake/later``) and the exchange paused until the client has
+/// taken a batch, so that a slow reader slows the upstream down instead of filling the proxy's
+/// memory (and one that takes nothing for the idle time ends the exchange).
 final class ClientAnswer: Sendable {
     static let batch = 64 << 10
     /// 256 KiB in flight per answer: a gibibyte moves as fast, and 64 slow readers hold 16 MiB.
@@ -295,29 +295,28 @@ final class ClientAnswer: Sendable {
     let version: HTTPVersion
     let keepAlive: Bool
     let body: RequestBody?
-    private let credits = DispatchSemaphore(value: ClientAnswer.window)
     private let gone = Atomic<Bool>(false)
-    private let idleSeconds: Int
-    /// What waits for the next hop: touched only by the exchange's thread (the lock is never contended).
+    /// What waits for the next hop, and the batches the client may still be sent.
     private let pending = Mutex(Pending())
 
     private struct Pending: Sendable {
         var head: (status: Int, fields: [(name: String, value: String)])?
         var body: ByteBuffer?
+        var credits = ClientAnswer.window
+        /// Resumes the exchange paused for a credit.
+        var wake: (@Sendable () -> Void)?
     }
 
     fileprivate init(
         bound: NIOLoopBound<(handler: ProxyConnectionHandler, context: ChannelHandlerContext)>,
         version: HTTPVersion,
         keepAlive: Bool,
-        body: RequestBody?,
-        idleSeconds: Int
+        body: RequestBody?
     ) {
         self.bound = bound
         self.version = version
         self.keepAlive = keepAlive
         self.body = body
-        self.idleSeconds = idleSeconds
     }
 
     private var eventLoop: any EventLoop { bound.eventLoop }
@@ -325,39 +324,75 @@ final class ClientAnswer: Sendable {
     /// Whether the client has gone away.
     var isGone: Bool { gone.load(ordering: .relaxed) }
 
+    /// The upstream's answer head, its fields as received: the client gets
+    /// ``ForwardingRules/answerFields(_:)`` of them (filtered on the event loop).
     func head(status: Int, fields: [(name: String, value: String)]) {
         pending.withLock { $0.head = (status, fields) }
     }
 
-    /// Adds a piece of the body; `false` when the client is gone or took nothing for the idle time.
-    func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        let full = pending.withLock { pending in
+    /// Adds a piece of the body, unless a whole batch waits for a credit already: then the
+    /// piece is left and `wake` called once the client has taken a batch. `.abort` when the
+    /// client is gone.
+    func body(_ bytes: UnsafeRawBufferPointer, whenTaken wake: @escaping @Sendable () -> Void) -> StreamedTake {
+        guard !isGone else { return .abort }
+        let (take, hop) = pending.withLock { pending -> (StreamedTake, Hop?) in
+            if let waiting = pending.body, waiting.readableBytes >= Self.batch, pending.credits == 0 {
+                pending.wake = wake
+                return (.later, nil)
+            }
             if pending.body == nil { pending.body = ByteBufferAllocator().buffer(capacity: max(bytes.count, 16 << 10)) }
             pending.body!.writeBytes(bytes)
-            return pending.body!.readableBytes >= Self.batch
+            guard pending.body!.readableBytes >= Self.batch, pending.credits > 0 else { return (.taken, nil) }
+            pending.credits -= 1
+            return (.taken, Self.hop(&pending, ending: false))
         }
-        guard !isGone else { return false }
-        return full ? flush(ending: false) : true
+        if let hop { send(hop) }
+        return take
     }
 
-    /// The answer is complete.
+    /// ``body(_:whenTaken:)`` for a thread that may wait (a tunnel's): waits for the client to
+    /// take a batch, at most `idleSeconds`; `false` when the client is gone or took nothing.
+    func bodyWaiting(_ bytes: UnsafeRawBufferPointer, idleSeconds: Int) -> Bool {
+        let taken = DispatchSemaphore(value: 0)
+        while true {
+            switch body(bytes, whenTaken: { taken.signal() }) {
+            case .taken: return true
+            case .abort: return false
+            case .later:
+                guard taken.wait(timeout: .now() + .seconds(idleSeconds)) == .success else { return false }
+            }
+        }
+    }
+
+    /// The answer is complete: what waits goes with its end, credit or not.
     func end() {
-        _ = flush(ending: true)
+        send(pending.withLock { Self.hop(&$0, ending: true) })
     }
 
-    /// Passes what waits to the event loop, after a credit.
-    private func flush(ending: Bool) -> Bool {
-        guard credits.wait(timeout: .now() + .seconds(idleSeconds)) == .success else { return false }
-        let (head, body) = pending.withLock { pending in
-            defer { pending = Pending() }
-            return (pending.head, pending.body)
-        }
+    private typealias Hop = (head: (status: Int, fields: [(name: String, value: String)])?, body: ByteBuffer?, ending: Bool)
+
+    private static func hop(_ pending: inout Pending, ending: Bool) -> Hop {
+        defer { (pending.head, pending.body) = (nil, nil) }
+        return (pending.head, pending.body, ending)
+    }
+
+    /// Passes a hop to the event loop; the client's taking it gives a credit back.
+    private func send(_ hop: Hop) {
         let bound = bound
-        let credits = credits
         eventLoop.execute {
-            bound.value.handler.write(head: head, body: body, ending: ending, answer: self, context: bound.value.context) { credits.signal() }
+            bound.value.handler.write(head: hop.head, body: hop.body, ending: hop.ending, answer: self, context: bound.value.context) {
+                self.credited()
+            }
         }
-        return !isGone
+    }
+
+    private func credited() {
+        let wake = pending.withLock { pending in
+            pending.credits += 1
+            defer { pending.wake = nil }
+            return pending.wake
+        }
+        wake?()
     }
 
     /// Answers with the proxy's own answer (nothing of the upstream's was sent).
@@ -378,10 +413,13 @@ final class ClientAnswer: Sendable {
         eventLoop.execute { bound.value.handler.abort(answer: self, context: bound.value.context) }
     }
 
-    /// On the event loop: the connection closed.
+    /// On the event loop: the connection closed. A paused exchange goes on, to hear it.
     fileprivate func clientGone() {
         gone.store(true, ordering: .relaxed)
         body?.fail()
-        credits.signal()
+        pending.withLock { pending in
+            defer { pending.wake = nil }
+            return pending.wake
+        }?()
     }
 }

@@ -5,22 +5,24 @@ import Dispatch
 import FoundationEssentials
 import Synchronization
 
-/// One forwarded request, on one of the proxy's exchange threads (libcurl blocks).
+/// One forwarded request: its headers from the session, then its exchange with the upstream on
+/// the proxy's exchanges' thread (``StreamedExchanges``, libcurl's multi interface), its answer
+/// to the client.
 ///
-/// The session's headers come from ``HTTPAuthorizer`` (the token from the daemon's cached
-/// path; for a DPoP session a proof of this method and URL, signed by the daemon), and its
-/// rule decides what an answer is worth: a 401 asking for a DPoP nonce, or one refusing the
-/// token, is sent once more — with the nonce, or with the token the daemon answers
-/// `token.rejected` with — when the request can be sent again (no body, or a body that has
-/// arrived whole and was small enough to be kept: ``RequestBody``). The retried answer's body
-/// is dropped; any other answer streams to the client as it comes.
+/// The session's headers come from ``HTTPAuthorizer`` (the followed token at once; otherwise,
+/// and for a DPoP session's proof of this method and URL, from the daemon), and its rule decides
+/// what an answer is worth: a 401 asking for a DPoP nonce, or one refusing the token, is sent
+/// once more — with the nonce, or with the token the daemon answers `token.rejected` with —
+/// when the request can be sent again (no body, or a body that has arrived whole and was small
+/// enough to be kept: ``RequestBody``). While that is decided the answer waits, paused; a
+/// retried answer's body is dropped, any other answer streams to the client as it comes.
 final class ProxyExchange: Sendable {
-    private let proxy: ProxyCore
+    let proxy: ProxyCore
     private let method: String
     private let url: URL
     private let fields: [(name: String, value: String)]
     private let bodyLength: Int64?
-    private let client: ClientAnswer
+    let client: ClientAnswer
 
     init(proxy: ProxyCore, method: String, url: URL, fields: [(name: String, value: String)], bodyLength: Int64?, client: ClientAnswer) {
         self.proxy = proxy
@@ -31,43 +33,42 @@ final class ProxyExchange: Sendable {
         self.client = client
     }
 
-    func run() {
-        var authorized: AuthorizedRequest
-        switch proxy.authorize(method: method, url: url) {
-        case .authorized(let value): authorized = value
-        case .refused(let answer): return client.answer(answer)
-        }
-        while true {
-            let relay = AnswerRelay(exchange: self, authorized: authorized)
-            let request = StreamedRequest(method: method, url: url, headers: fields + authorized.headers, bodyLength: bodyLength)
-            do {
-                try proxy.streams.perform(request, body: client.body, sink: relay, policy: proxy.streamPolicy)
-            } catch {
-                if relay.retry == nil {
-                    if relay.headSent {
-                        client.abort()
-                    } else if !client.isGone {
-                        proxy.upstreamFailed(error)
-                        client.answer(.upstreamFailed(error))
-                    }
-                    return
-                }
+    /// Sends the request: at once with the followed token, else after the daemon's answer.
+    func start() {
+        if let authorized = proxy.authorizeAtOnce(method: method, url: url) { return send(authorized) }
+        Task {
+            switch await proxy.authorize(method: method, url: url) {
+            case .authorized(let authorized): send(authorized)
+            case .refused(let answer): client.answer(answer)
             }
-            guard let next = relay.retry else {
-                client.end()
-                return
-            }
-            proxy.retried(nonce: next.nonceRetried && !authorized.nonceRetried)
-            if next.tokenRetried && !authorized.tokenRetried { proxy.tookNew(next.token) }
-            authorized = next
-            client.body?.rewind()
         }
     }
 
-    /// The answer's head: pass it on, or keep it back for a retry.
-    fileprivate func decide(status: Int, fields: [(name: String, value: String)], authorized: AuthorizedRequest) -> AuthorizedRequest? {
-        guard let again = proxy.retry(status: status, fields: fields, authorized: authorized), client.body?.isReplayable ?? true else { return nil }
-        return again
+    fileprivate func send(_ authorized: AuthorizedRequest) {
+        let request = StreamedRequest(method: method, url: url, headers: fields + authorized.headers, bodyLength: bodyLength)
+        do {
+            try proxy.streams.start(request, body: client.body, sink: AnswerRelay(exchange: self, authorized: authorized), policy: proxy.streamPolicy)
+        } catch {
+            failed(error, headSent: false)
+        }
+    }
+
+    /// No complete answer came: the proxy's own answer, or a cut connection when the upstream's
+    /// head is out already.
+    fileprivate func failed(_ error: HTTPTransportError, headSent: Bool) {
+        if headSent {
+            client.abort()
+        } else if !client.isGone {
+            proxy.upstreamFailed(error)
+            client.answer(.upstreamFailed(error))
+        }
+    }
+
+    fileprivate func send(_ next: AuthorizedRequest, after previous: AuthorizedRequest) {
+        proxy.retried(nonce: next.nonceRetried && !previous.nonceRetried)
+        if next.tokenRetried && !previous.tokenRetried { proxy.tookNew(next.token) }
+        client.body?.rewind()
+        send(next)
     }
 }
 
@@ -78,95 +79,160 @@ enum Authorization {
 }
 
 extension ProxyCore {
-    /// The session's headers for a request (on an exchange's thread): the followed token when
-    /// it will do, else the daemon's answer; the proxy's own answer when there is none (counted).
-    func authorize(method: String, url: URL) -> Authorization {
-        let authorizer = authorizer
+    /// The session's headers with no call, when the followed token will do (a bearer token,
+    /// valid for the minimum validity still): the common case.
+    func authorizeAtOnce(method: String, url: URL) -> AuthorizedRequest? {
+        guard let followed = followedToken(), !followed.isDPoP, let origin = upstreamOrigin else { return nil }
+        return AuthorizedRequest(method: method, url: url.absoluteString, origin: origin, token: followed, proof: nil)
+    }
+
+    /// The session's headers for a request: the followed token when it will do, else the
+    /// daemon's answer; the proxy's own answer when there is none (counted).
+    func authorize(method: String, url: URL) async -> Authorization {
+        if let authorized = authorizeAtOnce(method: method, url: url) { return .authorized(authorized) }
         let target = url.absoluteString
-        let followed = followedToken()
-        if let followed, !followed.isDPoP, let origin = upstreamOrigin {
-            // The common case costs no call: the daemon pushed this token.
-            return .authorized(AuthorizedRequest(method: method, url: target, origin: origin, token: followed, proof: nil))
-        }
-        let outcome = waitFor { () async throws(AuthGateClientError) in
-            if let followed {
-                try await authorizer.authorize(method: method, url: target, token: followed)
-            } else {
-                try await authorizer.authorize(method: method, url: target)
+        do throws(AuthGateClientError) {
+            if let followed = followedToken() {
+                return .authorized(try await authorizer.authorize(method: method, url: target, token: followed))
             }
-        }
-        switch outcome {
-        case .success(let value): return .authorized(value)
-        case .failure(let error):
+            return .authorized(try await authorizer.authorize(method: method, url: target))
+        } catch {
             let answer = ProxyAnswer.noToken(error, provider: configuration.provider, session: configuration.session)
             refused(answer)
             return .refused(answer)
         }
     }
 
-    /// HTTPAuthorizer's rule for an answer's head: the request to send once more (with a DPoP
-    /// nonce, or the token the daemon answers `token.rejected` with), or `nil` to pass it on.
-    func retry(status: Int, fields: [(name: String, value: String)], authorized: AuthorizedRequest) -> AuthorizedRequest? {
+    /// HTTPAuthorizer's rule for an answer's head, the part that waits for nothing: whether it
+    /// may be worth sending the request once more (a 401, or an answer bringing a DPoP nonce,
+    /// which is remembered); `nil` to pass it on.
+    func retryDecision(status: Int, fields: [(name: String, value: String)], authorized: AuthorizedRequest) -> HTTPRetryPolicy.Decision? {
         guard status == 401 || fields.contains(where: { $0.name.lowercased() == "dpop-nonce" }) else { return nil }
         var joined: [String: String] = [:]
         for field in fields {
             let name = field.name.lowercased()
             joined[name] = joined[name].map { $0 + ", " + field.value } ?? field.value
         }
-        let answer = HTTPAnswer(status: status, url: nil, headers: joined)
-        let authorizer = authorizer
-        let next = waitFor { () async throws(AuthGateClientError) in try await authorizer.retry(authorized, after: answer) }
-        guard case .success(let again?) = next else { return nil }
-        return again
+        let decision = authorizer.decision(after: HTTPAnswer(status: status, url: nil, headers: joined), to: authorized)
+        return decision == .handBack ? nil : decision
+    }
+
+    /// The request to send once more for `decision` (with the nonce, or the token the daemon
+    /// answers `token.rejected` with), or `nil` to pass the answer on.
+    func retry(_ authorized: AuthorizedRequest, as decision: HTTPRetryPolicy.Decision) async -> AuthorizedRequest? {
+        try? await authorizer.retry(authorized, as: decision)
     }
 }
 
-/// Receives one attempt's answer from libcurl and passes it on, unless it is to be retried.
-private final class AnswerRelay: StreamedResponseSink {
-    let exchange: ProxyExchange
-    let authorized: AuthorizedRequest
-    var retry: AuthorizedRequest?
-    var headSent = false
+/// Receives one attempt's answer on the exchanges' thread and passes it on, unless it is to be
+/// sent again. A head that may be worth a retry is held, and its exchange paused at its first
+/// piece of body, while the daemon is asked (on a task); then the answer is dropped and the
+/// request sent again, or the head and body go on as they come.
+private final class AnswerRelay: StreamedResponseSink, @unchecked Sendable {
+    private enum Verdict {
+        case passOn
+        case deciding
+        case retry(AuthorizedRequest)
+    }
+
+    private struct Decision {
+        var verdict = Verdict.passOn
+        /// How the exchange ended, when it ended while the verdict was being decided.
+        var outcome: Result<Void, HTTPTransportError>?
+        /// The exchange paused for the verdict.
+        var paused: StreamedExchange?
+    }
+
+    private let exchange: ProxyExchange
+    private let authorized: AuthorizedRequest
     private let client: ClientAnswer
+    private let decision = Mutex(Decision())
+    // The exchanges' thread's, and after `finished` whichever thread concludes (the mutex orders them):
+    private var held: (status: Int, fields: [(name: String, value: String)])?
+    private var headSent = false
 
     init(exchange: ProxyExchange, authorized: AuthorizedRequest) {
         self.exchange = exchange
         self.authorized = authorized
-        client = exchange.clientAnswer
+        client = exchange.client
     }
 
-    func head(status: Int, headers: [(name: String, value: String)]) -> Bool {
-        if let again = exchange.decide(status: status, fields: headers, authorized: authorized) {
-            retry = again
-            return false
+    func head(status: Int, headers: [(name: String, value: String)]) {
+        let proxy = exchange.proxy
+        guard let first = proxy.retryDecision(status: status, fields: headers, authorized: authorized), client.body?.isReplayable ?? true else {
+            return passHead(status: status, fields: headers)
         }
-        headSent = true
-        exchange.answered(status: status)
-        client.head(status: status, fields: ForwardingRules.answerFields(headers))
-        return true
+        held = (status, headers)
+        decision.withLock { $0.verdict = .deciding }
+        let authorized = authorized
+        Task {
+            let next = await proxy.retry(authorized, as: first)
+            let (outcome, paused) = decision.withLock { decision in
+                decision.verdict = next.map { .retry($0) } ?? .passOn
+                return (decision.outcome, decision.paused)
+            }
+            if let outcome {
+                conclude(outcome)
+            } else {
+                paused?.resume()
+            }
+        }
     }
 
-    func body(_ bytes: UnsafeRawBufferPointer) -> Bool { client.body(bytes) }
+    func body(_ bytes: UnsafeRawBufferPointer, exchange streamed: StreamedExchange) -> StreamedTake {
+        let verdict = decision.withLock { decision in
+            if case .deciding = decision.verdict { decision.paused = streamed }
+            return decision.verdict
+        }
+        switch verdict {
+        case .deciding: return .later
+        case .retry: return .abort  // the rest is dropped: the request goes again
+        case .passOn:
+            if let held {
+                self.held = nil
+                passHead(status: held.status, fields: held.fields)
+            }
+            return client.body(bytes) { streamed.resume() }
+        }
+    }
+
+    func finished(_ outcome: Result<Void, HTTPTransportError>) {
+        let deciding = decision.withLock { decision in
+            guard case .deciding = decision.verdict else { return false }
+            decision.outcome = outcome
+            return true
+        }
+        if !deciding { conclude(outcome) }
+    }
+
+    private func conclude(_ outcome: Result<Void, HTTPTransportError>) {
+        if case .retry(let next) = decision.withLock({ $0.verdict }) {
+            return exchange.send(next, after: authorized)
+        }
+        if let held {
+            self.held = nil
+            passHead(status: held.status, fields: held.fields)
+        }
+        switch outcome {
+        case .success: client.end()
+        case .failure(let error): exchange.failed(error, headSent: headSent)
+        }
+    }
+
+    private func passHead(status: Int, fields: [(name: String, value: String)]) {
+        headSent = true
+        exchange.proxy.answered(status: status)
+        client.head(status: status, fields: fields)
+    }
 }
 
-extension ProxyExchange {
-    fileprivate var clientAnswer: ClientAnswer { client }
-
-    fileprivate func answered(status: Int) { proxy.answered(status: status) }
-}
-
-/// Waits on this (exchange) thread for an async call of the daemon's client. The task is
-/// owned by the wait: it ends before this returns.
-private func waitFor<T: Sendable>(_ operation: @escaping @Sendable () async throws(AuthGateClientError) -> T) -> Result<T, AuthGateClientError> {
-    let outcome = Mutex<Result<T, AuthGateClientError>?>(nil)
+/// Waits on this thread (a tunnel's) for an async call. The task is owned by the wait: it
+/// ends before this returns.
+func waitFor<T: Sendable>(_ operation: @escaping @Sendable () async -> T) -> T {
+    let outcome = Mutex<T?>(nil)
     let done = DispatchSemaphore(value: 0)
     Task {
-        let result: Result<T, AuthGateClientError>
-        do throws(AuthGateClientError) {
-            result = .success(try await operation())
-        } catch {
-            result = .failure(error)
-        }
+        let result = await operation()
         outcome.withLock { $0 = result }
         done.signal()
     }

@@ -21,7 +21,7 @@ import Glibc
 /// Who may use it is checked as each connection is accepted (``ProxyListener``,
 /// ``CallerCheck``); what it forwards is ``ForwardingRules``'; each request's way through is
 /// ``ProxyConnectionHandler`` (client side, NIO's HTTP/1 codec) and ``ProxyExchange``
-/// (upstream side, libcurl on a thread of its own, ``StreamedExchanges``).
+/// (upstream side: libcurl's multi interface on one thread for every exchange, ``StreamedExchanges``).
 public final class ProxyServer: Sendable {
     let core: ProxyCore
     private let listener: ProxyListener
@@ -223,11 +223,10 @@ final class ProxyCore: Sendable {
     let authorizer: HTTPAuthorizer
     let streams: StreamedExchanges
     let streamPolicy: StreamPolicy
-    /// One thread per connection the proxy may serve: an exchange holds its thread while
-    /// its bodies stream, and a connection has at most one exchange at a time. (An exchange
-    /// costs two thread hops — the event loop to its thread and back — which is most of what
-    /// the proxy adds to a small request: docs/BENCHMARKS.md.)
-    let exchangeThreads: NIOThreadPool
+    /// Threads for protocol upgrades (WebSocket tunnels: ``UpgradeExchange``), each of which
+    /// holds one for as long as it lasts, and for giving freed memory back: one per connection
+    /// the proxy may serve. Ordinary exchanges all run on ``streams``' one thread.
+    let tunnelThreads: NIOThreadPool
     let logger: Logger
     let counts = Mutex(ProxyCounts())
     /// Client connections open now, in all and by uid.
@@ -252,8 +251,8 @@ final class ProxyCore: Sendable {
         )
         streams = StreamedExchanges()
         streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)
-        exchangeThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
-        exchangeThreads.start()
+        tunnelThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
+        tunnelThreads.start()
         self.logger = logger
         shares = ConnectionShares(
             total: configuration.maximumConnections,
@@ -295,7 +294,7 @@ final class ProxyCore: Sendable {
     /// slow downloads left a proxy at 108 MiB).
     func connectionClosed(_ uid: UInt32?) {
         guard shares.give(uid) == 0 else { return }
-        exchangeThreads.submit { _ in _ = ag_release_free_memory() }
+        tunnelThreads.submit { _ in _ = ag_release_free_memory() }
     }
 
     /// The followed token, when it is valid for the minimum validity still.

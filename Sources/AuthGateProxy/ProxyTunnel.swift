@@ -11,7 +11,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// A protocol upgrade (WebSocket), on one of the proxy's exchange threads: the request goes to
+/// A protocol upgrade (WebSocket), on one of the proxy's tunnel threads: the request goes to
 /// the upstream on a connection of its own (``UpstreamConnection``: libcurl connects, the head
 /// is written here) with the session's headers, as ``ProxyExchange``'s requests do, and under
 /// the same retry rule (a 401 refusing the token or asking for a DPoP nonce is sent once more).
@@ -38,7 +38,8 @@ final class UpgradeExchange: Sendable {
 
     func run() {
         var authorized: AuthorizedRequest
-        switch proxy.authorize(method: method, url: url) {
+        let (proxy, method, url) = (proxy, method, url)
+        switch waitFor({ await proxy.authorize(method: method, url: url) }) {
         case .authorized(let value): authorized = value
         case .refused(let answer): return client.answer(answer)
         }
@@ -56,7 +57,9 @@ final class UpgradeExchange: Sendable {
                 proxy.answered(status: 101)
                 return relay(connection)
             }
-            if let next = proxy.retry(status: connection.status, fields: connection.headers, authorized: authorized) {
+            if let decision = proxy.retryDecision(status: connection.status, fields: connection.headers, authorized: authorized),
+                let next = waitFor({ [authorized] in await proxy.retry(authorized, as: decision) })
+            {
                 proxy.retried(nonce: next.nonceRetried && !authorized.nonceRetried)
                 if next.tokenRetried && !authorized.tokenRetried { proxy.tookNew(next.token) }
                 authorized = next
@@ -64,9 +67,9 @@ final class UpgradeExchange: Sendable {
             }
             // Refused (or answered otherwise): the answer as it came, then the connection closes.
             proxy.answered(status: connection.status)
-            client.head(status: connection.status, fields: ForwardingRules.answerFields(connection.headers))
+            client.head(status: connection.status, fields: connection.headers)
             do {
-                try connection.readBody { client.body($0) }
+                try connection.readBody { client.bodyWaiting($0, idleSeconds: proxy.configuration.idleSeconds) }
             } catch {
                 return client.abort()
             }

@@ -3,9 +3,10 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// A request's body between the client's connection (which pushes what it reads, on its event
-/// loop) and the exchange's thread (which libcurl makes read it): about ``highWater`` bytes
-/// wait in between, past which the connection stops reading until libcurl has taken them
-/// below ``lowWater``. The first ``keptBytes`` are kept, so that a request whose body was
+/// loop) and its exchange (which libcurl makes read it, on the exchanges' thread): about
+/// ``highWater`` bytes wait in between, past which the connection stops reading until libcurl
+/// has taken them below ``lowWater``; when nothing waits, the exchange pauses until the
+/// connection brings more. The first ``keptBytes`` are kept, so that a request whose body was
 /// small can be sent again (after a nonce or a refused token).
 final class RequestBody: StreamedRequestBody, @unchecked Sendable {
     static let highWater = 256 << 10
@@ -13,9 +14,8 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
     /// The largest body a request may have to be sent again.
     static let keptBytes = 64 << 10
 
-    // `lock`'s value: 1 when there is something to read (bytes, the end, or a failure), else 0.
-    // Every other property is guarded by it.
-    private let lock = ConditionLock(value: 0)
+    // Every property but `resume` is guarded by the lock.
+    private let lock = NIOLock()
     private var chunks: [ByteBuffer] = []
     private var queued = 0
     private var finished = false
@@ -24,94 +24,94 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
     private var kept: [UInt8] = []
     private var keptAll = true
     private var replayed: Int?
-    private let idleSeconds: Int
-    /// Called (on the exchange's thread) when the connection may read again.
+    /// The exchange paused for more of the body.
+    private var waiting: StreamedExchange?
+    /// Called (on the exchanges' thread) when the connection may read again.
     private let resume: @Sendable () -> Void
 
-    init(idleSeconds: Int, resume: @escaping @Sendable () -> Void) {
-        self.idleSeconds = idleSeconds
+    init(resume: @escaping @Sendable () -> Void) {
         self.resume = resume
     }
 
     /// Adds what the client sent. Returns whether the connection should stop reading.
     func push(_ buffer: ByteBuffer) -> Bool {
-        lock.lock()
-        chunks.append(buffer)
-        queued += buffer.readableBytes
-        // Set here, cleared only by the reader when it asks the connection to read again: the
-        // connection stops reading from the first push past the high water until that call.
-        if queued > Self.highWater { paused = true }
-        let pause = paused
-        lock.unlock(withValue: 1)
+        let (pause, exchange) = lock.withLock { () -> (Bool, StreamedExchange?) in
+            chunks.append(buffer)
+            queued += buffer.readableBytes
+            // Set here, cleared only by the reader when it asks the connection to read again: the
+            // connection stops reading from the first push past the high water until that call.
+            if queued > Self.highWater { paused = true }
+            return (paused, takeWaiting())
+        }
+        exchange?.resume()
         return pause
     }
 
     /// The client sent the whole body.
     func finish() {
-        lock.lock()
-        finished = true
-        lock.unlock(withValue: 1)
+        lock.withLock {
+            finished = true
+            return takeWaiting()
+        }?.resume()
     }
 
-    /// The client went away: the reader gets `nil`.
+    /// The client went away: the reader gets `.failed`.
     func fail() {
-        lock.lock()
-        failed = true
-        lock.unlock(withValue: 1)
+        lock.withLock {
+            failed = true
+            return takeWaiting()
+        }?.resume()
+    }
+
+    private func takeWaiting() -> StreamedExchange? {
+        defer { waiting = nil }
+        return waiting
     }
 
     /// Whether the whole body has arrived and was kept: the request can be sent again.
     var isReplayable: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return finished && keptAll
+        lock.withLock { finished && keptAll }
     }
 
     /// The next read starts over from the body's first byte (``isReplayable`` must hold).
     func rewind() {
-        lock.lock()
-        replayed = 0
-        lock.unlock()
+        lock.withLock { replayed = 0 }
     }
 
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
-        guard buffer.count > 0 else { return 0 }
-        lock.lock()
-        if let position = replayed, position < kept.count {
-            let count = min(buffer.count, kept.count - position)
-            kept.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + position, byteCount: count) }
-            replayed = position + count
-            lock.unlock()
-            return count
-        }
-        replayed = nil
-        lock.unlock()
-        guard lock.lock(whenValue: 1, timeoutSeconds: Double(idleSeconds)) else { return nil }
-        if failed {
-            lock.unlock(withValue: 1)
-            return nil
-        }
-        guard !chunks.isEmpty else {
-            lock.unlock(withValue: 1)  // finished
-            return 0
-        }
-        let count = min(buffer.count, chunks[0].readableBytes)
-        chunks[0].withUnsafeReadableBytes { bytes in
-            buffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: count)
-            if keptAll && kept.count + count <= Self.keptBytes {
-                kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes.prefix(count)))
-            } else {
-                keptAll = false
-                kept = []
+    func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead {
+        guard buffer.count > 0 else { return .later }
+        let (outcome, resumes) = lock.withLock { () -> (StreamedRead, Bool) in
+            if let position = replayed, position < kept.count {
+                let count = min(buffer.count, kept.count - position)
+                kept.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + position, byteCount: count) }
+                replayed = position + count
+                return (.bytes(count), false)
             }
+            replayed = nil
+            if failed { return (.failed, false) }
+            guard !chunks.isEmpty else {
+                if finished { return (.end, false) }
+                waiting = exchange
+                return (.later, false)
+            }
+            let count = min(buffer.count, chunks[0].readableBytes)
+            chunks[0].withUnsafeReadableBytes { bytes in
+                buffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: count)
+                if keptAll && kept.count + count <= Self.keptBytes {
+                    kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes.prefix(count)))
+                } else {
+                    keptAll = false
+                    kept = []
+                }
+            }
+            chunks[0].moveReaderIndex(forwardBy: count)
+            if chunks[0].readableBytes == 0 { chunks.removeFirst() }
+            queued -= count
+            let resumes = paused && queued < Self.lowWater
+            if resumes { paused = false }
+            return (.bytes(count), resumes)
         }
-        chunks[0].moveReaderIndex(forwardBy: count)
-        if chunks[0].readableBytes == 0 { chunks.removeFirst() }
-        queued -= count
-        let resumes = paused && queued < Self.lowWater
-        if resumes { paused = false }
-        lock.unlock(withValue: chunks.isEmpty && !finished ? 0 : 1)
         if resumes { resume() }
-        return count
+        return outcome
     }
 }

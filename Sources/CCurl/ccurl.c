@@ -18,6 +18,16 @@ static struct {
     void (*slist_free_all)(struct curl_slist *);
     CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    CURLcode (*easy_pause)(CURL *, int);
+    CURLM *(*multi_init)(void);
+    CURLMcode (*multi_cleanup)(CURLM *);
+    CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+    CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+    CURLMcode (*multi_perform)(CURLM *, int *);
+    CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+    CURLMcode (*multi_wakeup)(CURLM *);
+    CURLMcode (*multi_setopt)(CURLM *, CURLMoption, ...);
+    CURLMsg *(*multi_info_read)(CURLM *, int *);
 } curl;
 
 static pthread_once_t loading = PTHREAD_ONCE_INIT;
@@ -52,6 +62,16 @@ static void load(void) {
     curl.slist_free_all = (void (*)(struct curl_slist *))symbol(library, "curl_slist_free_all");
     curl.easy_setopt = (CURLcode (*)(CURL *, CURLoption, ...))symbol(library, "curl_easy_setopt");
     curl.easy_getinfo = (CURLcode (*)(CURL *, CURLINFO, ...))symbol(library, "curl_easy_getinfo");
+    curl.easy_pause = (CURLcode (*)(CURL *, int))symbol(library, "curl_easy_pause");
+    curl.multi_init = (CURLM * (*)(void)) symbol(library, "curl_multi_init");
+    curl.multi_cleanup = (CURLMcode (*)(CURLM *))symbol(library, "curl_multi_cleanup");
+    curl.multi_add_handle = (CURLMcode (*)(CURLM *, CURL *))symbol(library, "curl_multi_add_handle");
+    curl.multi_remove_handle = (CURLMcode (*)(CURLM *, CURL *))symbol(library, "curl_multi_remove_handle");
+    curl.multi_perform = (CURLMcode (*)(CURLM *, int *))symbol(library, "curl_multi_perform");
+    curl.multi_poll = (CURLMcode (*)(CURLM *, struct curl_waitfd *, unsigned int, int, int *))symbol(library, "curl_multi_poll");
+    curl.multi_wakeup = (CURLMcode (*)(CURLM *))symbol(library, "curl_multi_wakeup");
+    curl.multi_setopt = (CURLMcode (*)(CURLM *, CURLMoption, ...))symbol(library, "curl_multi_setopt");
+    curl.multi_info_read = (CURLMsg * (*)(CURLM *, int *)) symbol(library, "curl_multi_info_read");
     loaded = failure[0] == '\0';
 }
 
@@ -114,4 +134,39 @@ CURLcode ag_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
 }
 CURLcode ag_curl_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
     return ready() ? curl.easy_getinfo(handle, info, value) : CURLE_FAILED_INIT;
+}
+
+CURLcode ag_curl_easy_pause(CURL *handle, int bitmask) { return ready() ? curl.easy_pause(handle, bitmask) : CURLE_FAILED_INIT; }
+CURLM *ag_curl_multi_init(void) { return ready() ? curl.multi_init() : NULL; }
+void ag_curl_multi_cleanup(CURLM *multi) {
+    if (ready()) curl.multi_cleanup(multi);
+}
+CURLMcode ag_curl_multi_add_handle(CURLM *multi, CURL *handle) {
+    return ready() ? curl.multi_add_handle(multi, handle) : CURLM_INTERNAL_ERROR;
+}
+CURLMcode ag_curl_multi_remove_handle(CURLM *multi, CURL *handle) {
+    return ready() ? curl.multi_remove_handle(multi, handle) : CURLM_INTERNAL_ERROR;
+}
+CURLMcode ag_curl_multi_perform(CURLM *multi, int *running) {
+    return ready() ? curl.multi_perform(multi, running) : CURLM_INTERNAL_ERROR;
+}
+CURLMcode ag_curl_multi_poll(CURLM *multi, int timeout_ms) {
+    return ready() ? curl.multi_poll(multi, NULL, 0, timeout_ms, NULL) : CURLM_INTERNAL_ERROR;
+}
+CURLMcode ag_curl_multi_wakeup(CURLM *multi) { return ready() ? curl.multi_wakeup(multi) : CURLM_INTERNAL_ERROR; }
+CURLMcode ag_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+    return ready() ? curl.multi_setopt(multi, option, value) : CURLM_INTERNAL_ERROR;
+}
+int ag_curl_multi_next_done(CURLM *multi, CURL **handle, CURLcode *result) {
+    if (!ready()) return 0;
+    int left = 0;
+    CURLMsg *message;
+    while ((message = curl.multi_info_read(multi, &left)) != NULL) {
+        if (message->msg == CURLMSG_DONE) {
+            *handle = message->easy_handle;
+            *result = message->data.result;
+            return 1;
+        }
+    }
+    return 0;
 }

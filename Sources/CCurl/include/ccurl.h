@@ -42,4 +42,20 @@ CURLcode ag_curl_getinfo_long(CURL *_Nonnull handle, CURLINFO info, long *_Nonnu
 /// CURLINFO_ACTIVESOCKET: the socket of a CURLOPT_CONNECT_ONLY connection, to poll(2) it.
 CURLcode ag_curl_getinfo_socket(CURL *_Nonnull handle, CURLINFO info, curl_socket_t *_Nonnull value);
 
+// The multi interface, for the proxy's exchanges: one thread drives every transfer.
+CURLM *_Nullable ag_curl_multi_init(void);
+void ag_curl_multi_cleanup(CURLM *_Nonnull multi);
+CURLMcode ag_curl_multi_add_handle(CURLM *_Nonnull multi, CURL *_Nonnull handle);
+CURLMcode ag_curl_multi_remove_handle(CURLM *_Nonnull multi, CURL *_Nonnull handle);
+CURLMcode ag_curl_multi_perform(CURLM *_Nonnull multi, int *_Nonnull running);
+/// Waits for any transfer's socket, curl's own timeout, `timeout_ms` or ag_curl_multi_wakeup.
+CURLMcode ag_curl_multi_poll(CURLM *_Nonnull multi, int timeout_ms);
+/// Ends ag_curl_multi_poll's wait: the one multi call any thread may make.
+CURLMcode ag_curl_multi_wakeup(CURLM *_Nonnull multi);
+CURLMcode ag_curl_multi_setopt_long(CURLM *_Nonnull multi, CURLMoption option, long value);
+/// The next transfer that ended: 1 with its handle and result, 0 when none is left.
+int ag_curl_multi_next_done(CURLM *_Nonnull multi, CURL *_Nullable *_Nonnull handle, CURLcode *_Nonnull result);
+/// Pauses or resumes a transfer (CURLPAUSE_CONT): on the thread driving its multi handle only.
+CURLcode ag_curl_easy_pause(CURL *_Nonnull handle, int bitmask);
+
 #endif

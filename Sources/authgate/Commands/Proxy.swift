@@ -78,7 +78,7 @@ struct Proxy: ParsableCommand {
     @Option(help: "Seconds a token must still be valid when a request is sent.")
     var minValid = 30
 
-    @Option(help: "Client connections served at once (one exchange thread each); with --allow-uid, one uid holds at most half.")
+    @Option(help: "Client connections served at once; with --allow-uid, one uid holds at most half.")
     var maxConnections = 64
 
     @Option(help: "Seconds without a byte moving after which a connection or an exchange is given up.")
