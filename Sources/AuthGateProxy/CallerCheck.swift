@@ -24,12 +24,40 @@ enum CallerCheck {
         return uid
     }
 
-    /// The uid that owns the peer of `descriptor`, an accepted loopback TCP connection.
+    /// The uid that owns the peer of `descriptor`, an accepted loopback TCP connection: asked
+    /// of the kernel by the connection's two ends (sock_diag), one lookup however many sockets
+    /// the host has; read from `/proc/net/tcp` only where the kernel cannot be asked.
     static func tcpPeerUID(_ descriptor: Int32) -> UInt32? {
         guard let local = SocketEnd.local(of: descriptor), let peer = SocketEnd.peer(of: descriptor) else { return nil }
+        switch diagnosedOwner(of: peer, connectedTo: local) {
+        case .owner(let uid): return uid
+        case .none: return nil
+        case .cannotAsk: break
+        }
         let table = local.address.bytes.count == 4 ? "/proc/net/tcp" : "/proc/net/tcp6"
         guard let text = readWhole(table) else { return nil }
         return owner(of: peer, connectedTo: local, table: text)
+    }
+
+    enum Diagnosis: Equatable {
+        case owner(UInt32)
+        /// The kernel has no such socket (the peer closed it already): the check fails closed.
+        case none
+        /// The kernel cannot be asked (no sock_diag here).
+        case cannotAsk
+    }
+
+    /// The owner of the TCP socket at `end` connected to `remote`, as sock_diag(7) tells it.
+    static func diagnosedOwner(of end: SocketEnd, connectedTo remote: SocketEnd) -> Diagnosis {
+        guard end.address.bytes.count == remote.address.bytes.count else { return .none }
+        var uid: UInt32 = 0
+        let result = end.address.bytes.withUnsafeBufferPointer { local in
+            remote.address.bytes.withUnsafeBufferPointer { other in
+                ag_tcp_socket_owner(local.baseAddress, end.port, other.baseAddress, remote.port, Int32(local.count), &uid)
+            }
+        }
+        if result == 0 { return .owner(uid) }
+        return errno == ENOENT ? .none : .cannotAsk
     }
 
     /// A file of /proc, read to its end (such files say their size is 0).

@@ -7,6 +7,10 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <netinet/in.h>
 
 /// Milliseconds left until `deadline` (CLOCK_MONOTONIC), at least 0.
 static int ag_remaining_ms(const struct timespec *deadline) {
@@ -134,4 +138,62 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
     }
     *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     return 0;
+}
+
+int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, const unsigned char *remote, unsigned short remote_port, int length, unsigned *uid) {
+    if (length != 4 && length != 16) {
+        errno = EINVAL;
+        return -1;
+    }
+    int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (fd < 0) return -1;
+    struct {
+        struct nlmsghdr header;
+        struct inet_diag_req_v2 request;
+    } message;
+    memset(&message, 0, sizeof message);
+    message.header.nlmsg_len = sizeof message;
+    message.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    message.header.nlmsg_flags = NLM_F_REQUEST;  // not NLM_F_DUMP: the one socket with this id
+    message.request.sdiag_family = length == 4 ? AF_INET : AF_INET6;
+    message.request.sdiag_protocol = IPPROTO_TCP;
+    message.request.idiag_states = ~0U;
+    message.request.id.idiag_sport = htons(local_port);
+    message.request.id.idiag_dport = htons(remote_port);
+    memcpy(message.request.id.idiag_src, local, (size_t)length);
+    memcpy(message.request.id.idiag_dst, remote, (size_t)length);
+    message.request.id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    message.request.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    if (sendto(fd, &message, sizeof message, 0, (struct sockaddr *)&kernel, sizeof kernel) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    long answer[1024];  // aligned for nlmsghdr
+    ssize_t received;
+    do {
+        received = recv(fd, answer, sizeof answer, 0);
+    } while (received < 0 && errno == EINTR);
+    int saved = errno;
+    close(fd);
+    if (received < 0) {
+        errno = saved;
+        return -1;
+    }
+    for (struct nlmsghdr *header = (struct nlmsghdr *)answer; NLMSG_OK(header, (size_t)received); header = NLMSG_NEXT(header, received)) {
+        if (header->nlmsg_type == NLMSG_ERROR) {
+            struct nlmsgerr *failure = NLMSG_DATA(header);
+            errno = failure->error < 0 ? -failure->error : EPROTO;
+            return -1;
+        }
+        if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY && header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
+            struct inet_diag_msg *socket_info = NLMSG_DATA(header);
+            *uid = socket_info->idiag_uid;
+            return 0;
+        }
+    }
+    errno = ENOENT;
+    return -1;
 }

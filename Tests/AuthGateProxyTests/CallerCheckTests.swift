@@ -43,7 +43,9 @@ struct CallerCheckTests {
         #expect(end.address.isLoopback)
     }
 
-    @Test("a real loopback connection of this process is found with this process's uid")
+    @Test(
+        "a real loopback connection of this process is found with this process's uid, asked of the kernel by its two ends (sock_diag); a port with no socket has none"
+    )
     func realConnection() throws {
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(listener) }
@@ -60,5 +62,12 @@ struct CallerCheckTests {
         let accepted = accept(listener, nil, nil)
         defer { close(accepted) }
         #expect(CallerCheck.tcpPeerUID(accepted) == geteuid())
+        let proxyEnd = try #require(SocketEnd.local(of: accepted))
+        let peer = try #require(SocketEnd.peer(of: accepted))
+        #expect(CallerCheck.diagnosedOwner(of: peer, connectedTo: proxyEnd) == .owner(geteuid()))
+        #expect(CallerCheck.diagnosedOwner(of: proxyEnd, connectedTo: peer) == .owner(geteuid()))
+        let nobody = SocketEnd(address: peer.address, port: peer.port == 65535 ? 1 : peer.port + 1)
+        #expect(CallerCheck.diagnosedOwner(of: nobody, connectedTo: proxyEnd) == .none)
+
     }
 }
