@@ -1,0 +1,165 @@
+import AuthGateCore
+import AuthGateHTTP
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// libcurl's multi interface behind StreamedExchanges, in process, against a plain HTTP
+/// stand-in on loopback: exchanges share the driving threads, pause when their body has not
+/// come or their answer is not taken, go on when resumed, and fail when paused too long.
+@Suite("HTTP: streamed exchanges on libcurl's multi interface")
+struct StreamedExchangesTests {
+    static let policy = StreamPolicy(idleTimeoutSeconds: 1, allowInsecureLoopback: true)
+
+    @Test(
+        "an answer whose pieces are left untaken pauses its exchange until resumed, and arrives whole and in order; a body that has not come yet is sent once it comes; 40 exchanges at once on one thread all end"
+    )
+    func pausedAndResumed() throws {
+        let answer = (0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let server = try LoopbackHTTPServer { request in
+            LoopbackHTTPServer.response(200, headers: [("X-Seen", "\(request.utf8.count)")], body: request.hasPrefix("PUT") ? Array("stored".utf8) : answer)
+        }
+        let exchanges = StreamedExchanges(threads: 1)
+        let url = try #require(URL(string: server.url + "/file"))
+
+        // Every second piece is left untaken once and taken after a resume from another thread.
+        let slow = RecordingSink(leavesEverySecondPiece: true)
+        try exchanges.start(StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil), body: nil, sink: slow, policy: Self.policy)
+        let slowOutcome = try #require(slow.outcome(within: 30))
+        #expect(slowOutcome.error == nil, "\(slowOutcome)")
+        #expect(slow.status == 200 && slow.bytes == answer)
+        #expect(slow.pauses > 1, "the sink left pieces \(slow.pauses) times")
+
+        // A body that comes after the exchange has asked for it.
+        let body = LateBody(Array("late but whole".utf8))
+        let stored = RecordingSink()
+        try exchanges.start(
+            StreamedRequest(method: "PUT", url: url, headers: [(name: "Content-Type", value: "text/plain")], bodyLength: 14),
+            body: body,
+            sink: stored,
+            policy: Self.policy
+        )
+        #expect(body.waitUntilAsked(within: 30), "curl asked for the body")
+        body.arrive()
+        #expect(try #require(stored.outcome(within: 30)).error == nil)
+        #expect(stored.status == 200 && stored.bytes == Array("stored".utf8))
+        #expect(server.requests.last?.hasSuffix("\r\n\r\nlate but whole") == true, "\(server.requests.last ?? "")")
+
+        let many = (0..<40).map { _ in RecordingSink() }
+        for sink in many {
+            try exchanges.start(StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil), body: nil, sink: sink, policy: Self.policy)
+        }
+        for sink in many {
+            #expect(try #require(sink.outcome(within: 60)).error == nil)
+            #expect(sink.bytes.count == answer.count)
+        }
+    }
+
+    @Test(
+        "an exchange paused for longer than the idle time fails, one whose body never comes too, while an exchange beside them on the same thread ends as it should"
+    )
+    func pausedTooLong() throws {
+        let server = try LoopbackHTTPServer { _ in LoopbackHTTPServer.response(200, body: Array(repeating: 1, count: 1 << 20)) }
+        let exchanges = StreamedExchanges(threads: 1)
+        let url = try #require(URL(string: server.url + "/"))
+        let stuck = RecordingSink(takesNothing: true)
+        try exchanges.start(StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil), body: nil, sink: stuck, policy: Self.policy)
+        let silent = RecordingSink()
+        let never = LateBody(Array("never".utf8))
+        try exchanges.start(StreamedRequest(method: "PUT", url: url, headers: [], bodyLength: 5), body: never, sink: silent, policy: Self.policy)
+        let started = ContinuousClock.now
+        let stuckError = try #require(stuck.outcome(within: 30)?.error)
+        #expect(stuckError.kind == .timedOut || stuckError.message.contains("client"), "\(stuckError)")
+        #expect(try #require(silent.outcome(within: 30)).error != nil)
+        #expect(ContinuousClock.now - started >= .seconds(1), "not before the idle time")
+
+        let fine = RecordingSink()
+        try exchanges.start(StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil), body: nil, sink: fine, policy: Self.policy)
+        #expect(try #require(fine.outcome(within: 30)).error == nil)
+        #expect(fine.bytes.count == 1 << 20)
+    }
+}
+
+/// Keeps an answer, leaving pieces untaken as told, and how the exchange ended.
+private final class RecordingSink: StreamedResponseSink, @unchecked Sendable {
+    private let leavesEverySecondPiece: Bool
+    private let takesNothing: Bool
+    private let ended = DispatchSemaphore(value: 0)
+    // Touched on the exchanges' thread only, read after `ended`.
+    private(set) var status = 0
+    private(set) var bytes: [UInt8] = []
+    private(set) var pauses = 0
+    private var pieces = 0
+    private var result: Result<Void, HTTPTransportError>?
+
+    init(leavesEverySecondPiece: Bool = false, takesNothing: Bool = false) {
+        self.leavesEverySecondPiece = leavesEverySecondPiece
+        self.takesNothing = takesNothing
+    }
+
+    func head(status: Int, headers: [(name: String, value: String)]) { self.status = status }
+
+    func body(_ piece: UnsafeRawBufferPointer, exchange: StreamedExchange) -> StreamedTake {
+        if takesNothing { return .later }
+        pieces += 1
+        if leavesEverySecondPiece && pieces % 2 == 0 {
+            pauses += 1
+            DispatchQueue.global().async { exchange.resume() }
+            return .later
+        }
+        bytes += piece
+        return .taken
+    }
+
+    func finished(_ outcome: Result<Void, HTTPTransportError>) {
+        result = outcome
+        ended.signal()
+    }
+
+    func outcome(within seconds: Int) -> Result<Void, HTTPTransportError>? {
+        guard ended.wait(timeout: .now() + .seconds(seconds)) == .success else { return nil }
+        return result
+    }
+}
+
+/// A request body that has nothing until ``arrive()``.
+private final class LateBody: StreamedRequestBody, Sendable {
+    private let bytes: [UInt8]
+    private let state = Mutex<(arrived: Bool, sent: Bool, waiting: StreamedExchange?)>((false, false, nil))
+    private let asked = DispatchSemaphore(value: 0)
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead {
+        let step = state.withLock { state -> StreamedRead in
+            guard state.arrived else {
+                state.waiting = exchange
+                return .later
+            }
+            if state.sent { return .end }
+            state.sent = true
+            bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
+            return .bytes(bytes.count)
+        }
+        if case .later = step { asked.signal() }
+        return step
+    }
+
+    func waitUntilAsked(within seconds: Int) -> Bool { asked.wait(timeout: .now() + .seconds(seconds)) == .success }
+
+    func arrive() {
+        state.withLock { state in
+            state.arrived = true
+            defer { state.waiting = nil }
+            return state.waiting
+        }?.resume()
+    }
+}
+
+extension Result where Failure == HTTPTransportError {
+    fileprivate var error: HTTPTransportError? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
