@@ -112,10 +112,13 @@ public final class StreamedExchanges: Sendable {
 
     /// Starts the threads (`threads`, or one per core); they end when this is released
     /// (exchanges still under way then fail).
-    public init(threads: Int? = nil) {
+    /// - Parameter connectionsKept: The idle upstream connections each thread keeps open: as
+    ///   many as exchanges may run at once, or a burst's connections are closed as it ends and
+    ///   opened again by the next (libcurl's own default follows the exchanges under way).
+    public init(threads: Int? = nil, connectionsKept: Int = 64) {
         _ = CurlTransport()  // curl_global_init, once per process
         let count = max(1, threads ?? System.coreCount)
-        drivers = (0..<count).map { _ in MultiDriver() }
+        drivers = (0..<count).map { _ in MultiDriver(connectionsKept: connectionsKept) }
         self.threads = NIOThreadPool(numberOfThreads: count)
         self.threads.start()
         for driver in drivers {
@@ -382,8 +385,9 @@ private final class MultiDriver: @unchecked Sendable {
     private var running: [UnsafeMutableRawPointer: StreamedExchange] = [:]
     private var lastStallCheck = ContinuousClock.now
 
-    init() {
+    init(connectionsKept: Int) {
         multi = ag_curl_multi_init()
+        if let multi { _ = ag_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(1, connectionsKept)) }
     }
 
     deinit {

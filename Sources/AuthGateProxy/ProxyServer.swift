@@ -249,7 +249,7 @@ final class ProxyCore: Sendable {
             minimumValidity: configuration.minimumValidity,
             variant: configuration.variant
         )
-        streams = StreamedExchanges()
+        streams = StreamedExchanges(connectionsKept: configuration.maximumConnections)
         streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)
         tunnelThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
         tunnelThreads.start()

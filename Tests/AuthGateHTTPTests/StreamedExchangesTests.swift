@@ -5,6 +5,10 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// libcurl's multi interface behind StreamedExchanges, in process, against a plain HTTP
 /// stand-in on loopback: exchanges share the driving threads, pause when their body has not
 /// come or their answer is not taken, go on when resumed, and fail when paused too long.
@@ -79,6 +83,101 @@ struct StreamedExchangesTests {
         #expect(try #require(fine.outcome(within: 30)).error == nil)
         #expect(fine.bytes.count == 1 << 20)
     }
+}
+
+extension StreamedExchangesTests {
+    @Test(
+        "upstream connections are kept for the next exchanges: 32 callers sending 200 requests each, one after the other, on two threads open at most 32 connections a thread"
+    )
+    func connectionsKeptForTheNextExchanges() throws {
+        let server = try KeepAliveServer()
+        let exchanges = StreamedExchanges(threads: 2, connectionsKept: 32)
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/"))
+        // 32 callers, each sending its next request when the last is answered, as the proxy's
+        // clients do: the exchanges under way come and go, and libcurl's own limit (four
+        // connections for each exchange under way) would close connections whenever few are.
+        let callers = DispatchGroup()
+        for _ in 0..<32 {
+            callers.enter()
+            Thread {
+                defer { callers.leave() }
+                for _ in 0..<200 {
+                    let sink = RecordingSink()
+                    guard
+                        (try? exchanges.start(
+                            StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil),
+                            body: nil,
+                            sink: sink,
+                            policy: Self.policy
+                        )) != nil,
+                        sink.outcome(within: 30)?.error == nil, sink.bytes == Array("ok".utf8)
+                    else { return }
+                }
+            }.start()
+        }
+        #expect(callers.wait(timeout: .now() + 60) == .success)
+        #expect(server.answered == 6400)
+        // Each thread keeps up to 32; without that, libcurl closed connections as the exchanges
+        // under way dwindled and opened them again: 212 here.
+        #expect(server.connections <= 64, "\(server.connections) connections for 6400 exchanges")
+    }
+}
+
+/// A plain HTTP/1.1 server on 127.0.0.1 that keeps connections open: a thread for each, every
+/// request answered `200 ok`; it counts the connections it accepted and the answers it gave.
+private final class KeepAliveServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let counts = Counts()
+
+    private final class Counts: Sendable {
+        let value = Mutex<(connections: Int, answers: Int)>((0, 0))
+    }
+
+    var connections: Int { counts.value.withLock { $0.connections } }
+    var answered: Int { counts.value.withLock { $0.answers } }
+
+    init() throws {
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        listener = socketFD
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
+        }
+        guard bound, listen(socketFD, 64) == 0 else {
+            close(socketFD)
+            throw POSIXError(.EADDRINUSE)
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let counts = counts
+        Thread {
+            defer { close(socketFD) }
+            while case let connection = accept(socketFD, nil, nil), connection >= 0 {
+                counts.value.withLock { $0.connections += 1 }
+                Thread {
+                    defer { close(connection) }
+                    var pending: [UInt8] = []
+                    var chunk = [UInt8](repeating: 0, count: 4096)
+                    let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
+                    while true {
+                        while let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
+                            pending.removeSubrange(..<end.upperBound)
+                            counts.value.withLock { $0.answers += 1 }
+                            guard answer.withUnsafeBytes({ send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == answer.count else { return }
+                        }
+                        let count = chunk.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
+                        guard count > 0 else { return }
+                        pending += chunk[..<count]
+                    }
+                }.start()
+            }
+        }.start()
+    }
+
+    deinit { shutdown(listener, Int32(SHUT_RDWR)) }
 }
 
 /// Keeps an answer, leaving pieces untaken as told, and how the exchange ended.
