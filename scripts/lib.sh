@@ -50,6 +50,8 @@ missing_test_packages() {
     command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || echo nginx
     # Provider traffic through an HTTP proxy (ProxyTests).
     command -v tinyproxy >/dev/null || echo tinyproxy
+    # The proxy bench's TLS upstream certificate (authgate-bench --only proxy).
+    [ -x /usr/bin/openssl ] || echo openssl
 }
 
 ensure_swift() {

@@ -43,61 +43,70 @@ extension AuthGateBench {
         // is signed in and its token lasts a day, longer than the bench).
         let include = work.path + "/proxy-authorization.conf"
         _ = try runProgram(authgate, ["sink", "mock", "--file", include, "--format", "nginx", "--once"], environment: environment, quiet: true)
-        func nginxProxy(_ name: String) throws -> Nginx {
-            try Nginx(work: work, name: name, workers: "auto") { port in
+        // nginx's proxy_pass to the upstream at `port`, over TLS (verified against `ca`) when
+        // `tls` is true.
+        func nginxProxy(_ name: String, to port: Int, tls: Bool = false) throws -> Nginx {
+            let verification =
+                tls
+                ? """
+                        proxy_ssl_verify on;
+                        proxy_ssl_trusted_certificate \(work.path)/upstream-cert.pem;
+                        proxy_ssl_name 127.0.0.1;
+                        proxy_ssl_session_reuse on;
+                """ : ""
+            return try Nginx(work: work, name: name, workers: "auto") { listenPort in
                 """
                 upstream authgate_bench_upstream {
-                    server 127.0.0.1:\(upstream.port);
+                    server 127.0.0.1:\(port);
                     keepalive 64;
                     keepalive_requests 1000000;
                 }
                 server {
-                    listen 127.0.0.1:\(port);
+                    listen 127.0.0.1:\(listenPort);
                     keepalive_requests 1000000;
                     location / {
-                        proxy_pass http://authgate_bench_upstream;
+                        proxy_pass \(tls ? "https" : "http")://authgate_bench_upstream;
                         proxy_http_version 1.1;
                         proxy_set_header Connection "";
+                \(verification)
                         include \(include);
                     }
                 }
                 """
             }
         }
-        let nginx = try nginxProxy("nginx-proxy")
-        defer { nginx.stop() }
-        let proxyPort: Int
-        let proxyPID: Int32
-        let proxyName: String
-        var standIn: Nginx?
-        var proxy: ProxyProcess?
-        defer {
-            standIn?.stop()
-            proxy?.stop()
-        }
-        if proxyStandIn {
-            standIn = try nginxProxy("stand-in")
-            proxyPort = standIn?.port ?? 0
-            proxyPID = standIn?.pid ?? 0
-            proxyName = "nginx proxy_pass standing in for `authgate proxy`"
-        } else {
-            proxy = try ProxyProcess(
+        // `authgate proxy` to the upstream at `url` (or nginx standing in for it), with its pid
+        // and its name in the tables.
+        func ourProxy(
+            _ name: String,
+            to url: String,
+            arguments: [String] = [],
+            tls: Bool = false
+        ) throws -> (stop: () -> Void, port: Int, pid: Int32, name: String) {
+            if proxyStandIn {
+                let standIn = try nginxProxy(name, to: Int(url.split(separator: ":").last ?? "") ?? 0, tls: tls)
+                return ({ standIn.stop() }, standIn.port, standIn.pid, "nginx proxy_pass standing in for `authgate proxy`")
+            }
+            let proxy = try ProxyProcess(
                 program: authgate,
-                arguments: ["proxy", "mock", "--upstream", "http://127.0.0.1:\(upstream.port)", "--listen", "127.0.0.1:0"],
+                arguments: ["proxy", "mock", "--upstream", url, "--listen", "127.0.0.1:0"] + arguments,
                 environment: environment,
-                log: work.path + "/proxy.log"
+                log: work.path + "/\(name).log"
             )
-            proxyPort = proxy?.port ?? 0
-            proxyPID = proxy?.pid ?? 0
-            proxyName = "`authgate proxy`"
+            return ({ proxy.stop() }, proxy.port, proxy.pid, "`authgate proxy`")
         }
+        let nginx = try nginxProxy("nginx-proxy", to: upstream.port)
+        defer { nginx.stop() }
+        let ours = try ourProxy("proxy", to: "http://127.0.0.1:\(upstream.port)")
+        defer { ours.stop() }
+        let (proxyPort, proxyPID, proxyName) = (ours.port, ours.pid, ours.name)
 
         let generator = HTTPLoad(program: httpLoad)
         // Every path answers, and the proxies pass the token, before anything is measured.
         for port in [upstream.port, proxyPort, nginx.port] {
             let result = try generator.run(port: port, connections: 1, duration: 0.3)
             guard result.requests > 0, result.errors == 0 else {
-                throw BenchError("127.0.0.1:\(port) does not answer 200 (\(result.errors) errors; \(proxy?.logTail ?? ""))")
+                throw BenchError("127.0.0.1:\(port) does not answer 200 (\(result.errors) errors; see \(work.path)/proxy.log)")
             }
         }
 
@@ -136,40 +145,85 @@ extension AuthGateBench {
                 (processTreeCPUSeconds(daemon.pid) - before.1) * 1e6 / requests
             )
         }
-        var throughputRows: [[String]] = []
-        for connections in [32, 1] {
-            var ours: [HTTPLoadResult] = []
-            var theirs: [HTTPLoadResult] = []
-            var ourCPU: [Double] = []
-            var theirCPU: [Double] = []
-            var daemonCPU: [Double] = []
-            for _ in 0..<2 {
-                let (our, ourTime, daemonTime) = try measured(proxyPort, proxyPID, connections: connections)
-                let (their, theirTime, _) = try measured(nginx.port, nginx.pid, connections: connections)
-                ours.append(our)
-                theirs.append(their)
-                ourCPU.append(ourTime)
-                theirCPU.append(theirTime)
-                daemonCPU.append(daemonTime)
+        // The proxy and nginx in turn, twice, at each number of connections.
+        func throughput(ourPort: Int, ourPID: Int32, nginxPort: Int, nginxPID: Int32, upstreamPort: Int?) throws -> [[String]] {
+            var rows: [[String]] = []
+            for connections in [32, 1] {
+                var ours: [HTTPLoadResult] = []
+                var theirs: [HTTPLoadResult] = []
+                var ourCPU: [Double] = []
+                var theirCPU: [Double] = []
+                var daemonCPU: [Double] = []
+                for _ in 0..<2 {
+                    let (our, ourTime, daemonTime) = try measured(ourPort, ourPID, connections: connections)
+                    let (their, theirTime, _) = try measured(nginxPort, nginxPID, connections: connections)
+                    ours.append(our)
+                    theirs.append(their)
+                    ourCPU.append(ourTime)
+                    theirCPU.append(theirTime)
+                    daemonCPU.append(daemonTime)
+                }
+                // Directly only in plain HTTP: the generator speaks no TLS.
+                let direct = try upstreamPort.map { try generator.run(port: $0, connections: connections, duration: seconds) }
+                guard (ours + theirs).allSatisfy({ $0.errors == 0 }) else {
+                    throw BenchError("errors under load: \((ours + theirs).map { "\($0.errors) (\($0.statusErrors) statuses)" })")
+                }
+                let rate = mean(ours) { $0.requestsPerSecond } / mean(theirs) { $0.requestsPerSecond }
+                func rates(_ results: [HTTPLoadResult]) -> String {
+                    String(format: "%.0f (", mean(results) { $0.requestsPerSecond })
+                        + results.map { String(format: "%.0f", $0.requestsPerSecond) }.joined(separator: ", ") + ")"
+                }
+                rows.append([
+                    "\(connections)", rates(ours), rates(theirs), String(format: "%.2f", rate),
+                    String(format: "%.0f / %.0f", mean(ours) { $0.p99 }, mean(theirs) { $0.p99 }),
+                    String(format: "%.1f / %.1f", ourCPU.reduce(0, +) / 2, theirCPU.reduce(0, +) / 2), String(format: "%.1f", daemonCPU.reduce(0, +) / 2),
+                    direct.map { String(format: "%.0f", $0.requestsPerSecond) } ?? "–",
+                    String(format: "%.1f / %.1f", mean(ours) { $0.generatorCPUPerRequest }, mean(theirs) { $0.generatorCPUPerRequest }),
+                    (rate >= Self.proxyRateGoal ? "**met**" : "not met") + String(format: " (≥ %.1f × nginx)", Self.proxyRateGoal),
+                ])
             }
-            let direct = try generator.run(port: upstream.port, connections: connections, duration: seconds)
-            guard (ours + theirs + [direct]).allSatisfy({ $0.errors == 0 }) else {
-                throw BenchError("errors under load: \((ours + theirs).map { "\($0.errors) (\($0.statusErrors) statuses)" })")
-            }
-            let rate = mean(ours) { $0.requestsPerSecond } / mean(theirs) { $0.requestsPerSecond }
-            func rates(_ results: [HTTPLoadResult]) -> String {
-                String(format: "%.0f (", mean(results) { $0.requestsPerSecond })
-                    + results.map { String(format: "%.0f", $0.requestsPerSecond) }.joined(separator: ", ") + ")"
-            }
-            throughputRows.append([
-                "\(connections)", rates(ours), rates(theirs), String(format: "%.2f", rate),
-                String(format: "%.0f / %.0f", mean(ours) { $0.p99 }, mean(theirs) { $0.p99 }),
-                String(format: "%.1f / %.1f", ourCPU.reduce(0, +) / 2, theirCPU.reduce(0, +) / 2), String(format: "%.1f", daemonCPU.reduce(0, +) / 2),
-                String(format: "%.0f", direct.requestsPerSecond),
-                String(format: "%.1f / %.1f", mean(ours) { $0.generatorCPUPerRequest }, mean(theirs) { $0.generatorCPUPerRequest }),
-                (rate >= Self.proxyRateGoal ? "**met**" : "not met") + String(format: " (≥ %.1f × nginx)", Self.proxyRateGoal),
-            ])
+            return rows
         }
+        let throughputRows = try throughput(ourPort: proxyPort, ourPID: proxyPID, nginxPort: nginx.port, nginxPID: nginx.pid, upstreamPort: upstream.port)
+        ours.stop()
+        nginx.stop()
+
+        // The same over TLS to the upstream (the common case: an API elsewhere), verified by
+        // both proxies against the upstream's own certificate, which openssl makes here.
+        let certificate = work.path + "/upstream-cert.pem"
+        let key = work.path + "/upstream-key.pem"
+        _ = try runProgram(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", certificate, "-days", "2",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ],
+            quiet: true
+        )
+        let tlsUpstream = try Nginx(work: work, name: "tls-upstream", workers: "1") { port in
+            """
+            server {
+                listen 127.0.0.1:\(port) ssl;
+                ssl_certificate \(certificate);
+                ssl_certificate_key \(key);
+                keepalive_requests 1000000;
+                location / { return 200 "ok\\n"; }
+            }
+            """
+        }
+        defer { tlsUpstream.stop() }
+        let tlsNginx = try nginxProxy("tls-nginx-proxy", to: tlsUpstream.port, tls: true)
+        defer { tlsNginx.stop() }
+        let tlsOurs = try ourProxy("tls-proxy", to: "https://127.0.0.1:\(tlsUpstream.port)", arguments: ["--ca-file", certificate], tls: true)
+        defer { tlsOurs.stop() }
+        for port in [tlsOurs.port, tlsNginx.port] {
+            let result = try generator.run(port: port, connections: 1, duration: 0.3)
+            guard result.requests > 0, result.errors == 0 else {
+                throw BenchError("127.0.0.1:\(port) does not answer 200 over TLS (\(result.errors) errors; see \(work.path)/tls-proxy.log)")
+            }
+        }
+        let tlsRows = try throughput(ourPort: tlsOurs.port, ourPID: tlsOurs.pid, nginxPort: tlsNginx.port, nginxPID: tlsNginx.pid, upstreamPort: nil)
+
         return "### \(proxyName) beside nginx proxy_pass (loopback, \(seconds) s per run)\n\n"
             + "The upstream is nginx (`/usr/sbin/nginx`, one worker) answering `return 200 \"ok\\n\"`; nginx proxy_pass "
             + "(`worker_processes auto`, `keepalive 64` to the upstream, HTTP/1.1) sends the token from an include written by "
@@ -186,7 +240,18 @@ extension AuthGateBench {
                 ],
                 throughputRows
             )
-            + "\nRepeat with `scripts/bench --only proxy` (a release build; about 50 s at 3 s a run).\n"
+            + "\nThe same with the upstream over TLS (nginx `listen ssl`, an ECDSA P-256 certificate made by openssl for 127.0.0.1; "
+            + "`authgate proxy --ca-file` and nginx's `proxy_ssl_verify` trust it, both keep their connections and TLS sessions); "
+            + "the load still reaches both proxies in plain HTTP on loopback:\n\n"
+            + table(
+                [
+                    "connections", "\(proxyName) req/s (runs)", "nginx proxy_pass req/s (runs)", "ratio", "p99 µs (ours / nginx's)",
+                    "proxy CPU µs/request (ours / nginx's)", "authgated CPU µs/request (ours)", "direct to the upstream req/s",
+                    "generator CPU µs/request (ours / nginx's)", "goal",
+                ],
+                tlsRows
+            )
+            + "\nRepeat with `scripts/bench --only proxy` (a release build; about 80 s at 3 s a run).\n"
     }
 }
 
