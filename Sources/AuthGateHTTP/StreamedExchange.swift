@@ -373,6 +373,9 @@ private final class MultiDriver: @unchecked Sendable {
     private struct Inbox {
         var commands: [Command] = []
         var stopping = false
+        /// The thread waits in curl_multi_poll: a command must wake it. Otherwise it takes the
+        /// commands before it waits next, and a busy thread is spared a wake-up per request.
+        var waiting = false
     }
 
     /// nil when libcurl could not make one: every exchange then fails as it starts.
@@ -411,8 +414,12 @@ private final class MultiDriver: @unchecked Sendable {
 
     /// Hands a command to the thread and wakes it.
     func send(_ command: Command) {
-        inbox.withLock { $0.commands.append(command) }
-        if let multi { _ = ag_curl_multi_wakeup(multi) }
+        let wake = inbox.withLock { inbox in
+            inbox.commands.append(command)
+            defer { inbox.waiting = false }
+            return inbox.waiting
+        }
+        if wake, let multi { _ = ag_curl_multi_wakeup(multi) }
     }
 
     func stop() {
@@ -425,7 +432,7 @@ private final class MultiDriver: @unchecked Sendable {
         guard let multi else { return }
         while true {
             let inbox = inbox.withLock { inbox in
-                defer { inbox.commands.removeAll(keepingCapacity: true) }
+                defer { inbox.commands = [] }
                 return inbox
             }
             for command in inbox.commands {
@@ -457,8 +464,17 @@ private final class MultiDriver: @unchecked Sendable {
                 if let easy, let exchange = running[easy] { end(exchange, code) }
             }
             endStalled()
-            // At most a second: a paused exchange's idle time is checked as the loop comes by.
-            _ = ag_curl_multi_poll(multi, 1000)
+            // Commands that came while this pass ran are taken first; otherwise the thread waits
+            // for a socket, curl's own timeout or a command, at most a second (a paused
+            // exchange's idle time is checked as the loop comes by).
+            let idle = self.inbox.withLock { inbox in
+                inbox.waiting = inbox.commands.isEmpty && !inbox.stopping
+                return inbox.waiting
+            }
+            if idle {
+                _ = ag_curl_multi_poll(multi, 1000)
+                self.inbox.withLock { $0.waiting = false }
+            }
         }
     }
 
