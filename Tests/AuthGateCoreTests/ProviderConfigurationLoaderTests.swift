@@ -27,7 +27,7 @@ struct ProviderConfigurationLoaderTests {
         #expect(configuration.kind == .oidc)
         #expect(configuration.displayName == "Corp SSO")
         #expect(configuration.storage == .persistent)
-        #expect(configuration.refresh == RefreshPolicy(beforeExpirySeconds: 120, maxBackoffSeconds: 600))
+        #expect(configuration.refresh == RefreshPolicy(beforeExpirySeconds: 120, maxBackoffSeconds: 600, firstUseSpreadSeconds: 8))
         #expect(configuration.access == AccessRules(users: ["alice"], groups: ["developers"], executables: ["/usr/bin/git"]))
         #expect(configuration.scopes == ["openid", "profile", "offline_access"])
         #expect(configuration.grants == [.deviceCode, .authorizationCode, .clientCredentials])
@@ -178,6 +178,10 @@ struct ProviderConfigurationLoaderTests {
         (
             #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "storage": "disk", "refresh": {"before_expiry_seconds": -1}}"#,
             [#"$.storage: expected one of "memory", "persistent", found "disk""#, "$.refresh.before_expiry_seconds: must be between 0 and 86400"]
+        ),
+        (
+            #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["client_credentials"], "client_secret_file": "/etc/s", "refresh": {"first_use_spread_seconds": 301}}"#,
+            ["$.refresh.first_use_spread_seconds: must be between 0 and 300"]
         ),
         (
             #"{"type": "oauth2", "endpoints": {"token": "https://a.example/t"}, "client_id": "a", "grants": ["password"], "access": {"executables": ["git"], "hosts": []}}"#,

@@ -93,6 +93,42 @@ struct FirstUseSignInsTests {
     }
 
     @Test(
+        "with first_use_spread_seconds, a sign-in in the daemon's first that many seconds waits a random part of what is left of them (none after the window, none without the setting)"
+    )
+    func firstUsesSpreadOverTheWindow() async throws {
+        let clock = Mutex(Date(timeIntervalSince1970: 1_000_000))
+        let draws = Mutex([0.5, 0.75, 0.5, 0.9])
+        let waited = Mutex<[TimeInterval]>([])
+        let signIns = FirstUseSignIns(
+            now: { clock.withLock { $0 } },
+            random: { draws.withLock { $0.isEmpty ? 0 : $0.removeFirst() } },
+            wait: { seconds in waited.withLock { $0.append(seconds) } }
+        )
+        let spread = RefreshPolicy(firstUseSpreadSeconds: 8)
+        let asked = Mutex(0)
+        let signIn: @Sendable () async -> Result<Void, AuthGateError> = {
+            asked.withLock { $0 += 1 }
+            return .success(())
+        }
+        func session(_ name: String) -> SessionKey { SessionKey(uid: 1000, provider: key.provider, name: SessionName(name)!) }
+        // At the start, random 0.5 of 8 s: 4 s.
+        try await signIns.signIn(session("a"), policy: spread, isSignedIn: { false }, signIn)
+        // 6 s in, random 0.75 of the 2 s left: 1.5 s.
+        clock.withLock { $0 += 6 }
+        try await signIns.signIn(session("b"), policy: spread, isSignedIn: { false }, signIn)
+        // 8 s in: the window is over, no wait whatever is drawn.
+        clock.withLock { $0 += 2 }
+        try await signIns.signIn(session("c"), policy: spread, isSignedIn: { false }, signIn)
+        // Without the setting nothing waits, whatever is drawn.
+        try await signIns.signIn(session("d"), isSignedIn: { false }, signIn)
+        #expect(waited.withLock { $0 } == [4, 1.5])
+        #expect(asked.withLock { $0 } == 4)
+        #expect(abs(RefreshPolicy(firstUseSpreadSeconds: 8).firstUseWait(sinceStart: 7.5, random: 0.5) - 0.25) < 1e-9)
+        #expect(RefreshPolicy(firstUseSpreadSeconds: 8).firstUseWait(sinceStart: 9, random: 0.99) == 0)
+        #expect(RefreshPolicy().firstUseWait(sinceStart: 0, random: 0.99) == 0)
+    }
+
+    @Test(
         "a throttling provider is asked again only after its Retry-After, at a random point of a window that widens with each throttling in a row, and narrows again after a success"
     )
     func throttlingSpreadsTheRetries() async throws {

@@ -99,3 +99,42 @@ struct FirstUseFloodTests {
         #expect(sessions.filter { $0["uid"] as? Int == 65534 }.count == 4, "\(status.stdout)")
     }
 }
+
+/// A fleet's first requests spread: `refresh.first_use_spread_seconds` (the sign-ins' wait is
+/// tested in process, FirstUseSignInsTests).
+@Suite("First requests spread over a window after the daemon starts")
+struct FirstUseSpreadTests {
+    @Test(
+        "a provider with first_use_spread_seconds is checked at start after a random wait it logs (0–300 s), unchecked until then, while one without it is ready at once and gives its token"
+    )
+    func startUpCheckWaits() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        func service(spread: Int?) -> String {
+            #"""
+            {"type": "oauth2", "endpoints": {"token": "\#(server.endpoints["token"] ?? "")"}, "client_id": "authgate-service",
+             "client_secret_file": "\#(server.secretFile(client: "authgate-service"))", "grants": ["client_credentials"], "scopes": ["read"],
+             "tls": {"ca_file": "\#(server.caFile)"}\#(spread.map { #", "refresh": {"first_use_spread_seconds": \#($0)}"# } ?? "")}
+            """#
+        }
+        let started = ContinuousClock.now
+        let daemon = try DaemonProcess(providers: ["spread.json": service(spread: 300), "plain.json": service(spread: nil)])
+        try daemon.waitForLog("provider ready")
+        try daemon.waitForLog("provider checked after a random wait")
+        let delayed = try #require(
+            daemon.logText.split(separator: "\n").first { $0.contains("provider checked after a random wait") && $0.contains("provider.id=spread") },
+            "\(daemon.logText)"
+        )
+        let seconds = try #require(delayed.split(separator: " ").first { $0.hasPrefix("seconds=") }.flatMap { Double($0.dropFirst("seconds=".count)) })
+        #expect((0...300).contains(seconds), "\(delayed)")
+        #expect(!daemon.logText.contains("provider checked after a random wait (refresh.first_use_spread_seconds) provider.id=plain"))
+        let providers = try daemon.cli(["providers"]).stdout
+        let rows = providers.split(separator: "\n")
+        #expect(rows.contains { $0.hasPrefix("plain ") && $0.contains(" ready ") }, "\(providers)")
+        // Unchecked for as long as its wait lasts (which may be shorter than this test).
+        if ContinuousClock.now - started < .seconds(seconds) {
+            #expect(rows.contains { $0.hasPrefix("spread ") && $0.contains(" unchecked ") }, "\(providers)")
+        }
+        #expect(try daemon.cli(["token", "plain"]).status == 0)
+    }
+}

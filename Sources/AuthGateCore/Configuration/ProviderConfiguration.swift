@@ -160,10 +160,27 @@ public struct RefreshPolicy: Sendable, Hashable {
     public var beforeExpirySeconds: Int
     /// Upper bound of the retry backoff after failures (`max_backoff_seconds`).
     public var maxBackoffSeconds: Int
+    /// `first_use_spread_seconds`: the provider's requests in the daemon's first this many
+    /// seconds — its start-up check and the sign-ins of services' sessions on first use — are
+    /// spread at random over what is left of that window: each waits a random part of it
+    /// (0: none wait; each is sent by the window's end). A fleet's daemons started
+    /// together (a DaemonSet rolled out, an image booted on many hosts) have not been throttled
+    /// yet and have nothing to back off from: this spreads their first requests instead of
+    /// sending them in the same second. Each daemon sends two (the check and a sign-in), so
+    /// about 2.5 × the daemons ÷ the requests a second the provider allows keeps them under its
+    /// limit (docs/BENCHMARKS.md, "A fleet against a provider that throttles").
+    public var firstUseSpreadSeconds: Int
 
-    public init(beforeExpirySeconds: Int = 60, maxBackoffSeconds: Int = 300) {
+    public init(beforeExpirySeconds: Int = 60, maxBackoffSeconds: Int = 300, firstUseSpreadSeconds: Int = 0) {
         self.beforeExpirySeconds = beforeExpirySeconds
         self.maxBackoffSeconds = maxBackoffSeconds
+        self.firstUseSpreadSeconds = firstUseSpreadSeconds
+    }
+
+    /// How long a request due `sinceStart` after the daemon started waits, for a number in
+    /// `0..<1` drawn for it: that part of what is left of the window, nothing after it.
+    public func firstUseWait(sinceStart: TimeInterval, random: Double) -> TimeInterval {
+        max(0, Double(firstUseSpreadSeconds) - max(0, sinceStart)) * min(max(random, 0), 1)
     }
 }
 

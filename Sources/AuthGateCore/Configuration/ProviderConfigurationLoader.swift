@@ -241,9 +241,10 @@ struct ProviderDocument {
     private static func readRefresh(_ root: ObjectReader) -> RefreshPolicy {
         var policy = RefreshPolicy()
         guard let refresh = root.object("refresh") else { return policy }
-        refresh.rejectUnknownKeys(allowed: ["before_expiry_seconds", "max_backoff_seconds"], context: "refresh")
+        refresh.rejectUnknownKeys(allowed: ["before_expiry_seconds", "max_backoff_seconds", "first_use_spread_seconds"], context: "refresh")
         policy.beforeExpirySeconds = refresh.integer("before_expiry_seconds", in: 0...86_400) ?? policy.beforeExpirySeconds
         policy.maxBackoffSeconds = refresh.integer("max_backoff_seconds", in: 1...86_400) ?? policy.maxBackoffSeconds
+        policy.firstUseSpreadSeconds = refresh.integer("first_use_spread_seconds", in: 0...300) ?? policy.firstUseSpreadSeconds
         return policy
     }
 

@@ -144,7 +144,7 @@ struct TokenMethods: Sendable {
         }
         if bounded { try await sessions.reserveRoom(for: key) }
         do {
-            try await firstUse.signIn(key, bounded: bounded, isSignedIn: { await sessions.hasTokens(key) }, signInNow)
+            try await firstUse.signIn(key, bounded: bounded, policy: configuration.refresh, isSignedIn: { await sessions.hasTokens(key) }, signInNow)
         } catch {
             if bounded { await sessions.releaseRoom(for: key) }
             throw error

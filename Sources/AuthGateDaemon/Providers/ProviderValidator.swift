@@ -44,11 +44,26 @@ final class ProviderValidator: Service, CustomStringConvertible, Sendable {
         }
     }
 
-    /// Validates one provider, then again after each backoff while it is unreachable.
+    /// Validates one provider, then again after each backoff while it is unreachable. At
+    /// start-up a provider with `refresh.first_use_spread_seconds` is first checked after a
+    /// random part of that window (as its first sign-ins wait: ``FirstUseSignIns``).
     private func keepChecking(_ id: String, _ remote: RemoteIdentityProvider, checkFirst: Bool) async {
         let cap = Duration.seconds(remote.configuration.refresh.maxBackoffSeconds)
         var delay = initialBackoff
         var check = checkFirst
+        let spread = remote.configuration.refresh.firstUseWait(sinceStart: 0, random: Double.random(in: 0..<1))
+        if checkFirst, spread > 0 {
+            // Said, so that an admin who finds the provider unchecked knows why and for how long.
+            logger.info(
+                "provider checked after a random wait (refresh.first_use_spread_seconds)",
+                metadata: ["provider.id": "\(id)", "seconds": "\((spread * 10).rounded() / 10)"]
+            )
+            do {
+                try await Task.sleep(for: .seconds(spread))
+            } catch {
+                return  // shutdown
+            }
+        }
         while !Task.isCancelled {
             if check {
                 let validation = await remote.validate()

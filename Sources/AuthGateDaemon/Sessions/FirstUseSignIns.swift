@@ -24,7 +24,12 @@ import FoundationEssentials
 ///   random time in `Retry-After × [1, 1 + 4 × 2^(n-1)]` after the n-th throttling in a row
 ///   (capped at ``Limits/maximumRetryAfter``). A fleet's daemons started together, throttled
 ///   together, so come back spread out instead of in the next second together
-///   (`authgate-bench --only fleet`, docs/BENCHMARKS.md).
+///   (`authgate-bench --only fleet`, docs/BENCHMARKS.md);
+/// - a provider whose file sets `refresh.first_use_spread_seconds` has each sign-in of the
+///   daemon's first that many seconds wait a random part of what is left of them
+///   (``RefreshPolicy/firstUseWait(sinceStart:random:)``): a fleet's daemons started together
+///   have nothing to back off from before their first answer, so their first requests are
+///   spread instead.
 ///
 /// A sign-in runs in a task of its own, so that a caller who hangs up does not end it for the
 /// others waiting; it is bounded by the provider's timeouts, and ends with the last request
@@ -67,29 +72,40 @@ actor FirstUseSignIns {
     private let limits: Limits
     private let now: @Sendable () -> Date
     private let random: @Sendable () -> Double
+    private let wait: @Sendable (TimeInterval) async -> Void
     private let counted: @Sendable (ProviderID, Outcome) -> Void
+    /// When the daemon started (this was made): the start of the first-use spread's window.
+    private let startedAt: Date
 
-    /// - Parameter random: Numbers in `0..<1` for the spread after a throttling; injected by tests.
+    /// - Parameters:
+    ///   - random: Numbers in `0..<1` for the spreads; injected by tests.
+    ///   - wait: Waits the seconds a spread sign-in waits (a task's sleep; injected by tests).
     init(
         limits: Limits = Limits(),
         now: @escaping @Sendable () -> Date = { Date() },
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        wait: @escaping @Sendable (TimeInterval) async -> Void = { try? await Task.sleep(for: .seconds($0)) },
         counted: @escaping @Sendable (ProviderID, Outcome) -> Void = { _, _ in }
     ) {
         self.limits = limits
         self.now = now
         self.random = random
+        self.wait = wait
         self.counted = counted
+        startedAt = now()
     }
 
     /// Runs `signIn` for `key` unless `isSignedIn` says it is no longer needed, or waits for the
     /// one running.
     /// - Parameter bounded: Whether the caller's uid is held to the limits (not root or the
     ///   daemon's own user).
+    /// - Parameter policy: The provider's `refresh`, whose `first_use_spread_seconds` a sign-in
+    ///   early in the daemon's life waits out.
     /// - Throws: The sign-in's error, a remembered one, or `rate_limited`.
     func signIn(
         _ key: SessionKey,
         bounded: Bool = true,
+        policy: RefreshPolicy = RefreshPolicy(),
         isSignedIn: @escaping @Sendable () async -> Bool,
         _ signIn: @escaping @Sendable () async -> Result<Void, AuthGateError>
     ) async throws(AuthGateError) {
@@ -110,7 +126,10 @@ actor FirstUseSignIns {
             }
             if bounded { try take(place, at: now) }
             counted(key.provider, .attempted)
+            let delay = policy.firstUseWait(sinceStart: now.timeIntervalSince(startedAt), random: random())
+            let wait = wait
             task = Task {
+                if delay > 0 { await wait(delay) }
                 if await isSignedIn() { return .success(()) }
                 return await signIn()
             }
