@@ -70,6 +70,12 @@ struct AuthGateBench: ParsableCommand {
     @Option(help: "The token requests a second the fleet's provider answers before it throttles (fleet).")
     var fleetRate = 50
 
+    @Option(
+        help:
+            "The fleet's refresh.first_use_spread_seconds: each daemon's first requests spread at random over its first that many seconds (fleet; default 2.5 × daemons ÷ rate, 0 for none)."
+    )
+    var fleetSpread: Int?
+
     @Option(help: "Scales the refresh loads' durations (1: 2, 5 and 1 minutes).")
     var refreshScale = 1.0
 

@@ -34,9 +34,13 @@ extension AuthGateBench {
         )
         try work.write("fleet.secret", "fleet-secret\n")
         chmod(work.path + "/fleet.secret", 0o600)
+        // As a fleet's operator would set it (docs/CONFIGURATION.md): two requests a daemon, its
+        // check and its first sign-in, spread so that they average 80 % of the provider's rate.
+        let spread = fleetSpread ?? Int((2.5 * Double(count) / Double(rate)).rounded(.up))
         let service = #"""
             {"type": "oauth2", "endpoints": {"token": "\#(provider.issuer)/token"}, "client_id": "fleet",
-             "client_secret_file": "\#(work.path)/fleet.secret", "grants": ["client_credentials"], "tls": {"ca_file": "\#(provider.caFile)"}}
+             "client_secret_file": "\#(work.path)/fleet.secret", "grants": ["client_credentials"], "tls": {"ca_file": "\#(provider.caFile)"},
+             "refresh": {"first_use_spread_seconds": \#(spread)}}
             """#
 
         // posix_spawn, not Foundation's Process (~30 ms a start here): the fleet starts within a second.
@@ -157,6 +161,9 @@ extension AuthGateBench {
         return "### A fleet of \(count) daemons against a provider throttling at \(rate) requests a second\n\n"
             + "`Tests/idp/throttled.py` answers 429 with `Retry-After: 1` beyond \(rate) token requests in a second; each daemon signs "
             + "its service session in on first use, for a caller asking every 0.5 s; tokens last \(Self.fleetLifetime) s. "
+            + (spread > 0
+                ? "The provider file sets `refresh.first_use_spread_seconds` to \(spread) (2.5 × N ÷ R): each daemon's start-up check and first sign-in are spread at random over its first \(spread) s. "
+                : "No `refresh.first_use_spread_seconds`: the daemons' first requests are not spread. ")
             + "PSS shares the binary's pages among the daemons (`/proc/PID/smaps_rollup`).\n\n"
             + table(["figure", "measured", "goal", ""], rows)
             + "\nToken requests per second since the start: " + perSecond.joined(separator: ", ") + "\n"
