@@ -48,16 +48,38 @@ enum CallerCheck {
     }
 
     /// The owner of the TCP socket at `end` connected to `remote`, as sock_diag(7) tells it.
+    ///
+    /// A socket no process holds any more (its owner closed it: an orphan, or the remnant the
+    /// kernel keeps in TIME_WAIT, whose uid it reports as 0) has no owner: a caller that sends
+    /// a request and closes at once must not pass as root. And the kernel answers "no such
+    /// socket" (ENOENT) also when it has no TCP diagnostics at all (tcp_diag not loaded, nor
+    /// loadable in a container), so a socket not found is taken as gone only when the one at
+    /// the other end, which the proxy holds, is found.
     static func diagnosedOwner(of end: SocketEnd, connectedTo remote: SocketEnd) -> Diagnosis {
-        guard end.address.bytes.count == remote.address.bytes.count else { return .none }
+        switch lookUp(end, connectedTo: remote) {
+        case .some(.some(let found)):
+            return found.inode == 0 ? .none : .owner(found.uid)
+        case .some(.none):
+            if case .some(.some) = lookUp(remote, connectedTo: end) { return .none }
+            return .cannotAsk
+        case .none:
+            return .cannotAsk
+        }
+    }
+
+    /// The socket's uid and inode; `.some(nil)` when the kernel knows no such socket, `nil`
+    /// when it cannot be asked.
+    private static func lookUp(_ end: SocketEnd, connectedTo remote: SocketEnd) -> (uid: UInt32, inode: UInt32)?? {
+        guard end.address.bytes.count == remote.address.bytes.count else { return .some(nil) }
         var uid: UInt32 = 0
+        var inode: UInt32 = 0
         let result = end.address.bytes.withUnsafeBufferPointer { local in
             remote.address.bytes.withUnsafeBufferPointer { other in
-                ag_tcp_socket_owner(local.baseAddress, end.port, other.baseAddress, remote.port, Int32(local.count), &uid)
+                ag_tcp_socket_owner(local.baseAddress, end.port, other.baseAddress, remote.port, Int32(local.count), &uid, &inode)
             }
         }
-        if result == 0 { return .owner(uid) }
-        return errno == ENOENT ? .none : .cannotAsk
+        if result == 0 { return .some((uid, inode)) }
+        return errno == ENOENT ? .some(nil) : nil
     }
 
     /// A file of /proc, read to its end (such files say their size is 0).
@@ -84,7 +106,8 @@ enum CallerCheck {
             // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid ...
             let columns = line.split(separator: " ", omittingEmptySubsequences: true)
             guard columns.count > 7, let local = SocketEnd(procColumn: columns[1]), let rem = SocketEnd(procColumn: columns[2]) else { continue }
-            if local == end && rem == remote { return UInt32(columns[7]) }
+            // A socket no process holds (inode 0: closed, or TIME_WAIT with uid 0) has no owner.
+            if local == end && rem == remote { return columns.count > 9 && columns[9] != "0" ? UInt32(columns[7]) : nil }
         }
         return nil
     }

@@ -140,7 +140,7 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
     return 0;
 }
 
-int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, const unsigned char *remote, unsigned short remote_port, int length, unsigned *uid) {
+int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, const unsigned char *remote, unsigned short remote_port, int length, unsigned *uid, unsigned *inode) {
     if (length != 4 && length != 16) {
         errno = EINVAL;
         return -1;
@@ -190,7 +190,15 @@ int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, c
         }
         if (header->nlmsg_type == SOCK_DIAG_BY_FAMILY && header->nlmsg_len >= NLMSG_LENGTH(sizeof(struct inet_diag_msg))) {
             struct inet_diag_msg *socket_info = NLMSG_DATA(header);
+            // The kernel's lookup falls back to a listening socket on the local port when no
+            // connection has these ends: only the connection itself is an answer.
+            if (socket_info->id.idiag_sport != htons(local_port) || socket_info->id.idiag_dport != htons(remote_port) ||
+                memcmp(socket_info->id.idiag_src, local, (size_t)length) != 0 || memcmp(socket_info->id.idiag_dst, remote, (size_t)length) != 0) {
+                errno = ENOENT;
+                return -1;
+            }
             *uid = socket_info->idiag_uid;
+            *inode = socket_info->idiag_inode;
             return 0;
         }
     }

@@ -26,6 +26,40 @@ struct CallerCheckTests {
         #expect(CallerCheck.owner(of: proxyEnd, connectedTo: peer, table: Self.table) == 1001)
     }
 
+    @Test(
+        "a peer that sent its request and closed at once has no owner, though the kernel still lists its socket (closed, or TIME_WAIT with uid 0): it must not pass as root"
+    )
+    func closedPeerHasNoOwner() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } } == 0)
+        try #require(listen(listener, 1) == 0)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } } == 0)
+        let accepted = accept(listener, nil, nil)
+        defer { close(accepted) }
+        let request = Array("POST /delete HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        #expect(request.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) } == request.count)
+        close(client)
+        let proxyEnd = try #require(SocketEnd.local(of: accepted))
+        let peer = try #require(SocketEnd.peer(of: accepted))
+        #expect(CallerCheck.diagnosedOwner(of: peer, connectedTo: proxyEnd) == .none)
+        #expect(CallerCheck.tcpPeerUID(accepted) == nil)
+        // The table's way: a TIME_WAIT row has uid 0 and inode 0.
+        let timeWait = """
+              sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+               0: 0100007F:9C40 0100007F:2253 06 00000000:00000000 03:00001770 00000000     0        0 0 3 0000000000000000
+            """
+        let server = SocketEnd(address: try #require(IPAddress("127.0.0.1")), port: 0x2253)
+        let closed = SocketEnd(address: try #require(IPAddress("127.0.0.1")), port: 0x9C40)
+        #expect(CallerCheck.owner(of: closed, connectedTo: server, table: timeWait) == nil)
+    }
+
     @Test("a peer with no row (gone already, or another port) has no owner: the check fails closed")
     func noRowNoOwner() throws {
         let proxyEnd = SocketEnd(address: try #require(IPAddress("127.0.0.1")), port: 0x2253)
@@ -66,8 +100,10 @@ struct CallerCheckTests {
         let peer = try #require(SocketEnd.peer(of: accepted))
         #expect(CallerCheck.diagnosedOwner(of: peer, connectedTo: proxyEnd) == .owner(geteuid()))
         #expect(CallerCheck.diagnosedOwner(of: proxyEnd, connectedTo: peer) == .owner(geteuid()))
+        // A made-up peer: neither end is known, which is also what a kernel without TCP
+        // diagnostics answers; the table is read then.
         let nobody = SocketEnd(address: peer.address, port: peer.port == 65535 ? 1 : peer.port + 1)
-        #expect(CallerCheck.diagnosedOwner(of: nobody, connectedTo: proxyEnd) == .none)
+        #expect(CallerCheck.diagnosedOwner(of: nobody, connectedTo: proxyEnd) == .cannotAsk)
 
     }
 }

@@ -359,10 +359,13 @@ static inline int ag_spawn_child(pid_t *pid, const char *file, char *const argv[
 }
 
 /// The uid that owns the TCP socket whose local end is `local` and whose remote end is `remote`
-/// (addresses of `length` bytes: 4 for IPv4, 16 for IPv6; ports in host order), asked of the
-/// kernel's socket table by that exact pair (sock_diag(7), NETLINK_SOCK_DIAG): one lookup,
-/// whatever the table's size. Returns 0 with `uid` set; -1 with errno ENOENT when there is no
-/// such socket, or another errno when the kernel could not be asked (no sock_diag).
-int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, const unsigned char *remote, unsigned short remote_port, int length, unsigned *uid);
+/// (addresses of `length` bytes: 4 for IPv4, 16 for IPv6; ports in host order), and its inode
+/// (0 once no process holds it: closed, or a TIME_WAIT remnant, whose uid the kernel reports
+/// as 0), asked of the kernel's socket table by that exact pair (sock_diag(7),
+/// NETLINK_SOCK_DIAG): one lookup, whatever the table's size; only a socket with exactly these
+/// ends answers (not the listener the kernel's lookup falls back to). Returns 0 with `uid` and
+/// `inode` set; -1 with errno ENOENT when there is no such socket (or no TCP diagnostics), or
+/// another errno when the kernel could not be asked.
+int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, const unsigned char *remote, unsigned short remote_port, int length, unsigned *uid, unsigned *inode);
 
 #endif
