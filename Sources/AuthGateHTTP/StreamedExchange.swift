@@ -173,7 +173,9 @@ public final class StreamedExchange: @unchecked Sendable {
     private let body: (any StreamedRequestBody)?
     private let sink: any StreamedResponseSink
     private let idleSeconds: Int
-    private unowned let driver: MultiDriver
+    /// Held strongly: a late resume() after the exchanges were released must find it (it then
+    /// only queues a command no thread takes).
+    private let driver: MultiDriver
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var status = 0
     private var headers: [(name: String, value: String)] = []
