@@ -19,21 +19,9 @@ final class LoopbackHTTPServer: Sendable {
     }
 
     init(respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
-        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (socketFD, port) = try Self.listen(backlog: 8)
         listener = socketFD
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
-        }
-        guard bound, listen(socketFD, 8) == 0 else {
-            close(socketFD)
-            throw POSIXError(.EADDRINUSE)
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         let received = received
         Thread {
             // Until deinit shuts the listener down; closed here, after accept has ended.
@@ -63,6 +51,24 @@ final class LoopbackHTTPServer: Sendable {
     var url: String { "http://127.0.0.1:\(port)" }
 
     deinit { shutdown(listener, Int32(SHUT_RDWR)) }
+
+    /// A socket listening on 127.0.0.1, on a port the kernel chose, and that port.
+    static func listen(backlog: Int32) throws -> (descriptor: Int32, port: Int) {
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
+        }
+        guard bound, Glibc.listen(socketFD, backlog) == 0 else {
+            close(socketFD)
+            throw POSIXError(.EADDRINUSE)
+        }
+        return (socketFD, Int(UInt16(bigEndian: address.sin_port)))
+    }
 
     /// A response with `status`, `headers` and `body`, and its Content-Length.
     static func response(_ status: Int, headers: [(String, String)] = [], body: [UInt8] = []) -> [UInt8] {

@@ -138,20 +138,9 @@ private final class KeepAliveServer: Sendable {
     var answered: Int { counts.value.withLock { $0.answers } }
 
     init() throws {
-        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (socketFD, port) = try LoopbackHTTPServer.listen(backlog: 64)
         listener = socketFD
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
-        }
-        guard bound, listen(socketFD, 64) == 0 else {
-            close(socketFD)
-            throw POSIXError(.EADDRINUSE)
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
+        self.port = port
         let counts = counts
         Thread {
             defer { close(socketFD) }

@@ -30,18 +30,7 @@ struct CallerCheckTests {
         "a peer that sent its request and closed at once has no owner, though the kernel still lists its socket (closed, or TIME_WAIT with uid 0): it must not pass as root"
     )
     func closedPeerHasNoOwner() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } } == 0)
-        try #require(listen(listener, 1) == 0)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } } == 0)
-        let accepted = accept(listener, nil, nil)
+        let (client, accepted) = try Self.loopbackConnection()
         defer { close(accepted) }
         let request = Array("POST /delete HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         #expect(request.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) } == request.count)
@@ -81,20 +70,11 @@ struct CallerCheckTests {
         "a real loopback connection of this process is found with this process's uid, asked of the kernel by its two ends (sock_diag); a port with no socket has none"
     )
     func realConnection() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } } == 0)
-        try #require(listen(listener, 1) == 0)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(client) }
-        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } } == 0)
-        let accepted = accept(listener, nil, nil)
-        defer { close(accepted) }
+        let (client, accepted) = try Self.loopbackConnection()
+        defer {
+            close(client)
+            close(accepted)
+        }
         #expect(CallerCheck.tcpPeerUID(accepted) == geteuid())
         let proxyEnd = try #require(SocketEnd.local(of: accepted))
         let peer = try #require(SocketEnd.peer(of: accepted))
@@ -105,5 +85,22 @@ struct CallerCheckTests {
         let nobody = SocketEnd(address: peer.address, port: peer.port == 65535 ? 1 : peer.port + 1)
         #expect(CallerCheck.diagnosedOwner(of: nobody, connectedTo: proxyEnd) == .cannotAsk)
 
+    }
+
+    /// A connection on 127.0.0.1 within this process: the client's socket and the one accepted
+    /// for it (the listener is closed again).
+    static func loopbackConnection() throws -> (client: Int32, accepted: Int32) {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } } == 0)
+        try #require(listen(listener, 1) == 0)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        let client = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) } } == 0)
+        return (client, accept(listener, nil, nil))
     }
 }
