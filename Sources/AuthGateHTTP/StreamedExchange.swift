@@ -108,7 +108,7 @@ public struct StreamPolicy: Sendable {
 public final class StreamedExchanges: Sendable {
     private let drivers: [MultiDriver]
     private let threads: NIOThreadPool
-    private let next = Atomic<Int>(0)
+    private let next = Atomic<UInt>(0)
 
     /// Starts the threads (`threads`, or one per core); they end when this is released
     /// (exchanges still under way then fail).
@@ -145,7 +145,7 @@ public final class StreamedExchanges: Sendable {
         guard policy.requestPolicy.allows(request.url) else {
             throw HTTPTransportError(.forbiddenURL, "\(request.url.scheme ?? "a scheme-less") URL refused: only https (or http to 127.0.0.1/::1)")
         }
-        let driver = drivers[next.wrappingAdd(1, ordering: .relaxed).oldValue % drivers.count]
+        let driver = drivers[Int(next.wrappingAdd(1, ordering: .relaxed).oldValue % UInt(drivers.count))]
         guard let easy = driver.takeHandle() else { throw .noHandle() }
         let exchange = StreamedExchange(easy: easy, url: request.url, body: body, sink: sink, idleSeconds: policy.idleTimeoutSeconds, driver: driver)
         do throws(HTTPTransportError) {
