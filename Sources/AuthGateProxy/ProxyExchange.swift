@@ -1,6 +1,7 @@
 import AuthGateClient
 import AuthGateCore
 import AuthGateHTTP
+import AuthGateRPC
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -82,17 +83,22 @@ extension ProxyCore {
     /// The session's headers with no call, when the followed token will do (a bearer token,
     /// valid for the minimum validity still): the common case.
     func authorizeAtOnce(method: String, url: URL) -> AuthorizedRequest? {
-        guard let followed = followedToken(), !followed.isDPoP, let origin = upstreamOrigin else { return nil }
+        bearer(followedToken(), method: method, url: url)
+    }
+
+    private func bearer(_ followed: TokenResult?, method: String, url: URL) -> AuthorizedRequest? {
+        guard let followed, !followed.isDPoP, let origin = upstreamOrigin else { return nil }
         return AuthorizedRequest(method: method, url: url.absoluteString, origin: origin, token: followed, proof: nil)
     }
 
     /// The session's headers for a request: the followed token when it will do, else the
     /// daemon's answer; the proxy's own answer when there is none (counted).
     func authorize(method: String, url: URL) async -> Authorization {
-        if let authorized = authorizeAtOnce(method: method, url: url) { return .authorized(authorized) }
+        let followed = followedToken()
+        if let authorized = bearer(followed, method: method, url: url) { return .authorized(authorized) }
         let target = url.absoluteString
         do throws(AuthGateClientError) {
-            if let followed = followedToken() {
+            if let followed {
                 return .authorized(try await authorizer.authorize(method: method, url: target, token: followed))
             }
             return .authorized(try await authorizer.authorize(method: method, url: target))

@@ -2,7 +2,6 @@ import AuthGateCore
 import AuthGateHTTP
 import AuthGateTestSupport
 import Foundation
-import Synchronization
 import Testing
 
 /// The request policy, the reading of throttling answers, and libcurl behind CurlTransport
@@ -153,7 +152,7 @@ struct HTTPTransportTests {
                     policy: HTTPRequestPolicy(allowInsecureLoopback: true)
                 )
             }
-            let answer = DroppedAnswer()
+            let answer = RecordingSink()
             let exchanges = StreamedExchanges()
             try exchanges.start(
                 StreamedRequest(method: "GET", url: target, headers: [], bodyLength: nil),
@@ -161,35 +160,9 @@ struct HTTPTransportTests {
                 sink: answer,
                 policy: StreamPolicy(allowInsecureLoopback: true)
             )
-            let exchange = try #require(answer.outcome(within: .seconds(30))).failure
+            let exchange = try #require(answer.outcome(within: 30)).error
             #expect(provider?.kind == kind && exchange?.kind == kind, "\(provider.map { "\($0)" } ?? "") / \(exchange.map { "\($0)" } ?? "")")
             #expect(provider?.message == exchange?.message && provider?.message.hasPrefix(sentence) == true, "\(provider?.message ?? "")")
         }
-    }
-}
-
-/// A streamed answer's sink that keeps nothing but how the exchange ended.
-private final class DroppedAnswer: StreamedResponseSink, Sendable {
-    private let ended = DispatchSemaphore(value: 0)
-    private let result = Mutex<Result<Void, HTTPTransportError>?>(nil)
-
-    func head(status: Int, headers: [(name: String, value: String)]) {}
-    func body(_ bytes: UnsafeRawBufferPointer, exchange: StreamedExchange) -> StreamedTake { .taken }
-    func finished(_ outcome: Result<Void, HTTPTransportError>) {
-        result.withLock { $0 = outcome }
-        ended.signal()
-    }
-
-    /// How the exchange ended, waiting for it at most `limit`.
-    func outcome(within limit: Duration) -> Result<Void, HTTPTransportError>? {
-        guard ended.wait(timeout: .now() + .milliseconds(Int(limit.components.seconds * 1000))) == .success else { return nil }
-        return result.withLock { $0 }
-    }
-}
-
-extension Result {
-    fileprivate var failure: Failure? {
-        if case .failure(let error) = self { return error }
-        return nil
     }
 }

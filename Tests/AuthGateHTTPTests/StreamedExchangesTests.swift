@@ -169,8 +169,9 @@ private final class KeepAliveServer: Sendable {
     deinit { shutdown(listener, Int32(SHUT_RDWR)) }
 }
 
-/// Keeps an answer, leaving pieces untaken as told, and how the exchange ended.
-private final class RecordingSink: StreamedResponseSink, @unchecked Sendable {
+/// Keeps an answer, leaving pieces untaken as told, and how the exchange ended (for the
+/// module's tests of streamed exchanges).
+final class RecordingSink: StreamedResponseSink, @unchecked Sendable {
     private let leavesEverySecondPiece: Bool
     private let takesNothing: Bool
     private let ended = DispatchSemaphore(value: 0)
@@ -246,7 +247,7 @@ private final class LateBody: StreamedRequestBody, Sendable {
 }
 
 extension Result where Failure == HTTPTransportError {
-    fileprivate var error: HTTPTransportError? {
+    var error: HTTPTransportError? {
         if case .failure(let error) = self { return error }
         return nil
     }

@@ -51,8 +51,7 @@ final class ProviderValidator: Service, CustomStringConvertible, Sendable {
         let cap = Duration.seconds(remote.configuration.refresh.maxBackoffSeconds)
         var delay = initialBackoff
         var check = checkFirst
-        let spread = remote.configuration.refresh.firstUseWait(sinceStart: 0, random: Double.random(in: 0..<1))
-        if checkFirst, spread > 0 {
+        if checkFirst, case let spread = remote.configuration.refresh.firstUseWait(sinceStart: 0, random: Double.random(in: 0..<1)), spread > 0 {
             // Said, so that an admin who finds the provider unchecked knows why and for how long.
             logger.info(
                 "provider checked after a random wait (refresh.first_use_spread_seconds)",
