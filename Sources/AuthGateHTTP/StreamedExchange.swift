@@ -60,6 +60,11 @@ public protocol StreamedResponseSink: AnyObject, Sendable {
     /// A piece of the body. `.later` leaves it untaken: the exchange waits for
     /// ``StreamedExchange/resume()`` and then offers the same bytes again.
     func body(_ bytes: UnsafeRawBufferPointer, exchange: StreamedExchange) -> StreamedTake
+    /// libcurl has handed over all it had for now and the exchange goes on: what the sink has
+    /// gathered should go on too instead of waiting for more, which may come much later (a
+    /// stream of events, a long poll). Called at the end of each of the thread's passes in which
+    /// the sink was given a head or a piece of body, never after ``finished(_:)``.
+    func flush()
     /// The exchange ended: the whole answer came, or it failed with ``HTTPTransportError`` (the
     /// sink may have had its head and part of the body by then). Called once, last.
     func finished(_ outcome: Result<Void, HTTPTransportError>)
@@ -171,7 +176,7 @@ public final class StreamedExchange: @unchecked Sendable {
     fileprivate let easy: UnsafeMutableRawPointer
     private let url: URL
     private let body: (any StreamedRequestBody)?
-    private let sink: any StreamedResponseSink
+    fileprivate let sink: any StreamedResponseSink
     private let idleSeconds: Int
     /// Held strongly: a late resume() after the exchanges were released must find it (it then
     /// only queues a command no thread takes).
@@ -183,6 +188,8 @@ public final class StreamedExchange: @unchecked Sendable {
     private var aborted = false
     /// When it was paused, waiting for its body or its client (ContinuousClock), if it is.
     fileprivate var pausedSince: ContinuousClock.Instant?
+    /// Its sink was given something in this pass of the thread, and is to flush at its end.
+    fileprivate var gathered = false
 
     fileprivate init(
         easy: UnsafeMutableRawPointer,
@@ -310,6 +317,7 @@ public final class StreamedExchange: @unchecked Sendable {
         switch exchange.sink.body(UnsafeRawBufferPointer(start: data, count: length), exchange: exchange) {
         case .taken:
             exchange.pausedSince = nil
+            exchange.driver.gathered(exchange)
             return length
         case .later: return exchange.paused()
         case .abort:
@@ -355,6 +363,7 @@ public final class StreamedExchange: @unchecked Sendable {
             guard !(100..<200).contains(status), !headDelivered else { return }
             headDelivered = true
             sink.head(status: status, headers: headers)
+            driver.gathered(self)
         } else if isSpace(line[0]), !headers.isEmpty {
             // An obsolete folded line (RFC 9112 §5.2) continues the previous field.
             headers[headers.count - 1].value += " " + text(0..<line.count)
@@ -389,6 +398,8 @@ private final class MultiDriver: @unchecked Sendable {
     // The thread's own:
     private var running: [UnsafeMutableRawPointer: StreamedExchange] = [:]
     private var lastStallCheck = ContinuousClock.now
+    /// The exchanges whose sinks were given something in this pass.
+    private var toFlush: [StreamedExchange] = []
 
     init(connectionsKept: Int) {
         multi = ag_curl_multi_init()
@@ -465,6 +476,12 @@ private final class MultiDriver: @unchecked Sendable {
             while ag_curl_multi_next_done(multi, &easy, &code) == 1 {
                 if let easy, let exchange = running[easy] { end(exchange, code) }
             }
+            // What the ended exchanges gathered went with their end; the others' goes now.
+            for exchange in toFlush {
+                exchange.gathered = false
+                if running[exchange.easy] === exchange { exchange.sink.flush() }
+            }
+            toFlush.removeAll(keepingCapacity: true)
             endStalled()
             // Commands that came while this pass ran are taken first; otherwise the thread waits
             // for a socket, curl's own timeout or a command, at most a second (a paused
@@ -478,6 +495,13 @@ private final class MultiDriver: @unchecked Sendable {
                 self.inbox.withLock { $0.waiting = false }
             }
         }
+    }
+
+    /// On the thread: `exchange`'s sink was given something, to flush as this pass ends.
+    func gathered(_ exchange: StreamedExchange) {
+        guard !exchange.gathered else { return }
+        exchange.gathered = true
+        toFlush.append(exchange)
     }
 
     private func end(_ exchange: StreamedExchange, _ code: CURLcode, error: HTTPTransportError? = nil) {

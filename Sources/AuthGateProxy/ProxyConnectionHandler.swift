@@ -281,11 +281,15 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
 }
 
 /// The way back from an exchange to its client. What the exchange hands it is gathered on the
-/// exchanges' thread and passed to the connection's event loop in one hop per ``batch`` bytes (a
-/// small answer's head, body and end in one), at most ``window`` batches in flight: past them a
-/// piece is left untaken (``StreamedTake/later``) and the exchange paused until the client has
-/// taken a batch, so that a slow reader slows the upstream down instead of filling the proxy's
-/// memory (and one that takes nothing for the idle time ends the exchange).
+/// exchanges' thread and passed to the connection's event loop in one hop — a small answer's
+/// head, body and end in one — when ``batch`` bytes have gathered, the answer ends, or the
+/// exchange has nothing more for now (``flush()``: an answer that comes slowly, a stream of
+/// events, reaches the client as it comes). At most ``window`` hops are in flight: past them
+/// what comes waits, and once a batch waits a piece is left untaken (``StreamedTake/later``) and
+/// the exchange paused until the client has taken a hop, so that a slow reader slows the
+/// upstream down instead of filling the proxy's memory (and one that takes nothing for the idle
+/// time ends the exchange). Hops leave in the order they were made: each is handed to the event
+/// loop under the lock that made it.
 final class ClientAnswer: Sendable {
     static let batch = 64 << 10
     /// 256 KiB in flight per answer: a gibibyte moves as fast, and 64 slow readers hold 16 MiB.
@@ -305,6 +309,9 @@ final class ClientAnswer: Sendable {
         var credits = ClientAnswer.window
         /// Resumes the exchange paused for a credit.
         var wake: (@Sendable () -> Void)?
+
+        /// A head or some body waits to go.
+        var hasSome: Bool { head != nil || (body?.readableBytes ?? 0) > 0 }
     }
 
     fileprivate init(
@@ -331,32 +338,44 @@ final class ClientAnswer: Sendable {
     }
 
     /// Adds a piece of the body, unless a whole batch waits for a credit already: then the
-    /// piece is left and `wake` called once the client has taken a batch. `.abort` when the
+    /// piece is left and `wake` called once the client has taken a hop. `.abort` when the
     /// client is gone.
     func body(_ bytes: UnsafeRawBufferPointer, whenTaken wake: @escaping @Sendable () -> Void) -> StreamedTake {
         guard !isGone else { return .abort }
-        let (take, hop) = pending.withLock { pending -> (StreamedTake, Hop?) in
+        return pending.withLock { pending -> StreamedTake in
             if let waiting = pending.body, waiting.readableBytes >= Self.batch, pending.credits == 0 {
                 pending.wake = wake
-                return (.later, nil)
+                return .later
             }
             if pending.body == nil { pending.body = ByteBufferAllocator().buffer(capacity: max(bytes.count, 16 << 10)) }
             pending.body!.writeBytes(bytes)
-            guard pending.body!.readableBytes >= Self.batch, pending.credits > 0 else { return (.taken, nil) }
-            pending.credits -= 1
-            return (.taken, Self.hop(&pending, ending: false))
+            if pending.body!.readableBytes >= Self.batch, pending.credits > 0 {
+                pending.credits -= 1
+                send(Self.hop(&pending, ending: false))
+            }
+            return .taken
         }
-        if let hop { send(hop) }
-        return take
+    }
+
+    /// What has gathered goes now, if a credit allows; otherwise it goes as a credit comes back.
+    func flush() {
+        pending.withLock { pending in
+            guard pending.hasSome, pending.credits > 0 else { return }
+            pending.credits -= 1
+            send(Self.hop(&pending, ending: false))
+        }
     }
 
     /// ``body(_:whenTaken:)`` for a thread that may wait (a tunnel's): waits for the client to
-    /// take a batch, at most `idleSeconds`; `false` when the client is gone or took nothing.
+    /// take a hop, at most `idleSeconds`; `false` when the client is gone or took nothing. What
+    /// it added goes at once (``flush()``).
     func bodyWaiting(_ bytes: UnsafeRawBufferPointer, idleSeconds: Int) -> Bool {
         let taken = DispatchSemaphore(value: 0)
         while true {
             switch body(bytes, whenTaken: { taken.signal() }) {
-            case .taken: return true
+            case .taken:
+                flush()
+                return true
             case .abort: return false
             case .later:
                 guard taken.wait(timeout: .now() + .seconds(idleSeconds)) == .success else { return false }
@@ -366,7 +385,7 @@ final class ClientAnswer: Sendable {
 
     /// The answer is complete: what waits goes with its end, credit or not.
     func end() {
-        send(pending.withLock { Self.hop(&$0, ending: true) })
+        pending.withLock { send(Self.hop(&$0, ending: true)) }
     }
 
     private typealias Hop = (head: (status: Int, fields: [(name: String, value: String)])?, body: ByteBuffer?, ending: Bool)
@@ -376,7 +395,8 @@ final class ClientAnswer: Sendable {
         return (pending.head, pending.body, ending)
     }
 
-    /// Passes a hop to the event loop; the client's taking it gives a credit back.
+    /// Passes a hop to the event loop (called under `pending`'s lock, which keeps hops in order);
+    /// the client's taking it gives a credit back.
     private func send(_ hop: Hop) {
         let bound = bound
         eventLoop.execute {
@@ -386,11 +406,20 @@ final class ClientAnswer: Sendable {
         }
     }
 
+    /// A hop was taken: the exchange paused for a batch goes on, or what gathered meanwhile
+    /// (flushed while no credit was left) goes now.
     private func credited() {
-        let wake = pending.withLock { pending in
+        let wake = pending.withLock { pending -> (@Sendable () -> Void)? in
             pending.credits += 1
-            defer { pending.wake = nil }
-            return pending.wake
+            if let wake = pending.wake {
+                pending.wake = nil
+                return wake
+            }
+            if pending.hasSome {
+                pending.credits -= 1
+                send(Self.hop(&pending, ending: false))
+            }
+            return nil
         }
         wake?()
     }

@@ -130,8 +130,8 @@ extension ProxyCore {
     }
 }
 
-/// Receives one attempt's answer on the exchanges' thread and passes it on, unless it is to be
-/// sent again. A head that may be worth a retry is held, and its exchange paused at its first
+/// Receives one attempt's answer on the exchanges' thread and passes it on as it comes, unless
+/// it is to be sent again. A head that may be worth a retry is held, and its exchange paused at its first
 /// piece of body, while the daemon is asked (on a task); then the answer is dropped and the
 /// request sent again, or the head and body go on as they come.
 private final class AnswerRelay: StreamedResponseSink, @unchecked Sendable {
@@ -200,6 +200,11 @@ private final class AnswerRelay: StreamedResponseSink, @unchecked Sendable {
             }
             return client.body(bytes) { streamed.resume() }
         }
+    }
+
+    func flush() {
+        guard case .passOn = decision.withLock({ $0.verdict }) else { return }
+        client.flush()
     }
 
     func finished(_ outcome: Result<Void, HTTPTransportError>) {

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -8,21 +9,24 @@ import Glibc
 /// A plain HTTP server on 127.0.0.1 (a port of its own), served by one thread: it reads each
 /// request (head and a Content-Length body) and writes the bytes `respond` gives for it, then
 /// closes; `nil` answers nothing and waits for the client to hang up (a provider that never
-/// answers). It keeps the requests it read.
+/// answers). With `pausingAfter`, an answer's first bytes up to there are written at once and
+/// the rest after ``release()`` (or 30 seconds), as an upstream streaming events does. It keeps
+/// the requests it read.
 final class LoopbackHTTPServer: Sendable {
     let port: Int
     private let listener: Int32
     private let received = Requests()
+    private let released = DispatchSemaphore(value: 0)
 
     private final class Requests: Sendable {
         let lines = Mutex<[String]>([])
     }
 
-    init(respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
+    init(pausingAfter pause: Int? = nil, respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
         let (socketFD, port) = try Self.listen(backlog: 8)
         listener = socketFD
         self.port = port
-        let received = received
+        let (received, released) = (received, released)
         Thread {
             // Until deinit shuts the listener down; closed here, after accept has ended.
             defer { close(socketFD) }
@@ -37,7 +41,9 @@ final class LoopbackHTTPServer: Sendable {
                 }
                 var offset = 0
                 while offset < answer.count {
-                    let sent = answer[offset...].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if offset == pause { _ = released.wait(timeout: .now() + 30) }
+                    let end = pause.map { offset < $0 ? $0 : answer.count } ?? answer.count
+                    let sent = answer[offset..<end].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     guard sent > 0 else { break }
                     offset += sent
                 }
@@ -50,7 +56,13 @@ final class LoopbackHTTPServer: Sendable {
 
     var url: String { "http://127.0.0.1:\(port)" }
 
-    deinit { shutdown(listener, Int32(SHUT_RDWR)) }
+    /// Lets a paused answer go on.
+    func release() { released.signal() }
+
+    deinit {
+        released.signal()
+        shutdown(listener, Int32(SHUT_RDWR))
+    }
 
     /// A socket listening on 127.0.0.1, on a port the kernel chose, and that port.
     static func listen(backlog: Int32) throws -> (descriptor: Int32, port: Int) {
@@ -77,7 +89,7 @@ final class LoopbackHTTPServer: Sendable {
         return Array((head + "\r\n").utf8) + body
     }
 
-    private static func readRequest(_ connection: Int32) -> String? {
+    static func readRequest(_ connection: Int32) -> String? {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {

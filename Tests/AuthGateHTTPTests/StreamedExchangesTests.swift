@@ -91,6 +91,29 @@ struct StreamedExchangesTests {
 
 extension StreamedExchangesTests {
     @Test(
+        "an answer that comes slowly reaches its sink as it comes: the head and a first event are flushed while the upstream waits to send the next"
+    )
+    func slowAnswerFlushedAsItComes() throws {
+        let first = Array("data: one\n\n".utf8)
+        let second = Array("data: two\n\n".utf8)
+        let head = Array("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        let firstChunk = head + Array("b\r\n".utf8) + first + Array("\r\n".utf8)
+        let server = try LoopbackHTTPServer(pausingAfter: firstChunk.count) { _ in
+            firstChunk + Array("b\r\n".utf8) + second + Array("\r\n0\r\n\r\n".utf8)
+        }
+        let exchanges = StreamedExchanges(threads: 1)
+        let sink = RecordingSink()
+        let url = try #require(URL(string: server.url + "/events"))
+        try exchanges.start(StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil), body: nil, sink: sink, policy: Self.patient)
+        // The upstream sends the rest only once the first event has been flushed.
+        let flushed = try #require(sink.firstFlush(within: 30), "no flush while the upstream waited")
+        #expect(flushed.status == 200 && flushed.bytes == first)
+        server.release()
+        #expect(try #require(sink.outcome(within: 30)).error == nil)
+        #expect(sink.bytes == first + second)
+    }
+
+    @Test(
         "upstream connections are kept for the next exchanges: 32 callers sending 200 requests each, one after the other, on two threads open at most 32 connections a thread"
     )
     func connectionsKeptForTheNextExchanges() throws {
@@ -185,6 +208,8 @@ final class RecordingSink: StreamedResponseSink, @unchecked Sendable {
     private(set) var pauses = 0
     private var pieces = 0
     private var result: Result<Void, HTTPTransportError>?
+    private var flushed: (status: Int, bytes: [UInt8])?
+    private let flushedOnce = DispatchSemaphore(value: 0)
 
     init(leavesEverySecondPiece: Bool = false, takesNothing: Bool = false) {
         self.leavesEverySecondPiece = leavesEverySecondPiece
@@ -205,9 +230,21 @@ final class RecordingSink: StreamedResponseSink, @unchecked Sendable {
         return .taken
     }
 
+    func flush() {
+        guard flushed == nil, !bytes.isEmpty else { return }
+        flushed = (status, bytes)
+        flushedOnce.signal()
+    }
+
     func finished(_ outcome: Result<Void, HTTPTransportError>) {
         result = outcome
         ended.signal()
+    }
+
+    /// The status and bytes it had at its first flush that had some body.
+    func firstFlush(within seconds: Int) -> (status: Int, bytes: [UInt8])? {
+        guard flushedOnce.wait(timeout: .now() + .seconds(seconds)) == .success else { return nil }
+        return flushed
     }
 
     func outcome(within seconds: Int) -> Result<Void, HTTPTransportError>? {

@@ -108,27 +108,53 @@ struct APIProxyTests {
     /// Sends `request` as it is on a new connection and reads until the server closes it or
     /// `timeout` passes: the raw answer.
     static func raw(_ request: String, port: Int, timeout: Int = 10) throws -> String {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        let connection = try RawConnection(port: port, timeout: timeout)
+        connection.send(request)
+        return connection.read { _ in false }
+    }
+
+    /// A TCP connection to 127.0.0.1, written and read as it is; every read waits at most
+    /// `timeout` seconds.
+    final class RawConnection {
+        private let descriptor: Int32
+        private(set) var received: [UInt8] = []
+
+        init(port: Int, timeout: Int) throws {
+            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else {
+                close(descriptor)
+                throw TestFailure("cannot connect to 127.0.0.1:\(port)")
+            }
+            var wait = timeval(tv_sec: timeout, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         }
-        guard connected == 0 else { throw TestFailure("cannot connect to 127.0.0.1:\(port)") }
-        var wait = timeval(tv_sec: timeout, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        _ = Array(request.utf8).withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var answer: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { break }
-            answer += buffer.prefix(count)
+
+        deinit { close(descriptor) }
+
+        func send(_ text: String) {
+            _ = Array(text.utf8).withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         }
-        return String(decoding: answer, as: UTF8.self)
+
+        /// Reads until `enough` says so of all that was received, the peer closes, or a read
+        /// times out: all that was received, as text.
+        func read(until enough: (String) -> Bool) -> String {
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while !enough(text) {
+                let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+                guard count > 0 else { break }
+                received += buffer.prefix(count)
+            }
+            return text
+        }
+
+        var text: String { String(decoding: received, as: UTF8.self) }
     }
 
     /// `curl -sS` through the proxy: the answer's status, its reason field and its body.
@@ -507,6 +533,22 @@ struct APIProxyTests {
     }
 
     // MARK: Large bodies
+
+    @Test(
+        "an answer that comes slowly reaches the client as it comes: the head and the first event of a stream arrive while the upstream waits to send the next"
+    )
+    func slowAnswerStreamedAsItComes() throws {
+        let setup = try Setup()
+        let port = try #require(Int(setup.proxy.address.split(separator: ":").last ?? ""))
+        let connection = try RawConnection(port: port, timeout: 10)
+        connection.send("GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        let first = connection.read { $0.contains("data: one") }
+        #expect(first.hasPrefix("HTTP/1.1 200") && first.contains("data: one") && !first.contains("data: two"), "\(first)")
+        // The upstream sends its second event only now.
+        #expect(try Self.get(setup.upstream + "/events/release").status == 200)
+        let whole = connection.read { $0.hasSuffix("0\r\n\r\n") }
+        #expect(whole.contains("data: two") && whole.hasSuffix("0\r\n\r\n"), "\(whole)")
+    }
 
     @Test("a gibibyte each way streams through with its bytes intact while the proxy's memory stays bounded")
     func gibibyteEachWay() throws {

@@ -9,6 +9,10 @@ reports what it received, for `authgate proxy`'s tests and for moving large bodi
   GET /once/TAG/...  the same as /stale/, with a first token of its own for each TAG
   GET /refuse/...    401 to everything
   GET /redirect?to=URL   302 to URL
+  GET /events        200, text/event-stream, chunked: the event "data: one", then "data: two"
+                     once /events/release has been asked (or 30 s have passed), then the end:
+                     an upstream whose answer comes slowly
+  GET /events/release   200, lets the waiting /events go on
   GET /_seen         JSON: one {"path", "token"} per request above, in order, where "token" is
                      a fingerprint of the Bearer token (never the token) or null without one
   GET, POST, PUT, DELETE, PATCH, HEAD /echo, /echo/...
@@ -96,6 +100,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.upload()
         if parts.path == "/download" and self.command in ("GET", "HEAD"):
             return self.download(parts)
+        if parts.path in ("/events", "/events/release") and self.command == "GET":
+            return self.events(parts.path)
         if self.command != "GET":
             # What http.server answers a method it has no do_ for (and closes the connection,
             # the body unread).
@@ -190,6 +196,23 @@ class Handler(BaseHTTPRequestHandler):
         if chunked:
             self.wfile.write(b"0\r\n\r\n")
 
+    def events(self, path) -> None:
+        if not self.drain():
+            return
+        if path == "/events/release":
+            self.server.released.set()
+            return self.reply(200, "released", "text/plain")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for index, event in enumerate((b"data: one\n\n", b"data: two\n\n")):
+            if index:
+                self.server.released.wait(30)
+                self.server.released.clear()
+            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
+        self.wfile.write(b"0\r\n\r\n")
+
     def read_body(self, digest) -> int:
         """Reads the request body, by its chunked encoding or its Content-Length (none: no body),
         into `digest` in pieces of at most 64 KiB; returns its length."""
@@ -281,6 +304,7 @@ def main() -> None:
     server.lock = threading.Lock()
     server.seen = []
     server.firsts = {}
+    server.released = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     parent = os.getppid()
 
