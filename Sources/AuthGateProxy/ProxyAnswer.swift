@@ -51,6 +51,14 @@ public struct ProxyAnswer: Sendable, Equatable {
         retryAfterSeconds: 1
     )
 
+    /// No thread could be started for a protocol upgrade's tunnel.
+    static let noThread = ProxyAnswer(
+        status: 503,
+        reason: "no_thread",
+        sentence: "authgate proxy could not start a thread for the tunnel (the system's limit on threads); try again shortly.",
+        retryAfterSeconds: 1
+    )
+
     /// The upstream gave no answer.
     static func upstreamFailed(_ error: HTTPTransportError) -> ProxyAnswer {
         switch error.kind {

@@ -118,7 +118,7 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         exchange.start()
     }
 
-    /// Sends an upgrade request upstream on a tunnel's thread, reading nothing more from the
+    /// Sends an upgrade request upstream on a thread of its own (the tunnel's), reading nothing more from the
     /// client until its answer has come: a 101 switches the connection to a tunnel
     /// (``switchProtocols(fields:relay:answer:context:)``), anything else is answered and closes it.
     private func startUpgrade(_ head: HTTPRequestHead, url: URL, fields: [(name: String, value: String)], context: ChannelHandlerContext) {
@@ -139,7 +139,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             client: answer,
             channel: context.channel
         )
-        proxy.tunnelThreads.submit { _ in exchange.run() }
+        guard DetachedThread.start({ exchange.run() }) else {
+            return write(.noThread, answer: answer, context: context)
+        }
     }
 
     /// The upstream switched protocols: the 101 goes to the client, and the connection stops

@@ -223,10 +223,9 @@ final class ProxyCore: Sendable {
     let authorizer: HTTPAuthorizer
     let streams: StreamedExchanges
     let streamPolicy: StreamPolicy
-    /// Threads for protocol upgrades (WebSocket tunnels: ``UpgradeExchange``), each of which
-    /// holds one for as long as it lasts, and for giving freed memory back: one per connection
-    /// the proxy may serve. Ordinary exchanges all run on ``streams``' one thread.
-    let tunnelThreads: NIOThreadPool
+    /// Where freed memory is given back (off the event loops). Ordinary exchanges all run on
+    /// ``streams``' threads; a protocol upgrade's tunnel on a thread of its own (``UpgradeExchange``).
+    let chores = NIOThreadPool(numberOfThreads: 1)
     let logger: Logger
     let counts = Mutex(ProxyCounts())
     /// Client connections open now, in all and by uid.
@@ -251,8 +250,7 @@ final class ProxyCore: Sendable {
         )
         streams = StreamedExchanges(connectionsKept: configuration.maximumConnections)
         streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)
-        tunnelThreads = NIOThreadPool(numberOfThreads: configuration.maximumConnections)
-        tunnelThreads.start()
+        chores.start()
         self.logger = logger
         shares = ConnectionShares(
             total: configuration.maximumConnections,
@@ -294,7 +292,7 @@ final class ProxyCore: Sendable {
     /// slow downloads left a proxy at 108 MiB).
     func connectionClosed(_ uid: UInt32?) {
         guard shares.give(uid) == 0 else { return }
-        tunnelThreads.submit { _ in _ = ag_release_free_memory() }
+        chores.submit { _ in _ = ag_release_free_memory() }
     }
 
     /// The followed token, when it is valid for the minimum validity still.

@@ -11,7 +11,7 @@ import Synchronization
 import Glibc
 #endif
 
-/// A protocol upgrade (WebSocket), on one of the proxy's tunnel threads: the request goes to
+/// A protocol upgrade (WebSocket), on a thread of its own (the tunnel's): the request goes to
 /// the upstream on a connection of its own (``UpstreamConnection``: libcurl connects, the head
 /// is written here) with the session's headers, as ``ProxyExchange``'s requests do, and under
 /// the same retry rule (a 401 refusing the token or asking for a DPoP nonce is sent once more).

@@ -109,7 +109,7 @@ struct ChildProcess {
         let child = self
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                let started = Self.onThreadOfItsOwn {
+                let started = DetachedThread.start {
                     continuation.resume(returning: child.run(input: input, timeout: timeout, cancelDescriptor: cancelRead))
                 }
                 if !started { continuation.resume(returning: .notStarted("no thread could be started: \(StorageFiles.errorText())")) }
@@ -118,33 +118,6 @@ struct ChildProcess {
             var byte: UInt8 = 1
             _ = write(cancelWrite, &byte, 1)
         }
-    }
-
-    /// Runs `body` on a new detached thread; false (with `errno` set) when none could be started.
-    private static func onThreadOfItsOwn(_ body: @escaping @Sendable () -> Void) -> Bool {
-        final class Work: Sendable {
-            let body: @Sendable () -> Void
-            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-        }
-        let work = Unmanaged.passRetained(Work(body)).toOpaque()
-        var thread = pthread_t()
-        let result = pthread_create(
-            &thread,
-            nil,
-            { argument in
-                guard let argument else { return nil }
-                Unmanaged<Work>.fromOpaque(argument).takeRetainedValue().body()
-                return nil
-            },
-            work
-        )
-        guard result == 0 else {
-            Unmanaged<Work>.fromOpaque(work).release()
-            errno = result
-            return false
-        }
-        pthread_detach(thread)
-        return true
     }
 
     /// The first executable file called `name` in the directories of `searchPath` (a `PATH`),
