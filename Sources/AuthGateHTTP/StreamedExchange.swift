@@ -186,8 +186,13 @@ public final class StreamedExchange: @unchecked Sendable {
     private var headers: [(name: String, value: String)] = []
     private var headDelivered = false
     private var aborted = false
-    /// When it was paused, waiting for its body or its client (ContinuousClock), if it is.
-    fileprivate var pausedSince: ContinuousClock.Instant?
+    /// Since when each way has been paused, if it is: sending, waiting for the request's body,
+    /// and receiving, waiting for the client to take the answer. Apart, since a body sent goes on
+    /// while the answer waits and the other way round; each is over only when its own way moves.
+    fileprivate var sendingPausedSince: ContinuousClock.Instant?
+    fileprivate var receivingPausedSince: ContinuousClock.Instant?
+
+    fileprivate var isPaused: Bool { sendingPausedSince != nil || receivingPausedSince != nil }
     /// Its sink was given something in this pass of the thread, and is to flush at its end.
     fileprivate var gathered = false
 
@@ -281,14 +286,14 @@ public final class StreamedExchange: @unchecked Sendable {
         sink.finished(outcome)
     }
 
-    /// Whether it has been paused for longer than the idle time at `now`.
+    /// Whether a way has been paused for longer than the idle time at `now`.
     fileprivate func stalled(at now: ContinuousClock.Instant) -> Bool {
-        guard let pausedSince else { return false }
-        return now - pausedSince > .seconds(idleSeconds)
+        [sendingPausedSince, receivingPausedSince].contains { since in since.map { now - $0 > .seconds(idleSeconds) } ?? false }
     }
 
-    private func paused() -> Int {
-        if pausedSince == nil { pausedSince = .now }
+    /// Pauses a way (from its callback), keeping when it was first paused.
+    private static func pause(_ since: inout ContinuousClock.Instant?) -> Int {
+        if since == nil { since = .now }
         return 0x1000_0001  // CURL_READFUNC_PAUSE, CURL_WRITEFUNC_PAUSE
     }
 
@@ -297,10 +302,12 @@ public final class StreamedExchange: @unchecked Sendable {
         guard let body = exchange.body else { return 0 }
         switch body.read(into: UnsafeMutableRawBufferPointer(start: data, count: size * count), exchange: exchange) {
         case .bytes(let count):
-            exchange.pausedSince = nil
+            exchange.sendingPausedSince = nil
             return count
-        case .end: return 0
-        case .later: return exchange.paused()
+        case .end:
+            exchange.sendingPausedSince = nil
+            return 0
+        case .later: return pause(&exchange.sendingPausedSince)
         case .failed:
             exchange.aborted = true
             return 0x1000_0000  // CURL_READFUNC_ABORT
@@ -316,10 +323,10 @@ public final class StreamedExchange: @unchecked Sendable {
         }
         switch exchange.sink.body(UnsafeRawBufferPointer(start: data, count: length), exchange: exchange) {
         case .taken:
-            exchange.pausedSince = nil
+            exchange.receivingPausedSince = nil
             exchange.driver.gathered(exchange)
             return length
-        case .later: return exchange.paused()
+        case .later: return pause(&exchange.receivingPausedSince)
         case .abort:
             exchange.aborted = true
             return 0  // anything but `length` makes curl stop
@@ -458,8 +465,9 @@ private final class MultiDriver: @unchecked Sendable {
                     }
                     running[exchange.easy] = exchange
                 case .resume(let exchange):
-                    guard running[exchange.easy] === exchange, exchange.pausedSince != nil else { continue }
-                    exchange.pausedSince = nil
+                    // Both ways go on: one with nothing new is paused again by its callback, its
+                    // time kept (and curl hands a paused answer's bytes over at once).
+                    guard running[exchange.easy] === exchange, exchange.isPaused else { continue }
                     _ = ag_curl_easy_pause(exchange.easy, 0)  // CURLPAUSE_CONT
                 }
             }

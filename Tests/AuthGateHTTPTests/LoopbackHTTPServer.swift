@@ -10,8 +10,10 @@ import Glibc
 /// request (head and a Content-Length body) and writes the bytes `respond` gives for it, then
 /// closes; `nil` answers nothing and waits for the client to hang up (a provider that never
 /// answers). With `pausingAfter`, an answer's first bytes up to there are written at once and
-/// the rest after ``release()`` (or 30 seconds), as an upstream streaming events does. It keeps
-/// the requests it read.
+/// the rest after ``release()`` (or 30 seconds), as an upstream streaming events does. With
+/// `answeringAtHead` as well, the answer starts as soon as the request's head has come, and its
+/// rest waits for the request's body instead (read and dropped), as an upstream that answers
+/// while it reads does. It keeps the requests it read (with `answeringAtHead`, their heads).
 final class LoopbackHTTPServer: Sendable {
     let port: Int
     private let listener: Int32
@@ -22,7 +24,7 @@ final class LoopbackHTTPServer: Sendable {
         let lines = Mutex<[String]>([])
     }
 
-    init(pausingAfter pause: Int? = nil, respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
+    init(pausingAfter pause: Int? = nil, answeringAtHead: Bool = false, respond: @escaping @Sendable (_ request: String) -> [UInt8]?) throws {
         let (socketFD, port) = try Self.listen(backlog: 8)
         listener = socketFD
         self.port = port
@@ -32,7 +34,7 @@ final class LoopbackHTTPServer: Sendable {
             defer { close(socketFD) }
             while case let connection = accept(socketFD, nil, nil), connection >= 0 {
                 defer { close(connection) }
-                guard let request = Self.readRequest(connection) else { continue }
+                guard let request = Self.readRequest(connection, headOnly: answeringAtHead) else { continue }
                 received.lines.withLock { $0.append(request) }
                 guard let answer = respond(request) else {
                     var byte: UInt8 = 0
@@ -41,7 +43,9 @@ final class LoopbackHTTPServer: Sendable {
                 }
                 var offset = 0
                 while offset < answer.count {
-                    if offset == pause { _ = released.wait(timeout: .now() + 30) }
+                    if offset == pause {
+                        if answeringAtHead { Self.readBody(connection, after: request) } else { _ = released.wait(timeout: .now() + 30) }
+                    }
                     let end = pause.map { offset < $0 ? $0 : answer.count } ?? answer.count
                     let sent = answer[offset..<end].withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     guard sent > 0 else { break }
@@ -82,6 +86,30 @@ final class LoopbackHTTPServer: Sendable {
         return (socketFD, Int(UInt16(bigEndian: address.sin_port)))
     }
 
+    /// The Content-Length of a request's head, once it has all come, and where its body starts.
+    private static func bodyLength(_ bytes: [UInt8]) -> (length: Int, start: Int)? {
+        guard let end = bytes.firstRange(of: Array("\r\n\r\n".utf8)) else { return nil }
+        let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
+        let length =
+            head.split(separator: "\r\n").compactMap { line -> Int? in
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                return Int(parts[1].trimmingCharacters(in: .whitespaces))
+            }.first ?? 0
+        return (length, end.upperBound)
+    }
+
+    /// Reads (and drops) what is left of the body of `request` (read as far as its head).
+    private static func readBody(_ connection: Int32, after request: String) {
+        let bytes = Array(request.utf8)
+        guard let (length, start) = bodyLength(bytes) else { return }
+        var left = length - (bytes.count - start)
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while left > 0, case let count = chunk.withUnsafeMutableBytes({ read(connection, $0.baseAddress, min($0.count, left)) }), count > 0 {
+            left -= count
+        }
+    }
+
     /// A response with `status`, `headers` and `body`, and its Content-Length.
     static func response(_ status: Int, headers: [(String, String)] = [], body: [UInt8] = []) -> [UInt8] {
         var head = "HTTP/1.1 \(status) Status\r\nContent-Length: \(body.count)\r\nConnection: close\r\n"
@@ -89,19 +117,12 @@ final class LoopbackHTTPServer: Sendable {
         return Array((head + "\r\n").utf8) + body
     }
 
-    static func readRequest(_ connection: Int32) -> String? {
+    static func readRequest(_ connection: Int32, headOnly: Bool = false) -> String? {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            if let end = bytes.firstRange(of: Array("\r\n\r\n".utf8)) {
-                let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
-                let length =
-                    head.split(separator: "\r\n").compactMap { line -> Int? in
-                        let parts = line.split(separator: ":", maxSplits: 1)
-                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
-                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
-                    }.first ?? 0
-                if bytes.count - end.upperBound >= length { return String(decoding: bytes, as: UTF8.self) }
+            if let (length, bodyStart) = bodyLength(bytes), headOnly || bytes.count - bodyStart >= length {
+                return String(decoding: bytes, as: UTF8.self)
             }
             let count = chunk.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
             guard count > 0 else { return nil }

@@ -1,5 +1,6 @@
 import AuthGateCore
 import AuthGateHTTP
+import AuthGateTestSupport
 import Dispatch
 import Foundation
 import Synchronization
@@ -111,6 +112,34 @@ extension StreamedExchangesTests {
         server.release()
         #expect(try #require(sink.outcome(within: 30)).error == nil)
         #expect(sink.bytes == first + second)
+    }
+
+    @Test(
+        "a request's body that comes late is sent when it comes while the answer has started to arrive: the answer's moving does not lose the body's resume"
+    )
+    func bodyResumedWhileAnswerArrives() throws {
+        let answer = Array(repeating: UInt8(7), count: 64 << 10)
+        let head = LoopbackHTTPServer.response(200, body: answer).count - answer.count
+        // The upstream answers its first 1,000 bytes at once and the rest after the whole body.
+        let server = try LoopbackHTTPServer(pausingAfter: head + 1000, answeringAtHead: true) { _ in
+            LoopbackHTTPServer.response(200, body: answer)
+        }
+        let exchanges = StreamedExchanges(threads: 1)
+        let sink = RecordingSink()
+        let body = LateBody(Array(repeating: 1, count: 4096), first: 1024)
+        try exchanges.start(
+            StreamedRequest(method: "POST", url: try #require(URL(string: server.url + "/convert")), headers: [], bodyLength: 4096),
+            body: body,
+            sink: sink,
+            policy: Self.patient
+        )
+        // The body waits (its way paused); then the answer's first bytes are taken.
+        #expect(body.waitUntilAsked(within: 30))
+        #expect(try #require(sink.firstFlush(within: 30)).bytes.count == 1000)
+        body.arrive()
+        let outcome = try #require(sink.outcome(within: 30), "the rest of the body was never sent")
+        #expect(outcome.error == nil, "\(outcome)")
+        #expect(sink.bytes == answer)
     }
 
     @Test(
@@ -253,24 +282,31 @@ final class RecordingSink: StreamedResponseSink, @unchecked Sendable {
     }
 }
 
-/// A request body that has nothing until ``arrive()``.
+/// A request body whose first `first` bytes are there at once and the rest only after
+/// ``arrive()``.
 private final class LateBody: StreamedRequestBody, Sendable {
     private let bytes: [UInt8]
-    private let state = Mutex<(arrived: Bool, sent: Bool, waiting: StreamedExchange?)>((false, false, nil))
+    private let first: Int
+    private let state = Mutex<(arrived: Bool, offset: Int, waiting: StreamedExchange?)>((false, 0, nil))
     private let asked = DispatchSemaphore(value: 0)
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: [UInt8], first: Int = 0) {
+        self.bytes = bytes
+        self.first = first
+    }
 
     func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead {
         let step = state.withLock { state -> StreamedRead in
-            guard state.arrived else {
+            let available = state.arrived ? bytes.count : first
+            guard state.offset < available else {
+                if state.offset == bytes.count { return .end }
                 state.waiting = exchange
                 return .later
             }
-            if state.sent { return .end }
-            state.sent = true
-            bytes.withUnsafeBytes { buffer.copyMemory(from: $0) }
-            return .bytes(bytes.count)
+            let count = min(available - state.offset, buffer.count)
+            bytes[state.offset..<(state.offset + count)].withUnsafeBytes { buffer.copyMemory(from: $0) }
+            state.offset += count
+            return .bytes(count)
         }
         if case .later = step { asked.signal() }
         return step
