@@ -58,13 +58,13 @@ public enum ForwardingRules {
     }
 
     /// An answer's header fields as they go to the client: the upstream's framing is replaced
-    /// by the client connection's, except `Content-Length`, which is kept.
+    /// by the client connection's, except `Content-Length`, which is kept — unless a
+    /// `Transfer-Encoding` came too, which overrides it (RFC 9112 §6.3: an intermediary removes
+    /// it), since the body is passed on as decoded from that encoding, of whatever length.
     public static func answerFields(_ fields: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        let options = connectionOptions(fields)
-        return fields.filter { field in
-            let name = field.name.lowercased()
-            return !hopByHop.contains(name) && !options.contains(name)
-        }
+        var dropped = hopByHop.union(connectionOptions(fields))
+        if fields.contains(where: { $0.name.lowercased() == "transfer-encoding" }) { dropped.insert("content-length") }
+        return fields.filter { !dropped.contains($0.name.lowercased()) }
     }
 
     /// Whether a request asks to switch protocols (RFC 9110 §7.8): an `Upgrade` field, and

@@ -28,6 +28,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var discarding = false
     private var readsPaused = false
     private var readPending = false
+    /// The answer under way ends by closing the connection (its client asked to, or an
+    /// HTTP/1.0 client gets a body of no stated length, whose end only the close can mark).
+    private var closesAfterAnswer = false
     /// Closes a connection whose next request head has not arrived in time (slow headers,
     /// or a connection opened and left): from the connection's start and each answer's end.
     private var headDeadline: Scheduled<Void>?
@@ -193,7 +196,11 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         if let head {
             var headers = HTTPHeaders()
             for field in ForwardingRules.answerFields(head.fields) { headers.add(name: field.name, value: field.value) }
-            if !answer.keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
+            // HTTP/1.1 has chunked encoding for a body of unknown length (NIO's encoder adds it);
+            // HTTP/1.0 has none.
+            let unframed = answer.version.minor == 0 && !headers.contains(name: "content-length") && ![204, 304].contains(head.status)
+            closesAfterAnswer = !answer.keepAlive || unframed
+            if closesAfterAnswer { headers.replaceOrAdd(name: "connection", value: "close") }
             let status = HTTPResponseStatus(statusCode: head.status)
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: answer.version, status: status, headers: headers))), promise: nil)
         }
@@ -208,11 +215,11 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             return
         }
         current = nil
-        let keepAlive = answer.keepAlive
+        let closes = closesAfterAnswer || !answer.keepAlive
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: promise)
         promise.futureResult.whenComplete { _ in
-            if !keepAlive { channel.close(promise: nil) }
+            if closes { channel.close(promise: nil) }
         }
         resumeReading(context: context)
     }

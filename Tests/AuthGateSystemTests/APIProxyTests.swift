@@ -550,6 +550,25 @@ struct APIProxyTests {
         #expect(whole.contains("data: two") && whole.hasSuffix("0\r\n\r\n"), "\(whole)")
     }
 
+    @Test(
+        "an HTTP/1.0 client that asks to be kept alive gets a body of unknown length ended by the connection's close (Connection: close), and one of known length on a connection kept alive"
+    )
+    func unframedAnswerToHTTP10Closes() throws {
+        let setup = try Setup()
+        let port = try #require(Int(setup.proxy.address.split(separator: ":").last ?? ""))
+        // The upstream sends this one chunked: HTTP/1.0 has no way to tell its end but the close.
+        let started = ContinuousClock.now
+        let unframed = try Self.raw("GET /download?bytes=10&chunked=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", port: port)
+        #expect(unframed.hasPrefix("HTTP/1.0 200") && unframed.lowercased().contains("connection: close"), "\(unframed)")
+        #expect(unframed.hasSuffix("\r\n\r\n" + String(decoding: (0..<10).map { UInt8($0) }, as: UTF8.self)), "\(unframed)")
+        #expect(ContinuousClock.now - started < .seconds(8), "the proxy closed the connection, not the test's wait")
+
+        let connection = try RawConnection(port: port, timeout: 10)
+        connection.send("GET /download?bytes=10 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        let framed = connection.read { $0.hasSuffix("\r\n\r\n" + String(decoding: (0..<10).map { UInt8($0) }, as: UTF8.self)) }
+        #expect(framed.lowercased().contains("content-length: 10") && !framed.lowercased().contains("connection: close"), "\(framed)")
+    }
+
     @Test("a gibibyte each way streams through with its bytes intact while the proxy's memory stays bounded")
     func gibibyteEachWay() throws {
         let setup = try Setup()
