@@ -45,15 +45,27 @@ final class ProxyListener: Sendable {
         }
     }
 
-    /// Accepts until ``stop()``, handing each connection to `handle` on this thread.
-    func run(_ handle: (Int32) -> Void) {
+    /// Accepts until ``stop()``, handing each connection to `handle` on this thread. When the
+    /// process or the system is out of descriptors or memory, it waits a tenth of a second
+    /// before the next try (the connection waits in the backlog) instead of spinning; any other
+    /// failure is told to `failed` and tried again after a second, so that the proxy never
+    /// stops accepting while it runs.
+    func run(_ handle: (Int32) -> Void, failed: (_ errno: Int32) -> Void) {
         while !stopped.load(ordering: .acquiring) {
             let connection = accept4(descriptor, nil, nil, Int32(SOCK_CLOEXEC.rawValue))
-            if connection < 0 {
-                if errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE { continue }
-                return
+            guard connection < 0 else {
+                handle(connection)
+                continue
             }
-            handle(connection)
+            let error = errno
+            guard !stopped.load(ordering: .acquiring) else { return }
+            switch error {
+            case EINTR, ECONNABORTED, EPROTO: continue
+            case EMFILE, ENFILE, ENOBUFS, ENOMEM: usleep(100_000)
+            default:
+                failed(error)
+                sleep(1)
+            }
         }
     }
 

@@ -29,6 +29,13 @@ public final class ProxyServer: Sendable {
     private let metricsListener: ProxyListener?
     /// The two accept loops and the session's follower.
     private let ownThreads = NIOThreadPool(numberOfThreads: 3)
+    /// Refused connections still being answered (each for up to 2 s); past ``refusalsAnswered``
+    /// a refused connection is closed at once, so that a user the proxy refuses cannot hold its
+    /// descriptors by opening connections and leaving them open.
+    private let refusing = Atomic<Int>(0)
+    static let refusalsAnswered = 32
+    /// When a refused caller was last logged (ContinuousClock), and how many went unlogged since.
+    private let refusalLog = Mutex<(last: ContinuousClock.Instant?, unlogged: Int)>((nil, 0))
 
     /// Binds the listening socket.
     /// - Throws: ``ProxyConfigurationError`` when it cannot listen where asked.
@@ -67,9 +74,9 @@ public final class ProxyServer: Sendable {
         }
         ownThreads.start()
         ownThreads.submit { _ in self.core.follow() }
-        ownThreads.submit { _ in self.listener.run { self.admit($0, on: self.listener) } }
+        ownThreads.submit { _ in self.listener.run({ self.admit($0, on: self.listener) }, failed: self.acceptFailed) }
         if let metricsListener {
-            ownThreads.submit { _ in metricsListener.run { self.admit($0, on: metricsListener) } }
+            ownThreads.submit { _ in metricsListener.run({ self.admit($0, on: metricsListener) }, failed: self.acceptFailed) }
         }
         core.logger.notice(
             "authgate proxy listening",
@@ -77,6 +84,10 @@ public final class ProxyServer: Sendable {
                 "proxy.listen": "\(listener.address)", "proxy.upstream": "\(core.configuration.upstream)", "provider.id": "\(core.configuration.provider)",
             ]
         )
+    }
+
+    private func acceptFailed(_ error: Int32) {
+        core.logger.error("cannot accept a connection; trying again in a second", metadata: ["error": "\(String(cString: strerror(error)))"])
     }
 
     /// Stops accepting and closes the tunnels (upgraded connections, which may never end);
@@ -131,7 +142,7 @@ public final class ProxyServer: Sendable {
         if checked {
             guard let uid, uid == geteuid() || configuration.allowedUIDs.contains(uid) else {
                 core.counts.withLock { $0.callersRefused += 1 }
-                core.logger.warning("connection refused: not the proxy's user", metadata: ["peer.uid": "\(uid.map(String.init) ?? "unknown")"])
+                logRefusal(uid)
                 refuse(descriptor, ProxyAnswer.callerRefused(uid: uid))
                 return
             }
@@ -173,15 +184,45 @@ public final class ProxyServer: Sendable {
     /// written, the output half-closed, what the client sent read and dropped until it closes
     /// too (closing with unread bytes would reset the connection and lose the answer), at most
     /// 2 s. Nothing it sends is parsed or forwarded, and the accept thread never waits for it.
+    /// Past ``refusalsAnswered`` being answered, the connection is closed at once instead.
     private func refuse(_ descriptor: Int32, _ answer: ProxyAnswer) {
+        guard refusing.wrappingAdd(1, ordering: .relaxed).newValue <= Self.refusalsAnswered else {
+            refusing.wrappingSubtract(1, ordering: .relaxed)
+            close(descriptor)
+            return
+        }
         let bytes = answer.closingBytes
         ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.allowRemoteHalfClosure, value: true)
             .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(RefusalHandler(bytes: bytes)) }
+                channel.eventLoop.makeCompletedFuture {
+                    channel.closeFuture.whenComplete { _ in self.refusing.wrappingSubtract(1, ordering: .relaxed) }
+                    try channel.pipeline.syncOperations.addHandler(RefusalHandler(bytes: bytes))
+                }
             }
             .withConnectedSocket(descriptor)
-            .whenFailure { _ in close(descriptor) }
+            .whenFailure { _ in
+                self.refusing.wrappingSubtract(1, ordering: .relaxed)
+                close(descriptor)
+            }
+    }
+
+    /// Logs a refused caller, at most once a second (with how many more were refused since),
+    /// so that a user opening connections in a loop cannot flood the log.
+    private func logRefusal(_ uid: UInt32?) {
+        let now = ContinuousClock.now
+        let unlogged = refusalLog.withLock { log -> Int? in
+            if let last = log.last, now - last < .seconds(1) {
+                log.unlogged += 1
+                return nil
+            }
+            defer { log = (now, 0) }
+            return log.unlogged
+        }
+        guard let unlogged else { return }
+        var metadata: Logger.Metadata = ["peer.uid": "\(uid.map(String.init) ?? "unknown")"]
+        if unlogged > 0 { metadata["proxy.refused_unlogged"] = "\(unlogged)" }
+        core.logger.warning("connection refused: not the proxy's user", metadata: metadata)
     }
 }
 

@@ -74,6 +74,28 @@ struct APIProxyTests {
         }
     }
 
+    /// A Python script run as nobody (`asNobody`), until ``end()`` closes its input.
+    final class NobodysScript {
+        let process = Process()
+        let output = SharedText()
+        private let input = Pipe()
+
+        init(_ script: String) throws {
+            process.executableURL = URL(fileURLWithPath: APIProxyTests.asNobody[0])
+            process.arguments = Array(APIProxyTests.asNobody.dropFirst()) + ["/usr/bin/python3", "-c", script]
+            let out = Pipe()
+            process.standardInput = input
+            process.standardOutput = out
+            collect(out.fileHandleForReading, into: output)
+            try process.run()
+        }
+
+        func end() {
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+        }
+    }
+
     /// The daemon with a signed-in mock session, the resource API, and a proxy in front of it.
     struct Setup {
         let daemon: DaemonProcess
@@ -439,25 +461,13 @@ struct APIProxyTests {
         // An allowed uid holds at most half the connections: nobody's third is refused while it
         // holds two, and the proxy's own user is still served.
         let port = try #require(allowing.address.split(separator: ":").last)
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: Self.asNobody[0])
-        holder.arguments =
-            Array(Self.asNobody.dropFirst()) + [
-                "/usr/bin/python3", "-c",
-                "import socket,sys\nheld=[socket.create_connection(('127.0.0.1',\(port))) for _ in range(2)]\nthird=socket.create_connection(('127.0.0.1',\(port)))\nthird.settimeout(5)\nprint(third.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\nsys.stdin.read()",
-            ]
-        let holderInput = Pipe()
-        let holderOutput = Pipe()
-        let holderText = SharedText()
-        holder.standardInput = holderInput
-        holder.standardOutput = holderOutput
-        collect(holderOutput.fileHandleForReading, into: holderText)
-        try holder.run()
-        try eventually(timeout: .seconds(20), "nobody's third connection got no answer: \(holderText.text)") { holderText.text.contains("\n") }
-        #expect(holderText.text.hasPrefix("HTTP/1.1 503"), "\(holderText.text)")
+        let holder = try NobodysScript(
+            "import socket,sys\nheld=[socket.create_connection(('127.0.0.1',\(port))) for _ in range(2)]\nthird=socket.create_connection(('127.0.0.1',\(port)))\nthird.settimeout(5)\nprint(third.recv(200).split(b'\\r\\n')[0].decode(), flush=True)\nsys.stdin.read()"
+        )
+        try eventually(timeout: .seconds(20), "nobody's third connection got no answer: \(holder.output.text)") { holder.output.text.contains("\n") }
+        #expect(holder.output.text.hasPrefix("HTTP/1.1 503"), "\(holder.output.text)")
         #expect(try Self.get(allowing.url + "/echo/owner").status == 200, "the owner is served while nobody holds its half")
-        try holderInput.fileHandleForWriting.close()
-        holder.waitUntilExit()
+        holder.end()
 
         let socket = setup.daemon.scratch.path + "/api.sock"
         let onSocket = try ProxyProcess(setup.daemon, ["mock", "--upstream", setup.upstream, "--listen", "unix:" + socket])
@@ -473,6 +483,34 @@ struct APIProxyTests {
         #expect(byUID.status == 403 && byUID.reason == "caller_refused", "\(byUID)")
         #expect(try setup.seen().allSatisfy { !$0.path.contains("nobody") && !$0.path.contains("grouped") })
         _ = try grouped.stop()
+    }
+
+    @Test(
+        "a refused uid opening 300 connections and leaving them open holds at most a few dozen of the proxy's descriptors and at most a log line a second, and the proxy's own user is served meanwhile",
+        .enabled(if: isRootWithSetpriv, "needs root and setpriv to connect as nobody")
+    )
+    func refusedFloodHoldsLittle() throws {
+        let setup = try Setup(["--metrics-listen", "127.0.0.1:0"])
+        let pid = setup.proxy.process.processIdentifier
+        func descriptors() -> Int { (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0 }
+        func refusedSoFar() throws -> Int {
+            let metrics = try run(Self.curl, ["-sS", setup.proxy.metricsURL]).stdout
+            let line = metrics.split(separator: "\n").first { $0.hasPrefix("authgate_proxy_callers_refused_total ") } ?? ""
+            return Int(line.split(separator: " ").last ?? "") ?? 0
+        }
+        let before = descriptors()
+        let port = try #require(setup.proxy.address.split(separator: ":").last)
+        let flood = try NobodysScript(
+            "import socket,sys\nheld=[socket.create_connection(('127.0.0.1',\(port))) for _ in range(300)]\nprint('connected', flush=True)\nsys.stdin.read()"
+        )
+        defer { flood.end() }
+        try eventually(timeout: .seconds(20), "nobody's connections: \(flood.output.text)") { flood.output.text.contains("connected") }
+        // Once all 300 are refused, each answered refusal would hold its descriptor for 2 s more.
+        try eventually(timeout: .seconds(20), "the proxy did not refuse the 300 connections") { try refusedSoFar() >= 300 }
+        #expect(descriptors() - before <= 40, "\(descriptors() - before) descriptors more while nobody holds 300 connections")
+        #expect(try Self.get(setup.proxy.url + "/echo/owner").status == 200)
+        let logged = setup.proxy.log.text.components(separatedBy: "connection refused").count - 1
+        #expect(logged <= 5, "\(logged) log lines for 300 refusals")
     }
 
     // MARK: DPoP sessions
