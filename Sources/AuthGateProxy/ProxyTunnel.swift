@@ -132,8 +132,7 @@ final class TunnelRelay: Sendable {
     private let inFlight = Atomic<Int>(0)
 
     private struct Queue: Sendable {
-        var chunks: [ByteBuffer] = []
-        var queued = 0
+        var bytes = ByteQueue()
         var paused = false
         var clientClosed = false
     }
@@ -163,9 +162,8 @@ final class TunnelRelay: Sendable {
     /// Adds what the client sent. Returns whether the connection should stop reading.
     func push(_ buffer: ByteBuffer) -> Bool {
         let pause = state.withLock { queue in
-            queue.chunks.append(buffer)
-            queue.queued += buffer.readableBytes
-            if queue.queued > Self.highWater { queue.paused = true }
+            queue.bytes.append(buffer)
+            if queue.bytes.count > Self.highWater { queue.paused = true }
             return queue.paused
         }
         signal()
@@ -183,10 +181,8 @@ final class TunnelRelay: Sendable {
     /// The next bytes for the upstream, and whether the client has closed (after them).
     private func take() -> (ByteBuffer?, closed: Bool) {
         let (chunk, closed, resumes) = state.withLock { queue in
-            guard !queue.chunks.isEmpty else { return (nil as ByteBuffer?, queue.clientClosed, false) }
-            let chunk = queue.chunks.removeFirst()
-            queue.queued -= chunk.readableBytes
-            let resumes = queue.paused && queue.queued < Self.lowWater
+            guard let chunk = queue.bytes.popFirst() else { return (nil as ByteBuffer?, queue.clientClosed, false) }
+            let resumes = queue.paused && queue.bytes.count < Self.lowWater
             if resumes { queue.paused = false }
             return (chunk, false, resumes)
         }
@@ -277,8 +273,11 @@ final class TunnelRelay: Sendable {
             var events: Int16 = 0
             if !upstreamReadable && inFlight.load(ordering: .relaxed) < Self.window { events |= Int16(POLLIN) }
             if outgoing != nil { events |= Int16(POLLOUT) }
+            // A socket watched for nothing is left out (-1): poll reports a hang-up whatever is
+            // asked, and a closed upstream would wake it at once, again and again, while the
+            // client's window is full.
             var watched = [
-                pollfd(fd: connection.socket, events: events, revents: 0),
+                pollfd(fd: events == 0 ? -1 : connection.socket, events: events, revents: 0),
                 pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
                 pollfd(fd: stop.descriptor, events: Int16(POLLIN), revents: 0),
             ]

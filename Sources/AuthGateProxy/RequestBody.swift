@@ -6,8 +6,9 @@ import NIOCore
 /// loop) and its exchange (which libcurl makes read it, on the exchanges' thread): about
 /// ``highWater`` bytes wait in between, past which the connection stops reading until libcurl
 /// has taken them below ``lowWater``; when nothing waits, the exchange pauses until the
-/// connection brings more. The first ``keptBytes`` are kept, so that a request whose body was
-/// small can be sent again (after a nonce or a refused token).
+/// connection brings more (``ByteQueue``: a body sent a byte at a time holds its bytes, not a
+/// read buffer each). The first ``keptBytes`` are kept, so that a request whose body was small
+/// can be sent again (after a nonce or a refused token).
 final class RequestBody: StreamedRequestBody, @unchecked Sendable {
     static let highWater = 256 << 10
     static let lowWater = 64 << 10
@@ -16,8 +17,7 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
 
     // Every property but `resume` is guarded by the lock.
     private let lock = NIOLock()
-    private var chunks: [ByteBuffer] = []
-    private var queued = 0
+    private var queue = ByteQueue()
     private var finished = false
     private var failed = false
     private var paused = false
@@ -36,11 +36,10 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
     /// Adds what the client sent. Returns whether the connection should stop reading.
     func push(_ buffer: ByteBuffer) -> Bool {
         let (pause, exchange) = lock.withLock { () -> (Bool, StreamedExchange?) in
-            chunks.append(buffer)
-            queued += buffer.readableBytes
+            queue.append(buffer)
             // Set here, cleared only by the reader when it asks the connection to read again: the
             // connection stops reading from the first push past the high water until that call.
-            if queued > Self.highWater { paused = true }
+            if queue.count > Self.highWater { paused = true }
             return (paused, takeWaiting())
         }
         exchange?.resume()
@@ -89,25 +88,20 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
             }
             replayed = nil
             if failed { return (.failed, false) }
-            guard !chunks.isEmpty else {
+            guard !queue.isEmpty else {
                 if finished { return (.end, false) }
                 waiting = exchange
                 return (.later, false)
             }
-            let count = min(buffer.count, chunks[0].readableBytes)
-            chunks[0].withUnsafeReadableBytes { bytes in
-                buffer.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: count)
-                if keptAll && kept.count + count <= Self.keptBytes {
-                    kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes.prefix(count)))
+            let count = queue.take(into: buffer) { run in
+                if keptAll && kept.count + run.count <= Self.keptBytes {
+                    kept.append(contentsOf: run)
                 } else {
                     keptAll = false
                     kept = []
                 }
             }
-            chunks[0].moveReaderIndex(forwardBy: count)
-            if chunks[0].readableBytes == 0 { chunks.removeFirst() }
-            queued -= count
-            let resumes = paused && queued < Self.lowWater
+            let resumes = paused && queue.count < Self.lowWater
             if resumes { paused = false }
             return (.bytes(count), resumes)
         }
