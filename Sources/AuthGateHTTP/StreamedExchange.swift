@@ -38,6 +38,10 @@ public protocol StreamedRequestBody: AnyObject, Sendable {
     /// Copies the next bytes into `buffer`. `.later` when none have come yet: the body then
     /// calls `exchange`'s ``StreamedExchange/resume()`` once there are (or the body ended or failed).
     func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead
+    /// Starts the body over from its first byte, for libcurl sending the request again on a new
+    /// connection (the kept-alive one it chose had closed); `false` when it cannot (what was
+    /// read is not kept): the exchange then fails.
+    func restart() -> Bool
 }
 
 /// What a request body's read gave.
@@ -259,6 +263,8 @@ public final class StreamedExchange: @unchecked Sendable {
             set(ag_curl_setopt_off_t(easy, CURLOPT_INFILESIZE_LARGE, length))
             set(ag_curl_setopt_callback(easy, CURLOPT_READFUNCTION, Self.readBody))
             set(ag_curl_setopt_pointer(easy, CURLOPT_READDATA, context))
+            set(ag_curl_setopt_seek(easy, Self.restartBody))
+            set(ag_curl_setopt_pointer(easy, CURLOPT_SEEKDATA, context))
             set(ag_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
         } else if method != "GET" {
             set(ag_curl_setopt_string(easy, CURLOPT_CUSTOMREQUEST, request.method))
@@ -312,6 +318,14 @@ public final class StreamedExchange: @unchecked Sendable {
             exchange.aborted = true
             return 0x1000_0000  // CURL_READFUNC_ABORT
         }
+    }
+
+    static let restartBody: ag_curl_seek_callback = { context, offset, origin in
+        let exchange = Unmanaged<StreamedExchange>.fromOpaque(context!).takeUnretainedValue()
+        // SEEK_SET to 0, the only seek a restart needs.
+        guard offset == 0, origin == 0, exchange.body?.restart() == true else { return 2 }  // CURL_SEEKFUNC_CANTSEEK
+        exchange.sendingPausedSince = nil
+        return 0  // CURL_SEEKFUNC_OK
     }
 
     static let writeBody: ag_curl_data_callback = { data, size, count, context in

@@ -188,6 +188,7 @@ private final class AnswerRelay: StreamedResponseSink, @unchecked Sendable {
     func body(_ bytes: UnsafeRawBufferPointer, exchange streamed: StreamedExchange) -> StreamedTake {
         let verdict = decision.withLock { decision in
             if case .deciding = decision.verdict { decision.paused = streamed }
+            if case .retry = decision.verdict, !canSendAgain { decision.verdict = .passOn }
             return decision.verdict
         }
         switch verdict {
@@ -217,7 +218,7 @@ private final class AnswerRelay: StreamedResponseSink, @unchecked Sendable {
     }
 
     private func conclude(_ outcome: Result<Void, HTTPTransportError>) {
-        if case .retry(let next) = decision.withLock({ $0.verdict }) {
+        if case .retry(let next) = decision.withLock({ $0.verdict }), canSendAgain {
             return exchange.send(next, after: authorized)
         }
         if let held {
@@ -229,6 +230,11 @@ private final class AnswerRelay: StreamedResponseSink, @unchecked Sendable {
         case .failure(let error): exchange.failed(error, headSent: headSent)
         }
     }
+
+    /// Whether the request can still be sent again: the body (if any) was whole and small enough
+    /// when the head came, but libcurl may have gone on sending it while the daemon was asked,
+    /// past what is kept; then the answer is passed on after all.
+    private var canSendAgain: Bool { client.body?.isReplayable ?? true }
 
     private func passHead(status: Int, fields: [(name: String, value: String)]) {
         headSent = true

@@ -77,6 +77,16 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
         lock.withLock { replayed = 0 }
     }
 
+    /// For libcurl sending the request again on a new connection: starts over when all that it
+    /// read so far was kept.
+    func restart() -> Bool {
+        lock.withLock {
+            guard keptAll else { return false }
+            replayed = 0
+            return true
+        }
+    }
+
     func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead {
         guard buffer.count > 0 else { return .later }
         let (outcome, resumes) = lock.withLock { () -> (StreamedRead, Bool) in

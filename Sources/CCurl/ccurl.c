@@ -129,6 +129,9 @@ CURLcode ag_curl_setopt_headers(CURL *handle, struct curl_slist *headers) {
 CURLcode ag_curl_setopt_callback(CURL *handle, CURLoption option, ag_curl_data_callback callback) {
     return ready() ? curl.easy_setopt(handle, option, callback) : CURLE_FAILED_INIT;
 }
+CURLcode ag_curl_setopt_seek(CURL *handle, ag_curl_seek_callback callback) {
+    return ready() ? curl.easy_setopt(handle, CURLOPT_SEEKFUNCTION, callback) : CURLE_FAILED_INIT;
+}
 CURLcode ag_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return ready() ? curl.easy_getinfo(handle, info, value) : CURLE_FAILED_INIT;
 }

@@ -87,7 +87,7 @@ final class LoopbackHTTPServer: Sendable {
     }
 
     /// The Content-Length of a request's head, once it has all come, and where its body starts.
-    private static func bodyLength(_ bytes: [UInt8]) -> (length: Int, start: Int)? {
+    static func bodyLength(_ bytes: [UInt8]) -> (length: Int, start: Int)? {
         guard let end = bytes.firstRange(of: Array("\r\n\r\n".utf8)) else { return nil }
         let head = String(decoding: bytes[..<end.lowerBound], as: UTF8.self)
         let length =

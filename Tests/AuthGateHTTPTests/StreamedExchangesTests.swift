@@ -143,6 +143,27 @@ extension StreamedExchangesTests {
     }
 
     @Test(
+        "a request with a body is sent again, body and all, on a new connection when the kept-alive connection libcurl chose had closed"
+    )
+    func bodySentAgainOnNewConnection() throws {
+        let server = try KeepAliveServer(dropsSecondRequest: true)
+        let exchanges = StreamedExchanges(threads: 1)
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/"))
+        let first = RecordingSink()
+        try exchanges.start(StreamedRequest(method: "GET", url: url, headers: [], bodyLength: nil), body: nil, sink: first, policy: Self.patient)
+        #expect(try #require(first.outcome(within: 30)).error == nil)
+        // On the kept connection, which the server closes after reading it: libcurl starts the
+        // body over on a new one (it failed with "necessary data rewind wasn't possible").
+        let posted = RecordingSink()
+        let body = LateBody(Array(repeating: 5, count: 3000), first: 3000)
+        try exchanges.start(StreamedRequest(method: "POST", url: url, headers: [], bodyLength: 3000), body: body, sink: posted, policy: Self.patient)
+        let outcome = try #require(posted.outcome(within: 30))
+        #expect(outcome.error == nil, "\(outcome)")
+        #expect(posted.bytes == Array("ok".utf8))
+        #expect(server.connections == 2 && server.answered == 3, "\(server.connections) connections, \(server.answered) requests read")
+    }
+
+    @Test(
         "upstream connections are kept for the next exchanges: 32 callers sending 200 requests each, one after the other, on two threads open at most 32 connections a thread"
     )
     func connectionsKeptForTheNextExchanges() throws {
@@ -180,7 +201,10 @@ extension StreamedExchangesTests {
 }
 
 /// A plain HTTP/1.1 server on 127.0.0.1 that keeps connections open: a thread for each, every
-/// request answered `200 ok`; it counts the connections it accepted and the answers it gave.
+/// request (and its Content-Length body) answered `200 ok`; it counts the connections it
+/// accepted and the requests it read. With `dropsSecondRequest`, the second request on its
+/// first connection is read and the connection closed unanswered, as an upstream closing a
+/// kept-alive connection just as a request comes does.
 private final class KeepAliveServer: Sendable {
     let port: Int
     private let listener: Int32
@@ -191,9 +215,10 @@ private final class KeepAliveServer: Sendable {
     }
 
     var connections: Int { counts.value.withLock { $0.connections } }
+    /// The requests read (all answered but one dropped).
     var answered: Int { counts.value.withLock { $0.answers } }
 
-    init() throws {
+    init(dropsSecondRequest: Bool = false) throws {
         let (socketFD, port) = try LoopbackHTTPServer.listen(backlog: 64)
         listener = socketFD
         self.port = port
@@ -201,16 +226,22 @@ private final class KeepAliveServer: Sendable {
         Thread {
             defer { close(socketFD) }
             while case let connection = accept(socketFD, nil, nil), connection >= 0 {
-                counts.value.withLock { $0.connections += 1 }
+                let first = counts.value.withLock { counts in
+                    counts.connections += 1
+                    return counts.connections == 1
+                }
                 Thread {
                     defer { close(connection) }
                     var pending: [UInt8] = []
                     var chunk = [UInt8](repeating: 0, count: 4096)
                     let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
+                    var requests = 0
                     while true {
-                        while let end = pending.firstRange(of: Array("\r\n\r\n".utf8)) {
-                            pending.removeSubrange(..<end.upperBound)
+                        while let (length, start) = LoopbackHTTPServer.bodyLength(pending), pending.count - start >= length {
+                            pending.removeSubrange(..<(start + length))
+                            requests += 1
                             counts.value.withLock { $0.answers += 1 }
+                            if dropsSecondRequest && first && requests == 2 { return }
                             guard answer.withUnsafeBytes({ send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == answer.count else { return }
                         }
                         let count = chunk.withUnsafeMutableBytes { read(connection, $0.baseAddress, $0.count) }
@@ -293,6 +324,11 @@ private final class LateBody: StreamedRequestBody, Sendable {
     init(_ bytes: [UInt8], first: Int = 0) {
         self.bytes = bytes
         self.first = first
+    }
+
+    func restart() -> Bool {
+        state.withLock { $0.offset = 0 }
+        return true
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer, exchange: StreamedExchange) -> StreamedRead {

@@ -38,6 +38,10 @@ CURLcode ag_curl_setopt_pointer(CURL *_Nonnull handle, CURLoption option, void *
 CURLcode ag_curl_setopt_blob(CURL *_Nonnull handle, CURLoption option, const void *_Nonnull data, size_t length);
 CURLcode ag_curl_setopt_headers(CURL *_Nonnull handle, struct curl_slist *_Nullable headers);
 CURLcode ag_curl_setopt_callback(CURL *_Nonnull handle, CURLoption option, ag_curl_data_callback _Nullable callback);
+/// CURLOPT_SEEKFUNCTION's callback: a streamed body started over (CURL_SEEKFUNC_OK, or
+/// CURL_SEEKFUNC_CANTSEEK), for libcurl sending a request again on a new connection.
+typedef int (*ag_curl_seek_callback)(void *_Nullable context, curl_off_t offset, int origin);
+CURLcode ag_curl_setopt_seek(CURL *_Nonnull handle, ag_curl_seek_callback _Nullable callback);
 CURLcode ag_curl_getinfo_long(CURL *_Nonnull handle, CURLINFO info, long *_Nonnull value);
 /// CURLINFO_ACTIVESOCKET: the socket of a CURLOPT_CONNECT_ONLY connection, to poll(2) it.
 CURLcode ag_curl_getinfo_socket(CURL *_Nonnull handle, CURLINFO info, curl_socket_t *_Nonnull value);
