@@ -4,9 +4,10 @@ import FoundationEssentials
 /// The options every libcurl handle of this module gets, whatever it carries (a provider's
 /// request, a proxied exchange, an upgrade's connection): the URL; https only, or plain http
 /// too when the caller allows it (loopback only: ``HTTPRequestPolicy/allows(_:)`` is checked
-/// first); no redirects followed; peer and host verification on, with the given CAs instead of
-/// the system's, in memory; no signals; the connect timeout. One place, so that no handle can
-/// lose one of them.
+/// first), and plain http never through a proxy of the environment (`http_proxy`: it would read
+/// the request, token and all, and could not reach this host's loopback anyway); no redirects
+/// followed; peer and host verification on, with the given CAs instead of the system's, in
+/// memory; no signals; the connect timeout. One place, so that no handle can lose one of them.
 enum CurlBaseline {
     /// Sets the options on `handle`; returns the codes of those libcurl refused.
     static func apply(
@@ -20,6 +21,7 @@ enum CurlBaseline {
         func set(_ code: CURLcode) { if code != CURLE_OK { failures.append(code) } }
         set(ag_curl_setopt_string(handle, CURLOPT_URL, url.absoluteString))
         set(ag_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, allowInsecureLoopback ? "http,https" : "https"))
+        if url.scheme?.lowercased() == "http" { set(ag_curl_setopt_string(handle, CURLOPT_PROXY, "")) }
         set(ag_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 1))
         set(ag_curl_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 2))

@@ -24,11 +24,14 @@ struct APIProxyTests {
         let output = SharedText()
         let log = SharedText()
 
-        init(_ daemon: DaemonProcess, _ arguments: [String]) throws {
+        init(_ daemon: DaemonProcess, _ arguments: [String], environment: [String: String] = [:]) throws {
             process = Process()
             process.executableURL = BuiltProducts.cli
             process.arguments = ["proxy"] + arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(["AUTHGATE_SOCKET": daemon.socketPath]) { _, new in new }
+            process.environment = ProcessInfo.processInfo.environment.merging(environment.merging(["AUTHGATE_SOCKET": daemon.socketPath]) { _, new in new }) {
+                _,
+                new in new
+            }
             let out = Pipe()
             let errors = Pipe()
             process.standardOutput = out
@@ -400,6 +403,23 @@ struct APIProxyTests {
         _ = try setup.daemon.waitForExit()
         let noDaemon = try Self.get(setup.proxy.url + "/echo/x")
         #expect(noDaemon.status == 503 && noDaemon.reason == "daemon_unreachable", "\(noDaemon)")
+    }
+
+    @Test(
+        "a plain-http upstream on loopback is reached directly even with http_proxy set: a proxy would read the token, and could not reach this host's loopback"
+    )
+    func plainUpstreamNeverThroughAProxy() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
+        try daemon.signIn()
+        let api = try LoopbackServer(script: "resource_api.py", workdir: daemon.scratch.path + "/api", arguments: [])
+        let nowhere = "http://127.0.0.1:\(try MetricsTests.freePort())"
+        let proxy = try ProxyProcess(
+            daemon,
+            ["mock", "--upstream", "http://127.0.0.1:\(api.port)", "--listen", "127.0.0.1:0"],
+            environment: ["http_proxy": nowhere, "HTTP_PROXY": nowhere, "all_proxy": nowhere, "ALL_PROXY": nowhere, "no_proxy": "", "NO_PROXY": ""]
+        )
+        let echo = try Self.get(proxy.url + "/echo/direct")
+        #expect(echo.status == 200, "\(echo) \(proxy.log.text)")
     }
 
     // MARK: Hostile clients
