@@ -35,10 +35,13 @@ public enum ForwardingRules {
 
     /// The upstream URL for a request line's method and target.
     public static func target(method: String, uri: String, upstream: UpstreamOrigin) -> Target {
-        if method.uppercased() == "CONNECT" {
-            return .refuse(.connectRefused(upstream))
+        switch method.uppercased() {
+        case "CONNECT": return .refuse(.connectRefused(upstream))
+        case "TRACE": return .refuse(.traceRefused)
+        default: break
         }
         if uri.hasPrefix("/") {
+            guard !hasDotSegments(uri) else { return .refuse(.dotSegments) }
             guard let url = URL(string: upstream.origin + upstream.pathPrefix + uri) else { return .refuse(.badTarget) }
             return .forward(url)
         }
@@ -46,9 +49,18 @@ public enum ForwardingRules {
         guard upstream.isSameOrigin(url) else { return .refuse(.otherOrigin(upstream)) }
         var path = url.path(percentEncoded: true)
         if path.isEmpty { path = "/" }
+        guard !hasDotSegments(path) else { return .refuse(.dotSegments) }
         let query = url.query(percentEncoded: true).map { "?" + $0 } ?? ""
         guard let forwarded = URL(string: upstream.origin + upstream.pathPrefix + path + query) else { return .refuse(.badTarget) }
         return .forward(forwarded)
+    }
+
+    /// Whether a target's path has a `.` or `..` segment, also percent-encoded (`%2e`), which
+    /// libcurl or the upstream would resolve, leaving `--upstream`'s path prefix.
+    static func hasDotSegments(_ target: String) -> Bool {
+        let dots: Set<String> = [".", "..", "%2e", "%2e%2e", ".%2e", "%2e."]
+        let path = target.prefix { $0 != "?" && $0 != "#" }
+        return path.split(separator: "/", omittingEmptySubsequences: false).contains { dots.contains($0.lowercased()) }
     }
 
     /// A request's header fields as they go upstream, without what the proxy replaces.

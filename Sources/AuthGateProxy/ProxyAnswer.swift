@@ -24,6 +24,21 @@ public struct ProxyAnswer: Sendable, Equatable {
         ProxyAnswer(status: 405, reason: "connect_refused", sentence: "authgate proxy serves only \(upstream.origin) and opens no tunnels (CONNECT).")
     }
 
+    /// TRACE echoes the request back, the session's token with it: a client must not send
+    /// credentials in one (RFC 9110 §9.3.8).
+    static let traceRefused = ProxyAnswer(
+        status: 405,
+        reason: "trace_refused",
+        sentence: "authgate proxy does not send TRACE: its answer would show the session's token."
+    )
+
+    /// A path with `.` or `..` segments, which would leave `--upstream`'s path once resolved.
+    static let dotSegments = ProxyAnswer(
+        status: 400,
+        reason: "bad_request",
+        sentence: "authgate proxy takes no path with . or .. segments: it keeps requests under --upstream's path."
+    )
+
     static func otherOrigin(_ upstream: UpstreamOrigin) -> ProxyAnswer {
         ProxyAnswer(status: 403, reason: "other_origin", sentence: "authgate proxy forwards only to \(upstream.origin), not to other origins.")
     }

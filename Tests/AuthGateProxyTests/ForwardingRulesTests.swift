@@ -15,6 +15,7 @@ struct ForwardingRulesTests {
             ("/a%2Fb", "https://api.example.com/v1/a%2Fb"),
             ("https://api.example.com/x?y=1", "https://api.example.com/v1/x?y=1"),
             ("HTTPS://API.EXAMPLE.COM:443", "https://api.example.com/v1/"),
+            ("/files/..hidden/a.b?q=/../", "https://api.example.com/v1/files/..hidden/a.b?q=/../"),
         ]
     )
     func forwardsToTheUpstream(_ uri: String, _ expected: String) {
@@ -22,7 +23,7 @@ struct ForwardingRulesTests {
     }
 
     @Test(
-        "another origin (scheme, host or port), CONNECT and asterisk-form are refused with their reasons",
+        "another origin (scheme, host or port), CONNECT, TRACE (it would echo the token), asterisk-form and paths with dot segments (they would leave the upstream's path) are refused with their reasons",
         arguments: [
             ("GET", "https://evil.example.net/", "other_origin", 403),
             ("GET", "http://api.example.com/", "other_origin", 403),
@@ -31,6 +32,11 @@ struct ForwardingRulesTests {
             ("CONNECT", "evil.example.net:443", "connect_refused", 405),
             ("connect", "api.example.com:443", "connect_refused", 405),
             ("OPTIONS", "*", "bad_request", 400),
+            ("TRACE", "/", "trace_refused", 405),
+            ("GET", "/../admin", "bad_request", 400),
+            ("GET", "/users/./me", "bad_request", 400),
+            ("GET", "/%2E%2e/admin?x=/../", "bad_request", 400),
+            ("GET", "https://api.example.com/a/../../evil", "bad_request", 400),
         ]
     )
     func refusesWhatIsNotTheUpstream(_ method: String, _ uri: String, _ reason: String, _ status: Int) {
