@@ -55,13 +55,21 @@ public struct HTTPResponse: Sendable {
         self.body = body
     }
 
-    /// `Retry-After` in seconds, when given as a number (RFC 9110 §10.2.3); else, for a 429,
-    /// the seconds until `X-Rate-Limit-Reset`, the UTC epoch second at which Okta's rate-limit
-    /// window resets (https://developer.okta.com/docs/reference/rl-best-practices/), at least 1.
+    /// `Retry-After` in seconds, given as a number or an HTTP date (RFC 9110 §10.2.3); else, for
+    /// a 429, the seconds until `X-Rate-Limit-Reset`, the UTC epoch second at which Okta's
+    /// rate-limit window resets (https://developer.okta.com/docs/reference/rl-best-practices/).
+    /// Always 1 to 3600: a provider (or anything on the way) saying "in -5 s" or "in a year"
+    /// is read as soon, or an hour.
     public var retryAfterSeconds: Int? {
-        if let seconds = headers["retry-after"].flatMap({ Int($0.trimming(while: \.isWhitespace)) }) { return seconds }
+        let now = Date()
+        func bounded(_ seconds: Int) -> Int { max(1, min(3600, seconds)) }
+        if let value = headers["retry-after"]?.trimming(while: \.isWhitespace) {
+            if let seconds = Int(value) { return bounded(seconds) }
+            if let date = UTCTimestamp.parseHTTPDate(String(value)) { return bounded(Int(date.timeIntervalSince(now).rounded(.up))) }
+        }
         guard status == 429, let reset = headers["x-rate-limit-reset"].flatMap({ Int($0.trimming(while: \.isWhitespace)) }) else { return nil }
-        return max(1, min(3600, reset - Int(Date().timeIntervalSince1970)))
+        let (seconds, overflow) = reset.subtractingReportingOverflow(Int(now.timeIntervalSince1970))
+        return bounded(overflow ? (reset < 0 ? 1 : 3600) : seconds)
     }
 }
 

@@ -32,9 +32,11 @@ struct HTTPTransportTests {
     }
 
     @Test(
-        "Retry-After in seconds (spaces trimmed) for any answer; an HTTP date or nonsense is not read",
+        "Retry-After in seconds (spaces trimmed) or as an HTTP date, for any answer, from 1 s to an hour; nonsense is not read",
         arguments: [
-            (503, "120", 120), (429, " 5 ", 5), (200, "7", 7), (503, "Wed, 21 Oct 2037 07:28:00 GMT", nil), (503, "soon", nil), (503, "", nil),
+            (503, "120", 120), (429, " 5 ", 5), (200, "7", 7), (429, "-5", 1), (429, "0", 1), (429, "86400", 3600),
+            (503, "Wed, 21 Oct 2037 07:28:00 GMT", 3600), (503, "Sun, 06 Nov 1994 08:49:37 GMT", 1), (503, "Sunday, 06-Nov-94 08:49:37 GMT", nil),
+            (503, "soon", nil), (503, "", nil),
         ] as [(Int, String, Int?)]
     )
     func retryAfter(status: Int, value: String, seconds: Int?) {
@@ -49,6 +51,20 @@ struct HTTPTransportTests {
         #expect(HTTPResponse(status: 429, headers: ["x-rate-limit-reset": "\(now + 86_400)"]).retryAfterSeconds == 3600)
         #expect(HTTPResponse(status: 429, headers: ["x-rate-limit-reset": "\(now - 60)"]).retryAfterSeconds == 1)
         #expect(HTTPResponse(status: 503, headers: ["x-rate-limit-reset": "\(now + 90)"]).retryAfterSeconds == nil)
+        // Values whose difference with now would overflow: read as soon, or an hour, not a trap.
+        #expect(HTTPResponse(status: 429, headers: ["x-rate-limit-reset": "\(Int.min)"]).retryAfterSeconds == 1)
+        #expect(HTTPResponse(status: 429, headers: ["x-rate-limit-reset": "\(Int.max)"]).retryAfterSeconds == 3600)
+    }
+
+    @Test("an HTTP date in Retry-After counts from now")
+    func retryAfterDate() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let inTwoMinutes = formatter.string(from: Date().addingTimeInterval(120))
+        let seconds = HTTPResponse(status: 429, headers: ["retry-after": inTwoMinutes]).retryAfterSeconds
+        #expect(seconds.map { (118...121).contains($0) } == true, "\(inTwoMinutes): \(seconds.map(String.init) ?? "nil")")
     }
 
     @Test("CurlTransport refuses a URL the policy does not allow before any connection")

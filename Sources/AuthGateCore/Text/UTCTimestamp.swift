@@ -24,8 +24,35 @@ public enum UTCTimestamp {
             return value
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
-            let minute = number(14..<16), let second = number(17..<19), (1...12).contains(month), (1...31).contains(day)
+            let minute = number(14..<16), let second = number(17..<19)
         else { return nil }
+        return date(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+    }
+
+    /// An HTTP date, `Sun, 06 Nov 1994 08:49:37 GMT` (IMF-fixdate, RFC 9110 §5.6.7: what
+    /// servers send, in `Retry-After` among others); the obsolete forms are not read.
+    public static func parseHTTPDate(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20, bytes[16] == 0x20,
+            bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20, bytes[26...].elementsEqual("GMT".utf8)
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for byte in bytes[range] {
+                guard (0x30...0x39).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 0x30)
+            }
+            return value
+        }
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard let month = months.firstIndex(where: { $0.utf8.elementsEqual(bytes[8..<11]) }).map({ $0 + 1 }), let day = number(5..<7),
+            let year = number(12..<16), let hour = number(17..<19), let minute = number(20..<22), let second = number(23..<25)
+        else { return nil }
+        return date(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+    }
+
+    private static func date(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Date? {
+        guard (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61 else { return nil }
         // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
