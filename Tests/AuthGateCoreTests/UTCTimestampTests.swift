@@ -17,4 +17,16 @@ struct UTCTimestampTests {
             #expect(UTCTimestamp.parse(bad) == nil, "\(bad)")
         }
     }
+
+    @Test("an HTTP date (IMF-fixdate) is read to the second; the obsolete forms and anything else are nil")
+    func httpDate() {
+        #expect(UTCTimestamp.parseHTTPDate("Sun, 06 Nov 1994 08:49:37 GMT") == Date(timeIntervalSince1970: 784_111_777))
+        #expect(UTCTimestamp.parseHTTPDate("Tue, 29 Feb 2000 00:00:00 GMT") == Date(timeIntervalSince1970: 951_782_400))
+        for bad in [
+            "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT", "", "120",
+        ] {
+            #expect(UTCTimestamp.parseHTTPDate(bad) == nil, "\(bad)")
+        }
+    }
 }

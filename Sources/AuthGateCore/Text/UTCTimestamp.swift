@@ -15,14 +15,7 @@ public enum UTCTimestamp {
         guard bytes.count == 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"),
             bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"), bytes[19] == UInt8(ascii: "Z")
         else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
-                guard (0x30...0x39).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - 0x30)
-            }
-            return value
-        }
+        func number(_ range: Range<Int>) -> Int? { decimal(bytes[range]) }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hour = number(11..<13),
             let minute = number(14..<16), let second = number(17..<19)
         else { return nil }
@@ -36,19 +29,22 @@ public enum UTCTimestamp {
         guard bytes.count == 29, bytes[3] == UInt8(ascii: ","), bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20, bytes[16] == 0x20,
             bytes[19] == UInt8(ascii: ":"), bytes[22] == UInt8(ascii: ":"), bytes[25] == 0x20, bytes[26...].elementsEqual("GMT".utf8)
         else { return nil }
-        func number(_ range: Range<Int>) -> Int? {
-            var value = 0
-            for byte in bytes[range] {
-                guard (0x30...0x39).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - 0x30)
-            }
-            return value
-        }
+        func number(_ range: Range<Int>) -> Int? { decimal(bytes[range]) }
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard let month = months.firstIndex(where: { $0.utf8.elementsEqual(bytes[8..<11]) }).map({ $0 + 1 }), let day = number(5..<7),
             let year = number(12..<16), let hour = number(17..<19), let minute = number(20..<22), let second = number(23..<25)
         else { return nil }
         return date(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+    }
+
+    /// ASCII digits as a number; `nil` for anything else.
+    private static func decimal(_ digits: ArraySlice<UInt8>) -> Int? {
+        var value = 0
+        for byte in digits {
+            guard (0x30...0x39).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - 0x30)
+        }
+        return value
     }
 
     private static func date(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Date? {
