@@ -36,27 +36,35 @@ struct SessionManagerJobsTests {
         }
     }
 
-    @Test("a provider's pause defers its refreshes over its window, a shorter one does not shorten it, and it ends once passed")
+    @Test(
+        "a provider's pause defers its refreshes over its window, but not past shortly before the token expires unless the pause does; a shorter one does not shorten it, and it ends once passed"
+    )
     func pauses() {
         var pauses = ProviderPauses()
         let corp = ProviderID("corp")!
-        let unpaused = pauses.deferral(of: corp, at: start) {
+        let later = start.addingTimeInterval(86_400)
+        let unpaused = pauses.deferral(of: corp, at: start, before: later) {
             Issue.record("a provider without a pause asked for a number")
             return 0
         }
         #expect(unpaused == nil)
         pauses.pause(corp, retryAfterSeconds: 120, at: start)
         pauses.pause(corp, retryAfterSeconds: 30, at: start)
-        let spread = pauses.deferral(of: corp, at: start.addingTimeInterval(60)) { 0.5 }
+        let spread = pauses.deferral(of: corp, at: start.addingTimeInterval(60), before: later) { 0.5 }
         #expect(spread == start.addingTimeInterval(120 + 60))
-        let other = pauses.deferral(of: ProviderID("other")!, at: start) { 0 }
+        // A token that expires sooner is refreshed before it does, though not before the pause ends.
+        let soon = pauses.deferral(of: corp, at: start.addingTimeInterval(60), before: start.addingTimeInterval(150)) { 0.5 }
+        #expect(soon == start.addingTimeInterval(150))
+        let sooner = pauses.deferral(of: corp, at: start.addingTimeInterval(60), before: start.addingTimeInterval(90)) { 0.5 }
+        #expect(sooner == start.addingTimeInterval(120))
+        let other = pauses.deferral(of: ProviderID("other")!, at: start, before: later) { 0 }
         #expect(other == nil)
         // A day's Retry-After pauses for an hour at most.
         pauses.pause(corp, retryAfterSeconds: 86_400, at: start)
-        let capped = pauses.deferral(of: corp, at: start) { 0 }
+        let capped = pauses.deferral(of: corp, at: start, before: later) { 0 }
         #expect(capped == start.addingTimeInterval(3600))
-        let passed = pauses.deferral(of: corp, at: start.addingTimeInterval(3600)) { 0 }
-        let after = pauses.deferral(of: corp, at: start) { 0 }
+        let passed = pauses.deferral(of: corp, at: start.addingTimeInterval(3600), before: later) { 0 }
+        let after = pauses.deferral(of: corp, at: start, before: later) { 0 }
         #expect(passed == nil && after == nil)
     }
 

@@ -112,16 +112,25 @@ extension SessionManagerTests {
         #expect(try await currentToken(sessions).hasPrefix("at-"))
     }
 
-    @Test("Retry-After is honoured: the retry comes between it and twice it, by the random number", arguments: [0.0, 0.5, 0.999])
+    @Test(
+        "Retry-After is honoured: the retry comes between it and twice it, by the random number, but no later than 30 s before the token expires unless Retry-After itself is",
+        arguments: [0.0, 0.5, 0.999]
+    )
     func retryAfter(random: Double) async throws {
         clock.setRandom(random)
-        let provider = ScriptedProvider(clock: clock)
-        let sessions = manager()
-        try await signIn(sessions, provider)
-        await provider.setOutcome(.failure(AuthGateError(.serviceUnavailable, "busy", retryAfterSeconds: 120)))
-        _ = try await sessions.token(for: key, minimumValidity: 120, forceRefresh: false)
-        let planned = try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt)
-        #expect(planned == clock.now.addingTimeInterval(120 * (1 + random)))
+        func plannedRetry(lifetime: TimeInterval, retryAfter: Int) async throws -> TimeInterval {
+            let provider = ScriptedProvider(clock: clock, lifetime: lifetime)
+            let sessions = manager()
+            try await signIn(sessions, provider)
+            await provider.setOutcome(.failure(AuthGateError(.serviceUnavailable, "busy", retryAfterSeconds: retryAfter)))
+            _ = try? await sessions.token(for: key, minimumValidity: 0, forceRefresh: true)
+            return try #require(await sessions.status(uid: 1000, provider: nil).first?.nextRefreshAt).timeIntervalSince(clock.now)
+        }
+        // (Seconds from now, to a millisecond: the dates are sums of doubles.)
+        #expect(abs(try await plannedRetry(lifetime: 3600, retryAfter: 120) - 120 * (1 + random)) < 0.001)
+        // A token of 300 s: the spread stops 30 s before it expires, at 270 s; never before R.
+        #expect(abs(try await plannedRetry(lifetime: 300, retryAfter: 200) - min(200 * (1 + random), 270)) < 0.001)
+        #expect(abs(try await plannedRetry(lifetime: 300, retryAfter: 400) - 400) < 0.001)
     }
 
     @Test(
@@ -152,6 +161,14 @@ extension SessionManagerTests {
         let plans = await sessions.status(uid: 1000, provider: key.provider).compactMap(\.nextRefreshAt)
         #expect(plans.count == names.count)
         #expect(plans.allSatisfy { $0 >= throttledAt.addingTimeInterval(100) && $0 <= throttledAt.addingTimeInterval(200) }, "\(plans)")
+
+        // Nor does a caller's refresh reach it meanwhile: a forced one learns when to come back,
+        // an unforced one is served the token while it is valid.
+        let forced = await #expect(throws: AuthGateError.self) {
+            try await sessions.token(for: SessionKey(uid: 1000, provider: self.key.provider, name: SessionName("a")!), minimumValidity: 0, forceRefresh: true)
+        }
+        #expect(forced?.reason == .serviceUnavailable && forced?.retryAfterSeconds == 100, "\(String(describing: forced))")
+        #expect(await throttling.refreshCount == 1, "a caller's refresh reached a provider that asked for none")
 
         // After the pause the provider is asked again.
         await throttling.setOutcome(nil)

@@ -28,12 +28,18 @@ public enum RefreshSchedule {
 
     /// How long to wait before trying again after `failures` transient failures in a row.
     ///
+    /// How long before its token expires a throttled session's refresh is tried at the latest:
+    /// the spread over a provider's `Retry-After` stops there.
+    public static let expiryMargin: TimeInterval = 30
+
     /// Capped exponential backoff (1 s, 2 s, 4 s … up to `max_backoff_seconds`) with jitter
     /// (half to all of the step), and never sooner than the provider's `Retry-After` (R), which is
     /// honoured up to an hour so that a wrong header cannot strand a session for days: between
-    /// R and 2R, by `random`.
+    /// R and 2R, by `random` — but no later than ``expiryMargin`` before the token expires
+    /// (`expiresIn` from now) unless R itself is: the spread must not let a token run out.
     /// - Parameter random: A number in `0..<1`.
-    public static func retryDelay(failures: Int, policy: RefreshPolicy, retryAfterSeconds: Int?, random: Double) -> TimeInterval {
+    public static func retryDelay(failures: Int, policy: RefreshPolicy, retryAfterSeconds: Int?, expiresIn: TimeInterval? = nil, random: Double) -> TimeInterval
+    {
         let cap = Double(max(1, policy.maxBackoffSeconds))
         let step = min(cap, Double(1 << (min(max(failures, 1), 32) - 1)))
         let jittered = step * (0.5 + 0.5 * min(max(random, 0), 1))
@@ -41,6 +47,8 @@ public enum RefreshSchedule {
         // Spread over one more Retry-After: sessions throttled together do not all come back
         // in the second the provider named.
         let retryAfter = Double(min(retryAfterSeconds, 3600))
-        return max(jittered, retryAfter * (1 + min(max(random, 0), 1)))
+        let spread = max(jittered, retryAfter * (1 + min(max(random, 0), 1)))
+        guard let expiresIn else { return spread }
+        return max(retryAfter, min(spread, expiresIn - expiryMargin))
     }
 }

@@ -22,12 +22,20 @@ struct ProviderPauses {
         }
     }
 
+    /// The whole seconds left of `provider`'s pause at `now`, if it is paused.
+    func remaining(of provider: ProviderID, at now: Date) -> Int? {
+        guard let pause = pauses[provider], pause.until > now else { return nil }
+        return max(1, Int(pause.until.timeIntervalSince(now).rounded(.up)))
+    }
+
     /// When a background refresh of `provider`'s due now may start instead: `nil` when the
     /// provider is not paused (a pause that has passed ends here), else a time after its
-    /// pause, spread over its window by `random` (a number in `0..<1`, asked for only then).
-    mutating func deferral(of provider: ProviderID, at now: Date, random: () -> Double) -> Date? {
+    /// pause, spread over its window by `random` (a number in `0..<1`, asked for only then) —
+    /// but no later than `deadline` (shortly before the session's token expires) unless the
+    /// pause itself lasts longer: the spread must not let a token run out.
+    mutating func deferral(of provider: ProviderID, at now: Date, before deadline: Date, random: () -> Double) -> Date? {
         guard let pause = pauses[provider] else { return nil }
-        guard now >= pause.until else { return pause.until.addingTimeInterval(pause.window * random()) }
+        guard now >= pause.until else { return max(pause.until, min(deadline, pause.until.addingTimeInterval(pause.window * random()))) }
         pauses[provider] = nil
         return nil
     }

@@ -31,7 +31,8 @@ extension SessionManager {
                 expireWithoutRefreshToken(start.key)
                 continue
             }
-            if let later = providerPauses.deferral(of: start.key.provider, at: now, random: random) {
+            let deadline = tokens.expiresAt.addingTimeInterval(-RefreshSchedule.expiryMargin)
+            if let later = providerPauses.deferral(of: start.key.provider, at: now, before: deadline, random: random) {
                 // The provider asked to be left alone: after its pause, spread over its window.
                 reschedule(start.key, at: later)
                 continue
@@ -254,6 +255,7 @@ extension SessionManager {
                 failures: record.failures,
                 policy: record.binding.policy,
                 retryAfterSeconds: error.retryAfterSeconds,
+                expiresIn: record.tokens.map { $0.expiresAt.timeIntervalSince(now()) },
                 random: random()
             )
             reschedule(key, at: now().addingTimeInterval(delay))

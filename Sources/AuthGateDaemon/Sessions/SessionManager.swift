@@ -287,6 +287,19 @@ actor SessionManager {
                 retryAfterSeconds: 1
             )
         }
+        // A provider that asked to be left alone (Retry-After) is sent no caller's refresh either
+        // until then: a token still valid is served, else the caller learns when to come back.
+        // Otherwise one uid forcing refreshes in a loop would keep the provider throttling, and
+        // every other session's refreshes deferred.
+        if needsRefresh, let seconds = providerPauses.remaining(of: key.provider, at: now()) {
+            let current = variant.isEmpty ? tokens : record.variants[variant]
+            if !forceRefresh, let current, current.isValid(for: 0, at: now()) { return current }
+            throw AuthGateError(
+                .serviceUnavailable,
+                "\(key.provider) is throttling this daemon's requests and asked for none for \(seconds) s more; try again then.",
+                retryAfterSeconds: seconds
+            )
+        }
         if !variant.isEmpty {
             return try await variantToken(for: key, record: record, minimumValidity: minimumValidity, forceRefresh: forceRefresh, variant: variant)
         }
