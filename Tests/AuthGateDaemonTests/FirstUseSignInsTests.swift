@@ -67,7 +67,12 @@ struct FirstUseSignInsTests {
         }
         let throttled: @Sendable () async -> Result<Void, AuthGateError> = {
             count.withLock { $0 += 1 }
-            return .failure(AuthGateError(.rateLimited, "The provider throttles.", retryAfterSeconds: 30))
+            return .failure(AuthGateError(.serviceUnavailable, "The provider throttles (429).", retryAfterSeconds: 30))
+        }
+        // The daemon's own limit (the uid's share of requests at providers) is not the provider's answer.
+        let ownLimit: @Sendable () async -> Result<Void, AuthGateError> = {
+            count.withLock { $0 += 1 }
+            return .failure(AuthGateError(.rateLimited, "You have 4 requests at providers in flight already.", retryAfterSeconds: 1))
         }
         await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, refuse) }
         // Another session name of the same uid and provider: the same client, the same answer.
@@ -85,11 +90,15 @@ struct FirstUseSignInsTests {
         #expect(count.withLock { $0 } == 3, "after the remembered time the next caller asks again")
         clock.withLock { $0 += 29 }
         let waiting = await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, throttled) }
-        #expect(waiting?.reason == .rateLimited && waiting?.retryAfterSeconds == 1 && count.withLock { $0 } == 3, "the provider's Retry-After is kept")
+        #expect(waiting?.reason == .serviceUnavailable && waiting?.retryAfterSeconds == 1 && count.withLock { $0 } == 3, "the provider's Retry-After is kept")
         clock.withLock { $0 += 1 }
         await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, throttled) }
         #expect(count.withLock { $0 } == 4)
-        #expect(counted.withLock { $0 } == [.attempted, .remembered, .attempted, .attempted, .remembered, .attempted])
+        clock.withLock { $0 += 31 }
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, ownLimit) }
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, ownLimit) }
+        #expect(count.withLock { $0 } == 6, "a refusal of the daemon's own is not remembered")
+        #expect(counted.withLock { $0 } == [.attempted, .remembered, .attempted, .attempted, .remembered, .attempted, .attempted, .attempted])
     }
 
     @Test(
@@ -165,6 +174,14 @@ struct FirstUseSignInsTests {
         await #expect(throws: AuthGateError.self) { try await signIns.signIn(fresh, isSignedIn: { false }, signIn) }
         let remembered = await #expect(throws: AuthGateError.self) { try await signIns.signIn(fresh, isSignedIn: { false }, signIn) }
         #expect(remembered?.retryAfterSeconds == 6, "\(String(describing: remembered))")
+        // A Retry-After past the window's cap (300 s) is kept, with one more of it to spread
+        // over: 400 + 400 × 0.5, not 300 for every daemon.
+        answer.withLock { $0 = .failure(AuthGateError(.serviceUnavailable, "429", retryAfterSeconds: 400)) }
+        clock.withLock { $0 += 10 }
+        let long = SessionKey(uid: 1000, provider: key.provider, name: SessionName("long")!)
+        await #expect(throws: AuthGateError.self) { try await signIns.signIn(long, isSignedIn: { false }, signIn) }
+        let held = await #expect(throws: AuthGateError.self) { try await signIns.signIn(long, isSignedIn: { false }, signIn) }
+        #expect(held?.retryAfterSeconds == 600, "\(String(describing: held))")
     }
 
     @Test("one uid's first sign-ins to a provider are rate-limited (a burst, then one a second); another uid and root are not held by it")

@@ -89,7 +89,7 @@ struct TokenMethods: Sendable {
         forceRefresh: Bool?,
         for caller: MethodCaller
     ) async throws(AuthGateError) -> TokenResult {
-        let (configuration, client, key) = try await caller.resolve(provider, session, in: registry)
+        let (configuration, _, key) = try await caller.resolve(provider, session, in: registry)
         let minimum = minValidSeconds ?? TokenParams.defaultMinimumValidity
         guard TokenParams.minimumValidityRange.contains(minimum) else {
             throw AuthGateError(.invalidParams, "\"min_valid_seconds\" must be between 0 and 86400.")
@@ -114,7 +114,7 @@ struct TokenMethods: Sendable {
         } catch  where error.reason == .loginRequired && configuration.signsInAsClient {
             // A service's provider: its session is the client's own token, got now (the
             // session then lives and is re-acquired like one `authgate login --client-credentials` made).
-            try await signInOnFirstUse(key, configuration, client, for: caller)
+            try await signInOnFirstUse(key, configuration, for: caller)
             return TokenResult(try await read())
         }
     }
@@ -123,16 +123,16 @@ struct TokenMethods: Sendable {
     /// asked for a token (single flight per session, rate-limited per uid: ``FirstUseSignIns``).
     /// The session's room is held here, around it, so that a uid at its limit is refused before
     /// and apart from the sign-in (whose refusals, the provider's, are remembered).
-    private func signInOnFirstUse(
-        _ key: SessionKey,
-        _ configuration: ProviderConfiguration,
-        _ client: any IdentityProvider,
-        for caller: MethodCaller
-    ) async throws(AuthGateError) {
-        let grant = configuration.serviceGrant ?? .clientCredentials
+    private func signInOnFirstUse(_ key: SessionKey, _ configuration: ProviderConfiguration, for caller: MethodCaller) async throws(AuthGateError) {
         let bounded = !caller.isUnbounded
+        let registry = registry
         let signInNow: @Sendable () async -> Result<Void, AuthGateError> = {
             do throws(AuthGateError) {
+                // The provider as it is now: the sign-in may have waited out the first-use spread,
+                // during which a reload may have changed its client or narrowed its access.
+                let (configuration, client) = try await registry.usableProvider(key.provider.rawValue, for: caller.credentials)
+                guard configuration.signsInAsClient else { throw .loginRequired(provider: key.provider.rawValue) }
+                let grant = configuration.serviceGrant ?? .clientCredentials
                 _ = try await signIn.signIn(key, configuration, client, grant: grant, event: "signed in on first use", reservingRoom: false, for: caller) {
                     provider throws(AuthGateError) in
                     try await provider.signInAsService(grant, TokenVariant(), proofKey: nil)

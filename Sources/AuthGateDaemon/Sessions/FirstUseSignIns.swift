@@ -21,8 +21,9 @@ import FoundationEssentials
 ///   the provider again;
 /// - a provider that throttles (`429` or `503` with `Retry-After`, as Entra ID and Okta answer)
 ///   is not asked again before its `Retry-After`, and then not all at once: each daemon waits a
-///   random time in `Retry-After × [1, 1 + 4 × 2^(n-1)]` after the n-th throttling in a row
-///   (capped at ``Limits/maximumRetryAfter``). A fleet's daemons started together, throttled
+///   random time in `Retry-After × [1, 1 + 4 × 2^(n-1)]` after the n-th throttling in a row,
+///   the window ending at ``Limits/maximumRetryAfter`` (or at twice a `Retry-After` that is
+///   longer: never one moment for all). A fleet's daemons started together, throttled
 ///   together, so come back spread out instead of in the next second together
 ///   (`authgate-bench --only fleet`, docs/BENCHMARKS.md);
 /// - a provider whose file sets `refresh.first_use_spread_seconds` has each sign-in of the
@@ -40,7 +41,8 @@ actor FirstUseSignIns {
         var perSecond: Double = 1
         var rememberRefusal: TimeInterval = 10
         var rememberTransient: TimeInterval = 2
-        /// The longest a provider's `Retry-After` is taken for.
+        /// Where the window after a provider's `Retry-After` ends at the latest (unless the
+        /// `Retry-After` is longer).
         var maximumRetryAfter: TimeInterval = 300
     }
 
@@ -172,16 +174,20 @@ actor FirstUseSignIns {
 
     private func remember(_ error: AuthGateError, for place: UserProvider) {
         let seconds: TimeInterval
+        // Only the provider's answers: `rate_limited` is the daemon's own limit (the uid's share
+        // of requests at providers in flight), which says nothing of the provider.
         switch error.reason {
-        case .rateLimited, .providerUnavailable, .networkError, .serviceUnavailable, .invalidCredentials, .unsupportedGrant,
-            .permissionDenied, .serverError, .workloadTokenInvalid, .dpopRejected:
+        case .providerUnavailable, .networkError, .serviceUnavailable, .invalidCredentials, .unsupportedGrant, .permissionDenied, .serverError,
+            .workloadTokenInvalid, .dpopRejected:
             if let retryAfter = error.retryAfterSeconds {
-                // Throttled: not before Retry-After, then at a random point of a window that
-                // widens with each throttling in a row.
+                // Throttled: not before Retry-After (R), then at a random point of a window that
+                // widens with each throttling in a row, up to the cap; an R at or past the cap
+                // gets one more R (as refreshes do), so that a fleet never comes back in one second.
                 let times = min((throttled[place] ?? 0) + 1, 16)
                 throttled[place] = times
-                let spread = 4 * Double(1 << (times - 1))
-                seconds = min(limits.maximumRetryAfter, TimeInterval(max(retryAfter, 1)) * (1 + spread * random()))
+                let retryAfter = TimeInterval(max(retryAfter, 1))
+                let window = min(retryAfter * 4 * Double(1 << (times - 1)), max(limits.maximumRetryAfter - retryAfter, retryAfter))
+                seconds = retryAfter + window * random()
             } else {
                 let transient = [.providerUnavailable, .networkError, .serviceUnavailable].contains(error.reason)
                 seconds = transient ? limits.rememberTransient : limits.rememberRefusal
