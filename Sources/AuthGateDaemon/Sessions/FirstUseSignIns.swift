@@ -69,7 +69,8 @@ actor FirstUseSignIns {
     private var running: [SessionKey: Task<Result<Void, AuthGateError>, Never>] = [:]
     private var buckets: [UserProvider: Bucket] = [:]
     private var refusals: [UserProvider: (error: AuthGateError, until: Date)] = [:]
-    /// Throttlings in a row, per uid and provider, until a sign-in succeeds.
+    /// Throttlings in a row, per uid and provider, until a sign-in succeeds (or, among many,
+    /// until the refusal of the last has passed).
     private var throttled: [UserProvider: Int] = [:]
     private let limits: Limits
     private let now: @Sendable () -> Date
@@ -196,9 +197,12 @@ actor FirstUseSignIns {
             return
         }
         refusals[place] = (error, now().addingTimeInterval(seconds))
-        if refusals.count > 4096 {
+        if refusals.count > 4096 || throttled.count > 4096 {
+            // Past refusals say nothing, nor does a count of throttlings whose last has passed:
+            // one entry per uid and provider is kept only while it matters.
             let now = now()
             refusals = refusals.filter { $0.value.until > now }
+            throttled = throttled.filter { refusals[$0.key] != nil }
         }
     }
 }
