@@ -162,6 +162,7 @@ public enum Daemon {
         }
         let listensForMetrics = configuration.metricsAddress != nil || inheritedMetricsSocket != nil
         let metricsListenerStatus = exposition != nil && listensForMetrics ? MetricsListenerStatus() : nil
+        let firstUse = FirstUseSignIns(counted: { [metrics] provider, outcome in metrics?.firstUseSignIn(provider: provider, outcome: outcome) })
         let methods = MethodHandlers(
             registry: registry,
             sessions: sessions,
@@ -169,7 +170,7 @@ public enum Daemon {
             reloader: reloader,
             context: context,
             broadcast: broadcast,
-            firstUse: FirstUseSignIns(counted: { [metrics] provider, outcome in metrics?.firstUseSignIn(provider: provider, outcome: outcome) }),
+            firstUse: firstUse,
             consent: consent,
             metrics: metrics,
             exposition: exposition,
@@ -221,7 +222,7 @@ public enum Daemon {
         }
         services += [
             .init(service: RefreshScheduler(sessions: sessions)),
-            .init(service: LoginFlowService(flows: flows, notifier: signInNotifier, consent: consent)),
+            .init(service: LoginFlowService(flows: flows, firstUse: firstUse, notifier: signInNotifier, consent: consent)),
             .init(service: validator),
             .init(service: HangupSignalService(signals: hangups, reloader: reloader, logger: logger)),
         ]

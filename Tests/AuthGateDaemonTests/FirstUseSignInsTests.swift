@@ -101,6 +101,39 @@ struct FirstUseSignInsTests {
         #expect(counted.withLock { $0 } == [.attempted, .remembered, .attempted, .attempted, .remembered, .attempted, .attempted, .attempted])
     }
 
+    @Test("the daemon's stop cancels a sign-in waiting out the spread (its caller is told, the provider never asked) and starts none after")
+    func stopCancelsWaitingSignIns() async throws {
+        let waiting = AsyncStream<Void>.makeStream()
+        let signIns = FirstUseSignIns(
+            random: { 0.5 },
+            wait: { _ in
+                waiting.continuation.yield()
+                try? await Task.sleep(for: .seconds(3600))
+            }
+        )
+        let asked = Mutex(0)
+        let signIn: @Sendable () async -> Result<Void, AuthGateError> = {
+            asked.withLock { $0 += 1 }
+            return .success(())
+        }
+        let caller = Task { () -> AuthGateError? in
+            do throws(AuthGateError) {
+                try await signIns.signIn(key, policy: RefreshPolicy(firstUseSpreadSeconds: 300), isSignedIn: { false }, signIn)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        var waits = waiting.stream.makeAsyncIterator()
+        _ = await waits.next()
+        await signIns.shutdown()
+        let error = await caller.value
+        #expect(error?.reason == .serviceUnavailable && error?.message.contains("stopping") == true, "\(String(describing: error))")
+        let after = await #expect(throws: AuthGateError.self) { try await signIns.signIn(key, isSignedIn: { false }, signIn) }
+        #expect(after?.reason == .serviceUnavailable)
+        #expect(asked.withLock { $0 } == 0, "the provider was asked")
+    }
+
     @Test(
         "with first_use_spread_seconds, a sign-in in the daemon's first that many seconds waits a random part of what is left of them (none after the window, none without the setting)"
     )

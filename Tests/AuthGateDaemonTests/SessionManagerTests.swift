@@ -129,6 +129,32 @@ struct SessionManagerTests {
 
     // MARK: Single flight and failures on the caller's path
 
+    @Test("one uid may force 10 refreshes of a provider's sessions, then one every 5 s (rate_limited with the wait); another uid and root are not held by it")
+    func forcedRefreshesLimited() async throws {
+        let provider = ScriptedProvider(clock: clock, lifetime: 3600)
+        let sessions = manager()
+        let stranger = SessionKey(uid: 1001, provider: key.provider, name: .default)
+        try await signIn(sessions, provider)
+        try await signIn(sessions, provider, key: stranger)
+        func force(_ key: SessionKey, bounded: Bool = true) async -> AuthGateError? {
+            do {
+                _ = try await sessions.token(for: key, minimumValidity: 0, forceRefresh: true, bounded: bounded)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        for _ in 0..<10 { #expect(await force(key) == nil) }
+        let refused = await force(key)
+        #expect(refused?.reason == .rateLimited && refused?.retryAfterSeconds == 5, "\(String(describing: refused))")
+        #expect(await provider.refreshCount == 10)
+        #expect(await force(stranger) == nil, "another uid has its own")
+        #expect(await force(key, bounded: false) == nil, "root and the daemon's user are not bound")
+        clock.advance(by: 5)
+        #expect(await force(key) == nil)
+        #expect(await provider.refreshCount == 13)
+    }
+
     @Test("1,000 concurrent token calls on an expiring session cause exactly one refresh")
     func singleFlight() async throws {
         // The refreshed token must satisfy the callers' minimum validity too: a caller that

@@ -56,18 +56,8 @@ actor FirstUseSignIns {
         case remembered
     }
 
-    private struct UserProvider: Hashable {
-        var uid: UInt32
-        var provider: ProviderID
-    }
-
-    private struct Bucket {
-        var tokens: Double
-        var updatedAt: Date
-    }
-
     private var running: [SessionKey: Task<Result<Void, AuthGateError>, Never>] = [:]
-    private var buckets: [UserProvider: Bucket] = [:]
+    private var buckets: RateBuckets<UserProvider>
     private var refusals: [UserProvider: (error: AuthGateError, until: Date)] = [:]
     /// Throttlings in a row, per uid and provider, until a sign-in succeeds (or, among many,
     /// until the refusal of the last has passed).
@@ -79,6 +69,8 @@ actor FirstUseSignIns {
     private let counted: @Sendable (ProviderID, Outcome) -> Void
     /// When the daemon started (this was made): the start of the first-use spread's window.
     private let startedAt: Date
+    /// The daemon is stopping: nothing more is started, and what waits is cancelled.
+    private var stopping = false
 
     /// - Parameters:
     ///   - random: Numbers in `0..<1` for the spreads; injected by tests.
@@ -91,6 +83,7 @@ actor FirstUseSignIns {
         counted: @escaping @Sendable (ProviderID, Outcome) -> Void = { _, _ in }
     ) {
         self.limits = limits
+        buckets = RateBuckets(burst: limits.burst, perSecond: limits.perSecond)
         self.now = now
         self.random = random
         self.wait = wait
@@ -114,6 +107,7 @@ actor FirstUseSignIns {
     ) async throws(AuthGateError) {
         let task: Task<Result<Void, AuthGateError>, Never>
         let place = UserProvider(uid: key.uid, provider: key.provider)
+        guard !stopping else { throw Self.stoppingError }
         if let existing = running[key] {
             task = existing
         } else {
@@ -133,6 +127,8 @@ actor FirstUseSignIns {
             let wait = wait
             task = Task {
                 if delay > 0 { await wait(delay) }
+                // Cancelled by the daemon's stop (during the spread's wait, say): no sign-in.
+                if Task.isCancelled { return .failure(Self.stoppingError) }
                 if await isSignedIn() { return .success(()) }
                 return await signIn()
             }
@@ -149,28 +145,25 @@ actor FirstUseSignIns {
         try outcome.get()
     }
 
+    /// Part of the daemon's stop: the sign-ins under way (or waiting out the first-use spread)
+    /// are cancelled, their callers told, and none is started any more — none can store a
+    /// session once the sessions have stopped.
+    func shutdown() {
+        stopping = true
+        for task in running.values { task.cancel() }
+    }
+
+    private static let stoppingError = AuthGateError(.serviceUnavailable, "The daemon is stopping; ask again once it runs.")
+
     /// One sign-in from the uid's bucket for the provider, or `rate_limited`.
     private func take(_ place: UserProvider, at now: Date) throws(AuthGateError) {
-        var bucket = buckets[place] ?? Bucket(tokens: limits.burst, updatedAt: now)
-        bucket.tokens = min(limits.burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updatedAt)) * limits.perSecond)
-        bucket.updatedAt = now
-        guard bucket.tokens >= 1 else {
-            buckets[place] = bucket
-            counted(place.provider, .rateLimited)
-            let wait = Int(((1 - bucket.tokens) / limits.perSecond).rounded(.up))
-            throw AuthGateError(
-                .rateLimited,
-                "You started too many first sign-ins to \(place.provider) in a short time; try again in \(max(1, wait)) s.",
-                retryAfterSeconds: max(1, wait)
-            )
-        }
-        bucket.tokens -= 1
-        buckets[place] = bucket
-        // Full buckets say nothing: forget them, so that one entry per uid and provider is kept
-        // only while it is in use.
-        if buckets.count > 4096 {
-            buckets = buckets.filter { $0.value.tokens + now.timeIntervalSince($0.value.updatedAt) * limits.perSecond < limits.burst }
-        }
+        guard let wait = buckets.take(place, at: now) else { return }
+        counted(place.provider, .rateLimited)
+        throw AuthGateError(
+            .rateLimited,
+            "You started too many first sign-ins to \(place.provider) in a short time; try again in \(wait) s.",
+            retryAfterSeconds: wait
+        )
     }
 
     private func remember(_ error: AuthGateError, for place: UserProvider) {

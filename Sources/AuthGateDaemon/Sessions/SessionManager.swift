@@ -58,6 +58,11 @@ actor SessionManager {
     static let maximumVariantsPerSession = 16
     /// Refreshes one bounded uid's calls may have at providers at once (of the 16 HTTP threads).
     static let maximumCallerRefreshesPerUser = 4
+    /// Refreshes a bounded uid may force (`force_refresh`, `token.rejected`) of one provider's
+    /// sessions: 10, then one every 5 s — a program told its token no longer works asks a few
+    /// times, while one forcing refreshes in a loop would drive the shared client into the
+    /// provider's throttling, for every user.
+    var forcedRefreshes = RateBuckets<UserProvider>(burst: 10, perSecond: 0.2)
 
     /// - Parameters:
     ///   - maximumSessionsPerUser: Sessions a bounded uid may hold (see
@@ -298,6 +303,15 @@ actor SessionManager {
                 .serviceUnavailable,
                 "\(key.provider) is throttling this daemon's requests and asked for none for \(seconds) s more; try again then.",
                 retryAfterSeconds: seconds
+            )
+        }
+        if bounded, forceRefresh, refreshes[RefreshKey(session: key, variant: variant)] == nil,
+            let wait = forcedRefreshes.take(UserProvider(uid: key.uid, provider: key.provider), at: now())
+        {
+            throw AuthGateError(
+                .rateLimited,
+                "You forced too many refreshes of \(key.provider) tokens in a short time; try again in \(wait) s.",
+                retryAfterSeconds: wait
             )
         }
         if !variant.isEmpty {
