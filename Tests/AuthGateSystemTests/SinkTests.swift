@@ -22,7 +22,7 @@ struct SinkTests {
     static let otherUID: uid_t = 65534
 
     @Test(
-        "a root sink refuses a directory another user owns, their link to a root directory (also in a sticky one), and writes nothing there; root's own link and /tmp on the way are fine",
+        "a root sink refuses a directory another user owns, their link to a root directory (also in a sticky one), and writes nothing there, nor serves a file another user put at its name in a sticky one (status 8); root's own link and /tmp on the way are fine",
         .enabled(if: getuid() == 0)
     )
     func refusesPlantedDirectories() throws {
@@ -59,6 +59,17 @@ struct SinkTests {
         let inside = try daemon.cli(["sink", "mock", "--file", theirs + "/token", "--once"])
         #expect(inside.status == 64 && inside.stderr.contains("the directory \(theirs) above the token file"), "\(inside)")
         #expect(Self.entries(victim).isEmpty && Self.entries(theirs).isEmpty, "nothing written: \(Self.entries(victim)) \(Self.entries(theirs))")
+
+        // The file right in the sticky directory: written there, but a file another user put at
+        // its name first stops the sink (status 8) instead of being served to the service.
+        let direct = try daemon.cli(["sink", "mock", "--file", sticky + "/svc.env", "--format", "env", "--once"])
+        let written = try String(contentsOfFile: sticky + "/svc.env", encoding: .utf8)
+        #expect(direct.status == 0 && written.hasPrefix("AUTHGATE_TOKEN="), "\(direct)")
+        try Data("LD_PRELOAD=/tmp/x.so\n".utf8).write(to: URL(fileURLWithPath: sticky + "/planted.env"))
+        #expect(chown(sticky + "/planted.env", Self.otherUID, Self.otherUID) == 0)
+        let taken = try daemon.cli(["sink", "mock", "--file", sticky + "/planted.env", "--format", "env", "--once"])
+        #expect(taken.status == 8 && taken.stderr.contains("a file of uid 65534"), "\(taken)")
+        #expect(try String(contentsOfFile: sticky + "/planted.env", encoding: .utf8) == "LD_PRELOAD=/tmp/x.so\n")
 
         // Root's own link, in root's directory under /tmp (sticky, root's): followed.
         try FileManager.default.createSymbolicLink(atPath: scratch + "/mine", withDestinationPath: "victim")

@@ -330,12 +330,14 @@ public enum FileTrust {
         // A readable descriptor of the same directory, for fsync after a rename; a directory
         // the caller may only search keeps the path descriptor, and is not synced.
         let readable = openat(current, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var info = stat()
         let directory = TrustedDirectory(
             descriptor: readable >= 0 ? readable : current,
             path: shown,
             name: String(name),
             canSync: readable >= 0,
-            created: created
+            created: created,
+            othersMayAdd: fstat(current, &info) != 0 || info.st_mode & 0o022 != 0
         )
         if readable < 0 { current = -1 }  // handed over
         return .success(directory)
@@ -426,6 +428,9 @@ public struct TrustedDirectory: Sendable {
     public var canSync: Bool
     /// The directories the walk made (``DirectoryCreation``), outermost first.
     public var created: [String] = []
+    /// Others may add entries to the directory (root's sticky /tmp): a name left free there can
+    /// be taken by another user's file, which the writer then cannot replace.
+    public var othersMayAdd = false
 }
 
 /// How ``FileTrust/openDirectory(of:as:owners:creating:)`` makes the directories it misses.

@@ -43,9 +43,18 @@ package struct FileOwnership {
 /// the directory, written, fsynced, renamed over the file, and the directory fsynced, so that a
 /// reader sees the old file or the new one, whole, and a crash leaves one of the two) and
 /// removed, every call relative to the directory's descriptor, never by path.
+///
+/// In a directory others may add to (root's sticky /tmp) the name is never left free, since
+/// another user could then put a file of theirs there for the service to read, which a sink
+/// not running as root could not even replace: the sink holds it from its start (an empty
+/// file until there is a token, ``claim(mode:)``), empties the file where it would remove it,
+/// and refuses to go on when it finds the name taken by another user's file.
 package final class TokenFile {
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
+        /// The name is another user's (or no regular file) in a directory others may add to:
+        /// the sink cannot go on without serving that file.
+        package var isTaken = false
     }
 
     private let directory: TrustedDirectory
@@ -64,6 +73,7 @@ package final class TokenFile {
     }
 
     package func write(_ bytes: [UInt8], mode: mode_t) throws {
+        try checkName()
         let (descriptor, temporary) = try createTemporary()
         var renamed = false
         defer {
@@ -98,10 +108,44 @@ package final class TokenFile {
         if directory.canSync { fsync(directory.descriptor) }
     }
 
-    /// Removes the file, and says so and why.
-    package func remove(because reason: String) {
-        if unlinkat(directory.descriptor, directory.name, 0) == 0 {
+    /// Removes the file, and says so and why; in a directory others may add to, empties it
+    /// instead (the name stays the sink's).
+    package func remove(because reason: String, mode: mode_t) {
+        if directory.othersMayAdd {
+            if (try? write([], mode: mode)) != nil {
+                Terminal.writeError("authgate sink: emptied \(Terminal.safe(shown)) (kept, so that no other user can put a file in its place): \(reason).\n")
+            }
+        } else if unlinkat(directory.descriptor, directory.name, 0) == 0 {
             Terminal.writeError("authgate sink: removed \(Terminal.safe(shown)): \(reason).\n")
+        }
+    }
+
+    /// At the start, in a directory others may add to: takes the name with an empty file when
+    /// it is free (a file of the sink's own is left as it is).
+    /// - Throws: ``Failure`` (``Failure/isTaken``) when another user's file holds it.
+    package func claim(mode: mode_t) throws {
+        guard directory.othersMayAdd else { return }
+        try checkName()
+        var info = stat()
+        if fstatat(directory.descriptor, directory.name, &info, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT {
+            try write([], mode: mode)
+        }
+    }
+
+    /// In a directory others may add to: the name must be free, or a regular file of the sink's
+    /// own user (or of `--owner`).
+    private func checkName() throws {
+        guard directory.othersMayAdd else { return }
+        var info = stat()
+        guard fstatat(directory.descriptor, directory.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+        let ours = info.st_uid == geteuid() || info.st_uid == ownership?.uid
+        guard info.st_mode & S_IFMT == S_IFREG, ours else {
+            var failure = Failure(
+                description:
+                    "\(shown) is \(info.st_mode & S_IFMT == S_IFREG ? "a file of uid \(info.st_uid)" : "no regular file") in \(directory.path), where any user may add files: another user may have put it there for the service to read. Remove it, or keep the file in a directory only its users can write"
+            )
+            failure.isTaken = true
+            throw failure
         }
     }
 

@@ -46,20 +46,26 @@ package final class TokenSink {
         case .token(let token):
             written = write(token)
             if written { onChange?.trigger() }
-            return !once
+            return !once && stopped == nil
         case .ended(let ended):
-            file.remove(because: "the session ended (\(ended.reason.rawValue))")
+            file.remove(because: "the session ended (\(ended.reason.rawValue))", mode: mode)
             report("the session ended (\(ended.reason.rawValue)): \(Terminal.safe(ended.message)) Waiting for a new sign-in.")
             return true
         case .unavailable(let reason, let message):
-            file.remove(because: "\(Terminal.safe(message)) [\(reason.rawValue)]")
+            file.remove(because: "\(Terminal.safe(message)) [\(reason.rawValue)]", mode: mode)
             return true
         }
     }
 
+    /// Why the sink stopped: its file's name was taken by another user's file.
+    package private(set) var stopped: String?
+
     private func write(_ token: TokenResult) -> Bool {
         do {
             try file.write(try format.render(token), mode: mode)
+        } catch let failure as TokenFile.Failure where failure.isTaken {
+            stopped = failure.description
+            return false
         } catch {
             report("cannot write \(Terminal.safe(shown)): \(error)")
             return false
@@ -145,6 +151,11 @@ extension TokenSink {
         case .failure(let problem):
             throw ToolFailure("the sink writes no file: \(Terminal.safe(problem.description)).", status: ToolFailure.usage)
         }
+        do {
+            try tokenFile.claim(mode: options.mode)
+        } catch {
+            throw ToolFailure("the sink writes no file: \(Terminal.safe("\(error)")).", status: ToolFailure.notAllowed)
+        }
         let runner = options.onChange.isEmpty ? nil : OnChangeRunner(options.onChange, timeout: options.onChangeTimeout, label: "authgate sink")
         let follower = TokenFollower(socketPath: daemon.socketPath, params: params, notice: { say(Terminal.safe($0)) })
         let sink = TokenSink(file: tokenFile, shown: options.file, format: options.format, mode: options.mode, onChange: runner, report: say)
@@ -154,6 +165,9 @@ extension TokenSink {
             throw ToolFailure(error, json: false)
         }
         runner?.waitUntilIdle()
+        if let stopped = sink.stopped {
+            throw ToolFailure("the sink stopped: \(Terminal.safe(stopped)).", status: ToolFailure.notAllowed)
+        }
         if options.once && !sink.written {
             throw ToolFailure("the sink did not write \(Terminal.safe(options.file)).", status: ToolFailure.internalError)
         }

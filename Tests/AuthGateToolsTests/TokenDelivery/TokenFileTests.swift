@@ -31,8 +31,39 @@ struct TokenFileTests {
         let after = try FileManager.default.attributesOfItem(atPath: scratch.path + "/token")[.systemFileNumber] as? Int
         #expect(before != after, "a new file renamed over the old one, not the old one rewritten")
         #expect(scratch.entries == ["token"])
-        file.remove(because: "the test is done")
+        file.remove(because: "the test is done", mode: 0o400)
         #expect(scratch.entries.isEmpty)
+    }
+
+    @Test(
+        "in a sticky directory anyone may add to (/tmp's kind), the name is held from the start (an empty file), emptied instead of removed, and another user's file in its place stops the writer",
+        .enabled(if: geteuid() == 0, "needs root to make a root-owned sticky directory and give a file away")
+    )
+    func stickyDirectoryNameHeld() throws {
+        let scratch = try ScratchDirectory()
+        let sticky = scratch.path + "/tmp"
+        try FileManager.default.createDirectory(atPath: sticky, withIntermediateDirectories: false)
+        #expect(chmod(sticky, 0o1777) == 0)
+        let file = try open(sticky + "/svc.env")
+        try file.claim(mode: 0o600)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: sticky + "/svc.env")).isEmpty, "the name is held by an empty file")
+        try file.write(Array("TOKEN=t".utf8), mode: 0o600)
+        file.remove(because: "the session ended", mode: 0o600)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: sticky + "/svc.env")).isEmpty, "emptied, not removed")
+
+        // Another user's file where the name was free: the writer stops rather than serve it.
+        let planted = try open(sticky + "/planted.env")
+        try Data("LD_PRELOAD=/tmp/x.so".utf8).write(to: URL(fileURLWithPath: sticky + "/planted.env"))
+        #expect(chown(sticky + "/planted.env", 65534, 65534) == 0)
+        for attempt in [{ try planted.claim(mode: 0o600) }, { try planted.write(Array("TOKEN=t".utf8), mode: 0o600) }] {
+            do {
+                try attempt()
+                Issue.record("another user's file was taken as the sink's")
+            } catch let failure as TokenFile.Failure {
+                #expect(failure.isTaken && failure.description.contains("a file of uid 65534"), "\(failure)")
+            }
+        }
+        #expect(try String(contentsOfFile: sticky + "/planted.env", encoding: .utf8) == "LD_PRELOAD=/tmp/x.so", "left as it was")
     }
 
     @Test("a symbolic link planted at the file's name is replaced, never followed")
