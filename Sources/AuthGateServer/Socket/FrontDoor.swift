@@ -199,8 +199,14 @@ final class FrontDoor: Sendable {
 
         // MARK: Accepting
 
+        /// Connections taken per wake-up at most; then the connections already held are served
+        /// before more are taken (the listener stays ready: none is lost). Taking until the
+        /// backlog was empty let a uid connecting in a loop keep this thread accepting, and
+        /// everyone's requests waiting, for as long as it went on.
+        static let acceptsPerWake = 64
+
         private func acceptAll(_ now: UInt64) {
-            while true {
+            for _ in 0..<Self.acceptsPerWake {
                 let descriptor = ag_accept(door.listener)
                 guard descriptor >= 0 else {
                     switch errno {
