@@ -2,6 +2,7 @@ import AuthGateTestSupport
 import Logging
 import NIOCore
 import NIOEmbedded
+import Synchronization
 import Testing
 
 @testable import AuthGateServer
@@ -9,6 +10,24 @@ import Testing
 /// A watching connection's notifications (WatchSink) on an EmbeddedChannel.
 @Suite("A watching connection (WatchSink)")
 struct WatchSinkTests {
+    @Test("what waits for the connection's close runs once when it closes, what was taken back never; taken-back ones are forgotten, and one registered after the close runs at once")
+    func closeActions() throws {
+        let channel = EmbeddedChannel()
+        let sink = WatchSink(channel: channel, uid: 1000, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let ran = Mutex<[String]>([])
+        for index in 0..<10_000 {
+            let handle = sink.onClose { ran.withLock { $0.append("refused \(index)") } }
+            sink.cancelOnClose(handle)
+        }
+        #expect(sink.closeActionsWaiting == 0, "refused watches leave nothing behind")
+        sink.onClose { ran.withLock { $0.append("kept") } }
+        _ = try? channel.finish()
+        channel.embeddedEventLoop.run()
+        #expect(ran.withLock { $0 } == ["kept"])
+        sink.onClose { ran.withLock { $0.append("late") } }
+        #expect(ran.withLock { $0 } == ["kept", "late"])
+    }
+
     @Test("a watcher that does not read is dropped when its connection's buffer is full, not buffered for")
     func slowWatcherDropped() throws {
         let channel = EmbeddedChannel()

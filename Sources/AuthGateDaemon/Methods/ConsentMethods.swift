@@ -37,7 +37,7 @@ extension ConsentKeeper {
     /// `userinfo`.
     func require(_ configuration: ProviderConfiguration, _ key: SessionKey, for caller: MethodCaller) async throws(AuthGateError) {
         guard requiresConsent(key, configuration) else { return }
-        let callerGone = caller.watchSink.map { sink in { (body: @escaping @Sendable () -> Void) in sink.onClose(body) } }
+        let callerGone = caller.watchSink.map { sink in { (body: @escaping @Sendable () -> Void) in _ = sink.onClose(body) } }
         try await check(caller.credentials, key, providerName: configuration.displayName, callerGone: callerGone)
     }
 }

@@ -166,7 +166,7 @@ struct TokenMethods: Sendable {
         guard let watchSink = caller.watchSink else { throw AuthGateError(.invalidRequest, "token.watch needs a connection to send its notifications on.") }
         let (configuration, _, key) = try await caller.resolve(params.provider, params.session, in: registry)
         let id = try watchers.add(key, sink: watchSink, caller: caller.credentials, bounded: !caller.isUnbounded)
-        watchSink.onClose { watchers.remove(key, id: id) }
+        let closing = watchSink.onClose { watchers.remove(key, id: id) }
         while true {
             do throws(AuthGateError) {
                 let result = try await token(
@@ -189,10 +189,12 @@ struct TokenMethods: Sendable {
                 // A request in progress is never idle: the connection stays open while it waits.
                 guard await watchers.waitForChange(key, watch: id) else {
                     watchers.remove(key, id: id)
+                    watchSink.cancelOnClose(closing)
                     throw error
                 }
             } catch {
                 watchers.remove(key, id: id)
+                watchSink.cancelOnClose(closing)
                 throw error
             }
         }

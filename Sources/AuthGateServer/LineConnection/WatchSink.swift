@@ -21,6 +21,10 @@ package final class WatchSink: Sendable {
         var held: [(accessToken: String?, line: [UInt8])] = []
         /// Set by ``willAnswer(with:)``; the answer's write activates the sink.
         var answeredToken: String?
+        /// What runs when the connection closes (``onClose(_:)``), by handle; `nil` once it has.
+        var closeActions: [Int: @Sendable () -> Void]? = [:]
+        var nextCloseAction = 0
+        var watchesClose = false
     }
 
     private static let maximumHeld = 16
@@ -93,8 +97,43 @@ package final class WatchSink: Sendable {
         channel.writeAndFlush(ByteBuffer(bytes: line), promise: nil)
     }
 
-    /// Calls `body` once the connection has closed.
-    package func onClose(_ body: @escaping @Sendable () -> Void) {
-        channel.closeFuture.whenComplete { _ in body() }
+    /// Calls `body` once the connection has closed (at once if it has), unless
+    /// ``cancelOnClose(_:)`` takes it back first: a refused watch leaves nothing behind on a
+    /// connection that goes on (one callback on the connection's close for all of them, and
+    /// those taken back forgotten — a connection asking for watches that fail, again and again,
+    /// grew the close's callbacks without bound).
+    /// - Returns: The handle ``cancelOnClose(_:)`` takes.
+    @discardableResult
+    package func onClose(_ body: @escaping @Sendable () -> Void) -> Int {
+        let (handle, registers) = state.withLock { state -> (Int?, Bool) in
+            guard state.closeActions != nil else { return (nil, false) }
+            let handle = state.nextCloseAction
+            state.nextCloseAction += 1
+            state.closeActions![handle] = body
+            defer { state.watchesClose = true }
+            return (handle, !state.watchesClose)
+        }
+        guard let handle else {
+            body()  // closed already
+            return -1
+        }
+        if registers {
+            channel.closeFuture.whenComplete { _ in
+                let actions = self.state.withLock { state in
+                    defer { state.closeActions = nil }
+                    return state.closeActions ?? [:]
+                }
+                for (_, action) in actions.sorted(by: { $0.key < $1.key }) { action() }
+            }
+        }
+        return handle
     }
+
+    /// Takes back what ``onClose(_:)`` would have run.
+    package func cancelOnClose(_ handle: Int) {
+        state.withLock { _ = $0.closeActions?.removeValue(forKey: handle) }
+    }
+
+    /// What waits for the connection's close (for the tests).
+    var closeActionsWaiting: Int { state.withLock { $0.closeActions?.count ?? 0 } }
 }
