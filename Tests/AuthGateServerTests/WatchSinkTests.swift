@@ -10,7 +10,9 @@ import Testing
 /// A watching connection's notifications (WatchSink) on an EmbeddedChannel.
 @Suite("A watching connection (WatchSink)")
 struct WatchSinkTests {
-    @Test("what waits for the connection's close runs once when it closes, what was taken back never; taken-back ones are forgotten, and one registered after the close runs at once")
+    @Test(
+        "what waits for the connection's close runs once when it closes, what was taken back never; taken-back ones are forgotten, and one registered after the close runs at once"
+    )
     func closeActions() throws {
         let channel = EmbeddedChannel()
         let sink = WatchSink(channel: channel, uid: 1000, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
