@@ -121,6 +121,7 @@ package final class Supervisor {
             }
         }
         var stopping = false  // a restart's SIGTERM was sent; the child's end starts it again
+        var stopAsked = false  // SIGTERM, SIGINT or SIGQUIT came: the child's end is exec's
         var descriptors = [pollfd(fd: signals, events: Int16(POLLIN), revents: 0), pollfd(fd: pipeEnds[0], events: Int16(POLLIN), revents: 0)]
         while true {
             guard poll(&descriptors, 2, -1) >= 0 || errno == EINTR else {
@@ -132,11 +133,13 @@ package final class Supervisor {
                     var status: Int32 = 0
                     let reaped = waitpid(child, &status, WNOHANG)
                     if reaped == child {
-                        guard stopping else { return Self.exitStatus(status) }
+                        // A stop that came during a restart ends it: the command is not started again.
+                        guard stopping, !stopAsked else { return Self.exitStatus(status) }
                         stopping = false
                         child = try spawn(with: current)
                     }
                 } else if signal > 0 {
+                    if [SIGTERM, SIGINT, SIGQUIT].contains(signal) { stopAsked = true }
                     kill(child, signal)
                 }
             }
