@@ -277,11 +277,15 @@ struct CredentialHelperTests {
         let basicForOrgA = try get("path=org-a/x.git\ncapability[]=authtype\n")
         #expect(basicForOrgA.stdout.hasPrefix("username=oauth2\npassword=\(refreshed)\n"), "orga asks for basic")
 
-        // unconfigure removes just those lines: a line the user added for the host stays.
+        // unconfigure removes just those lines: a line the user added for the host stays, and so
+        // does another tool's helper run through the shell (as the GitHub CLI writes it).
         #expect(try run(git, ["config", "--global", "--add", "credential.https://\(host).helper", "store"], environment: home).status == 0)
+        let gh = "!/usr/bin/gh auth git-credential"
+        #expect(try run(git, ["config", "--global", "--add", "credential.https://\(host).helper", gh], environment: home).status == 0)
         let unconfigure = try run(helper, ["unconfigure", host, "--use-http-path"], environment: environment)
         #expect(unconfigure.status == 0, "\(unconfigure.stderr)")
-        #expect(try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home).stdout == "store\n")
+        #expect(try run(git, ["config", "--global", "--get-all", "credential.https://\(host).helper"], environment: home).stdout == "store\n\(gh)\n")
+        #expect(try run(git, ["config", "--global", "--unset", "credential.https://\(host).helper", "^!/usr/bin/gh"], environment: home).status == 0)
         #expect(try run(git, ["config", "--global", "credential.https://\(host).useHttpPath"], environment: home).status == 1)
         // Where git-credential-authgate is not on PATH (only scripts/install makes the link), the
         // line names this very program, which git runs through the shell: it still works.
