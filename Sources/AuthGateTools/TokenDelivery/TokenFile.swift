@@ -95,12 +95,16 @@ package final class TokenFile {
             let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
             if written < 0, errno == EINTR { continue }
             guard written > 0 else {
+                let reason = written == 0 ? "nothing could be written" : String(cString: strerror(errno))
                 close(descriptor)
-                throw Failure(description: String(cString: strerror(errno)))
+                throw Failure(description: reason)
             }
             offset += written
         }
-        guard fsync(descriptor) == 0, close(descriptor) == 0 else { throw Failure(description: String(cString: strerror(errno))) }
+        // Closed whether or not fsync worked: a failing disk must not cost a descriptor a write.
+        let synced = fsync(descriptor) == 0 ? nil : errno
+        let closed = close(descriptor) == 0 ? nil : errno
+        if let failed = synced ?? closed { throw Failure(description: String(cString: strerror(failed))) }
         guard renameat(directory.descriptor, temporary, directory.descriptor, directory.name) == 0 else {
             throw Failure(description: String(cString: strerror(errno)))
         }
