@@ -274,7 +274,9 @@ struct ProviderConfigurationLoaderTests {
         }
     }
 
-    @Test("credential_helper: hosts without scheme or path, lowercased; a host two files claim makes the later one invalid, naming both")
+    @Test(
+        "credential_helper: hosts without scheme or path, lowercased; a host two files claim (also once as host:443) makes the later one invalid, naming both"
+    )
     func credentialHelperHosts() throws {
         let good = load(#"{"type": "mock", "credential_helper": {"hosts": ["Git.Example.com", "registry.example.com:5000", "[::1]:8443"]}}"#)
         let helper = try #require(good.configuration?.credentialHelper)
@@ -287,6 +289,10 @@ struct ProviderConfigurationLoaderTests {
         let checked = ProviderConfigurationLoader.refusingSharedCredentialHosts([first, second])
         #expect(checked[0].configuration != nil)
         #expect(problems(checked[1]) == ["$.credential_helper.hosts: git.example.com is claimed by \(first.file) too; a host belongs to one provider"])
+        // The same host with https's port named: the helpers match it as the same host.
+        let withPort = load(#"{"type": "mock", "credential_helper": {"hosts": ["git.example.com:443"]}}"#, id: "third")
+        let againChecked = ProviderConfigurationLoader.refusingSharedCredentialHosts([first, withPort])
+        #expect(problems(againChecked[1]) == ["$.credential_helper.hosts: git.example.com is claimed by \(first.file) too; a host belongs to one provider"])
     }
 
     @Test(

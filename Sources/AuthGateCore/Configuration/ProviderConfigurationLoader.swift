@@ -39,7 +39,12 @@ public enum ProviderConfigurationLoader {
         var owners: [String: String] = [:]
         return reports.map { report in
             guard let helper = report.configuration?.credentialHelper else { return report }
-            let claims = helper.hosts.flatMap { host in helper.paths.isEmpty ? [host] : helper.paths.map { "\(host)/\($0)" } }
+            // Hosts as the helpers match them: `git.example.com:443` is `git.example.com`.
+            let hosts = helper.hosts.map { host in
+                let normalized = CredentialHost.normalize(host) ?? host
+                return normalized.hasSuffix(":443") ? String(normalized.dropLast(4)) : normalized
+            }
+            let claims = hosts.flatMap { host in helper.paths.isEmpty ? [host] : helper.paths.map { "\(host)/\($0)" } }
             if let claim = claims.first(where: { owners[$0] != nil }), let owner = owners[claim] {
                 return invalid(
                     report.id,
