@@ -222,7 +222,7 @@ struct RPCServerTests {
         #expect(replies.allSatisfy { $0["error"] == nil })
     }
 
-    @Test("a line over 64 KiB gets request_too_large and the connection is closed; others are unaffected")
+    @Test("a line over 64 KiB gets request_too_large and the connection is closed, logged once a spell; others are unaffected")
     func oversizedLine() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])
         let bystander = try daemon.connect()
@@ -237,6 +237,15 @@ struct RPCServerTests {
         let filler = String(repeating: "y", count: RPCCoding.maximumLineLength - exact.utf8.count - 2)
         let accepted = try exchange(bystander, exact + filler + "\"}")
         #expect(accepted["id"] as? Int == 2 && accepted["error"] == nil)
+        // Twenty more such connections make no more than the first log line (a count follows
+        // every 10 s): a loop of them cannot flood the log.
+        for _ in 0..<20 {
+            let another = try daemon.connect()
+            try another.send(Array(#"{"pad":"\#(padding)"}"#.utf8) + [0x0A])
+            #expect(try readReply(another).errorReason == "request_too_large")
+        }
+        let logged = daemon.logText.split(separator: "\n").filter { $0.contains("request line too long") }
+        #expect(logged.count == 1, "\(logged)")
     }
 
     @Test("a client that never sends a newline cannot make the daemon buffer more than the limit")

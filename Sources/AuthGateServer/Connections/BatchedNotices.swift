@@ -41,6 +41,11 @@ final class BatchedNotices: Sendable {
         BatchedNotices(logger: logger, level: .notice, counting: "connections closed by a deadline", key: "connections.timed_out")
     }
 
+    /// Connections closed for a request line over the limit (`notice`).
+    static func oversizedLines(logger: Logger) -> BatchedNotices {
+        BatchedNotices(logger: logger, level: .notice, counting: "connections closed for a request line too long", key: "connections.line_too_long")
+    }
+
     /// One event: `message` is logged when it opens a spell of its `cause`, else counted.
     /// - Parameter eventLoop: Where the summary is scheduled; any of NIO's when `nil`.
     func record(

@@ -41,6 +41,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private let connections: OpenConnections
     private let limits: ConnectionLimits
     private let logger: Logger
+    /// Where a line over the limit is logged, batched.
+    private let oversizedLines: BatchedNotices
     /// Made on the first request that needs the responder; `token.watch` writes through it.
     private var watchSink: WatchSink?
 
@@ -52,8 +54,10 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         answers: any TokenAnswers,
         connections: OpenConnections,
         limits: ConnectionLimits,
+        oversizedLines: BatchedNotices,
         logger: Logger
     ) {
+        self.oversizedLines = oversizedLines
         self.caller = caller
         self.admission = admission
         state = LineConnectionState(admitted: admission == .admitted)
@@ -124,7 +128,8 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
     private func serve(_ frame: LineFrame, _ context: ChannelHandlerContext) {
         switch frame {
         case .tooLong:
-            logger.notice("request line too long; closing the connection", metadata: ["peer.uid": "\(caller.uid)"])
+            // One line, then a count every 10 s: a loop of oversized lines cannot flood the log.
+            oversizedLines.record("request line too long", message: "request line too long; closing the connection", uid: caller.uid, on: context.eventLoop)
             let error = AuthGateError(.requestTooLarge, "A request line may be at most \(RPCCoding.maximumLineLength) bytes; closing the connection.")
             finish(context, with: RPCLine.error(error, id: nil))
         case .line(let line):

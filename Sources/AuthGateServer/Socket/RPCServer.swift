@@ -44,6 +44,7 @@ package final class RPCServer: Service, CustomStringConvertible {
     private let connections: OpenConnections
     private let refusals: BatchedNotices
     private let timeouts: BatchedNotices
+    private let oversizedLines: BatchedNotices
     private let refused: @Sendable (OpenConnections.Admission) -> Void
     private let serving: @Sendable (Bool) -> Void
 
@@ -84,6 +85,7 @@ package final class RPCServer: Service, CustomStringConvertible {
         self.onStopping = onStopping
         refusals = .refusals(logger: logger)
         timeouts = .timeouts(logger: logger)
+        oversizedLines = .oversizedLines(logger: logger)
     }
 
     package var description: String { "RPCServer(\(socketPath))" }
@@ -187,6 +189,7 @@ package final class RPCServer: Service, CustomStringConvertible {
             answers: answers,
             connections: connections,
             limits: limits,
+            oversizedLines: oversizedLines,
             logger: logger
         )
         var handlers: [any ChannelHandler] = []
