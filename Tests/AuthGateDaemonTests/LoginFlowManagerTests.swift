@@ -109,6 +109,27 @@ struct LoginFlowManagerTests {
         return try #require(try await flows.outcome(of: id, uid: uid))
     }
 
+    @Test("at most 8 callers wait for one flow at once (rate_limited beyond); one that stops waiting frees its place; the end reaches them all")
+    func waitersBounded() async throws {
+        let sessions = SessionManager(logger: quiet)
+        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
+        let provider = DeviceProvider()
+        let flow = try await begin(flows, provider)
+        var waiting: [(AsyncStream<Void>, waiter: Int)] = []
+        for _ in 0..<LoginFlowManager.maximumWaitersPerFlow {
+            waiting.append(try #require(try await flows.outcomeOrWait(flow.flowID, uid: 1000).1))
+        }
+        let refused = await #expect(throws: AuthGateError.self) { _ = try await flows.outcomeOrWait(flow.flowID, uid: 1000) }
+        #expect(refused?.reason == .rateLimited, "\(String(describing: refused))")
+        await flows.stopWaiting(flow.flowID, waiter: waiting.removeLast().waiter)
+        waiting.append(try #require(try await flows.outcomeOrWait(flow.flowID, uid: 1000).1))
+        await provider.decide(.approve)
+        for (updates, _) in waiting {
+            for await _ in updates { break }
+        }
+        #expect(try await flows.outcome(of: flow.flowID, uid: 1000)?.get().subject == "alice")
+    }
+
     @Test("a second begin for the same session joins the flow; the approval stores the session")
     func joinAndComplete() async throws {
         let sessions = SessionManager(logger: quiet)

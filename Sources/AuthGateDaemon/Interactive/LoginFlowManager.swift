@@ -359,12 +359,26 @@ actor LoginFlowManager {
         return flow.outcome
     }
 
+    /// Callers waiting for one flow's end at once (`login.complete`): a client that opens
+    /// connections in a loop, each waiting and left, holds at most these (a request lives until
+    /// its answer is written, and a client that merely closes may look like one that half-closed).
+    static let maximumWaitersPerFlow = 8
+
     /// The flow's outcome if it has ended, else a stream that yields once when it does, and
     /// the waiter's number for ``stopWaiting(_:waiter:)``. The stream's iteration ends when
-    /// the waiting task is cancelled, so a waiter never outlives its connection.
+    /// the waiting task is cancelled (the daemon's stop).
+    /// - Throws: `flow_expired` for no such flow of this uid; `rate_limited` when
+    ///   ``maximumWaitersPerFlow`` wait for it already.
     func outcomeOrWait(_ id: String, uid: UInt32) throws(AuthGateError) -> (Result<SignedInSession, AuthGateError>?, (AsyncStream<Void>, waiter: Int)?) {
         guard let flow = flows[id], flow.key.uid == uid else { throw Self.notFound }
         if let outcome = flow.outcome { return (outcome, nil) }
+        guard (waiters[id]?.count ?? 0) < Self.maximumWaitersPerFlow else {
+            throw AuthGateError(
+                .rateLimited,
+                "\(Self.maximumWaitersPerFlow) requests wait for this sign-in already; wait with one of them (or with a timeout_seconds).",
+                retryAfterSeconds: 5
+            )
+        }
         let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         nextWaiter += 1
         waiters[id, default: [:]][nextWaiter] = continuation
