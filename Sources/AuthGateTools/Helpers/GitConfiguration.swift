@@ -113,12 +113,13 @@ package enum GitConfiguration {
 
     /// The values of this helper's lines for a host, as `git config --unset-all` matches them:
     /// the reset (empty), `authgate …`, or this program by its quoted path
-    /// (`!'…/authgate' git-credential …`) — not another tool's (`!/usr/bin/gh auth git-credential`).
-    private static let ourLines = "^(authgate( .*)?|!'[^']*/authgate' git-credential( .*)?)?$"
+    /// (`!'…' git-credential …`, as ``helperLine(path:)`` writes it) — not another tool's
+    /// (`!/usr/bin/gh auth git-credential`).
+    private static let ourLines = "^(authgate( .*)?|!'[^']*' git-credential( .*)?)?$"
 
     private static func isOurs(_ value: String) -> Bool {
         value.isEmpty || value == "authgate" || value.hasPrefix("authgate ")
-            || (value.hasPrefix("!'") && value.contains("/authgate' git-credential"))
+            || (value.hasPrefix("!'") && value.contains("' git-credential"))
     }
 
     /// Every value of `key` in the global configuration, in order (none: `[]`).
