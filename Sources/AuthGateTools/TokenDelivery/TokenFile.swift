@@ -55,6 +55,9 @@ package final class TokenFile {
         /// The name is another user's (or no regular file) in a directory others may add to:
         /// the sink cannot go on without serving that file.
         package var isTaken = false
+        /// The directory opened at start is gone (removed, perhaps made again by another
+        /// path): nothing can be written through it any more.
+        package var isGone = false
     }
 
     private let directory: TrustedDirectory
@@ -74,6 +77,14 @@ package final class TokenFile {
 
     package func write(_ bytes: [UInt8], mode: mode_t) throws {
         try checkName()
+        var info = stat()
+        if fstat(directory.descriptor, &info) == 0, info.st_nlink == 0 {
+            var failure = Failure(
+                description: "its directory \(directory.path) was removed since the start; start again to write the file where that path leads now"
+            )
+            failure.isGone = true
+            throw failure
+        }
         let (descriptor, temporary) = try createTemporary()
         var renamed = false
         defer {

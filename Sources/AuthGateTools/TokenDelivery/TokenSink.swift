@@ -57,14 +57,16 @@ package final class TokenSink {
         }
     }
 
-    /// Why the sink stopped: its file's name was taken by another user's file.
-    package private(set) var stopped: String?
+    /// Why the sink stopped: its file's name was taken by another user's file, or its directory
+    /// was removed (a service manager starts it again, on the path as it is then).
+    /// With its exit status: not allowed (8) for a name taken, failed (1) for a directory gone.
+    package private(set) var stopped: (reason: String, status: Int32)?
 
     private func write(_ token: TokenResult) -> Bool {
         do {
             try file.write(try format.render(token), mode: mode)
-        } catch let failure as TokenFile.Failure where failure.isTaken {
-            stopped = failure.description
+        } catch let failure as TokenFile.Failure where failure.isTaken || failure.isGone {
+            stopped = (failure.description, failure.isTaken ? ToolFailure.notAllowed : ToolFailure.internalError)
             return false
         } catch {
             report("cannot write \(Terminal.safe(shown)): \(error)")
@@ -166,7 +168,7 @@ extension TokenSink {
         }
         runner?.waitUntilIdle()
         if let stopped = sink.stopped {
-            throw ToolFailure("the sink stopped: \(Terminal.safe(stopped)).", status: ToolFailure.notAllowed)
+            throw ToolFailure("the sink stopped: \(Terminal.safe(stopped.reason)).", status: stopped.status)
         }
         if options.once && !sink.written {
             throw ToolFailure("the sink did not write \(Terminal.safe(options.file)).", status: ToolFailure.internalError)

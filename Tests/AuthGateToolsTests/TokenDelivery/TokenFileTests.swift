@@ -66,6 +66,24 @@ struct TokenFileTests {
         #expect(try String(contentsOfFile: sticky + "/planted.env", encoding: .utf8) == "LD_PRELOAD=/tmp/x.so", "left as it was")
     }
 
+    @Test("a directory removed since the start is said so, not written into by another path")
+    func directoryRemoved() throws {
+        let scratch = try ScratchDirectory()
+        let directory = scratch.path + "/run"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let file = try open(directory + "/token")
+        try file.write(Array("first".utf8), mode: 0o400)
+        try FileManager.default.removeItem(atPath: directory)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        do {
+            try file.write(Array("second".utf8), mode: 0o400)
+            Issue.record("written into a removed directory")
+        } catch let failure as TokenFile.Failure {
+            #expect(failure.isGone && failure.description.contains("was removed since the start"), "\(failure)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/token"), "nothing in the new directory of that name")
+    }
+
     @Test("a symbolic link planted at the file's name is replaced, never followed")
     func plantedLink() throws {
         let scratch = try ScratchDirectory()
