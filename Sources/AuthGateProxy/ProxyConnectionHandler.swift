@@ -358,21 +358,14 @@ final class ClientAnswer: Sendable {
             }
             if pending.body == nil { pending.body = ByteBufferAllocator().buffer(capacity: max(bytes.count, 16 << 10)) }
             pending.body!.writeBytes(bytes)
-            if pending.body!.readableBytes >= Self.batch, pending.credits > 0 {
-                pending.credits -= 1
-                send(Self.hop(&pending, ending: false))
-            }
+            if pending.body!.readableBytes >= Self.batch { sendOnCredit(&pending) }
             return .taken
         }
     }
 
     /// What has gathered goes now, if a credit allows; otherwise it goes as a credit comes back.
     func flush() {
-        pending.withLock { pending in
-            guard pending.hasSome, pending.credits > 0 else { return }
-            pending.credits -= 1
-            send(Self.hop(&pending, ending: false))
-        }
+        pending.withLock { sendOnCredit(&$0) }
     }
 
     /// ``body(_:whenTaken:)`` for a thread that may wait (a tunnel's): waits for the client to
@@ -404,6 +397,14 @@ final class ClientAnswer: Sendable {
         return (pending.head, pending.body, ending)
     }
 
+    /// Under `pending`'s lock: what has gathered goes, using a credit, if there is any and a
+    /// credit is left.
+    private func sendOnCredit(_ pending: inout Pending) {
+        guard pending.hasSome, pending.credits > 0 else { return }
+        pending.credits -= 1
+        send(Self.hop(&pending, ending: false))
+    }
+
     /// Passes a hop to the event loop (called under `pending`'s lock, which keeps hops in order);
     /// the client's taking it gives a credit back.
     private func send(_ hop: Hop) {
@@ -424,10 +425,7 @@ final class ClientAnswer: Sendable {
                 pending.wake = nil
                 return wake
             }
-            if pending.hasSome {
-                pending.credits -= 1
-                send(Self.hop(&pending, ending: false))
-            }
+            sendOnCredit(&pending)
             return nil
         }
         wake?()

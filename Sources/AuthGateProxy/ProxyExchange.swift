@@ -68,7 +68,7 @@ final class ProxyExchange: Sendable {
     fileprivate func send(_ next: AuthorizedRequest, after previous: AuthorizedRequest) {
         proxy.retried(nonce: next.nonceRetried && !previous.nonceRetried)
         if next.tokenRetried && !previous.tokenRetried { proxy.tookNew(next.token) }
-        client.body?.rewind()
+        _ = client.body?.restart()  // it can: the answer relay checked that the body is replayable
         send(next)
     }
 }

@@ -264,9 +264,6 @@ final class ProxyCore: Sendable {
     let authorizer: HTTPAuthorizer
     let streams: StreamedExchanges
     let streamPolicy: StreamPolicy
-    /// Where freed memory is given back (off the event loops). Ordinary exchanges all run on
-    /// ``streams``' threads; a protocol upgrade's tunnel on a thread of its own (``UpgradeExchange``).
-    let chores = NIOThreadPool(numberOfThreads: 1)
     let logger: Logger
     let counts = Mutex(ProxyCounts())
     /// Client connections open now, in all and by uid.
@@ -291,7 +288,6 @@ final class ProxyCore: Sendable {
         )
         streams = StreamedExchanges(connectionsKept: configuration.maximumConnections)
         streamPolicy = StreamPolicy(caBundle: configuration.caBundle, idleTimeoutSeconds: configuration.idleSeconds, allowInsecureLoopback: true)
-        chores.start()
         self.logger = logger
         shares = ConnectionShares(
             total: configuration.maximumConnections,
@@ -333,7 +329,8 @@ final class ProxyCore: Sendable {
     /// slow downloads left a proxy at 108 MiB).
     func connectionClosed(_ uid: UInt32?) {
         guard shares.give(uid) == 0 else { return }
-        chores.submit { _ in _ = ag_release_free_memory() }
+        // Off the event loop, on a thread of its own (as a tunnel's, ``UpgradeExchange``): rare.
+        _ = DetachedThread.start { _ = ag_release_free_memory() }
     }
 
     /// The followed token, when it is valid for the minimum validity still.

@@ -72,13 +72,9 @@ final class RequestBody: StreamedRequestBody, @unchecked Sendable {
         lock.withLock { finished && keptAll }
     }
 
-    /// The next read starts over from the body's first byte (``isReplayable`` must hold).
-    func rewind() {
-        lock.withLock { replayed = 0 }
-    }
-
-    /// For libcurl sending the request again on a new connection: starts over when all that it
-    /// read so far was kept.
+    /// The next read starts over from the body's first byte, when all that was read so far was
+    /// kept: for the request sent once more after a nonce or a refused token (``isReplayable``
+    /// holds), and for libcurl sending it again on a new connection.
     func restart() -> Bool {
         lock.withLock {
             guard keptAll else { return false }
