@@ -51,13 +51,19 @@ package struct FileOwnership {
 /// and refuses to go on when it finds the name taken by another user's file.
 package final class TokenFile {
     package struct Failure: Error, CustomStringConvertible {
+        package enum Kind: Sendable {
+            /// This write failed; the next may not.
+            case failed
+            /// The name is another user's (or no regular file) in a directory others may add
+            /// to: the sink cannot go on without serving that file.
+            case taken
+            /// The directory opened at start is gone (removed, perhaps made again by another
+            /// path): nothing can be written through it any more.
+            case gone
+        }
+
         package var description: String
-        /// The name is another user's (or no regular file) in a directory others may add to:
-        /// the sink cannot go on without serving that file.
-        package var isTaken = false
-        /// The directory opened at start is gone (removed, perhaps made again by another
-        /// path): nothing can be written through it any more.
-        package var isGone = false
+        package var kind = Kind.failed
     }
 
     private let directory: TrustedDirectory
@@ -79,11 +85,10 @@ package final class TokenFile {
         try checkName()
         var info = stat()
         if fstat(directory.descriptor, &info) == 0, info.st_nlink == 0 {
-            var failure = Failure(
-                description: "its directory \(directory.path) was removed since the start; start again to write the file where that path leads now"
+            throw Failure(
+                description: "its directory \(directory.path) was removed since the start; start again to write the file where that path leads now",
+                kind: .gone
             )
-            failure.isGone = true
-            throw failure
         }
         let (descriptor, temporary) = try createTemporary()
         var renamed = false
@@ -137,31 +142,28 @@ package final class TokenFile {
 
     /// At the start, in a directory others may add to: takes the name with an empty file when
     /// it is free (a file of the sink's own is left as it is).
-    /// - Throws: ``Failure`` (``Failure/isTaken``) when another user's file holds it.
+    /// - Throws: ``Failure`` (``Failure/Kind/taken``) when another user's file holds it.
     package func claim(mode: mode_t) throws {
-        guard directory.othersMayAdd else { return }
-        try checkName()
-        var info = stat()
-        if fstatat(directory.descriptor, directory.name, &info, AT_SYMLINK_NOFOLLOW) != 0, errno == ENOENT {
-            try write([], mode: mode)
-        }
+        guard directory.othersMayAdd, try !checkName() else { return }
+        try write([], mode: mode)
     }
 
     /// In a directory others may add to: the name must be free, or a regular file of the sink's
-    /// own user (or of `--owner`).
-    private func checkName() throws {
-        guard directory.othersMayAdd else { return }
+    /// own user (or of `--owner`). Returns whether such a file holds it.
+    @discardableResult
+    private func checkName() throws -> Bool {
+        guard directory.othersMayAdd else { return false }
         var info = stat()
-        guard fstatat(directory.descriptor, directory.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+        guard fstatat(directory.descriptor, directory.name, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return false }
         let ours = info.st_uid == geteuid() || info.st_uid == ownership?.uid
         guard info.st_mode & S_IFMT == S_IFREG, ours else {
-            var failure = Failure(
+            throw Failure(
                 description:
-                    "\(shown) is \(info.st_mode & S_IFMT == S_IFREG ? "a file of uid \(info.st_uid)" : "no regular file") in \(directory.path), where any user may add files: another user may have put it there for the service to read. Remove it, or keep the file in a directory only its users can write"
+                    "\(shown) is \(info.st_mode & S_IFMT == S_IFREG ? "a file of uid \(info.st_uid)" : "no regular file") in \(directory.path), where any user may add files: another user may have put it there for the service to read. Remove it, or keep the file in a directory only its users can write",
+                kind: .taken
             )
-            failure.isTaken = true
-            throw failure
         }
+        return true
     }
 
     /// A new file `.NAME.XXXXXX` in the directory, created exclusively (`mkstemp` takes no

@@ -65,8 +65,8 @@ package final class TokenSink {
     private func write(_ token: TokenResult) -> Bool {
         do {
             try file.write(try format.render(token), mode: mode)
-        } catch let failure as TokenFile.Failure where failure.isTaken || failure.isGone {
-            stopped = (failure.description, failure.isTaken ? ToolFailure.notAllowed : ToolFailure.internalError)
+        } catch let failure as TokenFile.Failure where failure.kind != .failed {
+            stopped = (failure.description, failure.kind == .taken ? ToolFailure.notAllowed : ToolFailure.internalError)
             return false
         } catch {
             report("cannot write \(Terminal.safe(shown)): \(error)")

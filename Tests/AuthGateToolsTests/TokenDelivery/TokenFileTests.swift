@@ -60,7 +60,7 @@ struct TokenFileTests {
                 try attempt()
                 Issue.record("another user's file was taken as the sink's")
             } catch let failure as TokenFile.Failure {
-                #expect(failure.isTaken && failure.description.contains("a file of uid 65534"), "\(failure)")
+                #expect(failure.kind == .taken && failure.description.contains("a file of uid 65534"), "\(failure)")
             }
         }
         #expect(try String(contentsOfFile: sticky + "/planted.env", encoding: .utf8) == "LD_PRELOAD=/tmp/x.so", "left as it was")
@@ -79,7 +79,7 @@ struct TokenFileTests {
             try file.write(Array("second".utf8), mode: 0o400)
             Issue.record("written into a removed directory")
         } catch let failure as TokenFile.Failure {
-            #expect(failure.isGone && failure.description.contains("was removed since the start"), "\(failure)")
+            #expect(failure.kind == .gone && failure.description.contains("was removed since the start"), "\(failure)")
         }
         #expect(!FileManager.default.fileExists(atPath: directory + "/token"), "nothing in the new directory of that name")
     }
