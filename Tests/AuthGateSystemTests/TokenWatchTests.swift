@@ -245,7 +245,7 @@ struct TokenWatchTests {
             kill(sink.processIdentifier, SIGKILL)
             sink.waitUntilExit()
         }
-        try eventually { FileManager.default.fileExists(atPath: file) }
+        try eventually("the sink wrote no file") { FileManager.default.fileExists(atPath: file) }
         let permissions = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
         #expect(permissions == 0o440)
         // A reader in a tight loop for 4 s (a refresh or two): always a whole token line.
@@ -269,28 +269,36 @@ struct TokenWatchTests {
         )
         let figures = reader.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
         #expect(figures.count == 2 && figures[0] >= 2 && figures[1] == 0, "tokens seen, bad reads: \(reader.stdout)\(reader.stderr)")
-        let current = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout
-        try eventually { (try? String(contentsOfFile: file, encoding: .utf8)) == current }
+        // The file follows the daemon: it holds the token the daemon hands out. A token asked
+        // for just before a refresh may never be written (the next one is), so each try asks
+        // again, and reads the file before and after the answer.
+        try eventually("the file never held the daemon's current token") {
+            let before = try? String(contentsOfFile: file, encoding: .utf8)
+            let current = try daemon.cli(["token", "mock", "--min-valid", "0"]).stdout
+            return current.hasPrefix("mock_at_") && (before == current || (try? String(contentsOfFile: file, encoding: .utf8)) == current)
+        }
         // --on-change ran once per change: after each write, and never twice for one token.
         let written = ((try? String(contentsOfFile: count, encoding: .utf8)) ?? "").split(separator: "\n")
         #expect(written.count >= figures[0] && Set(written).count == written.count, "\(written.count) runs, \(Set(written).count) tokens")
 
         #expect(try daemon.cli(["logout", "mock"]).status == 0)
-        try eventually { !FileManager.default.fileExists(atPath: file) }
+        try eventually("the file stayed after the logout") { !FileManager.default.fileExists(atPath: file) }
         try daemon.signIn()
-        try eventually { FileManager.default.fileExists(atPath: file) }
+        try eventually("no file after the new sign-in") { FileManager.default.fileExists(atPath: file) }
 
         // A restart: the mock's sessions are in memory, so the sink waits for a sign-in, then
         // writes again through a new connection.
         daemon.send(SIGTERM)
         _ = try daemon.waitForExit()
         daemon = try DaemonProcess(providers: ["mock.json": Self.shortMock], logLevel: "info", scratch: scratch)
-        try eventually(timeout: .seconds(15)) { !FileManager.default.fileExists(atPath: file) }
+        try eventually(timeout: .seconds(15), "the file stayed after the restart") { !FileManager.default.fileExists(atPath: file) }
         // The log says why the file went, and the sink waits on the daemon for the sign-in.
-        try eventually { said.text.split(separator: "\n").contains { $0.hasPrefix("authgate sink: removed \(file): ") && $0.contains("[login_required]") } }
+        try eventually("the sink did not say why it removed the file: \(said.text)") {
+            said.text.split(separator: "\n").contains { $0.hasPrefix("authgate sink: removed \(file): ") && $0.contains("[login_required]") }
+        }
         #expect(said.text.contains("authgated closed the connection (stopped or restarting); reconnecting."), "\(said.text)")
         try daemon.signIn()
-        try eventually(timeout: .seconds(5)) {
+        try eventually(timeout: .seconds(5), "no token in the file after the restart's sign-in") {
             (try? String(contentsOfFile: file, encoding: .utf8))?.hasPrefix("mock_at_") == true
         }
         #expect(!said.text.contains("mock_at_"), "no token on stderr")
