@@ -99,14 +99,14 @@ public final class ProxyServer: Sendable {
         core.tunnelStop.stop()
     }
 
-    /// Serves until SIGTERM or SIGINT is read from `signals` (the process's signal descriptor,
+    /// Serves until SIGTERM, SIGINT or SIGQUIT is read from `signals` (the process's signal descriptor,
     /// `ag_supervisor_signals`: the signals are the process's, blocked before any thread
     /// exists) or it cannot be read, other signals are read and ignored; then ``stop()``s and
     /// logs what it did.
     public func serve(untilStoppedBy signals: Int32) {
         while true {
-            let signal = ag_read_signal(signals)
-            if signal == SIGTERM || signal == SIGINT || (signal < 0 && errno != EINTR) { break }
+            let signal = ag_read_signal(signals, nil)
+            if [SIGTERM, SIGINT, SIGQUIT].contains(signal) || (signal < 0 && errno != EINTR) { break }
         }
         stop()
         let counts = counts

@@ -1,5 +1,6 @@
 // The functions are static inline in include/clinux.h (SwiftPM wants one source file), but for
-// ag_run_child, which needs _GNU_SOURCE (pipe2, POSIX_SPAWN_SETSID, addclosefrom_np).
+// ag_run_child and ag_spawn_supervised_child, which need _GNU_SOURCE (pipe2,
+// POSIX_SPAWN_SETSID, addclosefrom_np, execvpe).
 #define _GNU_SOURCE
 #include "clinux.h"
 
@@ -204,4 +205,52 @@ int ag_tcp_socket_owner(const unsigned char *local, unsigned short local_port, c
     }
     errno = ENOENT;
     return -1;
+}
+
+int ag_spawn_supervised_child(pid_t *pid, const char *file, char *const argv[], char *const envp[], int death_signal) {
+    // The child writes exec's errno here when the command cannot be run; close-on-exec, so
+    // that a started command closes it and the parent reads the end of file.
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) return errno;
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+        int saved = errno;
+        close(report[0]);
+        close(report[1]);
+        return saved;
+    }
+    if (child == 0) {
+        close(report[0]);
+        const int defaults[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE};
+        for (size_t index = 0; index < sizeof defaults / sizeof defaults[0]; index++) signal(defaults[index], SIG_DFL);
+        int failure = 0;
+        if (prctl(PR_SET_PDEATHSIG, death_signal, 0, 0, 0) != 0) {
+            failure = errno;
+        } else if (getppid() != parent) {
+            _exit(128 + death_signal);  // the supervisor ended before the death signal was set
+        } else {
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            execvpe(file, argv, envp);
+            failure = errno;
+        }
+        ssize_t ignored = write(report[1], &failure, sizeof failure);
+        (void)ignored;
+        _exit(127);
+    }
+    close(report[1]);
+    int failure = 0;
+    ssize_t count;
+    do {
+        count = read(report[0], &failure, sizeof failure);
+    } while (count < 0 && errno == EINTR);
+    close(report[0]);
+    if (count == (ssize_t)sizeof failure) {
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {}
+        return failure;
+    }
+    *pid = child;
+    return 0;
 }

@@ -92,4 +92,54 @@ struct ExecSupervisorTests {
             #expect(refused.status == 64 && refused.stderr.contains(sentence), "\(arguments): \(refused)")
         }
     }
+
+    @Test(
+        "on a terminal, Ctrl-C reaches the supervised command once (the terminal's own signal, not passed on again by authgate); a kill(2) to authgate is passed on"
+    )
+    func terminalInterruptComesOnce() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let record = daemon.scratch.path + "/signals"
+        // The command takes its signals with sigwaitinfo, recording who sent each (si_code 128 is
+        // the kernel's, a terminal's; 0 a kill(2)). After the first SIGINT it asks authgate to
+        // stop it with SIGTERM: authgate reads its signals in number order, so a SIGINT it
+        // passes on reaches the command before that SIGTERM does.
+        let command = """
+            import os, signal, sys
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+            print("the command waits for signals", flush=True)
+            while True:
+                info = signal.sigwaitinfo({signal.SIGINT, signal.SIGTERM})
+                with open(sys.argv[1], "a") as out: out.write(f"{info.si_signo} {info.si_code}\\n")
+                if info.si_signo == signal.SIGTERM: sys.exit(3)
+                os.kill(os.getppid(), signal.SIGTERM)
+            """
+        let shown = try OnTerminal.run(
+            [BuiltProducts.cli.path, "exec", "mock", "--restart-on-change", "--", "/usr/bin/python3", "-c", command, record],
+            steps: [.interrupt(after: "the command waits for signals")],
+            environment: ["AUTHGATE_SOCKET": daemon.socketPath]
+        )
+        #expect(shown.done == 1, "\(shown.output)")
+        #expect(Self.lines(record) == ["\(SIGINT) 128", "\(SIGTERM) 0"], "Ctrl-C from the terminal once, then authgate's SIGTERM")
+        #expect(shown.status == 3, "the command's status: \(shown.output)")
+    }
+
+    @Test("the supervised command gets SIGTERM when authgate is killed with SIGKILL, instead of running on with a token nobody refreshes")
+    func commandEndsWithItsSupervisor() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let pidFile = daemon.scratch.path + "/pid"
+        let supervisor = try daemon.backgroundCLI(
+            ["exec", "mock", "--restart-on-change", "--", "/bin/sh", "-c", #"echo $$ > "$0"; while :; do sleep 0.1; done"#, pidFile]
+        )
+        try eventually("the command never started") { Self.lines(pidFile).count == 1 }
+        let command = try #require(Int32(Self.lines(pidFile)[0]))
+        kill(supervisor.pid, SIGKILL)
+        _ = try supervisor.waitForExit()
+        // Gone, or a zombie its new parent has not reaped yet.
+        try eventually("the command outlived its supervisor") {
+            guard let stat = try? String(contentsOfFile: "/proc/\(command)/stat", encoding: .utf8) else { return true }
+            return stat.split(separator: ")").last?.split(separator: " ").first == "Z"
+        }
+    }
 }

@@ -13,7 +13,9 @@ import Glibc
 /// stays with it.
 ///
 /// The main thread waits (`poll`) on a signalfd and on a pipe from the thread that follows the
-/// token (``TokenFollower``). SIGINT, SIGTERM and SIGHUP are forwarded to the child; the
+/// token (``TokenFollower``). SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to the child
+/// (but for a terminal's, which reached it already; it is in exec's process group) and the
+/// child gets SIGTERM when exec ends, even by SIGKILL; the
 /// child's end ends the supervisor with its status (128+N for signal N, as shells report it).
 /// A new token restarts the child (SIGTERM, wait, start with the new token) or is written to
 /// the token file before the child gets its signal. Restarts are serialised: tokens that come
@@ -128,7 +130,8 @@ package final class Supervisor {
                 throw ToolFailure("cannot wait for the command: \(String(cString: strerror(errno))).", status: ToolFailure.internalError)
             }
             if descriptors[0].revents != 0 {
-                let signal = ag_read_signal(signals)
+                var sentByKernel: Int32 = 0
+                let signal = ag_read_signal(signals, &sentByKernel)
                 if signal == SIGCHLD {
                     var status: Int32 = 0
                     let reaped = waitpid(child, &status, WNOHANG)
@@ -140,7 +143,9 @@ package final class Supervisor {
                     }
                 } else if signal > 0 {
                     if [SIGTERM, SIGINT, SIGQUIT].contains(signal) { stopAsked = true }
-                    kill(child, signal)
+                    // A terminal's Ctrl-C, Ctrl-\ or hang-up went to the whole foreground process
+                    // group, the command in it too: passed on, it would come twice.
+                    if !(sentByKernel != 0 && getpgid(child) == getpgrp()) { kill(child, signal) }
                 }
             }
             if descriptors[1].revents != 0 {
@@ -203,7 +208,8 @@ package final class Supervisor {
             for item in variables { free(item) }
         }
         var pid: pid_t = 0
-        let failed = ag_spawn_child(&pid, command[0], arguments, variables, 0)
+        // SIGTERM when this process ends, even by SIGKILL: no command left running on its own.
+        let failed = ag_spawn_supervised_child(&pid, command[0], arguments, variables, SIGTERM)
         guard failed == 0 else {
             throw ToolFailure("cannot run \(Terminal.safe(command[0])): \(String(cString: strerror(failed)))", status: failed == ENOENT ? 127 : 126)
         }

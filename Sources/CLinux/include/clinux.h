@@ -303,15 +303,16 @@ int ag_run_child(const char *path, char *const argv[], char *const envp[],
                  unsigned char *error_output, size_t error_capacity, size_t *error_length,
                  int timeout_ms, int cancel_fd, int *exit_status);
 
-/// `authgate exec`'s supervisor: blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD in the calling
-/// thread (and so in every thread it starts later) and returns a signalfd that reads them
-/// (close-on-exec), or -1 with errno set.
+/// `authgate exec`'s supervisor (and `authgate proxy`): blocks SIGINT, SIGTERM, SIGHUP,
+/// SIGQUIT and SIGCHLD in the calling thread (and so in every thread it starts later) and
+/// returns a signalfd that reads them (close-on-exec), or -1 with errno set.
 static inline int ag_supervisor_signals(void) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
     sigaddset(&set, SIGCHLD);
     int failed = pthread_sigmask(SIG_BLOCK, &set, NULL);
     if (failed != 0) {
@@ -322,17 +323,21 @@ static inline int ag_supervisor_signals(void) {
 }
 
 /// One signal from `ag_supervisor_signals`'s descriptor: its number, or -1 with errno set.
-static inline int ag_read_signal(int descriptor) {
+/// `sent_by_kernel` (or NULL) is set to whether the kernel sent it rather than a process's
+/// kill(2): a terminal's Ctrl-C, Ctrl-\ and hang-up come so (SI_KERNEL), to the whole
+/// foreground process group.
+static inline int ag_read_signal(int descriptor, int *sent_by_kernel) {
     struct signalfd_siginfo info;
     ssize_t count = read(descriptor, &info, sizeof info);
     if (count != (ssize_t)sizeof info) return -1;
+    if (sent_by_kernel) *sent_by_kernel = info.ssi_code == SI_KERNEL;
     return (int)info.ssi_signo;
 }
 
-/// posix_spawnp for a command authgate runs (`exec`'s supervised command, a sink's
-/// `--on-change`): no signal blocked, whatever the caller blocks, and SIGINT, SIGTERM, SIGHUP,
-/// SIGCHLD and SIGPIPE at their default actions; in a process group of its own when
-/// `own_group` is non-zero. Returns 0 or an errno value.
+/// posix_spawnp for a command authgate runs (a sink's `--on-change`): no signal blocked,
+/// whatever the caller blocks, and SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD and SIGPIPE at
+/// their default actions; in a process group of its own when `own_group` is non-zero.
+/// Returns 0 or an errno value.
 static inline int ag_spawn_child(pid_t *pid, const char *file, char *const argv[], char *const envp[], int own_group) {
     posix_spawnattr_t attributes;
     int failed = posix_spawnattr_init(&attributes);
@@ -343,6 +348,7 @@ static inline int ag_spawn_child(pid_t *pid, const char *file, char *const argv[
     sigaddset(&defaults, SIGINT);
     sigaddset(&defaults, SIGTERM);
     sigaddset(&defaults, SIGHUP);
+    sigaddset(&defaults, SIGQUIT);
     sigaddset(&defaults, SIGCHLD);
     sigaddset(&defaults, SIGPIPE);
     posix_spawnattr_setsigmask(&attributes, &none);
@@ -357,6 +363,14 @@ static inline int ag_spawn_child(pid_t *pid, const char *file, char *const argv[
     posix_spawnattr_destroy(&attributes);
     return failed;
 }
+
+/// `authgate exec`'s supervised command: started as `ag_spawn_child` starts one (in the
+/// caller's process group), and sent `death_signal` by the kernel when the calling thread ends
+/// (PR_SET_PDEATHSIG), so that it does not outlive a supervisor killed with SIGKILL. Call it
+/// from the thread that lives as long as the supervisor (its main thread). fork and execvpe,
+/// since posix_spawn cannot set a death signal; the child makes system calls only.
+/// Returns 0 or an errno value (the exec's, when the command could not be run).
+int ag_spawn_supervised_child(pid_t *pid, const char *file, char *const argv[], char *const envp[], int death_signal);
 
 /// The uid that owns the TCP socket whose local end is `local` and whose remote end is `remote`
 /// (addresses of `length` bytes: 4 for IPv4, 16 for IPv6; ports in host order), and its inode

@@ -23,7 +23,8 @@ struct Exec: ParsableCommand {
             Example: authgate exec corp -- sh -c 'curl -H "Authorization: Bearer $AUTHGATE_TOKEN" https://api.example.com/'
 
             For a long-running command, --restart-on-change or --signal-on-change SIG keep authgate as a small \
-            supervisor: it forwards SIGINT, SIGTERM and SIGHUP to the command, exits with its status (128+N when \
+            supervisor: it forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command (a terminal's Ctrl-C reaches \
+            the command directly), ends it with SIGTERM when killed itself, exits with its status (128+N when \
             signal N killed it), and on each new token (a refresh, a new sign-in) either stops the command (SIGTERM) \
             and starts it again with the new token, or writes the token to --token-file (atomically, like a sink) \
             and sends the command SIG. Example: authgate exec corp --signal-on-change HUP --token-file \
