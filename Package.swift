@@ -135,7 +135,7 @@ let package = Package(
         .target(
             name: "AuthGateProxy",
             dependencies: [
-                "AuthGateClient", "AuthGateCore", "AuthGateHTTP", "CLinux",
+                "AuthGateClient", "AuthGateCore", "AuthGateHTTP", "AuthGateServer", "CLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

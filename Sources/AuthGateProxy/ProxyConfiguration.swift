@@ -1,4 +1,5 @@
 public import AuthGateClient
+import AuthGateServer
 import FoundationEssentials
 
 #if canImport(Glibc)
@@ -168,31 +169,4 @@ public struct ProxyConfigurationError: Error, Sendable, CustomStringConvertible 
     public init(_ message: String) { self.message = message }
 
     public var description: String { message }
-}
-
-/// A numeric IPv4 or IPv6 address, as the kernel's socket tables print them.
-struct IPAddress: Hashable, Sendable {
-    /// 4 or 16 bytes in network order.
-    var bytes: [UInt8]
-
-    init?(_ text: String) {
-        if text.contains(":") {
-            var raw = in6_addr()
-            guard inet_pton(AF_INET6, text, &raw) == 1 else { return nil }
-            bytes = withUnsafeBytes(of: raw) { Array($0) }
-        } else {
-            var raw = in_addr()
-            guard inet_pton(AF_INET, text, &raw) == 1 else { return nil }
-            bytes = withUnsafeBytes(of: raw) { Array($0) }
-        }
-    }
-
-    init(bytes: [UInt8]) { self.bytes = bytes }
-
-    /// 127.0.0.0/8, ::1, or an IPv4-mapped loopback address.
-    var isLoopback: Bool {
-        if bytes.count == 4 { return bytes[0] == 127 }
-        if bytes == Array(repeating: 0, count: 15) + [1] { return true }
-        return bytes.prefix(12) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF] && bytes[12] == 127
-    }
 }

@@ -1,3 +1,4 @@
+import AuthGateServer
 import CLinux
 import FoundationEssentials
 import Synchronization

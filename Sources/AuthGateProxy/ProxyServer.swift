@@ -2,6 +2,7 @@ public import AuthGateClient
 import AuthGateCore
 import AuthGateHTTP
 import AuthGateRPC
+import AuthGateServer
 import CLinux
 import Dispatch
 import FoundationEssentials

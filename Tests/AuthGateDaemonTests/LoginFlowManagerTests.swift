@@ -1,6 +1,7 @@
 import AuthGateTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import AuthGateCore
@@ -190,5 +191,34 @@ struct LoginFlowManagerTests {
         }
         // Another uid has its own allowance.
         _ = try await begin(flows, provider, key: SessionKey(uid: 1001, provider: key.provider, name: .default))
+    }
+
+    @Test(
+        "new sign-ins are limited per uid and provider: a begin-and-cancel loop is refused (rate_limited, with when) after the burst and asks the provider no more; another uid still begins; time gives one back"
+    )
+    func startsLimited() async throws {
+        let clock = Mutex<Date>(Date(timeIntervalSince1970: 1_000_000))
+        var settings = LoginFlowSettings()
+        settings.startBurst = 3
+        settings.startInterval = 10
+        let flows = LoginFlowManager(sessions: SessionManager(logger: quiet), settings: settings, now: { clock.withLock { $0 } }, logger: quiet)
+        let provider = DeviceProvider()
+        var refusal: AuthGateError?
+        for _ in 0..<20 {
+            do {
+                let pending = try await begin(flows, provider)
+                _ = try await flows.cancel(pending.flowID, uid: key.uid)
+            } catch let error as AuthGateError {
+                refusal = error
+                break
+            }
+        }
+        #expect(refusal?.reason == .rateLimited && refusal?.retryAfterSeconds == 10, "\(String(describing: refusal))")
+        #expect(await provider.begun == 3, "the provider asked once per start allowed")
+        _ = try await begin(flows, provider, key: SessionKey(uid: 1001, provider: key.provider, name: .default))
+        clock.withLock { $0 += 10 }
+        let again = try await begin(flows, provider)
+        _ = try await flows.cancel(again.flowID, uid: key.uid)
+        await #expect(throws: AuthGateError.self) { try await begin(flows, provider) }
     }
 }

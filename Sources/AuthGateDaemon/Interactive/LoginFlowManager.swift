@@ -17,6 +17,12 @@ public struct LoginFlowSettings: Sendable {
     /// At most this many finished flows kept per uid for a late `login.complete`; a begin and
     /// cancel loop otherwise piles them up for `retention`. The oldest go first.
     public var maximumFinishedPerUser = 16
+    /// New sign-ins a uid may start at one provider at once, then one each ``startInterval``
+    /// seconds (joining a pending one is free): each start of a device or pushed (PAR) sign-in
+    /// is a request to the provider with the daemon's client, and a begin-and-cancel loop would
+    /// otherwise have the provider throttle that client for every user.
+    public var startBurst = 10
+    public var startInterval: TimeInterval = 10
 
     public init(lifetime: TimeInterval = 600, retention: TimeInterval = 120, maximumPendingPerUser: Int = 8) {
         self.lifetime = lifetime
@@ -77,6 +83,8 @@ actor LoginFlowManager {
     /// The pending flow of each session key.
     private var pending: [SessionKey: String] = [:]
     private var isShutDown = false
+    /// New flows started, per uid and provider (``LoginFlowSettings/startBurst``).
+    private var starts: RateBuckets<UserProvider>
     private let sessions: SessionManager
     private let settings: LoginFlowSettings
     private let now: @Sendable () -> Date
@@ -94,6 +102,7 @@ actor LoginFlowManager {
         self.sessions = sessions
         self.metrics = metrics
         self.settings = settings
+        self.starts = RateBuckets(burst: Double(settings.startBurst), perSecond: 1 / settings.startInterval)
         self.now = now
         self.logger = logger
     }
@@ -133,13 +142,21 @@ actor LoginFlowManager {
                 retryAfterSeconds: 10
             )
         }
+        let now = now()
+        if let wait = starts.take(UserProvider(uid: key.uid, provider: key.provider), at: now) {
+            throw AuthGateError(
+                .rateLimited,
+                "You have started many sign-ins to \(configuration.displayName) in a short time; try again in \(wait) s.",
+                retryAfterSeconds: wait
+            )
+        }
         let id = "flow_" + Secret.random(bytes: 18).exposedValue
         let lifetime = settings.lifetime
-        let now = now()
         let logger = logger
         let start = Task { () -> Result<Started, AuthGateError> in
             await Self.start(
                 id: id,
+                uid: key.uid,
                 grant: grant,
                 scopes: scopes,
                 prompt: prompt,
@@ -184,6 +201,7 @@ actor LoginFlowManager {
 
     private static func start(
         id: String,
+        uid: UInt32,
         grant: Grant,
         scopes: [String],
         prompt: String?,
@@ -212,7 +230,7 @@ actor LoginFlowManager {
                 var configured: URL?
                 if case .oidc(let remote) = configuration.settings { configured = remote.redirectURI }
                 if case .oauth2(let remote) = configuration.settings { configured = remote.redirectURI }
-                let listener = try await LoopbackRedirectListener.bind(configured)
+                let listener = try await LoopbackRedirectListener.bind(configured, for: uid)
                 let request: AuthorizationRequest
                 do {
                     request = try await client.authorizationRequest(redirectURI: listener.redirectURI, scopes: scopes, prompt: prompt)
@@ -266,7 +284,11 @@ actor LoginFlowManager {
         started.close()
         // nil: cancelled, and whoever cancelled recorded the outcome — or the listener stopped
         // on its own, which must not leave the flow pending (finish ignores ended flows).
-        await finish(id, result ?? .failure(AuthGateError(.internalError, "The sign-in to \(provider) stopped unexpectedly; start it again.")))
+        await finish(
+            id,
+            result ?? .failure(AuthGateError(.internalError, "The sign-in to \(provider) stopped unexpectedly; start it again.")),
+            client: client
+        )
     }
 
     /// Polls the device code, or serves the redirect; `nil` when cancelled.
@@ -282,7 +304,15 @@ actor LoginFlowManager {
             return await client.awaitDeviceAuthorization(authorization, scopes: scopes)
         case .browser(let request, let listener):
             let claim = Claim()
-            return await listener.serve { (query: [String: String]) -> (RedirectPage, Result<SignInResult, AuthGateError>?) in
+            let firstRefusal = Claim()
+            return await listener.serve { uid in
+                // Once per flow: another user may open connections as fast as it likes.
+                guard firstRefusal.take() else { return }
+                logger.notice(
+                    "redirect refused: a program of another user (uid \(uid.map(String.init) ?? "unknown")) connected to the sign-in's loopback port; later ones are refused unlogged",
+                    metadata: metadata
+                )
+            } handle: { (query: [String: String]) -> (RedirectPage, Result<SignInResult, AuthGateError>?) in
                 guard request.carriesState(query) else {
                     // Never the query itself: it may hold someone's authorization code.
                     logger.notice("redirect refused: its state does not match the pending sign-in", metadata: metadata)
@@ -305,10 +335,12 @@ actor LoginFlowManager {
     }
 
     /// Stores the session of a successful flow, or its error.
-    private func finish(_ id: String, _ result: Result<SignInResult, AuthGateError>) async {
+    /// - Parameter client: The flow's provider client, which revokes the tokens of a flow that
+    ///   ended meanwhile (cancelled, perhaps forgotten since).
+    private func finish(_ id: String, _ result: Result<SignInResult, AuthGateError>, client: any IdentityProvider) async {
         guard let flow = flows[id], flow.outcome == nil else {
             // Cancelled while the provider was answering: the tokens it issued must not outlive it.
-            if case .success(let signIn) = result, let client = flows[id]?.client { await client.revoke(signIn.tokens) }
+            if case .success(let signIn) = result { await client.revoke(signIn.tokens) }
             return
         }
         let key = flow.key

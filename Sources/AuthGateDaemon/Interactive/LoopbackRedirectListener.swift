@@ -64,11 +64,15 @@ struct RedirectPage: Sendable {
 /// query to the flow, and closes as soon as the flow has its answer, or when the flow's task
 /// is cancelled (expiry, `login.cancel`, shutdown). It exists only while its flow is pending.
 ///
-/// Any local user can connect to a loopback port, so a connection costs little: one request
-/// each (`Connection: close`), whose head must arrive within ``requestTimeout`` of connecting
-/// (a browser sends it at once), and at most ``maximumConnections`` open at once (more are
-/// closed at once). Slots are many and short-lived, so that a local user holding some cannot
-/// keep the browser out for longer than the deadline.
+/// Any local user can connect to a loopback port, and the authorization URL (with its `state`)
+/// is on the browser's command line, which every local user can read: so only connections
+/// from programs of the sign-in's own user are served (the kernel's socket table says whose
+/// the other end is, ``CallerCheck``); another user's are closed before a byte is read, so
+/// that it can neither bring a code of its own account nor an error to end the sign-in, nor
+/// take the places the browser needs. A connection costs little: one request each
+/// (`Connection: close`), whose head must arrive within ``requestTimeout`` of connecting (a
+/// browser sends it at once), and at most ``maximumConnections`` open at once (more are closed
+/// at once).
 final class LoopbackRedirectListener: Sendable {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
@@ -82,22 +86,27 @@ final class LoopbackRedirectListener: Sendable {
     private let server: NIOAsyncChannel<Connection, Never>
     private let accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>
     private let openConnections = Atomic<Int>(0)
+    /// Whose programs may bring the redirect: the sign-in's user.
+    private let uid: UInt32
 
     private init(
         redirectURI: URL,
+        uid: UInt32,
         path: String,
         server: NIOAsyncChannel<Connection, Never>,
         accepted: AcceptedConnections<HTTPServerRequestPart, HTTPServerResponsePart>
     ) {
         self.redirectURI = redirectURI
+        self.uid = uid
         self.path = path
         self.server = server
         self.accepted = accepted
     }
 
-    /// Binds the listener for `configured` (`http://127.0.0.1/callback` when `nil`).
+    /// Binds the listener for `configured` (`http://127.0.0.1/callback` when `nil`), for a
+    /// sign-in of `uid`, whose programs alone it serves.
     /// - Throws: `service_unavailable` when the address cannot be bound (a fixed port in use).
-    static func bind(_ configured: URL?) async throws(AuthGateError) -> LoopbackRedirectListener {
+    static func bind(_ configured: URL?, for uid: UInt32) async throws(AuthGateError) -> LoopbackRedirectListener {
         let base = configured ?? URL(string: "http://127.0.0.1/callback")!
         let host = (base.host ?? "127.0.0.1").trimming("[]")
         // Exactly as configured (a trailing slash kept, escapes kept): the provider compares
@@ -128,7 +137,7 @@ final class LoopbackRedirectListener: Sendable {
             server.channel.close(promise: nil)
             throw AuthGateError(.validationFailed, "The configured redirect_uri cannot be used: \(base.absoluteString.prefix(200))")
         }
-        return LoopbackRedirectListener(redirectURI: redirect, path: path, server: server, accepted: accepted)
+        return LoopbackRedirectListener(redirectURI: redirect, uid: uid, path: path, server: server, accepted: accepted)
     }
 
     /// Closes the listener; safe to call more than once.
@@ -138,14 +147,25 @@ final class LoopbackRedirectListener: Sendable {
 
     /// Serves until `handle` returns an outcome (its page is sent first), or until the task
     /// is cancelled. Closes the listener and every connection before it returns.
-    /// - Parameter handle: Given the query of a GET on the redirect path: the page to answer
-    ///   with and, when the flow is over, its outcome.
+    /// - Parameters:
+    ///   - refused: Told of each connection of another user's program (its uid, when the
+    ///     kernel still knew it), closed unread.
+    ///   - handle: Given the query of a GET on the redirect path: the page to answer with and,
+    ///     when the flow is over, its outcome.
     /// - Returns: The outcome, or `nil` when cancelled.
-    func serve<Outcome: Sendable>(_ handle: @escaping @Sendable ([String: String]) async -> (RedirectPage, Outcome?)) async -> Outcome? {
+    func serve<Outcome: Sendable>(
+        refused: @escaping @Sendable (UInt32?) -> Void,
+        handle: @escaping @Sendable ([String: String]) async -> (RedirectPage, Outcome?)
+    ) async -> Outcome? {
         let result = FirstOutcome<Outcome>()
         let server = server
         await withTaskCancellationHandler {
-            await accepted.serveAll(from: server) { _ in
+            await accepted.serveAll(from: server) { connection in
+                let owner = CallerCheck.tcpPeerUID(of: connection.channel)
+                guard owner == self.uid else {
+                    refused(owner)
+                    return nil
+                }
                 guard self.openConnections.add(1, ordering: .relaxed).newValue <= Self.maximumConnections else {
                     self.openConnections.subtract(1, ordering: .relaxed)
                     return nil

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import AuthGateProxy
+@testable import AuthGateServer
 
 #if canImport(Glibc)
 import Glibc

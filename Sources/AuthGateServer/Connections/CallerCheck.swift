@@ -5,18 +5,19 @@ import FoundationEssentials
 import Glibc
 #endif
 
-/// Which user is at the other end of a connection, as the kernel says.
+/// Which user is at the other end of a connection, as the kernel says: `authgate proxy`'s
+/// callers, and the browser that brings a sign-in's redirect to the daemon's loopback port.
 ///
 /// On a Unix socket that is `SO_PEERCRED`. A loopback TCP connection carries no credentials,
 /// and any local user can open one; but the kernel's socket table knows who owns the socket
 /// at the other end: the row of `/proc/net/tcp` (or `tcp6`) whose local address is the
-/// connection's peer and whose remote address is the proxy's own end has the owner's uid
-/// (proc(5), "/proc/net/tcp"). The table is read in the proxy's network namespace, where both
+/// connection's peer and whose remote address is our own end has the owner's uid
+/// (proc(5), "/proc/net/tcp"). The table is read in our network namespace, where both
 /// ends of a loopback connection live. A connection whose row is gone (the peer closed it
 /// already) is refused: the check fails closed.
-enum CallerCheck {
+package enum CallerCheck {
     /// The uid that owns the peer of `descriptor`, a Unix stream socket.
-    static func unixPeerUID(_ descriptor: Int32) -> UInt32? {
+    package static func unixPeerUID(_ descriptor: Int32) -> UInt32? {
         var pid: Int32 = 0
         var uid: UInt32 = 0
         var gid: UInt32 = 0
@@ -27,8 +28,12 @@ enum CallerCheck {
     /// The uid that owns the peer of `descriptor`, an accepted loopback TCP connection: asked
     /// of the kernel by the connection's two ends (sock_diag), one lookup however many sockets
     /// the host has; read from `/proc/net/tcp` only where the kernel cannot be asked.
-    static func tcpPeerUID(_ descriptor: Int32) -> UInt32? {
+    package static func tcpPeerUID(_ descriptor: Int32) -> UInt32? {
         guard let local = SocketEnd.local(of: descriptor), let peer = SocketEnd.peer(of: descriptor) else { return nil }
+        return tcpPeerUID(local: local, peer: peer)
+    }
+
+    static func tcpPeerUID(local: SocketEnd, peer: SocketEnd) -> UInt32? {
         switch diagnosedOwner(of: peer, connectedTo: local) {
         case .owner(let uid): return uid
         case .none: return nil
@@ -114,11 +119,11 @@ enum CallerCheck {
 }
 
 /// An address and port.
-struct SocketEnd: Hashable, Sendable {
-    var address: IPAddress
-    var port: UInt16
+package struct SocketEnd: Hashable, Sendable {
+    package var address: IPAddress
+    package var port: UInt16
 
-    init(address: IPAddress, port: UInt16) {
+    package init(address: IPAddress, port: UInt16) {
         self.address = address
         self.port = port
     }
@@ -139,9 +144,9 @@ struct SocketEnd: Hashable, Sendable {
         self.init(address: IPAddress(bytes: bytes), port: port)
     }
 
-    static func local(of descriptor: Int32) -> SocketEnd? { read(descriptor, getsockname) }
+    package static func local(of descriptor: Int32) -> SocketEnd? { read(descriptor, getsockname) }
 
-    static func peer(of descriptor: Int32) -> SocketEnd? { read(descriptor, getpeername) }
+    package static func peer(of descriptor: Int32) -> SocketEnd? { read(descriptor, getpeername) }
 
     private static func read(
         _ descriptor: Int32,
@@ -167,5 +172,32 @@ struct SocketEnd: Hashable, Sendable {
         default:
             return nil
         }
+    }
+}
+
+/// A numeric IPv4 or IPv6 address, as the kernel's socket tables print them.
+package struct IPAddress: Hashable, Sendable {
+    /// 4 or 16 bytes in network order.
+    package var bytes: [UInt8]
+
+    package init?(_ text: String) {
+        if text.contains(":") {
+            var raw = in6_addr()
+            guard inet_pton(AF_INET6, text, &raw) == 1 else { return nil }
+            bytes = withUnsafeBytes(of: raw) { Array($0) }
+        } else {
+            var raw = in_addr()
+            guard inet_pton(AF_INET, text, &raw) == 1 else { return nil }
+            bytes = withUnsafeBytes(of: raw) { Array($0) }
+        }
+    }
+
+    package init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// 127.0.0.0/8, ::1, or an IPv4-mapped loopback address.
+    package var isLoopback: Bool {
+        if bytes.count == 4 { return bytes[0] == 127 }
+        if bytes == Array(repeating: 0, count: 15) + [1] { return true }
+        return bytes.prefix(12) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF] && bytes[12] == 127
     }
 }
