@@ -122,7 +122,10 @@ public enum Daemon {
             metrics: metrics,
             observer: broadcast
         )
-        if await registry.hasPersistentProviders {
+        // A provider whose file cannot be used now may be a persistent one: its saved sessions
+        // are read, and kept on disk until the file is fixed.
+        let unusable = await registry.unusableProviders
+        if await registry.hasPersistentProviders || !unusable.isEmpty {
             await restoreSessions(sessions, from: persistence, registry: registry, notifier: signInNotifier, logger: logger)
         }
         // An older consent.json kept the sessions' choices: they move into the sessions' records.
@@ -282,7 +285,7 @@ public enum Daemon {
             logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
             if let uid = problem.uid { notifier?.savedSessionsLost(uid: uid, because: problem.reason) }
         }
-        let restored = await sessions.restore(saved, bindings: registry.sessionBindings)
+        let restored = await sessions.restore(saved, bindings: registry.sessionBindings, unusable: registry.unusableProviders)
         logger.notice("saved sessions restored", metadata: ["sessions.restored": "\(restored)", "storage.directory": "\(store.directory)"])
     }
 }

@@ -158,6 +158,33 @@ struct PersistenceTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: file)) != before, "saved now")
     }
 
+    @Test(
+        "a persistent provider's file broken across a restart signs nobody out: its saved session stays on disk, unused, and comes back when the file is fixed and reloaded"
+    )
+    func brokenFileKeepsSavedSessions() throws {
+        let scratch = try ScratchDirectory()
+        let server = try LoopbackServer.identityProvider(workdir: scratch.path + "/idp")
+        var daemon = try DaemonProcess(providers: ["corp.json": persistentProvider(server)])
+        try daemon.waitForLog("provider ready")
+        #expect(try daemon.cli(["login", "corp", "--username", "alice", "--password-stdin"], stdin: "alice-password-1\n").status == 0)
+        let accessToken = try token(daemon, "corp").stdout
+        daemon.send(SIGTERM)
+        #expect(try daemon.waitForExit() == 0)
+
+        // A typo made while it was down.
+        daemon = try DaemonProcess(providers: ["corp.json": #"{"type": "oidc", "issuer": "#], scratch: daemon.scratch)
+        try daemon.waitForLog("saved session kept on disk, unused")
+        #expect(try token(daemon, "corp").status != 0)
+        daemon.send(SIGTERM)
+        #expect(try daemon.waitForExit() == 0)
+        daemon = try DaemonProcess(providers: ["corp.json": #"{"type": "oidc", "issuer": "#], scratch: daemon.scratch)
+        try daemon.waitForLog("saved session kept on disk, unused")
+
+        try persistentProvider(server).write(toFile: daemon.providersDirectory + "/corp.json", atomically: true, encoding: .utf8)
+        #expect(try daemon.cli(["reload"]).status == 0)
+        #expect(try token(daemon, "corp").stdout == accessToken, "the same session, with no sign-in")
+    }
+
     @Test("only memory providers: the state directory is never touched")
     func memoryOnly() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock])

@@ -146,6 +146,12 @@ actor ProviderRegistry {
         return bindings
     }
 
+    /// The providers whose file is there but cannot be used now (invalid, or its client could
+    /// not be made: a secret missing): their saved sessions are kept, not dropped.
+    var unusableProviders: Set<ProviderID> {
+        Set(providers.values.filter { $0.configuration == nil || $0.client == nil }.compactMap { ProviderID($0.id) })
+    }
+
     /// True when some provider keeps its sessions on disk.
     var hasPersistentProviders: Bool {
         providers.values.contains { $0.configuration?.storage == .persistent }

@@ -81,15 +81,19 @@ actor ProviderReloader {
             switch change.kind {
             case .removed:
                 revocations += await sessions.removeAll(provider: id)
-            case .changed:
+                await sessions.takeBackHeld(provider: id, binding: nil)
+            case .changed, .added:
                 if let configuration = change.current?.configuration, let client = change.current?.client {
                     let policy = AccessPolicy()
                     let rules = configuration.access
-                    revocations += await sessions.rebind(provider: id, to: SessionBinding(configuration, client: client)) { uid in
-                        policy.admitsUser(uid: uid, rules)
+                    let binding = SessionBinding(configuration, client: client)
+                    if change.kind == .changed {
+                        revocations += await sessions.rebind(provider: id, to: binding) { uid in policy.admitsUser(uid: uid, rules) }
                     }
+                    // Saved sessions kept on disk while the file could not be used come back.
+                    await sessions.takeBackHeld(provider: id, binding: binding) { uid in policy.admitsUser(uid: uid, rules) }
                 }
-            case .added, .unchanged:
+            case .unchanged:
                 break
             }
         }

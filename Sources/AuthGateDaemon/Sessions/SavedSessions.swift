@@ -20,6 +20,15 @@ struct SavedSessions {
     /// writable, the store cannot be opened): their persistent sessions live in memory only,
     /// the old file intact, until a save succeeds. Said at sign-in and in `status`.
     private var unsaved: [UInt32: String] = [:]
+    /// Saved sessions this daemon does not use now, per uid, written back with each save of
+    /// their uid so that nothing on disk is lost: those whose provider's file is there but
+    /// cannot be used (invalid, a secret missing) until a reload makes it usable or removes
+    /// it (``release(provider:)``), and those of files the daemon could not read at start
+    /// (the store did not open then, or no provider kept sessions on disk) until a restart.
+    private var held: [UInt32: [PersistedSession]] = [:]
+    /// Whether every uid's file was read (at start); until then the first save reads them,
+    /// so that no file is written over unread.
+    private var readAll = false
 
     init(persistence: SessionPersistence?, metrics: (any SessionWorkObserver)?, logger: Logger) {
         self.persistence = persistence
@@ -36,15 +45,41 @@ struct SavedSessions {
     /// `uid` has a sessions file (restored at start-up).
     mutating func restored(uid: UInt32) { filed.insert(uid) }
 
+    /// Every uid's file was read (start-up restored them).
+    mutating func allRead() { readAll = true }
+
+    /// Keeps `session` of `uid` on disk, unused (see ``held``).
+    mutating func hold(_ session: PersistedSession, uid: UInt32) { held[uid, default: []].append(session) }
+
+    /// How many saved sessions are kept on disk unused.
+    var heldCount: Int { held.values.reduce(0) { $0 + $1.count } }
+
+    /// Takes the held sessions of `provider` out, by uid: for a reload to restore or drop.
+    mutating func release(provider: String) -> [UInt32: [PersistedSession]] {
+        var released: [UInt32: [PersistedSession]] = [:]
+        for (uid, list) in held {
+            let (taken, kept) = (list.filter { $0.provider == provider }, list.filter { $0.provider != provider })
+            guard !taken.isEmpty else { continue }
+            released[uid] = taken
+            held[uid] = kept.isEmpty ? nil : kept
+        }
+        return released
+    }
+
     /// Writes `uid`'s persistent sessions, the whole list (an empty one removes the file);
     /// nothing when the uid has neither sessions to save nor a file.
     mutating func save(_ list: [PersistedSession], uid: UInt32) {
-        guard let persistence, !list.isEmpty || filed.contains(uid) else { return }
+        // Nothing to write: the store is not even opened (memory-only uids never touch the disk).
+        guard let persistence, !list.isEmpty || filed.contains(uid) || held[uid] != nil else { return }
         guard let store = persistence.store() else {
             // SessionPersistence logged why.
             unsaved[uid] = "the session store cannot be opened (the daemon's log says why)"
             return
         }
+        if !readAll { readUnread(store) }
+        // A held session gives way to one of the same name signed in since.
+        let list = list + (held[uid] ?? []).filter { kept in !list.contains { $0.provider == kept.provider && $0.session == kept.session } }
+        guard !list.isEmpty || filed.contains(uid) else { return }
         let start = ContinuousClock.now
         do {
             try store.save(list, uid: uid)
@@ -55,6 +90,27 @@ struct SavedSessions {
             metrics?.storeWrite(succeeded: false, duration: .now - start)
             unsaved[uid] = "\(error)"
             logger.error("cannot save sessions; they stay in memory: \(error)", metadata: ["peer.uid": "\(uid)"])
+        }
+    }
+
+    /// The store opened only now (it could not at start, or no provider kept sessions on disk
+    /// then): every file is read before the first is written, and what it holds is kept on
+    /// disk, unused until a restart takes it back.
+    private mutating func readUnread(_ store: SessionStore) {
+        readAll = true
+        let (sessions, problems) = store.loadAll()
+        for problem in problems {
+            logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
+        }
+        for (uid, list) in sessions where !list.isEmpty {
+            filed.insert(uid)
+            held[uid, default: []] += list
+        }
+        if !sessions.isEmpty {
+            logger.notice(
+                "the session store opened after start: the sessions saved before are kept on disk; restart authgated to use them",
+                metadata: ["sessions.kept": "\(sessions.values.reduce(0) { $0 + $1.count })"]
+            )
         }
     }
 }

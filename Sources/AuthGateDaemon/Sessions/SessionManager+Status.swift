@@ -80,15 +80,27 @@ extension SessionManager {
 
     /// Takes back the sessions saved before a restart. A session whose provider is gone, is
     /// no longer `persistent`, or now has another issuer or client is dropped, and the file
-    /// rewritten without it. Tokens that expired meanwhile are refreshed at the first tick.
+    /// rewritten without it; one whose provider's file is there but cannot be used now
+    /// (`unusable`: invalid, a secret missing) stays on disk, unused until a reload makes the
+    /// provider usable (``takeBackHeld(provider:binding:admits:)``). Tokens that expired
+    /// meanwhile are refreshed at the first tick.
     /// - Returns: How many sessions were restored.
     @discardableResult
-    func restore(_ saved: [UInt32: [PersistedSession]], bindings: [ProviderID: SessionBinding]) -> Int {
+    func restore(_ saved: [UInt32: [PersistedSession]], bindings: [ProviderID: SessionBinding], unusable: Set<ProviderID> = []) -> Int {
+        self.saved.allRead()
         var restored = 0
         for (uid, list) in saved {
             self.saved.restored(uid: uid)
             var dropped = false
             for session in list {
+                if let provider = ProviderID(session.provider), bindings[provider] == nil, unusable.contains(provider) {
+                    self.saved.hold(session, uid: uid)
+                    logger.notice(
+                        "saved session kept on disk, unused: its provider's file cannot be used now; it comes back when the file is fixed and reloaded",
+                        metadata: ["peer.uid": "\(uid)", "provider.id": "\(session.provider)", "session": "\(session.session)"]
+                    )
+                    continue
+                }
                 guard let provider = ProviderID(session.provider), let name = SessionName(session.session),
                     let binding = bindings[provider], binding.storage == .persistent,
                     binding.identity == ProviderIdentity(issuer: session.issuer, clientID: session.clientID),
@@ -102,6 +114,8 @@ extension SessionManager {
                     continue
                 }
                 let key = SessionKey(uid: uid, provider: provider, name: name)
+                // Taken back late (a reload): a session signed in since stays.
+                guard sessions[key] == nil else { continue }
                 sessions[key] = record(session, tokens: tokens, binding: binding, provider: provider)
                 if tokens.isValid(for: 0, at: now()) {
                     planRefresh(key)
@@ -111,6 +125,21 @@ extension SessionManager {
                 restored += 1
             }
             if dropped { persist(uid) }
+        }
+        return restored
+    }
+
+    /// A reload made `provider` usable (`binding`), or removed it (`nil`): the saved sessions
+    /// kept on disk for it come back as at a restart (those its `access` still admits, of the
+    /// same issuer and client, still `persistent`), or are dropped.
+    /// - Returns: How many came back.
+    @discardableResult
+    func takeBackHeld(provider: ProviderID, binding: SessionBinding?, admits: (UInt32) -> Bool = { _ in true }) -> Int {
+        let released = saved.release(provider: provider.rawValue)
+        var restored = 0
+        for (uid, list) in released {
+            if let binding, admits(uid) { restored += restore([uid: list], bindings: [provider: binding]) }
+            persist(uid)
         }
         return restored
     }
