@@ -144,34 +144,17 @@ package struct SocketEnd: Hashable, Sendable {
         self.init(address: IPAddress(bytes: bytes), port: port)
     }
 
-    package static func local(of descriptor: Int32) -> SocketEnd? { read(descriptor, getsockname) }
+    package static func local(of descriptor: Int32) -> SocketEnd? { read(descriptor, peer: false) }
 
-    package static func peer(of descriptor: Int32) -> SocketEnd? { read(descriptor, getpeername) }
+    package static func peer(of descriptor: Int32) -> SocketEnd? { read(descriptor, peer: true) }
 
-    private static func read(
-        _ descriptor: Int32,
-        _ call: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32
-    ) -> SocketEnd? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let result = withUnsafeMutablePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { call(descriptor, $0, &length) }
-        }
-        guard result == 0 else { return nil }
-        switch Int32(storage.ss_family) {
-        case AF_INET:
-            return withUnsafeBytes(of: storage) { raw in
-                let address = raw.load(as: sockaddr_in.self)
-                return SocketEnd(address: IPAddress(bytes: withUnsafeBytes(of: address.sin_addr) { Array($0) }), port: UInt16(bigEndian: address.sin_port))
-            }
-        case AF_INET6:
-            return withUnsafeBytes(of: storage) { raw in
-                let address = raw.load(as: sockaddr_in6.self)
-                return SocketEnd(address: IPAddress(bytes: withUnsafeBytes(of: address.sin6_addr) { Array($0) }), port: UInt16(bigEndian: address.sin6_port))
-            }
-        default:
-            return nil
-        }
+    /// An end of an IPv4 or IPv6 socket (`ag_socket_end`: the C structures stay in C).
+    private static func read(_ descriptor: Int32, peer: Bool) -> SocketEnd? {
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var length: Int32 = 0
+        var port: UInt16 = 0
+        guard ag_socket_end(descriptor, peer ? 1 : 0, &bytes, &length, &port) == 0 else { return nil }
+        return SocketEnd(address: IPAddress(bytes: Array(bytes.prefix(Int(length)))), port: port)
     }
 }
 
@@ -181,15 +164,10 @@ package struct IPAddress: Hashable, Sendable {
     package var bytes: [UInt8]
 
     package init?(_ text: String) {
-        if text.contains(":") {
-            var raw = in6_addr()
-            guard inet_pton(AF_INET6, text, &raw) == 1 else { return nil }
-            bytes = withUnsafeBytes(of: raw) { Array($0) }
-        } else {
-            var raw = in_addr()
-            guard inet_pton(AF_INET, text, &raw) == 1 else { return nil }
-            bytes = withUnsafeBytes(of: raw) { Array($0) }
-        }
+        var raw = [UInt8](repeating: 0, count: 16)
+        let length = ag_parse_address(text, &raw)
+        guard length > 0 else { return nil }
+        bytes = Array(raw.prefix(Int(length)))
     }
 
     package init(bytes: [UInt8]) { self.bytes = bytes }

@@ -22,6 +22,8 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
@@ -371,6 +373,40 @@ static inline int ag_spawn_child(pid_t *pid, const char *file, char *const argv[
 /// since posix_spawn cannot set a death signal; the child makes system calls only.
 /// Returns 0 or an errno value (the exec's, when the command could not be run).
 int ag_spawn_supervised_child(pid_t *pid, const char *file, char *const argv[], char *const envp[], int death_signal);
+
+/// The local (`peer` zero) or remote end of the socket `fd`: the address's bytes in network
+/// order (4 for IPv4, 16 for IPv6) into `address` (16 bytes of room), their count into
+/// `length`, the port in host order into `port`. Returns 0, or -1 with errno set
+/// (EAFNOSUPPORT for a socket of another family).
+static inline int ag_socket_end(int fd, int peer, unsigned char *address, int *length, unsigned short *port) {
+    struct sockaddr_storage storage;
+    socklen_t size = sizeof storage;
+    int result = peer ? getpeername(fd, (struct sockaddr *)&storage, &size) : getsockname(fd, (struct sockaddr *)&storage, &size);
+    if (result != 0) return -1;
+    if (storage.ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)&storage;
+        memcpy(address, &in->sin_addr, 4);
+        *length = 4;
+        *port = ntohs(in->sin_port);
+        return 0;
+    }
+    if (storage.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&storage;
+        memcpy(address, &in6->sin6_addr, 16);
+        *length = 16;
+        *port = ntohs(in6->sin6_port);
+        return 0;
+    }
+    errno = EAFNOSUPPORT;
+    return -1;
+}
+
+/// A numeric IPv4 or IPv6 address (`text`, as inet_pton reads it) into `address` (16 bytes of
+/// room) in network order: returns how many bytes (4 or 16), or 0 for anything else.
+static inline int ag_parse_address(const char *text, unsigned char *address) {
+    if (strchr(text, ':') != NULL) return inet_pton(AF_INET6, text, address) == 1 ? 16 : 0;
+    return inet_pton(AF_INET, text, address) == 1 ? 4 : 0;
+}
 
 /// The uid that owns the TCP socket whose local end is `local` and whose remote end is `remote`
 /// (addresses of `length` bytes: 4 for IPv4, 16 for IPv6; ports in host order), and its inode
