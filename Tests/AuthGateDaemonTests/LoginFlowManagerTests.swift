@@ -84,6 +84,31 @@ private actor DeviceProvider: IdentityProvider {
     func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet { throw AuthGateError(.loginRequired, "no") }
 }
 
+/// A provider whose browser sign-in request is recorded (its `prompt`), never completed.
+private actor BrowserProvider: IdentityProvider {
+    private(set) var prompts: [String?] = []
+
+    func authorizationRequest(redirectURI: URL, scopes: [String], prompt: String?) async throws(AuthGateError) -> AuthorizationRequest {
+        prompts.append(prompt)
+        return AuthorizationRequest(
+            url: URL(string: "https://idp.example/authorize")!,
+            redirectURI: redirectURI,
+            state: Secret("state"),
+            nonce: nil,
+            codeVerifier: Secret("verifier"),
+            scopes: scopes,
+            issuer: nil,
+            requiresIssuer: false
+        )
+    }
+
+    func signIn(_ credentials: PasswordCredentials) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func signInAsClient(_ variant: TokenVariant) async throws(AuthGateError) -> SignInResult { throw AuthGateError(.unsupportedGrant, "no") }
+    func userinfo(_ tokens: TokenSet) async throws(AuthGateError) -> [String: JSONValue] { [:] }
+    func refresh(_ refreshToken: Secret, variant: TokenVariant) async throws(AuthGateError) -> TokenSet { throw AuthGateError(.loginRequired, "no") }
+    func revoke(_ tokens: TokenSet) async {}
+}
+
 /// `LoginFlowManager` in process, with a scripted provider: joining, completion, cancel,
 /// expiry, ownership and the per-uid bound, with no server, browser or socket.
 @Suite("Interactive sign-in flows (in process)")
@@ -220,5 +245,63 @@ struct LoginFlowManagerTests {
         let again = try await begin(flows, provider)
         _ = try await flows.cancel(again.flowID, uid: key.uid)
         await #expect(throws: AuthGateError.self) { try await begin(flows, provider) }
+    }
+
+    @Test(
+        "a caller joining a sign-in makes its consent choice stricter, never looser: a flow begun to stop asking, joined by a plain sign-in, leaves the session asking"
+    )
+    func joinNeverLoosensConsent() async throws {
+        let sessions = SessionManager(logger: quiet)
+        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
+        let first = DeviceProvider()
+        let asking = try await flows.begin(key: key, grant: .deviceCode, scopes: [], prompt: nil, consent: .ask, configuration: configuration, client: first)
+        await first.decide(.approve)
+        _ = try await outcome(flows, asking.flowID)
+        #expect(await sessions.asksConsent(key))
+
+        // Begun (by any program of the uid) to stop asking; the person's own sign-in joins it.
+        let second = DeviceProvider()
+        let loosening = try await flows.begin(
+            key: key,
+            grant: .deviceCode,
+            scopes: [],
+            prompt: nil,
+            consent: .stopAsking,
+            configuration: configuration,
+            client: second
+        )
+        let joined = try await flows.begin(key: key, grant: .deviceCode, scopes: [], prompt: nil, consent: .keep, configuration: configuration, client: second)
+        #expect(joined.flowID == loosening.flowID)
+        await second.decide(.approve)
+        _ = try await outcome(flows, loosening.flowID)
+        #expect(await sessions.asksConsent(key), "still asks")
+        #expect(ConsentChoice.stopAsking.stricter(.stopAsking) == .stopAsking && ConsentChoice.keep.stricter(.ask) == .ask)
+    }
+
+    @Test("a browser sign-in that would stop a session's asking has the provider make the person sign in (prompt=login); one that changes nothing does not")
+    func stoppingAskingNeedsAPerson() async throws {
+        let sessions = SessionManager(logger: quiet)
+        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
+        let client = ScriptedProvider(clock: ManualClock())
+        let signIn = try await client.signIn(PasswordCredentials(username: "u", password: Secret("p")))
+        let memory = SessionBinding(client: client, policy: RefreshPolicy(), storage: .memory)
+        _ = await sessions.store(signIn, grant: .password, binding: memory, for: key, consent: .ask)
+        let other = SessionKey(uid: 1000, provider: key.provider, name: SessionName("other")!)
+        _ = await sessions.store(signIn, grant: .password, binding: memory, for: other)
+
+        let browser = BrowserProvider()
+        for (session, choice) in [(key, ConsentChoice.stopAsking), (other, .stopAsking), (key, .keep)] {
+            let pending = try await flows.begin(
+                key: session,
+                grant: .authorizationCode,
+                scopes: [],
+                prompt: nil,
+                consent: choice,
+                configuration: configuration,
+                client: browser
+            )
+            _ = try await flows.cancel(pending.flowID, uid: key.uid)
+        }
+        #expect(await browser.prompts == ["login", nil, nil])
     }
 }

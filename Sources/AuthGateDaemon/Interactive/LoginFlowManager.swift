@@ -64,7 +64,7 @@ actor LoginFlowManager {
         var scopes: [String]
         var prompt: String?
         /// What the sign-in does with the session's consent choice when it succeeds: a caller
-        /// that joins may make it ask, never stop asking.
+        /// that joins may make it stricter, never looser (``ConsentChoice/stricter(_:)``).
         var consent: ConsentChoice
         var configuration: ProviderConfiguration
         var client: any IdentityProvider
@@ -121,6 +121,10 @@ actor LoginFlowManager {
         client: any IdentityProvider
     ) async throws(AuthGateError) -> PendingSignIn {
         guard !isShutDown else { throw AuthGateError(.serviceUnavailable, "authgated is stopping.") }
+        // A browser sign-in that would stop a session's asking must be a person's: the provider
+        // is asked to have them sign in (prompt=login) rather than let a single sign-on session
+        // send the browser straight back, unseen, for any program of the uid that opened it.
+        let forcesSignIn = consent == .stopAsking && grant == .authorizationCode && prompt == nil ? await sessions.asksConsent(key) : false
         purge()
         if let id = pending[key], let flow = flows[id] {
             guard flow.grant == grant, flow.scopes == scopes, flow.prompt == prompt else {
@@ -129,7 +133,7 @@ actor LoginFlowManager {
                     "Another sign-in to \(configuration.displayName) is pending for this session (\(flow.grant.rawValue)\(flow.prompt.map { ", prompt=\($0)" } ?? "")); finish it, or cancel it (login.cancel), first."
                 )
             }
-            if consent == .ask { flows[id]?.consent = .ask }
+            flows[id]?.consent = flow.consent.stricter(consent)
             logger.info("sign-in joined", metadata: key.logMetadata(["flow.id": "\(id)"]))
             return try await started(id, flow.start)
         }
@@ -159,7 +163,7 @@ actor LoginFlowManager {
                 uid: key.uid,
                 grant: grant,
                 scopes: scopes,
-                prompt: prompt,
+                prompt: forcesSignIn ? "login" : prompt,
                 configuration: configuration,
                 client: client,
                 now: now,

@@ -124,4 +124,12 @@ enum ConsentChoice: Sendable, Equatable {
         case .stopAsking: false
         }
     }
+
+    /// The stricter of the two: what a sign-in joined by another caller does, so that a
+    /// joiner can make it ask, never stop asking (ask, then keep, then stop asking).
+    func stricter(_ other: ConsentChoice) -> ConsentChoice {
+        if self == .ask || other == .ask { return .ask }
+        if self == .keep || other == .keep { return .keep }
+        return .stopAsking
+    }
 }
