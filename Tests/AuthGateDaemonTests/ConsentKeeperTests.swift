@@ -136,7 +136,10 @@ struct ConsentKeeperTests {
     func alwaysAndRevoke() async throws {
         let scratch = try ScratchDirectory()
         let first = ScriptedAsker([.answered(.always)])
-        let dispatcher = dispatcher(ConsentKeeper(directory: scratch.path, asker: first, logger: quiet))
+        // This process is the daemon here, and so one of authgate's own executables, which is
+        // never allowed always (ConsentProgramTests): as a program of its own instead.
+        let plain = ToolFiles(identities: [])
+        let dispatcher = dispatcher(ConsentKeeper(directory: scratch.path, asker: first, logger: quiet, tools: plain))
         try await signIn(dispatcher)
         #expect(try await token(dispatcher)["result"] != nil)
         let file = try String(contentsOfFile: scratch.path + "/consent.json", encoding: .utf8)
@@ -145,7 +148,7 @@ struct ConsentKeeperTests {
         #expect(mode == 0o600)
 
         let later = ScriptedAsker([.answered(.deny)])
-        let restarted = self.dispatcher(ConsentKeeper(directory: scratch.path, asker: later, logger: quiet))
+        let restarted = self.dispatcher(ConsentKeeper(directory: scratch.path, asker: later, logger: quiet, tools: plain))
         try await signIn(restarted)
         #expect(try await token(restarted)["result"] != nil)
         #expect(later.questions.isEmpty, "a remembered executable is not asked")

@@ -67,8 +67,21 @@ struct ConsentProgram: Sendable, Hashable {
         ].contains(bare)
     }
 
+    /// Service managers and container inits by their executable's file name: what they start
+    /// is not theirs to answer for (and an orphan is given to them), so the walk never passes
+    /// through to one: "always allow systemd" would cover every program the user's manager
+    /// starts, and every one reparented to it.
+    static func isServiceManager(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        return ["systemd", "init", "tini", "dumb-init", "catatonit", "s6-supervise", "runsv", "supervise"].contains(name)
+            || name.hasPrefix("containerd-shim")
+    }
+
     /// The program behind `pid`, whose uid is `uid`; `nil` when the caller itself cannot be read.
-    /// - Parameter tools: authgate's own executables (``ToolFiles``), passed through to their parent.
+    /// - Parameter tools: authgate's own executables (``ToolFiles``), passed through to their
+    ///   parent — but for a parent of another uid or a service manager: then authgate's
+    ///   executable is the program, and it cannot be allowed always (that would allow every
+    ///   program that runs it), only once or while it runs.
     static func find(pid: Int32, uid: UInt32, tools: ToolFiles) -> ConsentProgram? {
         guard var current = ProcessFacts(pid: pid) else { return nil }
         var through: [String] = []
@@ -86,17 +99,24 @@ struct ConsentProgram: Sendable, Hashable {
             } else {
                 wraps = false
             }
-            if wraps, current.parent > 1, let parent = ProcessFacts(pid: current.parent), parent.uid == uid {
+            if wraps, current.parent > 1, let parent = ProcessFacts(pid: current.parent), parent.uid == uid, !isServiceManager(parent.executable) {
                 through.append(current.commandLine)
                 current = parent
                 continue
             }
-            return program(current, script: script, through: through.first)
+            let isTool = tools.contains(device: current.executableDevice, inode: current.executableInode)
+            return program(current, script: script, through: through.first, allowsAlways: !isTool)
         }
-        return program(current, script: nil, through: through.first)
+        return program(
+            current,
+            script: nil,
+            through: through.first,
+            allowsAlways: !tools.contains(device: current.executableDevice, inode: current.executableInode)
+        )
     }
 
-    private static func program(_ facts: ProcessFacts, script: String?, through: String?) -> ConsentProgram {
+    /// - Parameter allowsAlways: False for authgate's own executable: no digest, so no "always".
+    private static func program(_ facts: ProcessFacts, script: String?, through: String?, allowsAlways: Bool) -> ConsentProgram {
         var path = facts.executable
         var interpreter: String?
         var digest: String?
@@ -108,7 +128,7 @@ struct ConsentProgram: Sendable, Hashable {
                 // A script that cannot be read is not a file to allow always.
                 (path, interpreter) = (resolved ?? script, facts.executable)
             }
-        } else if !isInterpreter(facts.executable) {
+        } else if !isInterpreter(facts.executable), allowsAlways {
             digest = digestOfFile("/proc/\(facts.pid)/exe")
         }
         return ConsentProgram(
