@@ -279,7 +279,14 @@ public enum Daemon {
         notifier: SignInNotifier?,
         logger: Logger
     ) async {
-        guard let store = persistence.store() else { return }
+        guard let store = persistence.store() else {
+            // Their key is missing or out of reach: the files stay as they are (a new key would
+            // lose them), and their users are told that they must sign in for now.
+            for uid in persistence.uidsWithSavedSessions {
+                notifier?.savedSessionsLost(uid: uid, because: persistence.openFailure ?? "the session store cannot be opened")
+            }
+            return
+        }
         let (saved, problems) = store.loadAll()
         for problem in problems {
             logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])

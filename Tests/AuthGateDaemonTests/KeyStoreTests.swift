@@ -112,10 +112,16 @@ struct KeyStoreTests {
         #expect(system.notices == ["the storage key is kept in \(state)/authgate.key"])
     }
 
-    @Test("saved sessions whose key cannot be reached are not given a new key that would lose them")
-    func noNewKeyOverSavedSessions() throws {
+    @Test(
+        "saved sessions whose key cannot be reached (a keyring out of reach; a credential not given, a key file gone) are not given a new key that would lose them",
+        arguments: [true, false]
+    )
+    func noNewKeyOverSavedSessions(keyring: Bool) throws {
         try SessionStore(stateDirectory: state, key: .generate()).save([session("a")], uid: 1000)
-        let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .auto, mode: .user, environment: noBus)
+        let keeper =
+            keyring
+            ? StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .auto, mode: .user, environment: noBus)
+            : StorageKeyKeeper(stateDirectory: state, credentialsDirectory: scratch.path + "/no-credentials", choice: .file, mode: .system, environment: noBus)
         #expect {
             try keeper.open()
         } throws: { error in
@@ -124,6 +130,29 @@ struct KeyStoreTests {
         #expect(try keyFile() == nil)
         #expect(persistence(keeper).store() == nil, "persistent sessions stay in memory; the file stays as it is")
         #expect(FileManager.default.fileExists(atPath: state + "/sessions/1000.sessions"))
+    }
+
+    @Test("a state directory another user may write to, or another user's, is refused with why, before any key is read or made")
+    func stateDirectoryOthersMayChange() throws {
+        let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .file, mode: .system, environment: noBus)
+        #expect(mkdir(state, 0o700) == 0 && chmod(state, 0o777) == 0)
+        #expect {
+            try keeper.open()
+        } throws: { error in
+            "\(error)".contains("other users may add and remove files in it (mode 777)")
+        }
+        #expect(try keyFile() == nil)
+        if geteuid() == 0 {
+            #expect(chmod(state, 0o700) == 0 && chown(state, 65534, 65534) == 0)
+            #expect {
+                try keeper.open()
+            } throws: { error in
+                "\(error)".contains("belongs to uid 65534")
+            }
+        }
+        #expect(chown(state, geteuid(), getegid()) == 0 && chmod(state, 0o700) == 0)
+        _ = try keeper.open()
+        #expect(try keyFile() != nil)
     }
 
     @Test("rekey (file): every file sealed with a new key, which replaces the old; the old key opens nothing")

@@ -149,7 +149,10 @@ struct NotificationTests {
         #expect(desktop.notifications.first?["actions"] as? [String: String] == ["signin": "Sign in"])
     }
 
-    @Test("saved sessions that cannot be opened at start-up (the storage key is gone): one notification says so", NotificationTests.needsDesktop)
+    @Test(
+        "saved sessions that cannot be opened at start-up (the storage key is gone): one notification says so, and the file is kept for the key's return, not given a new key",
+        NotificationTests.needsDesktop
+    )
     func savedSessionsLost() throws {
         let persistent = #"{"type": "mock", "storage": "persistent", "users": [{"username": "demo", "password": "demo-password-1"}]}"#
         let desktop = try NotificationDesktop(caFile: "/dev/null")
@@ -170,6 +173,9 @@ struct NotificationTests {
         #expect(shown["summary"] as? String == "Your saved sign-ins could not be opened", "\(shown)")
         #expect((shown["body"] as? String)?.contains("authgate login") == true && (shown["actions"] as? [String: String])?.isEmpty == true)
         #expect(try daemon.cli(["token", "mock"]).status == 3)
+        #expect((shown["body"] as? String)?.contains("not creating a new key") == true, "\(shown)")
+        #expect(FileManager.default.fileExists(atPath: daemon.stateDirectory + "/sessions/\(getuid()).sessions"), "kept as it was")
+        #expect(!FileManager.default.fileExists(atPath: daemon.stateDirectory + "/authgate.key"), "no new key")
     }
 
     @Test(

@@ -202,7 +202,10 @@ enum StorageFiles {
     }
 
     /// Creates `path` and its missing parents with mode 0700; an existing directory is left
-    /// as it is.
+    /// as it is, but must be the daemon's user's and writable by nobody else: another user
+    /// who may add and remove names in it could take the key file away (and have a new key
+    /// lose every session), swap `sessions/`, or put a FIFO or answers of their own in
+    /// `consent.json`.
     /// - Returns: `nil`, or what went wrong as text.
     static func createPrivateDirectory(_ path: String) -> String? {
         var prefix = path.hasPrefix("/") ? "" : "."
@@ -213,6 +216,13 @@ enum StorageFiles {
             if pathStatus(prefix) == nil, mkdir(prefix, 0o700) != 0, errno != EEXIST { return errorText() }
         }
         guard let info = pathStatus(path) else { return errorText() }
-        return info.isDirectory ? nil : "it is not a directory"
+        guard info.isDirectory else { return "it is not a directory" }
+        guard info.owner == geteuid() else {
+            return "it belongs to uid \(info.owner), not to the daemon's user (uid \(geteuid())): make it the daemon's user's, mode 0700"
+        }
+        guard info.permissions & 0o022 == 0 else {
+            return "other users may add and remove files in it (mode \(String(info.permissions, radix: 8))): make it mode 0700"
+        }
+        return nil
     }
 }

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -11,6 +12,8 @@ final class SessionPersistence: Sendable {
     private let keeper: StorageKeyKeeper
     private let logger: Logger
     private let opened = Mutex<(store: SessionStore, location: KeyLocation)?>(nil)
+    /// Why the store could not be opened the last time it was tried.
+    private let failure = Mutex<String?>(nil)
     /// One `rekey` at a time.
     private let rekeying = Mutex(())
 
@@ -19,6 +22,16 @@ final class SessionPersistence: Sendable {
         self.stateDirectory = keeper.stateDirectory
         self.keeper = keeper
         self.logger = logger
+    }
+
+    /// Why the store could not be opened the last time it was tried (`nil` once it opened).
+    var openFailure: String? { failure.withLock { $0 } }
+
+    /// The uids that have a sealed sessions file, read from the directory's names only (for
+    /// telling them when their sessions cannot be opened).
+    var uidsWithSavedSessions: [UInt32] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: stateDirectory + "/sessions")) ?? []
+        return names.compactMap(SessionStore.uid(fileName:)).sorted()
     }
 
     /// Where the key of the open store lives; `nil` before the store is opened.
@@ -38,6 +51,7 @@ final class SessionPersistence: Sendable {
                 let store = SessionStore(stateDirectory: stateDirectory, key: key.sealing, openingKeys: key.opening)
                 if key.finish != nil || !key.opening.isEmpty { finishKeyChange(key, store: store) }
                 opened = (store, key.location)
+                failure.withLock { $0 = nil }
                 logger.info(
                     "session store opened",
                     metadata: [
@@ -47,6 +61,7 @@ final class SessionPersistence: Sendable {
                 )
                 return store
             } catch {
+                failure.withLock { $0 = "\(error)" }
                 logger.error(
                     "persistent sessions cannot be stored; they will live in memory only until this is fixed: \(error)",
                     metadata: ["storage.directory": "\(stateDirectory)"]

@@ -183,6 +183,10 @@ struct StorageKeyKeeper: Sendable {
                 )
             }
         }
+        if hasSealedSessions {
+            // Their key is not here: a dismissed unlock prompt answers like "no such item".
+            return try fallBack("the Secret Service holds no storage key (or did not unlock), yet saved sessions exist")
+        }
         let key = StorageKey.generate()
         switch keyring.storeAndVerify(key, as: .current) {
         case .failure(let failure):
@@ -228,6 +232,17 @@ struct StorageKeyKeeper: Sendable {
             )
         }
         if let current { return Opened(location: .file(path: stateKeyPath), sealing: current, notices: notices) }
+        if hasSealedSessions {
+            // Their key went (a credential not given this time, a file removed): a new key would
+            // have every file moved aside as unreadable, and the next start's key moving the
+            // files sealed meanwhile over them.
+            throw StorageError(
+                file: stateKeyPath,
+                "saved sessions exist in \(stateDirectory)/sessions but no key to open them (\(stateKeyPath) is missing, and no credential was given): "
+                    + "not creating a new key that would lose them. Give the key back (the systemd credential, or the file from a backup), "
+                    + "or move \(stateDirectory)/sessions aside to start afresh"
+            )
+        }
         let key = try StorageKey.create(stateKeyPath, in: stateDirectory)
         return Opened(location: .file(path: stateKeyPath), sealing: key, notices: notices)
     }
