@@ -13,11 +13,21 @@ import Glibc
 /// programs are served (the kernel's socket table says whose the other end is).
 @Suite("The redirect listener of a browser sign-in")
 struct RedirectListenerTests {
-    /// Sends `request` to 127.0.0.1:`port` and reads until the listener closes (5 s at most).
-    private static func exchange(port: Int, _ request: String) throws -> String {
-        let connection = try RawConnection(port: port, timeout: 5)
-        connection.send(request)
-        return connection.read { _ in false }
+    /// Sends `request` to 127.0.0.1:`port` and reads until the listener closes (5 s at most),
+    /// on a thread of its own: a blocking read on one of the few threads Swift's tasks run on
+    /// could keep the listener's own task from running.
+    private static func exchange(port: Int, _ request: String) async throws -> String {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+            Thread {
+                continuation.resume(
+                    with: Result {
+                        let connection = try RawConnection(port: port, timeout: 5)
+                        connection.send(request)
+                        return connection.read { _ in false }
+                    }
+                )
+            }.start()
+        }
     }
 
     @Test(
@@ -35,7 +45,7 @@ struct RedirectListenerTests {
                 (RedirectPage.signedIn(provider: "corp"), query["code"])
             }
         }
-        let refused = try Self.exchange(port: port, "GET /callback?code=attackers-code&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let refused = try await Self.exchange(port: port, "GET /callback?code=attackers-code&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(refused.isEmpty, "no answer to another user: \(refused)")
         #expect(refusals.withLock { $0 } == [getuid()])
         served.cancel()
@@ -50,8 +60,24 @@ struct RedirectListenerTests {
                 (RedirectPage.signedIn(provider: "corp"), query["code"])
             }
         }
-        let answered = try Self.exchange(port: ownPort, "GET /callback?code=the-code&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        let answered = try await Self.exchange(port: ownPort, "GET /callback?code=the-code&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered.prefix(200))")
         #expect(await ownServed.value == "the-code")
+    }
+
+    @Test("a code the provider takes longer than the 2 s request deadline to redeem still gets the browser its page")
+    func slowRedemptionStillAnswered() async throws {
+        let listener = try await LoopbackRedirectListener.bind(nil, for: getuid())
+        let port = try #require(listener.redirectURI.port)
+        let served = Task {
+            await listener.serve { _ in
+            } handle: { query in
+                try? await Task.sleep(for: .milliseconds(2_500))
+                return (RedirectPage.signedIn(provider: "corp"), query["code"])
+            }
+        }
+        let answered = try await Self.exchange(port: port, "GET /callback?code=slow&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered.prefix(200))")
+        #expect(await served.value == "slow")
     }
 }
