@@ -260,20 +260,28 @@ struct LimitsTests {
         #expect(ContinuousClock.now - started < .seconds(10))
     }
 
-    @Test("finished flows kept per uid are bounded: a begin/cancel loop forgets the oldest outcomes")
-    func finishedFlowsBounded() throws {
+    @Test(
+        "a begin/cancel loop: new sign-ins at a provider are refused after 10 (rate_limited), and the finished flows kept per uid are bounded (the oldest outcomes forgotten)"
+    )
+    func beginCancelLoopBounded() throws {
         let scratch = try ScratchDirectory()
         let server = try LoopbackServer.faulty(workdir: scratch.path, mode: "authorization_pending")
-        let daemon = try DaemonProcess(providers: ["faulty.json": faultyProviderFile(server, grants: #"["device_code"]"#)], logLevel: "info")
+        let file = faultyProviderFile(server, grants: #"["device_code"]"#)
+        let daemon = try DaemonProcess(providers: ["faulty.json": file, "faulty2.json": file], logLevel: "info")
         try daemon.waitForLog("provider ready")
         let connection = try daemon.connect()
         var flowIDs: [String] = []
-        for _ in 0..<20 {
-            let begin = try call(connection, "login.begin", ["provider": "faulty", "grant": "device_code"])
-            let flowID = try #require(begin.object["flow_id"] as? String, "\(begin)")
-            #expect(try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool == true)
-            flowIDs.append(flowID)
+        // 10 at each of two providers: 20 finished flows for one uid.
+        for provider in ["faulty", "faulty2"] {
+            for _ in 0..<10 {
+                let begin = try call(connection, "login.begin", ["provider": provider, "grant": "device_code"])
+                let flowID = try #require(begin.object["flow_id"] as? String, "\(begin)")
+                #expect(try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool == true)
+                flowIDs.append(flowID)
+            }
         }
+        let refused = try call(connection, "login.begin", ["provider": "faulty", "grant": "device_code"])
+        #expect(refused.errorReason == "rate_limited" && refused.errorMessage?.contains("try again in") == true, "\(refused)")
         #expect(try call(connection, "login.complete", ["flow_id": flowIDs[0]]).errorReason == "flow_expired", "the oldest was forgotten")
         let newest = try call(connection, "login.complete", ["flow_id": flowIDs[19]])
         #expect(newest.errorMessage?.contains("cancelled") == true, "\(newest)")
