@@ -148,6 +148,7 @@ public enum Daemon {
             servesAdmin: configuration.servesAdmin
         )
         let validator = ProviderValidator(registry: registry, logger: logger)
+        let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, metrics: metrics, logger: logger)
         let reloader = ProviderReloader(
             directory: configuration.providersDirectory,
             registry: registry,
@@ -155,9 +156,9 @@ public enum Daemon {
             validator: validator,
             notifier: notifier,
             metrics: metrics,
+            endSignIns: { await flows.endSignIns(provider: $0) },
             logger: logger
         )
-        let flows = LoginFlowManager(sessions: sessions, settings: configuration.loginFlows, metrics: metrics, logger: logger)
         let connections = OpenConnections()
         let readiness = Readiness()
         let exposition = metrics.map {

@@ -304,4 +304,22 @@ struct LoginFlowManagerTests {
         }
         #expect(await browser.prompts == ["login", nil, nil])
     }
+
+    @Test("a reload that changed or removed a provider ends its pending sign-ins (login_cancelled, saying why); another provider's stay")
+    func reloadEndsSignIns() async throws {
+        let flows = LoginFlowManager(sessions: SessionManager(logger: quiet), logger: quiet)
+        let provider = DeviceProvider()
+        let changed = try await begin(flows, provider)
+        let elsewhere = try await begin(flows, provider, key: SessionKey(uid: 1000, provider: ProviderID("other")!, name: .default))
+        await flows.endSignIns(provider: key.provider)
+        let ended = try await outcome(flows, changed.flowID)
+        guard case .failure(let error) = ended else {
+            Issue.record("not ended: \(ended)")
+            return
+        }
+        #expect(error.reason == .loginCancelled && error.message.contains("an administrator changed the provider"), "\(error)")
+        #expect(try await flows.outcome(of: elsewhere.flowID, uid: 1000) == nil, "the other provider's sign-in is still pending")
+        await provider.decide(.approve)
+        _ = try await outcome(flows, elsewhere.flowID)
+    }
 }

@@ -305,6 +305,21 @@ struct InteractiveLoginTests {
         #expect(try call(connection, "login.begin", ["provider": "web", "grant": "authorization_code", "session": "s8"]).object["flow_id"] != nil)
     }
 
+    @Test("a reload that changes the provider ends a sign-in under way: login.complete says login_cancelled and why")
+    func reloadEndsPendingSignIn() throws {
+        let fixture = try setUp()
+        defer { withExtendedLifetime(fixture) {} }
+        let daemon = fixture.daemon
+        let connection = try daemon.connect()
+        let flow = try begin(connection, "corp", "device_code")
+        let flowID = try #require(flow["flow_id"] as? String)
+        let changed = Interactive.provider(fixture.server, client: "authgate-device", grants: ["device_code"], extra: #", "display_name": "Corp, renamed""#)
+        try changed.write(toFile: daemon.providersDirectory + "/corp.json", atomically: true, encoding: .utf8)
+        #expect(try daemon.cli(["reload"]).status == 0)
+        let ended = try call(connection, "login.complete", ["flow_id": flowID])
+        #expect(ended.errorReason == "login_cancelled" && ended.errorMessage?.contains("an administrator changed the provider") == true, "\(ended)")
+    }
+
     @Test("stopping the daemon cancels pending flows and closes their listeners")
     func shutdownClosesListeners() throws {
         let fixture = try setUp()

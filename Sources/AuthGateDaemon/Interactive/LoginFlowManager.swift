@@ -439,6 +439,26 @@ actor LoginFlowManager {
         return true
     }
 
+    /// A reload removed or changed `provider`: its pending sign-ins end (`login_cancelled`),
+    /// since they were begun with a client, issuer and rules it may no longer have (a session
+    /// they stored would outlive a narrowed `access`, or hand out another issuer's tokens).
+    func endSignIns(provider: ProviderID) {
+        for (id, flow) in flows where flow.key.provider == provider && flow.outcome == nil && !flow.isFinishing {
+            flow.start.cancel()
+            flow.run?.cancel()
+            record(
+                id,
+                .failure(
+                    AuthGateError(
+                        .loginCancelled,
+                        "The sign-in to \(flow.configuration.displayName) was ended: an administrator changed the provider meanwhile; sign in again."
+                    )
+                )
+            )
+            logger.notice("sign-in ended: its provider was changed or removed", metadata: flow.key.logMetadata(["flow.id": "\(id)"]))
+        }
+    }
+
     /// Forgets finished flows whose outcome has been kept long enough.
     func purge() {
         let cutoff = now().addingTimeInterval(-settings.retention)

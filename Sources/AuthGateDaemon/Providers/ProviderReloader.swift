@@ -9,6 +9,8 @@ import Logging
 ///
 /// - Added providers appear and are validated.
 /// - Removed ones go, and their sessions are signed out (revoked where the provider can).
+/// - Sign-ins under way at a removed or changed provider end (`endSignIns`: the daemon's
+///   interactive flows), before anything else is done for it.
 /// - Changed ones are validated again; their sessions are kept when the issuer and client
 ///   are the same, else signed out. A file that became invalid keeps its sessions (and
 ///   their refreshes) until it is fixed or removed, so that a typo signs nobody out.
@@ -23,6 +25,8 @@ actor ProviderReloader {
     private let notifier: SystemdNotifier
     /// Where the new providers' requests are counted and timed.
     private let metrics: (any ProviderRequestObserver)?
+    /// Ends the pending interactive sign-ins of a provider.
+    private let endSignIns: @Sendable (ProviderID) async -> Void
     private let logger: Logger
     private var last: Task<Result<[ProviderRegistry.Change], AuthGateError>, Never>?
 
@@ -33,8 +37,10 @@ actor ProviderReloader {
         validator: ProviderValidator,
         notifier: SystemdNotifier = SystemdNotifier(environment: [:]),
         metrics: (any ProviderRequestObserver)? = nil,
+        endSignIns: @escaping @Sendable (ProviderID) async -> Void = { _ in },
         logger: Logger
     ) {
+        self.endSignIns = endSignIns
         self.notifier = notifier
         self.metrics = metrics
         self.directory = directory
@@ -78,6 +84,8 @@ actor ProviderReloader {
         var revocations: [(TokenSet, any IdentityProvider)] = []
         for change in changes {
             guard let id = ProviderID(change.id) else { continue }
+            // Sign-ins under way were begun with what the provider was: they end first.
+            if change.kind == .removed || change.kind == .changed { await endSignIns(id) }
             switch change.kind {
             case .removed:
                 revocations += await sessions.removeAll(provider: id)
