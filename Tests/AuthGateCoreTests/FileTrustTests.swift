@@ -90,4 +90,28 @@ struct FileTrustTests {
         }
         #expect(problem.refused && problem.description.contains("is owned by uid 65534"), "\(problem)")
     }
+
+    @Test(
+        "in a sticky directory any user may add to, a file with a second name (a hard link another user may have made to a root-only file) is refused; a file with one name is read",
+        .enabled(if: getuid() == 0, "a sticky directory of root's, as /tmp is")
+    )
+    func hardLinksInStickyDirectories() throws {
+        let (root, secret) = try layout()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let sticky = root + "/shared"
+        try FileManager.default.createDirectory(atPath: sticky, withIntermediateDirectories: false)
+        #expect(chmod(sticky, 0o1777) == 0)
+        #expect(link(secret, sticky + "/token") == 0)
+        guard case .failure(let problem) = FileTrust.read(sticky + "/token", as: .workloadToken, maximumSize: 4096) else {
+            Issue.record("a hard link in a sticky directory was read")
+            return
+        }
+        #expect(problem.refused && problem.description.contains("2 names (hard links)"), "\(problem)")
+        try Data("eyJ.eyJ.".utf8).write(to: URL(fileURLWithPath: sticky + "/own"))
+        chmod(sticky + "/own", 0o600)
+        guard case .success = FileTrust.read(sticky + "/own", as: .workloadToken, maximumSize: 4096) else {
+            Issue.record("a file with one name in a sticky directory was refused")
+            return
+        }
+    }
 }

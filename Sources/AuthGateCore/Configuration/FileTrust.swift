@@ -93,7 +93,14 @@ public enum FileTrust {
             }
             guard info.st_mode & S_IFMT == S_IFLNK else {
                 let descriptor = openat(directory.descriptor, directory.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-                return readOpened(descriptor, path: path, kind: kind, maximumSize: maximumSize, owners: owners)
+                return readOpened(
+                    descriptor,
+                    path: path,
+                    kind: kind,
+                    maximumSize: maximumSize,
+                    owners: owners,
+                    refusesHardLinks: directory.othersMayAdd
+                )
             }
             let link = (directory.path == "/" ? "" : directory.path) + "/" + directory.name
             guard followsLink else {
@@ -124,12 +131,16 @@ public enum FileTrust {
 
     /// The checks on an opened file (`fstat`: a regular file, the owner and mode rules unless
     /// `owners` is nil, the size) and its bytes; closes `descriptor`.
+    /// - Parameter refusesHardLinks: In a directory others may add names to (root's sticky
+    ///   /tmp): a file with a second name may be another user's hard link to a root-only file,
+    ///   which passes the owner rule (where the kernel's `protected_hardlinks` is off).
     private static func readOpened(
         _ descriptor: Int32,
         path: String,
         kind: Kind,
         maximumSize: Int,
-        owners: Set<UInt32>?
+        owners: Set<UInt32>?,
+        refusesHardLinks: Bool = false
     ) -> Result<[UInt8], FileTrustProblem> {
         guard descriptor >= 0 else {
             return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
@@ -140,6 +151,14 @@ public enum FileTrust {
             return .failure(FileTrustProblem("cannot read the \(kind.noun) \(path): \(String(cString: strerror(errno)))", refused: false))
         }
         guard info.st_mode & S_IFMT == S_IFREG else { return .failure(FileTrustProblem("the \(kind.noun) \(path) is not a regular file", refused: false)) }
+        if refusesHardLinks, info.st_nlink > 1 {
+            return .failure(
+                FileTrustProblem(
+                    "the \(kind.noun) \(path) has \(info.st_nlink) names (hard links) in a directory any user may add to: another user may have linked it there; copy it instead",
+                    refused: true
+                )
+            )
+        }
         if let owners, let problem = problem(path: path, kind: kind, owner: info.st_uid, mode: UInt16(truncatingIfNeeded: info.st_mode), owners: owners) {
             return .failure(FileTrustProblem(problem, refused: true))
         }

@@ -4,6 +4,7 @@ import AuthGateServer
 import CLinux
 import FoundationEssentials
 import Logging
+import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
@@ -123,6 +124,15 @@ final class ConsentKeeper: Sendable {
         }
     }
 
+    /// The program behind the caller, found on a thread of NIO's pool: the walk reads /proc and
+    /// may hash a large executable or script (up to ``ConsentProgram/maximumHashedSize``; a
+    /// user's own file named as a script), which must not hold one of the few threads every
+    /// request's task shares.
+    private func identify(_ caller: PeerCredentials) async -> ConsentProgram? {
+        let tools = tools
+        return try? await NIOThreadPool.singleton.runIfActive { ConsentProgram.find(pid: caller.pid, uid: caller.uid, tools: tools) }
+    }
+
     /// Allows the caller to have `key`'s tokens, asking the user when no answer covers it.
     /// - Parameter callerGone: Registers what to do when the caller's connection closes (its
     ///   question ends when no caller waits for it any more); `nil` in process.
@@ -138,7 +148,7 @@ final class ConsentKeeper: Sendable {
         let which = key.name == .default ? "" : " (session \(key.name.rawValue))"
         // The process now, which must be the one pinned when it connected, where it was pinned.
         guard let process = ProcessIdentity(pid: caller.pid), caller.process == nil || caller.process == process,
-            let program = ConsentProgram.find(pid: caller.pid, uid: caller.uid, tools: tools)
+            let program = await identify(caller)
         else {
             throw AuthGateError(.consentDenied, Self.unidentified(caller, providerName: providerName, which: which))
         }
