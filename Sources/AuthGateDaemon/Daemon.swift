@@ -125,7 +125,7 @@ public enum Daemon {
         // A provider whose file cannot be used now may be a persistent one: its saved sessions
         // are read, and kept on disk until the file is fixed.
         let unusable = await registry.unusableProviders
-        if await registry.hasPersistentProviders || !unusable.isEmpty {
+        if await registry.hasPersistentProviders || (!unusable.isEmpty && !persistence.uidsWithSavedSessions.isEmpty) {
             await restoreSessions(sessions, from: persistence, registry: registry, notifier: signInNotifier, logger: logger)
         }
         // An older consent.json kept the sessions' choices: they move into the sessions' records.

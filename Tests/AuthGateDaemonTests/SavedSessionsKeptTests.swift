@@ -90,4 +90,16 @@ struct SavedSessionsKeptTests {
         try await signIn(late, other)
         #expect(try onDisk(store) == ["corp/default", "other/default"])
     }
+
+    @Test("a held session gives way for good to one of the same name signed in since: a logout of that one leaves neither on disk")
+    func heldSessionGivesWay() async throws {
+        let store = persistence()
+        try await signIn(manager(store), corp)
+        // A run whose store opened late: its own sign-in of the same name replaces the old one.
+        let late = manager(persistence())
+        try await signIn(late, corp)
+        #expect(try onDisk(store) == ["corp/default"])
+        _ = await late.remove(SessionKey(uid: 1000, provider: corp, name: .default))
+        #expect(try onDisk(store).isEmpty, "the old session did not come back with the logout")
+    }
 }

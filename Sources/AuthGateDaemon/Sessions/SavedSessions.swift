@@ -77,8 +77,13 @@ struct SavedSessions {
             return
         }
         if !readAll { readUnread(store) }
-        // A held session gives way to one of the same name signed in since.
-        let list = list + (held[uid] ?? []).filter { kept in !list.contains { $0.provider == kept.provider && $0.session == kept.session } }
+        // A held session gives way for good to one of the same name signed in since: a logout
+        // of that one must not bring the old one back.
+        if let kept = held[uid] {
+            let left = kept.filter { old in !list.contains { $0.provider == old.provider && $0.session == old.session } }
+            held[uid] = left.isEmpty ? nil : left
+        }
+        let list = list + (held[uid] ?? [])
         guard !list.isEmpty || filed.contains(uid) else { return }
         let start = ContinuousClock.now
         do {
