@@ -124,6 +124,31 @@ struct ExecSupervisorTests {
         #expect(shown.status == 3, "the command's status: \(shown.output)")
     }
 
+    @Test(
+        "exec leading a terminal's session (ssh -t): the terminal's hang-up reaches only exec, which passes it on, and the command ends with it"
+    )
+    func hangUpPassedOn() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")
+        try daemon.signIn()
+        let record = daemon.scratch.path + "/signals"
+        let command = """
+            import signal, sys
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+            print("the command waits for a hang-up", flush=True)
+            info = signal.sigwaitinfo({signal.SIGHUP})
+            with open(sys.argv[1], "a") as out: out.write(f"{info.si_signo} {info.si_code}\\n")
+            sys.exit(5)
+            """
+        let shown = try OnTerminal.run(
+            [BuiltProducts.cli.path, "exec", "mock", "--restart-on-change", "--", "/usr/bin/python3", "-c", command, record],
+            steps: [.hangUp(after: "the command waits for a hang-up")],
+            environment: ["AUTHGATE_SOCKET": daemon.socketPath]
+        )
+        #expect(shown.done == 1, "\(shown.output)")
+        #expect(Self.lines(record) == ["\(SIGHUP) 0"], "passed on by exec (a kill, code 0)")
+        #expect(shown.status == 5, "the command's status")
+    }
+
     @Test("the supervised command gets SIGTERM when authgate is killed with SIGKILL, instead of running on with a token nobody refreshes")
     func commandEndsWithItsSupervisor() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")

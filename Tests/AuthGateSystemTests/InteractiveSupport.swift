@@ -201,6 +201,8 @@ enum OnTerminal {
         case type(_ line: String, after: String)
         /// Types Ctrl-C once `text` shows.
         case interrupt(after: String)
+        /// Closes the terminal once `text` shows, as a dropped ssh connection does (the last step).
+        case hangUp(after: String)
         /// Approves, as alice at `idp`, the device code whose verification URI (with the user
         /// code) is group 1 of the first match of `pattern`.
         case approveDeviceCode(pattern: String, idp: LoopbackServer)
@@ -209,6 +211,7 @@ enum OnTerminal {
             switch self {
             case .type(let line, let prompt): ["after": prompt, "type": line]
             case .interrupt(let text): ["after": text, "interrupt": true]
+            case .hangUp(let text): ["after": text, "hang_up": true]
             case .approveDeviceCode(let pattern, let idp):
                 [
                     "after_pattern": pattern,

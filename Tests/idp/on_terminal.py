@@ -6,6 +6,8 @@ it) and plays the person at it, for the Swift tests of what the CLI does on a te
 STEPS is a JSON list, done in order; each waits until its text shows, then acts:
     {"after": TEXT, "type": LINE}        TEXT in the output's last line: types LINE and Return
     {"after": TEXT, "interrupt": true}   TEXT anywhere in the output: waits 0.3 s, types Ctrl-C
+    {"after": TEXT, "hang_up": true}     TEXT anywhere in the output: closes the terminal (as a
+                                         dropped ssh connection does); the last step
     {"after_pattern": REGEX, "approve_device": {"python": P, "play_user": F, "ca_file": CA,
         "username": U, "password": W}}
                                          the first match of REGEX (its group 1: a device
@@ -45,9 +47,20 @@ def main() -> None:
             output += chunk
         if done < len(steps) and act(steps[done], fd, output, approvals):
             done += 1
+            if steps[done - 1].get("hang_up"):
+                break
     else:
         os.kill(pid, 9)
-    _, status = os.waitpid(pid, 0)
+    status = None
+    while status is None and time.monotonic() < deadline:
+        reaped, code = os.waitpid(pid, os.WNOHANG)
+        if reaped:
+            status = code
+        else:
+            time.sleep(0.02)
+    if status is None:
+        os.kill(pid, 9)
+        _, status = os.waitpid(pid, 0)
     print(json.dumps({"status": os.waitstatus_to_exitcode(status), "output": output.decode("utf-8", "replace"),
                       "done": done, "approvals": approvals}))
 
@@ -58,6 +71,10 @@ def act(step: dict, fd: int, output: bytes, approvals: list) -> bool:
         if step["after"].encode() not in output.split(b"\n")[-1]:
             return False
         os.write(fd, step["type"].encode() + b"\n")
+    elif step.get("hang_up"):
+        if step["after"].encode() not in output:
+            return False
+        os.close(fd)
     elif step.get("interrupt"):
         if step["after"].encode() not in output:
             return False

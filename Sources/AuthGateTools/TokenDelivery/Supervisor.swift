@@ -143,9 +143,11 @@ package final class Supervisor {
                     }
                 } else if signal > 0 {
                     if [SIGTERM, SIGINT, SIGQUIT].contains(signal) { stopAsked = true }
-                    // A terminal's Ctrl-C, Ctrl-\ or hang-up went to the whole foreground process
-                    // group, the command in it too: passed on, it would come twice.
-                    if !(sentByKernel != 0 && getpgid(child) == getpgrp()) { kill(child, signal) }
+                    // A terminal's Ctrl-C or Ctrl-\ went to the whole foreground process group, the
+                    // command in it too: passed on, it would come twice. A hang-up is the kernel's
+                    // too, but reaches only the session leader when exec is one (ssh -t): passed on.
+                    let reachedTheCommand = sentByKernel != 0 && getpgid(child) == getpgrp() && (signal != SIGHUP || getsid(0) != getpid())
+                    if !reachedTheCommand { kill(child, signal) }
                 }
             }
             if descriptors[1].revents != 0 {
