@@ -271,7 +271,8 @@ struct LimitsTests {
         try daemon.waitForLog("provider ready")
         let connection = try daemon.connect()
         var flowIDs: [String] = []
-        // 10 at each of two providers: 20 finished flows for one uid.
+        // 10 at each of two providers: 20 finished flows for one uid. The 11th at the first is
+        // asked at once (one comes back only 10 s after the first).
         for provider in ["faulty", "faulty2"] {
             for _ in 0..<10 {
                 let begin = try call(connection, "login.begin", ["provider": provider, "grant": "device_code"])
@@ -279,9 +280,11 @@ struct LimitsTests {
                 #expect(try call(connection, "login.cancel", ["flow_id": flowID]).object["cancelled"] as? Bool == true)
                 flowIDs.append(flowID)
             }
+            if provider == "faulty" {
+                let refused = try call(connection, "login.begin", ["provider": "faulty", "grant": "device_code"])
+                #expect(refused.errorReason == "rate_limited" && refused.errorMessage?.contains("try again in") == true, "\(refused)")
+            }
         }
-        let refused = try call(connection, "login.begin", ["provider": "faulty", "grant": "device_code"])
-        #expect(refused.errorReason == "rate_limited" && refused.errorMessage?.contains("try again in") == true, "\(refused)")
         #expect(try call(connection, "login.complete", ["flow_id": flowIDs[0]]).errorReason == "flow_expired", "the oldest was forgotten")
         let newest = try call(connection, "login.complete", ["flow_id": flowIDs[19]])
         #expect(newest.errorMessage?.contains("cancelled") == true, "\(newest)")

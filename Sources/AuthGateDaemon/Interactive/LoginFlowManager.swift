@@ -124,7 +124,8 @@ actor LoginFlowManager {
         // A browser sign-in that would stop a session's asking must be a person's: the provider
         // is asked to have them sign in (prompt=login) rather than let a single sign-on session
         // send the browser straight back, unseen, for any program of the uid that opened it.
-        let forcesSignIn = consent == .stopAsking && grant == .authorizationCode && prompt == nil ? await sessions.asksConsent(key) : false
+        // Whatever prompt the caller asked for: `select_account` or `consent` is one click.
+        let forcesSignIn = consent == .stopAsking && grant == .authorizationCode ? await sessions.asksConsent(key) : false
         purge()
         if let id = pending[key], let flow = flows[id] {
             guard flow.grant == grant, flow.scopes == scopes, flow.prompt == prompt else {
