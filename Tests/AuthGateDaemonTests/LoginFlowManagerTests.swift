@@ -333,4 +333,31 @@ struct LoginFlowManagerTests {
         await provider.decide(.approve)
         _ = try await outcome(flows, elsewhere.flowID)
     }
+
+    @Test(
+        "a sign-in that comes back with a client a reload has retired meanwhile is not stored: login_cancelled, its tokens revoked; the provider's new client stores"
+    )
+    func retiredClientStoresNothing() async throws {
+        let sessions = SessionManager(logger: quiet)
+        let flows = LoginFlowManager(sessions: sessions, logger: quiet)
+        let old = DeviceProvider()
+        let pending = try await begin(flows, old)
+        // The reload's answer came in between: the flow was not yet registered for it to end.
+        await sessions.retire(old)
+        await old.decide(.approve)
+        let ended = try await outcome(flows, pending.flowID)
+        guard case .failure(let error) = ended else {
+            Issue.record("stored: \(ended)")
+            return
+        }
+        #expect(error.reason == .loginCancelled && error.message.contains("changed by an administrator"), "\(error)")
+        #expect(await !sessions.exists(key))
+        #expect(await old.revoked.count == 1, "the tokens it got do not outlive it")
+
+        let current = DeviceProvider()
+        let again = try await begin(flows, current)
+        await current.decide(.approve)
+        _ = try await outcome(flows, again.flowID)
+        #expect(await sessions.exists(key))
+    }
 }

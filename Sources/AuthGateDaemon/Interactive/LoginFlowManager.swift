@@ -355,7 +355,15 @@ actor LoginFlowManager {
             // for a flow that then signs in.
             flows[id]?.isFinishing = true
             let binding = SessionBinding(flow.configuration, client: flow.client)
-            let (login, replaced) = await sessions.store(signIn, grant: flow.grant, binding: binding, for: key, consent: flow.consent)
+            let stored: (SignedInSession, replaced: TokenSet?)
+            do {
+                stored = try await sessions.storeUnlessRetired(signIn, grant: flow.grant, binding: binding, for: key, consent: flow.consent)
+            } catch {
+                record(id, .failure(error))
+                await flow.client.revoke(signIn.tokens)
+                return
+            }
+            let (login, replaced) = stored
             record(id, .success(login))
             metrics?.signIn(provider: key.provider, grant: flow.grant, outcome: nil)
             logger.info("signed in", metadata: key.logMetadata(["flow.id": "\(id)", "session.subject": "\(signIn.subject ?? "-")"]))

@@ -181,7 +181,15 @@ struct SignInMethods: Sendable {
         }
         metrics?.signIn(provider: key.provider, grant: grant, outcome: nil)
         let binding = SessionBinding(configuration, client: client)
-        let (result, replaced) = await sessions.store(signIn, grant: grant, binding: binding, for: key, consent: consent)
+        let stored: (SignedInSession, replaced: TokenSet?)
+        do {
+            stored = try await sessions.storeUnlessRetired(signIn, grant: grant, binding: binding, for: key, consent: consent)
+        } catch {
+            if bounded { await sessions.releaseRoom(for: key) }
+            await client.revoke(signIn.tokens)
+            throw error
+        }
+        let (result, replaced) = stored
         if bounded { await sessions.releaseRoom(for: key) }
         logger.info("\(event)", metadata: caller.metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {

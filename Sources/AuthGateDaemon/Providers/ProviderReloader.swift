@@ -84,8 +84,13 @@ actor ProviderReloader {
         var revocations: [(TokenSet, any IdentityProvider)] = []
         for change in changes {
             guard let id = ProviderID(change.id) else { continue }
-            // Sign-ins under way were begun with what the provider was: they end first.
-            if change.kind == .removed || change.kind == .changed { await endSignIns(id) }
+            // Sign-ins under way were begun with what the provider was: they end first, and one
+            // whose answer is on its way (a password sign-in's, a flow not yet registered) is
+            // not stored when it comes with the old client.
+            if change.kind == .removed || change.kind == .changed {
+                if let client = change.previous?.client { await sessions.retire(client) }
+                await endSignIns(id)
+            }
             switch change.kind {
             case .removed:
                 revocations += await sessions.removeAll(provider: id)

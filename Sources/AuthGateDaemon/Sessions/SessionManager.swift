@@ -47,6 +47,12 @@ actor SessionManager {
     /// The binding in use per provider, which every new record of the provider shares when
     /// it is interchangeable with the one a sign-in brings (``shared(_:for:)``).
     var bindings: [ProviderID: SessionBinding] = [:]
+    /// Provider clients a reload replaced or removed, with when (``retire(_:)``): a sign-in
+    /// made with one stores no session. Held alive, so that no new client can take the
+    /// identity of an old one, for ``retiredClientMemory``.
+    var retiredClients: [ObjectIdentifier: (client: AnyObject, at: Date)] = [:]
+    /// Longer than any sign-in takes (an interactive one ends after 10 minutes).
+    static let retiredClientMemory: TimeInterval = 900
     let now: @Sendable () -> Date
     let random: @Sendable () -> Double
     let logger: Logger
@@ -154,6 +160,37 @@ actor SessionManager {
             notSaved: binding.storage == .persistent ? saved.notSaved(uid: key.uid) : nil
         )
         return (result, replaced)
+    }
+
+    /// A reload replaced or removed the provider whose client this was.
+    func retire(_ client: any IdentityProvider) {
+        let now = now()
+        retiredClients = retiredClients.filter { now.timeIntervalSince($0.value.at) < Self.retiredClientMemory }
+        // A client that is a value (a test's) has no identity to remember.
+        guard type(of: client as Any) is AnyObject.Type else { return }
+        let object = client as AnyObject
+        retiredClients[ObjectIdentifier(object)] = (object, now)
+    }
+
+    /// ``store(_:grant:binding:for:consent:)``, unless the sign-in was made with a client a
+    /// reload has replaced since (it began before an admin narrowed `access`, removed the
+    /// provider or changed its issuer or client).
+    /// - Throws: `login_cancelled`, saying why; the caller revokes the tokens.
+    func storeUnlessRetired(
+        _ signIn: SignInResult,
+        grant: Grant,
+        binding: SessionBinding,
+        for key: SessionKey,
+        consent: ConsentChoice = .keep
+    ) throws(AuthGateError) -> (SignedInSession, replaced: TokenSet?) {
+        if type(of: binding.client as Any) is AnyObject.Type, retiredClients[ObjectIdentifier(binding.client as AnyObject)] != nil {
+            logger.notice("sign-in not stored: its provider was changed or removed while it was under way", metadata: key.logMetadata())
+            throw AuthGateError(
+                .loginCancelled,
+                "The provider '\(key.provider)' was changed by an administrator while you signed in; the sign-in was not kept: sign in again."
+            )
+        }
+        return store(signIn, grant: grant, binding: binding, for: key, consent: consent)
     }
 
     /// `binding`, or the provider's binding in use when the two are interchangeable: one object
