@@ -13,15 +13,17 @@ import Glibc
 /// programs are served (the kernel's socket table says whose the other end is).
 @Suite("The redirect listener of a browser sign-in")
 struct RedirectListenerTests {
-    /// Sends `request` to 127.0.0.1:`port` and reads until the listener closes (5 s at most),
-    /// on a thread of its own: a blocking read on one of the few threads Swift's tasks run on
-    /// could keep the listener's own task from running.
+    /// Sends `request` to 127.0.0.1:`port` and reads until the listener closes (30 s at most:
+    /// a test process starting hundreds of tests at once can leave the listener's task waiting
+    /// for seconds, and a client that gave up would be an orphan socket the kernel names no
+    /// owner of), on a thread of its own: a blocking read on one of the few threads Swift's
+    /// tasks run on could keep the listener's own task from running.
     private static func exchange(port: Int, _ request: String) async throws -> String {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
             Thread {
                 continuation.resume(
                     with: Result {
-                        let connection = try RawConnection(port: port, timeout: 5)
+                        let connection = try RawConnection(port: port, timeout: 30)
                         connection.send(request)
                         return connection.read { _ in false }
                     }
@@ -62,6 +64,9 @@ struct RedirectListenerTests {
         }
         let answered = try await Self.exchange(port: ownPort, "GET /callback?code=the-code&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered.prefix(200))")
+        // The outcome is kept before the page is written: cancelled now, the serve returns it
+        // (and a broken listener fails here instead of waiting for ever).
+        ownServed.cancel()
         #expect(await ownServed.value == "the-code")
     }
 
@@ -78,6 +83,7 @@ struct RedirectListenerTests {
         }
         let answered = try await Self.exchange(port: port, "GET /callback?code=slow&state=s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered.prefix(200))")
+        served.cancel()
         #expect(await served.value == "slow")
     }
 }

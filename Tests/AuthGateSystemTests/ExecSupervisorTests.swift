@@ -43,6 +43,21 @@ struct ExecSupervisorTests {
         #expect(!supervisor.stderr.contains("mock_at_"), "no token on stderr")
     }
 
+    @Test("a stop that comes while a new token restarts the command ends authgate with the command's status: the command is not started again")
+    func stopDuringRestart() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signIn()
+        let starts = daemon.scratch.path + "/starts"
+        // On SIGTERM (the restart's) it takes a moment to stop, as a command that cleans up does.
+        let script = #"echo start >> "$0"; trap 'sleep 1; exit 0' TERM; while :; do sleep 0.1; done"#
+        let supervisor = try daemon.backgroundCLI(["exec", "mock", "--min-valid", "0", "--restart-on-change", "--", "/bin/sh", "-c", script, starts])
+        try eventually(timeout: .seconds(30), "no restart") { supervisor.stderr.contains("restarting the command") }
+        let before = Self.lines(starts).count
+        kill(supervisor.pid, SIGTERM)
+        #expect(try supervisor.waitForExit(timeout: .seconds(10)) == 0, "\(supervisor.stderr)")
+        #expect(Self.lines(starts).count == before, "not started again")
+    }
+
     @Test("--signal-on-change HUP: the command keeps running, gets SIGHUP after each new token is in --token-file and reads it there; SIGTERM passes as 128+15")
     func signalsWithEachToken() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
