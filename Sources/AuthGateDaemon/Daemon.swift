@@ -126,7 +126,7 @@ public enum Daemon {
         // are read, and kept on disk until the file is fixed.
         let unusable = await registry.unusableProviders
         if await registry.hasPersistentProviders || (!unusable.isEmpty && !persistence.uidsWithSavedSessions.isEmpty) {
-            await restoreSessions(sessions, from: persistence, registry: registry, notifier: signInNotifier, logger: logger)
+            await restoreSessions(sessions, from: persistence, registry: registry, unusable: unusable, notifier: signInNotifier, logger: logger)
         }
         // An older consent.json kept the sessions' choices: they move into the sessions' records.
         for key in consent.takeEarlierChoices() { await sessions.askConsent(key) }
@@ -277,6 +277,7 @@ public enum Daemon {
         _ sessions: SessionManager,
         from persistence: SessionPersistence,
         registry: ProviderRegistry,
+        unusable: Set<ProviderID>,
         notifier: SignInNotifier?,
         logger: Logger
     ) async {
@@ -293,7 +294,7 @@ public enum Daemon {
             logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
             if let uid = problem.uid { notifier?.savedSessionsLost(uid: uid, because: problem.reason) }
         }
-        let restored = await sessions.restore(saved, bindings: registry.sessionBindings, unusable: registry.unusableProviders)
+        let restored = await sessions.restore(saved, bindings: registry.sessionBindings, unusable: unusable)
         logger.notice("saved sessions restored", metadata: ["sessions.restored": "\(restored)", "storage.directory": "\(store.directory)"])
     }
 }

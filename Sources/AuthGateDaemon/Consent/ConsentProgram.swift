@@ -104,19 +104,14 @@ struct ConsentProgram: Sendable, Hashable {
                 current = parent
                 continue
             }
-            let isTool = tools.contains(device: current.executableDevice, inode: current.executableInode)
-            return program(current, script: script, through: through.first, allowsAlways: !isTool)
+            return program(current, script: script, through: through.first, tools: tools)
         }
-        return program(
-            current,
-            script: nil,
-            through: through.first,
-            allowsAlways: !tools.contains(device: current.executableDevice, inode: current.executableInode)
-        )
+        return program(current, script: nil, through: through.first, tools: tools)
     }
 
-    /// - Parameter allowsAlways: False for authgate's own executable: no digest, so no "always".
-    private static func program(_ facts: ProcessFacts, script: String?, through: String?, allowsAlways: Bool) -> ConsentProgram {
+    /// - Parameter tools: authgate's own executables, which get no digest, so no "always".
+    private static func program(_ facts: ProcessFacts, script: String?, through: String?, tools: ToolFiles) -> ConsentProgram {
+        let allowsAlways = !tools.contains(device: facts.executableDevice, inode: facts.executableInode)
         var path = facts.executable
         var interpreter: String?
         var digest: String?

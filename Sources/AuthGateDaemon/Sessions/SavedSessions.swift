@@ -51,9 +51,6 @@ struct SavedSessions {
     /// Keeps `session` of `uid` on disk, unused (see ``held``).
     mutating func hold(_ session: PersistedSession, uid: UInt32) { held[uid, default: []].append(session) }
 
-    /// How many saved sessions are kept on disk unused.
-    var heldCount: Int { held.values.reduce(0) { $0 + $1.count } }
-
     /// Takes the held sessions of `provider` out, by uid: for a reload to restore or drop.
     mutating func release(provider: String) -> [UInt32: [PersistedSession]] {
         var released: [UInt32: [PersistedSession]] = [:]

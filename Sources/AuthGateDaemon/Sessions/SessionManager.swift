@@ -166,10 +166,14 @@ actor SessionManager {
     func retire(_ client: any IdentityProvider) {
         let now = now()
         retiredClients = retiredClients.filter { now.timeIntervalSince($0.value.at) < Self.retiredClientMemory }
-        // A client that is a value (a test's) has no identity to remember.
-        guard type(of: client as Any) is AnyObject.Type else { return }
-        let object = client as AnyObject
-        retiredClients[ObjectIdentifier(object)] = (object, now)
+        guard let identity = Self.identity(of: client) else { return }
+        retiredClients[identity] = (client as AnyObject, now)
+    }
+
+    /// A client object's identity; `nil` for a client that is a value (a test's), which has
+    /// none to remember.
+    private static func identity(of client: any IdentityProvider) -> ObjectIdentifier? {
+        type(of: client as Any) is AnyObject.Type ? ObjectIdentifier(client as AnyObject) : nil
     }
 
     /// ``store(_:grant:binding:for:consent:)``, unless the sign-in was made with a client a
@@ -183,7 +187,7 @@ actor SessionManager {
         for key: SessionKey,
         consent: ConsentChoice = .keep
     ) throws(AuthGateError) -> (SignedInSession, replaced: TokenSet?) {
-        if type(of: binding.client as Any) is AnyObject.Type, retiredClients[ObjectIdentifier(binding.client as AnyObject)] != nil {
+        if let identity = Self.identity(of: binding.client), retiredClients[identity] != nil {
             logger.notice("sign-in not stored: its provider was changed or removed while it was under way", metadata: key.logMetadata())
             throw AuthGateError(
                 .loginCancelled,

@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Logging
 import Synchronization
 
@@ -27,12 +26,9 @@ final class SessionPersistence: Sendable {
     /// Why the store could not be opened the last time it was tried (`nil` once it opened).
     var openFailure: String? { failure.withLock { $0 } }
 
-    /// The uids that have a sealed sessions file, read from the directory's names only (for
-    /// telling them when their sessions cannot be opened).
-    var uidsWithSavedSessions: [UInt32] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: stateDirectory + "/sessions")) ?? []
-        return names.compactMap(SessionStore.uid(fileName:)).sorted()
-    }
+    /// The uids that have a sealed sessions file (for telling them when their sessions cannot
+    /// be opened).
+    var uidsWithSavedSessions: [UInt32] { keeper.uidsWithSealedSessions }
 
     /// Where the key of the open store lives; `nil` before the store is opened.
     var keyLocation: KeyLocation? {

@@ -247,11 +247,14 @@ struct StorageKeyKeeper: Sendable {
         return Opened(location: .file(path: stateKeyPath), sealing: key, notices: notices)
     }
 
-    /// Whether `sessions/` holds a sealed file.
-    private var hasSealedSessions: Bool {
+    /// The uids that have a sealed file in `sessions/`, by the files' names only.
+    var uidsWithSealedSessions: [UInt32] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: stateDirectory + "/sessions")) ?? []
-        return names.contains { SessionStore.uid(fileName: $0) != nil }
+        return names.compactMap(SessionStore.uid(fileName:)).sorted()
     }
+
+    /// Whether `sessions/` holds a sealed file.
+    private var hasSealedSessions: Bool { !uidsWithSealedSessions.isEmpty }
 
     // MARK: - Key changes
 
