@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import AuthGateDaemon
@@ -55,10 +56,11 @@ struct KeyStoreTests {
         return false
     }
 
-    private func persistence(_ keeper: StorageKeyKeeper, log: SharedText? = nil) -> SessionPersistence {
+    private func persistence(_ keeper: StorageKeyKeeper, log: SharedText? = nil, reads: FailingReads? = nil) -> SessionPersistence {
         var logger = Logger(label: "test") { _ in RecordingLogHandler(log ?? SharedText()) }
         logger.logLevel = .trace
-        return SessionPersistence(keeper: keeper, logger: logger)
+        guard let reads else { return SessionPersistence(keeper: keeper, logger: logger) }
+        return SessionPersistence(keeper: keeper, logger: logger, openForReading: reads.open)
     }
 
     @Test("a secret-tool that hangs is stopped after the timeout; `auto` falls back to the file and says why")
@@ -215,6 +217,45 @@ struct KeyStoreTests {
         for uid: UInt32 in [1000, 1001] {
             #expect(try opens(uid: uid, with: new) && !opens(uid: uid, with: old))
         }
+    }
+
+    @Test("a rekey first finishes the key change start-up could not, so a rekey cut short loses no file sealed with that change's key")
+    func rekeyAfterUnfinishedChange() throws {
+        let old = StorageKey.generate()
+        let next = StorageKey.generate()
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try StorageKey.write(old, to: state + "/authgate.key", in: state)
+        for uid: UInt32 in [1000, 1001, 1002] {
+            try SessionStore(stateDirectory: state, key: old).save([session("\(uid)")], uid: uid)
+        }
+        // An interrupted rekey: its next key stored, no file sealed with it yet.
+        try StorageKey.write(next, to: state + "/" + StorageKey.nextFileName, in: state)
+        let file = { (uid: UInt32) in self.state + "/sessions/\(uid).sessions" }
+
+        // Start-up finishes it as far as 1001, which cannot be read then: 1000 is sealed with
+        // the next key, the others still with the old one.
+        let log = SharedText()
+        let reads = FailingReads(failing: [file(1001)], errno: EIO)
+        let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .file)
+        let persistence = persistence(keeper, log: log, reads: reads)
+        _ = try #require(persistence.store())
+        #expect(log.text.contains("could not be finished"))
+        #expect(try opens(uid: 1000, with: next) && opens(uid: 1001, with: old))
+
+        // A rekey whose own key change is cut short (1000 cannot be read now) must not have put
+        // its key where the next one was: every file opens at the next start.
+        reads.failing.withLock { $0 = [file(1000)] }
+        #expect(throws: StorageError.self) { try persistence.rekey() }
+        #expect(try keyFile() == old && keyFile(StorageKey.nextFileName) == next)
+        for uid: UInt32 in [1000, 1001, 1002] { #expect(try opens(uid: uid, with: old) || opens(uid: uid, with: next)) }
+
+        // And once every file reads, a rekey finishes the change, then makes its own.
+        reads.failing.withLock { $0 = [] }
+        _ = try persistence.rekey()
+        let current = try #require(try keyFile())
+        #expect(current != old && current != next)
+        #expect(try keyFile(StorageKey.nextFileName) == nil)
+        for uid: UInt32 in [1000, 1001, 1002] { #expect(try opens(uid: uid, with: current)) }
     }
 
     @Test("a systemd credential is never rekeyed (the error says how to rotate it); authgate.key.previous opens the old files")

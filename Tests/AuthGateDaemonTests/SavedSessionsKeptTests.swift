@@ -2,6 +2,7 @@ import AuthGateCore
 import AuthGateTestSupport
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 @testable import AuthGateDaemon
@@ -18,7 +19,7 @@ struct SavedSessionsKeptTests {
 
     init() throws { scratch = try ScratchDirectory() }
 
-    private func persistence() -> SessionPersistence {
+    private func persistence(reads: FailingReads? = nil) -> SessionPersistence {
         let keeper = StorageKeyKeeper(
             stateDirectory: scratch.path + "/state",
             credentialsDirectory: nil,
@@ -26,7 +27,8 @@ struct SavedSessionsKeptTests {
             mode: .user,
             environment: ["PATH": "/usr/bin:/bin"]
         )
-        return SessionPersistence(keeper: keeper, logger: quiet)
+        guard let reads else { return SessionPersistence(keeper: keeper, logger: quiet) }
+        return SessionPersistence(keeper: keeper, logger: quiet, openForReading: reads.open)
     }
 
     private func manager(_ persistence: SessionPersistence) -> SessionManager {
@@ -101,5 +103,31 @@ struct SavedSessionsKeptTests {
         #expect(try onDisk(store) == ["corp/default"])
         _ = await late.remove(SessionKey(uid: 1000, provider: corp, name: .default))
         #expect(try onDisk(store).isEmpty, "the old session did not come back with the logout")
+    }
+
+    @Test(
+        "a sessions file that cannot be read at start (a disk error) is never written over: its uid's sign-ins stay in memory, said so, until it reads; then its sessions stay on disk beside them"
+    )
+    func unreadFileNeverWrittenOver() async throws {
+        try await signIn(manager(persistence()), corp)
+        let file = scratch.path + "/state/sessions/1000.sessions"
+        let reads = FailingReads(failing: [file], errno: EIO)
+        let store = persistence(reads: reads)
+        let restarted = manager(store)
+        let loaded = try #require(store.store()).loadAll()
+        #expect(loaded.sessions.isEmpty && loaded.problems.map(\.uid) == [1000])
+        #expect(await restarted.restore(loaded.sessions, bindings: [:], unusable: []) == 0)
+
+        try await signIn(restarted, other)
+        let notSaved = try #require(await restarted.status(uid: 1000, provider: other).first?.notSaved)
+        #expect(notSaved.contains(file) && notSaved.contains("not written over"), "\(notSaved)")
+        reads.failing.withLock { $0 = [] }
+        // (A store of its own reads the file: the daemon's store does not read it here.)
+        #expect(try onDisk(persistence()) == ["corp/default"], "the file is as it was")
+
+        // It reads now: the next save keeps what it holds.
+        try await signIn(restarted, other, "second")
+        #expect(try onDisk(persistence()) == ["corp/default", "other/default", "other/second"])
+        #expect(await restarted.status(uid: 1000, provider: other).allSatisfy { $0.notSaved == nil })
     }
 }

@@ -1,6 +1,7 @@
 import AuthGateCore
 import AuthGateTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 @testable import AuthGateDaemon
@@ -406,15 +407,73 @@ struct SessionStoreTests {
         #expect(again.sessions == [1000: good, 1001: fresh, 1002: good])
     }
 
-    @Test("A second damaged file replaces the first one moved aside")
-    func unreadableReplaced() throws {
+    @Test("A second damaged file is moved aside beside the first; past nine, the newest replaces the ninth")
+    func unreadableKept() throws {
         let store = try makeStore()
         try store.save([session("mock", "default", token: "other", full: false)], uid: 1001)
-        for content in ["first", "second"] {
-            try scratch.write("state/sessions/1000.sessions", content)
-            #expect(store.loadAll().problems.map(\.uid) == [1000])
+        let aside = store.path(uid: 1000) + ".unreadable"
+        for number in 1...11 {
+            try scratch.write("state/sessions/1000.sessions", "damaged \(number)")
+            let problem = try #require(store.loadAll().problems.first)
+            #expect(problem.uid == 1000)
+            #expect(problem.movedTo == (number == 1 ? aside : aside + ".\(min(number, 9))"))
         }
-        #expect(try String(contentsOfFile: store.path(uid: 1000) + ".unreadable", encoding: .utf8) == "second")
+        #expect(try String(contentsOfFile: aside, encoding: .utf8) == "damaged 1")
+        #expect(try String(contentsOfFile: aside + ".2", encoding: .utf8) == "damaged 2")
+        #expect(try String(contentsOfFile: aside + ".9", encoding: .utf8) == "damaged 11")
+        #expect(try names(state + "/sessions").count == 1 + 9)
+    }
+
+    @Test("A file that cannot be read at start (no descriptor left) is left as it is, never written over, and read at the next save")
+    func unreadFileKept() throws {
+        let key = try StorageKey.load(stateDirectory: state, credentialsDirectory: nil)
+        let saved = [session("mock", "default", token: "saved", full: true)]
+        try makeStore(key: key).save(saved, uid: 1001)
+        let file = store(key: key).path(uid: 1001)
+        let original = try bytes(file)
+
+        let reads = FailingReads(failing: [file], errno: EMFILE)
+        let store = SessionStore(stateDirectory: state, key: key, openForReading: reads.open)
+        let loaded = store.loadAll()
+        let problem = try #require(loaded.problems.first)
+        #expect(loaded.sessions.isEmpty && problem.uid == 1001 && problem.movedTo == nil)
+        #expect(problem.reason.contains(file) && problem.reason.contains(String(cString: strerror(EMFILE))), "\(problem.reason)")
+        #expect(try names(state + "/sessions") == ["1001.sessions"])
+
+        // No save writes over it while it cannot be read.
+        let signedInSince = [session("corp", "default", token: "new", full: false)]
+        #expect(throws: StorageError.self) { try store.save(signedInSince, uid: 1001) }
+        #expect(store.readIfUnread(uid: 1001).map { if case .failure = $0 { true } else { false } } == true)
+        #expect(try bytes(file) == original)
+
+        // Once it reads, its sessions come back to be kept, and saves go on.
+        reads.failing.withLock { $0 = [] }
+        #expect(store.readIfUnread(uid: 1001).map { try? $0.get() } == saved)
+        #expect(store.readIfUnread(uid: 1001) == nil)
+        try store.save(saved + signedInSince, uid: 1001)
+        #expect(store.loadAll().sessions == [1001: saved + signedInSince])
+    }
+
+    @Test("A key change stops at a file it cannot read, keeping the old key, so that nothing sealed with it is lost")
+    func resealStopsAtUnreadFile() throws {
+        let old = StorageKey.generate()
+        let new = StorageKey.generate()
+        let list = [session("mock", "default", token: "kept", full: true)]
+        for uid: UInt32 in [1000, 1001, 1002] { try store(key: old).save(list, uid: uid) }
+        let reads = FailingReads(failing: [store(key: old).path(uid: 1001)], errno: EIO)
+        let store = SessionStore(stateDirectory: state, key: old, openForReading: reads.open)
+
+        #expect(throws: StorageError.self) { try store.reseal(with: new) }
+        reads.failing.withLock { $0 = [] }
+        // The old key still opens what the change did not reach; the new one seals from now on.
+        #expect(store.loadAll() == ([1000: list, 1001: list, 1002: list], []))
+        let report = try store.reseal(with: new)
+        #expect(report.files == 3 && report.unreadable.isEmpty)
+        #expect(SessionStore(stateDirectory: state, key: new).loadAll() == ([1000: list, 1001: list, 1002: list], []))
+    }
+
+    private func store(key: StorageKey) -> SessionStore {
+        SessionStore(stateDirectory: state, key: key)
     }
 
     // MARK: - Concurrency
@@ -442,5 +501,27 @@ struct SessionStoreTests {
         let final = try #require(loaded.sessions[1000])
         #expect(versions.contains(final))
         #expect(try names(store.directory) == ["1000.sessions"])
+    }
+}
+
+/// Opens files for a ``SessionStore`` as `open(2)` does, but fails with `errno` for the paths in
+/// `failing`: a busy or failing disk, which root's tests cannot otherwise make.
+final class FailingReads: Sendable {
+    let failing: Mutex<Set<String>>
+    let code: Int32
+
+    init(failing: Set<String>, errno code: Int32) {
+        self.failing = Mutex(failing)
+        self.code = code
+    }
+
+    var open: @Sendable (String) -> Int32 {
+        { [self] path in
+            guard !failing.withLock({ $0.contains(path) }) else {
+                errno = code
+                return -1
+            }
+            return StorageFiles.openFile(path, noFollow: true)
+        }
     }
 }

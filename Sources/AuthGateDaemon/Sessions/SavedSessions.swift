@@ -24,7 +24,8 @@ struct SavedSessions {
     /// their uid so that nothing on disk is lost: those whose provider's file is there but
     /// cannot be used (invalid, a secret missing) until a reload makes it usable or removes
     /// it (``release(provider:)``), and those of files the daemon could not read at start
-    /// (the store did not open then, or no provider kept sessions on disk) until a restart.
+    /// (the store did not open then, no provider kept sessions on disk, or the file itself
+    /// could not be read) until a restart.
     private var held: [UInt32: [PersistedSession]] = [:]
     /// Whether every uid's file was read (at start); until then the first save reads them,
     /// so that no file is written over unread.
@@ -74,6 +75,27 @@ struct SavedSessions {
             return
         }
         if !readAll { readUnread(store) }
+        switch store.readIfUnread(uid: uid) {
+        case nil: break
+        case .success(let list)?:
+            // Read only now: what it holds stays on disk, beside what is saved now.
+            if !list.isEmpty {
+                filed.insert(uid)
+                held[uid, default: []] += list
+                logger.notice(
+                    "a sessions file unread at start was read: its sessions are kept on disk; restart authgated to use them",
+                    metadata: ["peer.uid": "\(uid)", "sessions.kept": "\(list.count)"]
+                )
+            }
+        case .failure(let problem)?:
+            guard problem.movedTo == nil else {
+                logger.error("saved sessions lost: \(problem)", metadata: ["peer.uid": "\(uid)"])
+                break
+            }
+            unsaved[uid] = "\(problem.reason); it is not written over until it can be read"
+            logger.error("cannot save sessions; they stay in memory: \(problem)", metadata: ["peer.uid": "\(uid)"])
+            return
+        }
         // A held session gives way for good to one of the same name signed in since: a logout
         // of that one must not bring the old one back.
         if let kept = held[uid] {

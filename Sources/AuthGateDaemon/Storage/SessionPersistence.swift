@@ -15,12 +15,24 @@ final class SessionPersistence: Sendable {
     private let failure = Mutex<String?>(nil)
     /// One `rekey` at a time.
     private let rekeying = Mutex(())
+    /// The key change start-up found and could not finish (a file it could not read or write,
+    /// the keyring out of reach): a `rekey` finishes it first, so that no file sealed with its
+    /// key is left behind when a newer key takes the place of the next one.
+    private let unfinished = Mutex<StorageKeyKeeper.Opened?>(nil)
+
+    /// How the store opens a sessions file for reading (a test's failing disk).
+    private let openForReading: @Sendable (String) -> Int32
 
     /// - Parameter keeper: Where the key is found (the credential, the keyring, the file).
-    init(keeper: StorageKeyKeeper, logger: Logger) {
+    init(
+        keeper: StorageKeyKeeper,
+        logger: Logger,
+        openForReading: @escaping @Sendable (String) -> Int32 = { StorageFiles.openFile($0, noFollow: true) }
+    ) {
         self.stateDirectory = keeper.stateDirectory
         self.keeper = keeper
         self.logger = logger
+        self.openForReading = openForReading
     }
 
     /// Why the store could not be opened the last time it was tried (`nil` once it opened).
@@ -44,7 +56,7 @@ final class SessionPersistence: Sendable {
                 for notice in key.notices {
                     logger.notice("\(notice)", metadata: ["storage.key": "\(key.location.kind)"])
                 }
-                let store = SessionStore(stateDirectory: stateDirectory, key: key.sealing, openingKeys: key.opening)
+                let store = SessionStore(stateDirectory: stateDirectory, key: key.sealing, openingKeys: key.opening, openForReading: openForReading)
                 if key.finish != nil || !key.opening.isEmpty { finishKeyChange(key, store: store) }
                 opened = (store, key.location)
                 failure.withLock { $0 = nil }
@@ -72,18 +84,23 @@ final class SessionPersistence: Sendable {
     /// keys in the store, so every file still opens; the next start tries again.
     private func finishKeyChange(_ key: StorageKeyKeeper.Opened, store: SessionStore) {
         do throws(StorageError) {
-            let report = try store.reseal(with: key.sealing)
-            try keeper.finish(key)
-            logger.notice(
-                "storage key change finished",
-                metadata: [
-                    "storage.key": "\(key.location.kind)",
-                    "sessions.files": "\(report.files)",
-                ]
-            )
+            try finishKeyChangeOrThrow(key, store: store)
         } catch {
-            logger.error("the storage key change could not be finished; the next start tries again: \(error)")
+            unfinished.withLock { $0 = key }
+            logger.error("the storage key change could not be finished; a rekey or the next start tries again: \(error)")
         }
+    }
+
+    private func finishKeyChangeOrThrow(_ key: StorageKeyKeeper.Opened, store: SessionStore) throws(StorageError) {
+        let report = try store.reseal(with: key.sealing)
+        try keeper.finish(key)
+        logger.notice(
+            "storage key change finished",
+            metadata: [
+                "storage.key": "\(key.location.kind)",
+                "sessions.files": "\(report.files)",
+            ]
+        )
     }
 
     /// What `rekey` did.
@@ -107,6 +124,17 @@ final class SessionPersistence: Sendable {
                 throw StorageError(file: stateDirectory, "the session store cannot be opened (the daemon's log says why)")
             }
             if case .credential(let path) = location { throw StorageError(file: path, StorageKeyKeeper.credentialRefusal(path)) }
+            if let change = unfinished.withLock({ $0 }) {
+                do throws(StorageError) {
+                    try finishKeyChangeOrThrow(change, store: store)
+                } catch {
+                    throw StorageError(
+                        file: error.file,
+                        "the key change found at start is not finished, and a new key now could lose the files sealed with its key: \(error.message)"
+                    )
+                }
+                unfinished.withLock { $0 = nil }
+            }
             let key = StorageKey.generate()
             try keeper.storeNext(key, at: location)
             let report = try store.reseal(with: key)

@@ -44,14 +44,21 @@ final class SessionStore: Sendable {
 
     /// `sessions/` under the state directory.
     let directory: String
-    /// Guards every file operation, and the keys they use.
+    /// Guards every file operation, the keys they use, and the files left unread.
     private let lock: Mutex<Keys>
+    /// How a sessions file is opened for reading (`open(2)`, never following a link); a test
+    /// gives one that fails as a busy or failing disk does.
+    private let openForReading: @Sendable (String) -> Int32
 
     /// The key that seals, and those that may still open files sealed before a key change
     /// (``reseal(with:)``) finished: tried in turn when the sealing key does not open a file.
     struct Keys {
         var sealing: StorageKey
         var opening: [StorageKey] = []
+        /// The uids whose file `loadAll` could not read (no descriptor left, a disk error):
+        /// the file is left as it is, and none of them is written over before it is read
+        /// (``readIfUnread(uid:)``).
+        var unread: Set<UInt32> = []
     }
 
     static let fileSuffix = ".sessions"
@@ -60,9 +67,15 @@ final class SessionStore: Sendable {
 
     /// - Parameter openingKeys: Keys that may have sealed some files (an interrupted `rekey`,
     ///   a key being retired); they open files but never seal one.
-    init(stateDirectory: String, key: StorageKey, openingKeys: [StorageKey] = []) {
+    init(
+        stateDirectory: String,
+        key: StorageKey,
+        openingKeys: [StorageKey] = [],
+        openForReading: @escaping @Sendable (String) -> Int32 = { StorageFiles.openFile($0, noFollow: true) }
+    ) {
         directory = stateDirectory + "/sessions"
         lock = Mutex(Keys(sealing: key, opening: openingKeys.filter { $0 != key }))
+        self.openForReading = openForReading
     }
 
     /// The file that holds `uid`'s sessions.
@@ -81,6 +94,12 @@ final class SessionStore: Sendable {
             "a session store write on an event loop that serves connections"
         )
         try lock.withLock { keys throws(StorageError) in
+            guard !keys.unread.contains(uid) else {
+                throw StorageError(
+                    file: path(uid: uid),
+                    "\(path(uid: uid)) could not be read at start, so it is not written over until it has been read"
+                )
+            }
             let exists = try checkDirectory(create: !sessions.isEmpty)
             if sessions.isEmpty {
                 guard exists else { return }
@@ -98,9 +117,11 @@ final class SessionStore: Sendable {
 
     /// Reads every uid's sessions.
     ///
-    /// Never throws: a file that cannot be used is reported and moved aside to
-    /// `<uid>.sessions.unreadable` (replacing an older one), so the other uids load and the
-    /// next save for that uid starts clean. Temporary files left by a crash are removed.
+    /// Never throws: a file whose contents cannot be used (no key opens it, damaged, another
+    /// format) is reported and moved aside (``moveAside(uid:)``), so the other uids load and
+    /// the next save for that uid starts clean. A file that could not be read at all (no
+    /// descriptor left, a disk error) is reported and left in place, and no save writes over it
+    /// before ``readIfUnread(uid:)`` has read it. Temporary files left by a crash are removed.
     func loadAll() -> (sessions: [UInt32: [PersistedSession]], problems: [StoreProblem]) {
         lock.withLock { keys in
             do throws(StorageError) {
@@ -128,16 +149,18 @@ final class SessionStore: Sendable {
                 switch readSessions(uid: uid, keys: keys) {
                 case .success(let (list, _)):
                     sessions[uid] = list
+                    keys.unread.remove(uid)
+                case .failure(let failure) where failure.gone:
+                    keys.unread.remove(uid)
+                case .failure(let failure) where failure.notRead:
+                    keys.unread.insert(uid)
+                    problems.append(
+                        StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason + "; it is left as it is, and read again before it is written")
+                    )
                 case .failure(let failure):
-                    let file = path(uid: uid)
-                    var problem = StoreProblem(uid: uid, file: file, reason: failure.reason)
-                    let aside = directory + "/\(uid)" + Self.unreadableSuffix
-                    if rename(file, aside) == 0 {
-                        problem.movedTo = aside
-                        removedAny = true
-                    } else {
-                        problem.reason += "; moving it to \(aside) failed: \(StorageFiles.errorText())"
-                    }
+                    keys.unread.remove(uid)
+                    let problem = moveAside(uid: uid, failure)
+                    removedAny = removedAny || problem.movedTo != nil
                     problems.append(problem)
                 }
             }
@@ -147,6 +170,53 @@ final class SessionStore: Sendable {
             }
             return (sessions, problems)
         }
+    }
+
+    /// Reads `uid`'s file if `loadAll` could not: its sessions (to be kept on disk beside the
+    /// ones saved next), or `nil` when it was read at start (or there is none).
+    /// - Returns: `.failure` when it still cannot be read (it stays unread: no save writes
+    ///   over it) or what it holds cannot be used (then it is moved aside, and saves go on).
+    func readIfUnread(uid: UInt32) -> Result<[PersistedSession], StoreProblem>? {
+        lock.withLock { keys in
+            guard keys.unread.contains(uid) else { return nil }
+            switch readSessions(uid: uid, keys: keys) {
+            case .success(let (list, _)):
+                keys.unread.remove(uid)
+                return .success(list)
+            case .failure(let failure) where failure.gone:
+                keys.unread.remove(uid)
+                return .success([])
+            case .failure(let failure) where failure.notRead:
+                return .failure(StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason))
+            case .failure(let failure):
+                keys.unread.remove(uid)
+                let problem = moveAside(uid: uid, failure)
+                if problem.movedTo != nil { _ = StorageFiles.syncDirectory(directory) }
+                return .failure(problem)
+            }
+        }
+    }
+
+    /// How many files of one uid are kept aside: the first ones a person may still open (with
+    /// a key from a backup), and the newest.
+    static let filesKeptAside = 9
+
+    /// Moves `uid`'s file whose contents cannot be used to `<uid>.sessions.unreadable`, or,
+    /// when that is taken by an earlier one, `.unreadable.2` … `.unreadable.9` (the last
+    /// replaced when all are taken), so that the next save starts clean and no earlier file
+    /// moved aside is lost. Called with the lock held.
+    private func moveAside(uid: UInt32, _ failure: StoreFailure) -> StoreProblem {
+        let file = path(uid: uid)
+        var problem = StoreProblem(uid: uid, file: file, reason: failure.reason)
+        let first = directory + "/\(uid)" + Self.unreadableSuffix
+        let names = [first] + (2...Self.filesKeptAside).map { first + ".\($0)" }
+        let aside = names.first { StorageFiles.pathStatus($0) == nil && errno == ENOENT } ?? names[names.count - 1]
+        if rename(file, aside) == 0 {
+            problem.movedTo = aside
+        } else {
+            problem.reason += "; moving it to \(aside) failed: \(StorageFiles.errorText())"
+        }
+        return problem
     }
 
     /// The uid of a file named `<uid>.sessions` with the uid in canonical decimal; `nil` for
@@ -172,9 +242,11 @@ final class SessionStore: Sendable {
     ///
     /// Files are opened with any key known (the previous sealing key joins the opening keys),
     /// so a reseal that a crash interrupts can run again from the start. Once every file is
-    /// sealed with `key`, the other keys are forgotten; when a write fails, they are kept (and
-    /// `key` stays the sealing key), so every file still opens.
-    /// - Throws: When a file cannot be written; the files written so far stay sealed with `key`.
+    /// sealed with `key`, the other keys are forgotten; when a file cannot be read or written,
+    /// they are kept (and `key` stays the sealing key), so every file still opens. A file no
+    /// key opens is reported and left as it is: forgetting the keys loses nothing of it.
+    /// - Throws: When a file cannot be read or written; the files written so far stay sealed
+    ///   with `key`.
     @discardableResult
     func reseal(with key: StorageKey) throws(StorageError) -> ResealReport {
         try lock.withLock { keys throws(StorageError) in
@@ -201,6 +273,11 @@ final class SessionStore: Sendable {
                     if !sealedWithCurrentKey {
                         try write(try SealedSessionsFile.seal(list, uid: uid, key: key, file: path(uid: uid)), uid: uid)
                     }
+                case .failure(let failure) where failure.gone:
+                    continue
+                case .failure(let failure) where failure.notRead:
+                    // Sealed with which key is not known: forgetting one could lose it.
+                    throw StorageError(file: path(uid: uid), failure.reason)
                 case .failure(let failure):
                     report.unreadable.append(StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason))
                 }
@@ -216,8 +293,12 @@ final class SessionStore: Sendable {
     private func readSessions(uid: UInt32, keys: Keys) -> Result<([PersistedSession], Bool), StoreFailure> {
         let file = path(uid: uid)
         // O_NOFOLLOW: a symlink here is not something this daemon made.
-        let fd = StorageFiles.openFile(file, noFollow: true)
-        guard fd >= 0 else { return .failure(StoreFailure("\(file) cannot be opened: \(StorageFiles.errorText())")) }
+        let fd = openForReading(file)
+        guard fd >= 0 else {
+            let code = errno
+            // A link (ELOOP) is what the file is; anything else is whether it could be read.
+            return .failure(StoreFailure("\(file) cannot be opened: \(StorageFiles.errorText(code))", notRead: code != ELOOP, gone: code == ENOENT))
+        }
         defer { close(fd) }
         guard let info = StorageFiles.fileStatus(fd), info.isRegularFile else {
             return .failure(StoreFailure("\(file) is not a regular file"))
@@ -226,7 +307,7 @@ final class SessionStore: Sendable {
             return .failure(StoreFailure("\(file) is \(info.size) bytes, more than the 16 MiB a sessions file may be"))
         }
         guard let bytes = StorageFiles.readAll(fd, limit: SealedSessionsFile.maximumFileSize) else {
-            return .failure(StoreFailure("\(file) cannot be read: \(StorageFiles.errorText())"))
+            return .failure(StoreFailure("\(file) cannot be read: \(StorageFiles.errorText())", notRead: true))
         }
         guard bytes.count <= SealedSessionsFile.maximumFileSize else {
             return .failure(StoreFailure("\(file) is more than the 16 MiB a sessions file may be"))
@@ -295,5 +376,14 @@ final class SessionStore: Sendable {
 /// Why one sessions file cannot be used: a sentence naming the file.
 struct StoreFailure: Error {
     var reason: String
-    init(_ reason: String) { self.reason = reason }
+    /// The file could not be opened or read (no descriptor left, a disk error, no
+    /// permission): nothing is known of what it holds, so it must not be written over.
+    var notRead = false
+    /// The file went between the directory's listing and its opening.
+    var gone = false
+    init(_ reason: String, notRead: Bool = false, gone: Bool = false) {
+        self.reason = reason
+        self.notRead = notRead
+        self.gone = gone
+    }
 }

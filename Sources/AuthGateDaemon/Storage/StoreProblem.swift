@@ -1,5 +1,5 @@
 /// A sessions file that could not be used, as `loadAll` reports it.
-struct StoreProblem: Sendable, Equatable, CustomStringConvertible {
+struct StoreProblem: Error, Equatable, CustomStringConvertible {
     /// Whose file it was; `nil` for a problem with the sessions directory itself.
     var uid: UInt32?
     /// The file (or directory) concerned.
