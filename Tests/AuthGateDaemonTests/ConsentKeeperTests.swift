@@ -91,6 +91,45 @@ struct ConsentKeeperTests {
         try await call(dispatcher, "token", ["provider": "mock"], as: caller)
     }
 
+    @Test(
+        "one user's slow identifications (a large script touched before each request) wait in that user's own line: another user's request is answered meanwhile"
+    )
+    func slowIdentificationsWaitInTheirOwnLine() async throws {
+        let held = HeldIdentifications()
+        let asker = ScriptedAsker(Array(repeating: .answered(.once), count: 12))
+        let consent = ConsentKeeper(
+            directory: nil,
+            asker: asker,
+            logger: quiet,
+            findProgram: { caller, tools in
+                // uid 1000 hashes for as long as the test holds it, on a thread of NIO's pool.
+                if caller.uid == 1000 { held.enterAndWait() }
+                return ConsentProgram.find(pid: caller.pid, uid: caller.uid, tools: tools)
+            }
+        )
+        let dispatcher = dispatcher(consent)
+        let other = PeerCredentials(pid: getpid(), uid: 1001, gid: 1001, process: ProcessIdentity(pid: getpid()))
+        try await signIn(dispatcher)
+        let login = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"], as: other)
+        #expect(login["result"] != nil, "\(login)")
+
+        // More of uid 1000's requests than NIO's pool has threads.
+        let flood = Task { () async throws -> Int in
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<8 { group.addTask { try await token(dispatcher)["result"] != nil } }
+                return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+            }
+        }
+        try await until { held.entered >= 1 }
+        let answer = Task { () async throws -> Bool in try await token(dispatcher, as: other)["result"] != nil }
+        let answered = await result(of: answer, timeout: .seconds(20))
+        #expect(try answered?.get() == true, "uid 1001's request waited behind uid 1000's identifications")
+        #expect(held.entered == 1, "uid 1000's identifications ran one at a time")
+        held.release()
+        #expect(try await result(of: flood)?.get() == 8, "uid 1000's requests were all answered in turn")
+        #expect(held.mostAtOnce == 1)
+    }
+
     @Test("allow once asks again next time; deny refuses with consent_denied; the question names the program, pid, uid and provider")
     func onceAndDeny() async throws {
         let asker = ScriptedAsker([.answered(.once), .answered(.once), .answered(.deny)])
@@ -226,7 +265,7 @@ struct ConsentKeeperTests {
         async let first = token(dispatcher)
         async let second = token(dispatcher)
         // Waiting by sleeping, not by blocking a thread of the pool these requests run on.
-        try await until { !asker.questions.isEmpty }
+        try await until { !asker.questions.isEmpty && consent.callersWaiting(uid: 1000) == 2 }
         // The question waits: a provider call of another kind goes on.
         #expect(try await call(dispatcher, "consent.list", [:])["result"] != nil)
         try await until { asker.release() }
@@ -234,4 +273,34 @@ struct ConsentKeeperTests {
         #expect(answers.allSatisfy { $0["result"] != nil }, "\(answers)")
         #expect(asker.questions.count == 1)
     }
+}
+
+/// Identifications that block their thread until the test releases them (a large file hashed),
+/// counting how many run at once.
+final class HeldIdentifications: Sendable {
+    private struct State {
+        var inside = 0
+        var entered = 0
+        var mostAtOnce = 0
+        var released = false
+    }
+
+    private let state = Mutex(State())
+
+    var entered: Int { state.withLock { $0.entered } }
+    var mostAtOnce: Int { state.withLock { $0.mostAtOnce } }
+
+    /// Blocks until ``release()`` (or 30 s, so that a failing test still ends).
+    func enterAndWait() {
+        state.withLock { current in
+            current.inside += 1
+            current.entered += 1
+            current.mostAtOnce = max(current.mostAtOnce, current.inside)
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !state.withLock({ $0.released }), ContinuousClock.now < deadline { usleep(2_000) }
+        state.withLock { $0.inside -= 1 }
+    }
+
+    func release() { state.withLock { $0.released = true } }
 }

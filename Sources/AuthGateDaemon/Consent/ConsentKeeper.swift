@@ -65,6 +65,14 @@ final class ConsentKeeper: Sendable {
     private let logger: Logger
     private let now: @Sendable () -> Date
     private let tools: ToolFiles
+    /// Finds the program behind a caller (``ConsentProgram/find(pid:uid:tools:)``; a test's
+    /// slow one).
+    private let findProgram: @Sendable (PeerCredentials, ToolFiles) -> ConsentProgram?
+    /// One identification at a time per uid (``identify(_:)``).
+    private let identifying = TurnsPerUser(maximumWaiting: ConsentKeeper.maximumIdentificationsWaiting)
+
+    /// Requests of one uid that may wait while another of its programs is identified.
+    static let maximumIdentificationsWaiting = 32
 
     /// Questions one uid may have waiting at once (each for another session: a session has one
     /// at a time), and questions in all.
@@ -77,7 +85,10 @@ final class ConsentKeeper: Sendable {
         timeout: Duration = .seconds(60),
         logger: Logger,
         tools: ToolFiles = .besideDaemon(),
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        findProgram: @escaping @Sendable (PeerCredentials, ToolFiles) -> ConsentProgram? = {
+            ConsentProgram.find(pid: $0.pid, uid: $0.uid, tools: $1)
+        }
     ) {
         let records = directory.map { ConsentRecords.load(from: $0, logger: logger) } ?? ConsentRecords()
         let earlier = records.confirmSessions.compactMap { chosen -> SessionKey? in
@@ -91,6 +102,7 @@ final class ConsentKeeper: Sendable {
         self.logger = logger
         self.tools = tools
         self.now = now
+        self.findProgram = findProgram
     }
 
     /// Whether a program must be allowed before it gets `key`'s tokens.
@@ -127,10 +139,20 @@ final class ConsentKeeper: Sendable {
     /// The program behind the caller, found on a thread of NIO's pool: the walk reads /proc and
     /// may hash a large executable or script (up to ``ConsentProgram/maximumHashedSize``; a
     /// user's own file named as a script), which must not hold one of the few threads every
-    /// request's task shares.
-    private func identify(_ caller: PeerCredentials) async -> ConsentProgram? {
-        let tools = tools
-        return try? await NIOThreadPool.singleton.runIfActive { ConsentProgram.find(pid: caller.pid, uid: caller.uid, tools: tools) }
+    /// request's task shares. One at a time per uid: a user touching a large script before each
+    /// request makes its own requests wait, not another user's (the pool has a thread per core).
+    /// - Throws: `rate_limited` when too many of the uid's requests wait already.
+    private func identify(_ caller: PeerCredentials) async throws(AuthGateError) -> ConsentProgram? {
+        guard await identifying.take(caller.uid) else {
+            throw AuthGateError(
+                .rateLimited,
+                "Too many of your programs are waiting to be identified for consent; try again shortly.",
+                retryAfterSeconds: 1
+            )
+        }
+        defer { identifying.give(caller.uid) }
+        let (tools, findProgram) = (tools, findProgram)
+        return try? await NIOThreadPool.singleton.runIfActive { findProgram(caller, tools) }
     }
 
     /// Allows the caller to have `key`'s tokens, asking the user when no answer covers it.
@@ -148,7 +170,7 @@ final class ConsentKeeper: Sendable {
         let which = key.name == .default ? "" : " (session \(key.name.rawValue))"
         // The process now, which must be the one pinned when it connected, where it was pinned.
         guard let process = ProcessIdentity(pid: caller.pid), caller.process == nil || caller.process == process,
-            let program = await identify(caller)
+            let program = try await identify(caller)
         else {
             throw AuthGateError(.consentDenied, Self.unidentified(caller, providerName: providerName, which: which))
         }
@@ -314,6 +336,12 @@ final class ConsentKeeper: Sendable {
             return revoked > 0
         }
         return revoked
+    }
+
+    /// How many requests wait for the answers to `uid`'s questions (a test waits for them all
+    /// to be there before it answers).
+    func callersWaiting(uid: UInt32) -> Int {
+        state.withLock { current in current.questions.filter { $0.key.key.uid == uid }.reduce(0) { $0 + $1.value.waiters.count } }
     }
 
     /// Stops every question still waiting (their programs are killed; their callers denied).
