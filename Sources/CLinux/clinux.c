@@ -1,5 +1,5 @@
 // The functions are static inline in include/clinux.h (SwiftPM wants one source file), but for
-// ag_run_child and ag_spawn_supervised_child, which need _GNU_SOURCE (pipe2,
+// ag_run_child, ag_spawn_supervised_child and ag_spawn_opener, which need _GNU_SOURCE (pipe2,
 // POSIX_SPAWN_SETSID, addclosefrom_np, execvpe).
 #define _GNU_SOURCE
 #include "clinux.h"
@@ -253,4 +253,21 @@ int ag_spawn_supervised_child(pid_t *pid, const char *file, char *const argv[], 
     }
     *pid = child;
     return 0;
+}
+
+int ag_spawn_opener(const char *opener, const char *url, char *const envp[]) {
+    posix_spawn_file_actions_t actions;
+    int failed = posix_spawn_file_actions_init(&actions);
+    if (failed != 0) return failed;
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+    char *const argv[] = {(char *)opener, (char *)url, NULL};
+    pid_t pid;
+    failed = posix_spawnp(&pid, opener, &actions, NULL, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    return failed;
 }

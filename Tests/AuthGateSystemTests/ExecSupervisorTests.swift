@@ -83,6 +83,29 @@ struct ExecSupervisorTests {
         #expect(try supervisor.waitForExit() == 128 + SIGTERM, "\(supervisor.stderr)")
     }
 
+    @Test("--signal-on-change: a new token that cannot be written to --token-file (its directory gone) is not signalled: the command would reread the old one")
+    func noSignalWithoutTheFile() throws {
+        let daemon = try DaemonProcess(providers: ["mock.json": Providers.quicklyRefreshedMock], logLevel: "info")
+        try daemon.signIn()
+        let directory = daemon.scratch.path + "/tokens"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        let tokenFile = directory + "/token"
+        let signals = daemon.scratch.path + "/signals"
+        let script = #"trap 'echo HUP >> "$0"' HUP; while :; do sleep 0.1; done"#
+        let supervisor = try daemon.backgroundCLI(
+            ["exec", "mock", "--min-valid", "0", "--signal-on-change", "HUP", "--token-file", tokenFile, "--", "/bin/sh", "-c", script, signals]
+        )
+        try eventually(timeout: .seconds(30), "no first signal") { Self.lines(signals).count >= 1 }
+        try FileManager.default.removeItem(atPath: directory)
+        try eventually(timeout: .seconds(30), "no refresh after the directory went") { supervisor.stderr.contains("was not signalled") }
+        let signalled = Self.lines(signals).count
+        #expect(supervisor.stderr.contains("cannot write the token file"), "\(supervisor.stderr)")
+        try eventually(timeout: .seconds(30), "no second failed refresh") { supervisor.stderr.components(separatedBy: "was not signalled").count >= 3 }
+        #expect(Self.lines(signals).count == signalled, "no signal for a token the file does not hold")
+        kill(supervisor.pid, SIGTERM)
+        #expect(try supervisor.waitForExit() == 128 + SIGTERM, "\(supervisor.stderr)")
+    }
+
     @Test("the supervisor passes the command's own exit status on, refuses flags that do not fit, and without the flags exec stays an execvp")
     func statusAndUsage() throws {
         let daemon = try DaemonProcess(providers: ["mock.json": Providers.mock], logLevel: "info")

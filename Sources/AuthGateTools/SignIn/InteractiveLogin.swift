@@ -1,6 +1,7 @@
 import AuthGateClient
 package import AuthGateCore
 package import AuthGateRPC
+import CLinux
 import Dispatch
 import FoundationEssentials
 import Synchronization
@@ -95,20 +96,13 @@ package struct InteractiveLogin {
         }
     }
 
-    /// Runs `xdg-open URL` in the background, its output to /dev/null; silent when it is
-    /// missing or fails. (posix_spawn rather than Foundation's Process: the CLI does without
-    /// Foundation, for its start-up time.)
-    static func openInBrowser(_ url: String) {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
-            posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
-        }
-        let arguments: [UnsafeMutablePointer<CChar>?] = ["xdg-open", url].map { (argument: String) in strdup(argument) } + [nil]
-        defer { for item in arguments { free(item) } }
-        var pid: pid_t = 0
-        _ = posix_spawnp(&pid, "xdg-open", &actions, nil, arguments, environ)
+    /// Runs `xdg-open URL` in the background, its output to /dev/null and no other descriptor
+    /// of ours (a helper's pipes to git, which reads to their end, would stay open for as long
+    /// as the browser runs); silent when it is missing or fails. (posix_spawn rather than
+    /// Foundation's Process: the CLI does without Foundation, for its start-up time.)
+    /// - Parameter opener: The program (a test's stand-in).
+    static func openInBrowser(_ url: String, opener: String = "xdg-open") {
+        _ = ag_spawn_opener(opener, url, environ)
     }
 
     /// Ctrl-C while waiting: cancel the flow at the daemon, say so, exit 130.

@@ -30,7 +30,9 @@ package struct PointOfUseSignIn {
         let terminal = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard terminal >= 0 else { return false }
         fflush(nil)
-        let saved = (0...2).map { dup(Int32($0)) }
+        // Close-on-exec: a browser started during the sign-in must not hold the tool's pipes
+        // (git, docker and kubectl read the helper's answer to its end).
+        let saved = (0...2).map { fcntl(Int32($0), F_DUPFD_CLOEXEC, 3) }
         for descriptor in 0...2 { dup2(terminal, Int32(descriptor)) }
         ag_clear_stdin_end()  // the tool's input may have ended; the terminal's has not
         defer {

@@ -162,7 +162,11 @@ package final class Supervisor {
                 }
                 if let token, token.accessToken.exposedValue != current.accessToken.exposedValue {
                     current = token
-                    try? writeFile(current)
+                    if (try? writeFile(current)) == nil, case .signal = onChange {
+                        // writeFile said why: signalled, the command would reread the old token.
+                        Terminal.writeError("authgate exec: the command was not signalled: its token file still holds the previous token.\n")
+                        continue
+                    }
                     switch onChange {
                     case .restart:
                         Terminal.writeError("authgate exec: a new token (\(Terminal.validity(token.expiresAt))); restarting the command.\n")

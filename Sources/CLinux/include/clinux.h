@@ -336,6 +336,12 @@ static inline int ag_read_signal(int descriptor, int *sent_by_kernel) {
     return (int)info.ssi_signo;
 }
 
+/// Starts `opener URL` (posix_spawnp, `envp`) in the background with /dev/null as its standard
+/// input and output and no other descriptor of ours, whatever was opened without O_CLOEXEC
+/// (glibc 2.34's posix_spawn_file_actions_addclosefrom_np): a browser must not hold a helper's
+/// pipes to git. Returns 0 or an errno value; the child is not waited for.
+int ag_spawn_opener(const char *opener, const char *url, char *const envp[]);
+
 /// posix_spawnp for a command authgate runs (a sink's `--on-change`): no signal blocked,
 /// whatever the caller blocks, and SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD and SIGPIPE at
 /// their default actions; in a process group of its own when `own_group` is non-zero.

@@ -20,7 +20,9 @@ struct Exec: ParsableCommand {
         abstract: "Run a command with a valid token in an environment variable (never in its arguments).",
         discussion: """
             authgate replaces itself with the command (execvp): its exit status is the command's. \
-            Example: authgate exec corp -- sh -c 'curl -H "Authorization: Bearer $AUTHGATE_TOKEN" https://api.example.com/'
+            Example (printf is the shell's builtin, so the token reaches no command's arguments, which every local user \
+            can read): authgate exec corp -- sh -c 'printf "Authorization: Bearer %s\\n" "$AUTHGATE_TOKEN" | curl -H @- \
+            https://api.example.com/'
 
             For a long-running command, --restart-on-change or --signal-on-change SIG keep authgate as a small \
             supervisor: it forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the command (a terminal's Ctrl-C reaches \

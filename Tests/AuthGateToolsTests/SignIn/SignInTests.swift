@@ -1,9 +1,14 @@
 import AuthGateCore
 import AuthGateRPC
 import AuthGateTestSupport
-import AuthGateTools
 import Foundation
 import Testing
+
+@testable import AuthGateTools
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The sign-in (SignIn) and registration (AccountRegistration) steps that need no terminal, in
 /// process against a daemon of one answer per method; the built CLI runs the interactive ones
@@ -12,6 +17,25 @@ import Testing
 struct SignInTests {
     private static func login(_ provider: String, id: String) -> String {
         DaemonAnswers.result(LoginResult(provider: provider, session: "default", state: .authenticated, expiresAt: Date(), subject: "svc"), id: id)
+    }
+
+    @Test("the browser is started with no descriptor of the tool's but /dev/null as its input and output: a helper's pipes to git close when the helper ends")
+    func browserGetsNoDescriptorOfOurs() throws {
+        let scratch = try ScratchDirectory()
+        let listing = scratch.path + "/descriptors"
+        let opener = scratch.path + "/xdg-open"
+        try "#!/bin/sh\nls /proc/$$/fd > \(listing).tmp && mv \(listing).tmp \(listing)\n".write(toFile: opener, atomically: true, encoding: .utf8)
+        chmod(opener, 0o755)
+        // What git's helper holds: descriptors without close-on-exec (its saved pipes).
+        var pipeEnds: [Int32] = [0, 0]
+        #expect(pipe(&pipeEnds) == 0)
+        defer { for end in pipeEnds { close(end) } }
+
+        InteractiveLogin.openInBrowser("https://idp.example/authorize", opener: opener)
+        try eventually { FileManager.default.fileExists(atPath: listing) }
+        let open = try String(contentsOfFile: listing, encoding: .utf8).split(separator: "\n").compactMap { Int32($0) }
+        #expect(open.contains(0) && open.contains(2))
+        #expect(!open.contains(pipeEnds[0]) && !open.contains(pipeEnds[1]), "the opener holds \(open), ours were \(pipeEnds)")
     }
 
     @Test("a provider that offers only a service's grant is signed in to with it, as its client: no user name is asked for")
