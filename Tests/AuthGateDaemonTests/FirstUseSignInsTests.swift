@@ -230,7 +230,7 @@ struct FirstUseSignInsTests {
         for index in 0..<3 { try await signIns.signIn(session(1000, index), isSignedIn: { false }, succeed) }
         let refused = await #expect(throws: AuthGateError.self) { try await signIns.signIn(session(1000, 3), isSignedIn: { false }, succeed) }
         #expect(refused?.reason == .rateLimited && refused?.retryAfterSeconds == 1, "\(String(describing: refused))")
-        #expect(refused?.message.contains("too many first sign-ins to svc") == true)
+        #expect(refused?.message.contains("too many sign-ins to svc") == true)
         #expect(count.withLock { $0 } == 3)
         try await signIns.signIn(session(1001, 0), isSignedIn: { false }, succeed)
         try await signIns.signIn(session(0, 0), bounded: false, isSignedIn: { false }, succeed)

@@ -16,25 +16,29 @@ struct FirstUseFloodTests {
     private static let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
     /// Python for `nobody`: asks the socket (argv[1]) for svc's token under argv[2] fresh session
-    /// names, each on its own connection, followed by a logout when argv[4] is `logout`, from
-    /// argv[3] threads at once (within the uid's share of provider requests, which refuses more
-    /// at once by itself), each asking as soon as its last answer came; prints each token
-    /// answer's reason (`ok` for a token).
+    /// names (or, when argv[4] is `login`, signs each in with `login` and the client-credentials
+    /// grant), each on its own connection, followed by a logout when argv[4] is `logout` or
+    /// `login`, from argv[3] threads at once (within the uid's share of provider requests, which
+    /// refuses more at once by itself), each asking as soon as its last answer came; prints each
+    /// answer's reason (`ok` for a token or a session).
     private static let flood = #"""
         import json, socket, sys, threading
-        path, count, threads, logout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "logout"
+        path, count, threads, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+        logout = mode in ("logout", "login")
         reasons = []
         def call(method, index):
             s = socket.socket(socket.AF_UNIX)
             s.connect(path)
-            line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"provider": "svc", "session": "s%d" % index}})
+            params = {"provider": "svc", "session": "s%d" % index}
+            if method == "login": params["grant"] = "client_credentials"
+            line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
             s.sendall(line.encode() + b"\n")
             answer = json.loads(s.makefile().readline())
             s.close()
             return answer
         def worker(first):
             for index in range(first, count, threads):
-                answer = call("token", index)
+                answer = call("login" if mode == "login" else "token", index)
                 reasons.append("ok" if "result" in answer else answer["error"]["data"]["reason"])
                 if logout:
                     call("logout", index)
@@ -45,7 +49,7 @@ struct FirstUseFloodTests {
         """#
 
     @Test(
-        "nobody asking for 60 fresh sessions as fast as it can (signing each out again) reaches the provider at most a burst's worth of times, the rest refused with rate_limited and counted in the metrics; its sessions never pass --max-sessions-per-user",
+        "nobody asking for 60 fresh sessions as fast as it can (signing each out again) reaches the provider at most a burst's worth of times, the rest refused with rate_limited and counted in the metrics, and as many logins with the service's grant are held to the same limit; its sessions never pass --max-sessions-per-user",
         .enabled(if: isRootWithSetpriv, "needs root and setpriv to call as nobody")
     )
     func floodIsBounded() throws {
@@ -68,15 +72,21 @@ struct FirstUseFloodTests {
         chmod(scratch.path + "/flood.py", 0o644)
         func signIns() -> Int { daemon.logText.components(separatedBy: "signed in on first use").count - 1 }
 
-        let started = ContinuousClock.now
-        let withLogout = try run(
-            URL(fileURLWithPath: Self.asNobody[0]),
-            Array(Self.asNobody.dropFirst()) + ["/usr/bin/python3", scratch.path + "/flood.py", daemon.socketPath, "60", "2", "logout"]
-        )
-        // The limit: a burst of 10, then one a second (FirstUseSignIns.Limits).
-        let allowed = 10 + Int((ContinuousClock.now - started).components.seconds) + 1
-        let reasons = withLogout.stdout.split(separator: "\n").map(String.init)
-        #expect(reasons.count == 60, "\(withLogout)")
+        /// `nobody`'s flood (`flood.py`) of 60 on two threads: each answer's reason, and how many
+        /// sign-ins the limit allowed meanwhile (a burst of 10, then one a second:
+        /// FirstUseSignIns.Limits).
+        func flood(_ daemon: DaemonProcess, _ mode: String) throws -> (reasons: [String], allowed: Int) {
+            let started = ContinuousClock.now
+            let result = try run(
+                URL(fileURLWithPath: Self.asNobody[0]),
+                Array(Self.asNobody.dropFirst()) + ["/usr/bin/python3", scratch.path + "/flood.py", daemon.socketPath, "60", "2", mode]
+            )
+            let reasons = result.stdout.split(separator: "\n").map(String.init)
+            #expect(reasons.count == 60, "\(result)")
+            return (reasons, 10 + Int((ContinuousClock.now - started).components.seconds) + 1)
+        }
+
+        let (reasons, allowed) = try flood(daemon, "logout")
         #expect(reasons.filter { $0 == "ok" }.count <= allowed && reasons.contains("rate_limited"), "\(reasons)")
         try? eventually(timeout: .seconds(5)) { signIns() >= reasons.filter { $0 == "ok" }.count }
         #expect(signIns() <= allowed, "the provider was asked \(signIns()) times for 60 first uses")
@@ -85,6 +95,11 @@ struct FirstUseFloodTests {
             metrics.contains(#"authgate_first_use_sign_ins_total{provider="svc",outcome="rate_limited"}"#),
             "\(reasons) \(metrics.split(separator: "\n").filter { $0.contains("first_use") || $0.contains("sign_ins_total") })"
         )
+
+        // Signing in by name with the service's grant is held to the same limit (a fresh daemon:
+        // a bucket of its own).
+        let (logins, loginsAllowed) = try flood(try start(), "login")
+        #expect(logins.filter { $0 == "ok" }.count <= loginsAllowed && logins.contains("rate_limited"), "\(logins)")
 
         // Twenty, four at a time, against a limit of four sessions: never more than four.
         let limited = try start(["--max-sessions-per-user", "4"])

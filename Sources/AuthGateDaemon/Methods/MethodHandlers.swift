@@ -54,6 +54,7 @@ struct MethodHandlers: Sendable {
             flows: flows,
             throttle: LoginThrottle(),
             providerShare: providerShare,
+            firstUse: firstUse,
             metrics: metrics,
             logger: logger
         )

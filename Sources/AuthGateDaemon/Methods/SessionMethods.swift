@@ -51,7 +51,17 @@ struct SessionMethods: Sendable {
         guard let tokens = removed else { return LogoutResult(removed: true) }
         do {
             let (_, client) = try await registry.usableProvider(params.provider, for: caller.credentials)
-            return LogoutResult(removed: true, revocation: RevocationReport(await client.revokeReporting(tokens)))
+            guard let revoked = await providerShare.revoking(for: caller.credentials, { await client.revokeReporting(tokens) }) else {
+                logger.warning("a signed-out session's tokens were not revoked: too many of the uid's revocations wait", metadata: caller.metadata(key))
+                return LogoutResult(
+                    removed: true,
+                    revocation: RevocationReport(
+                        status: .failed,
+                        message: "Too many of your sessions' revocations are waiting; this one was not made. [rate_limited]"
+                    )
+                )
+            }
+            return LogoutResult(removed: true, revocation: RevocationReport(revoked))
         } catch {
             // Tokens that were never offered to the provider are not "nothing to revoke".
             return LogoutResult(removed: true, revocation: RevocationReport(status: .failed, message: "\(error.message) [\(error.reason.rawValue)]"))

@@ -14,6 +14,9 @@ struct SignInMethods: Sendable {
     let flows: LoginFlowManager
     let throttle: LoginThrottle
     let providerShare: ProviderRequestShare
+    /// The limits of a service provider's sign-ins, which an explicit `login` with a service's
+    /// grant is held to as a first use is.
+    let firstUse: FirstUseSignIns
     /// Where each sign-in's end is counted; `nil` where nothing is.
     var metrics: (any SignInObserver)?
     let logger: Logger
@@ -48,8 +51,17 @@ struct SignInMethods: Sendable {
         case .clientCredentials, .jwtBearer, .tokenExchange:
             let variant = TokenVariant(scopes: params.scopes ?? [])
             try variant.validate()
-            return try await signIn(key, configuration, client, grant: grant, consent: consent, for: caller) { provider throws(AuthGateError) in
-                try await provider.signInAsService(grant, variant, proofKey: nil)
+            // The provider's one client, shared by every uid: a login loop must not hammer it.
+            try await firstUse.admitExplicit(key, bounded: !caller.isUnbounded)
+            do {
+                let result = try await signIn(key, configuration, client, grant: grant, consent: consent, for: caller) { provider throws(AuthGateError) in
+                    try await provider.signInAsService(grant, variant, proofKey: nil)
+                }
+                await firstUse.settled(key, nil)
+                return result
+            } catch {
+                await firstUse.settled(key, error)
+                throw error
             }
         case .deviceCode, .authorizationCode:
             throw AuthGateError(
@@ -186,7 +198,7 @@ struct SignInMethods: Sendable {
             stored = try await sessions.storeUnlessRetired(signIn, grant: grant, binding: binding, for: key, consent: consent)
         } catch {
             if bounded { await sessions.releaseRoom(for: key) }
-            await client.revoke(signIn.tokens)
+            await providerShare.revoking(for: caller.credentials) { await client.revoke(signIn.tokens) }
             throw error
         }
         let (result, replaced) = stored
@@ -194,7 +206,7 @@ struct SignInMethods: Sendable {
         logger.info("\(event)", metadata: caller.metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {
             // The previous session of this name is gone; its refresh token must not outlive it.
-            await client.revoke(replaced)
+            await providerShare.revoking(for: caller.credentials) { await client.revoke(replaced) }
         }
         return LoginResult(result)
     }

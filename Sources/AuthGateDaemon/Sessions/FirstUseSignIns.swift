@@ -145,6 +145,33 @@ actor FirstUseSignIns {
         try outcome.get()
     }
 
+    /// Admits a `login` with a service's grant that a caller asked for by name (it replaces the
+    /// session, so it never joins one running): the same provider's client as a first use, so
+    /// the same limits — a refusal the provider gave the uid is given again until it passes,
+    /// and the uid's bucket for the provider is taken from. Followed by ``settled(_:_:)``.
+    /// - Throws: A remembered refusal, or `rate_limited`.
+    func admitExplicit(_ key: SessionKey, bounded: Bool) throws(AuthGateError) {
+        guard !stopping else { throw Self.stoppingError }
+        let place = UserProvider(uid: key.uid, provider: key.provider)
+        let now = now()
+        if let refusal = refusals[place] {
+            if refusal.until > now {
+                var error = refusal.error
+                error.retryAfterSeconds = max(1, Int(refusal.until.timeIntervalSince(now).rounded(.up)))
+                throw error
+            }
+            refusals[place] = nil
+        }
+        if bounded { try take(place, at: now, counting: false) }
+    }
+
+    /// How an admitted explicit sign-in ended: a refusal of the provider's is remembered as a
+    /// first use's is.
+    func settled(_ key: SessionKey, _ error: AuthGateError?) {
+        let place = UserProvider(uid: key.uid, provider: key.provider)
+        if let error { remember(error, for: place) } else { throttled[place] = nil }
+    }
+
     /// Part of the daemon's stop: the sign-ins under way (or waiting out the first-use spread)
     /// are cancelled, their callers told, and none is started any more — none can store a
     /// session once the sessions have stopped.
@@ -156,12 +183,12 @@ actor FirstUseSignIns {
     private static let stoppingError = AuthGateError(.serviceUnavailable, "The daemon is stopping; ask again once it runs.")
 
     /// One sign-in from the uid's bucket for the provider, or `rate_limited`.
-    private func take(_ place: UserProvider, at now: Date) throws(AuthGateError) {
+    private func take(_ place: UserProvider, at now: Date, counting: Bool = true) throws(AuthGateError) {
         guard let wait = buckets.take(place, at: now) else { return }
-        counted(place.provider, .rateLimited)
+        if counting { counted(place.provider, .rateLimited) }
         throw AuthGateError(
             .rateLimited,
-            "You started too many first sign-ins to \(place.provider) in a short time; try again in \(wait) s.",
+            "You started too many sign-ins to \(place.provider) in a short time; try again in \(wait) s.",
             retryAfterSeconds: wait
         )
     }

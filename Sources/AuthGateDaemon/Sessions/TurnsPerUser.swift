@@ -3,7 +3,8 @@ import Synchronization
 /// One turn at a time per uid, for work that runs on a small shared pool of threads: a user's
 /// requests wait in line behind each other, never beside each other, so one user cannot hold
 /// every thread of the pool while another user's work waits (the consent check's
-/// identification, which may hash a large file each time the user touches it).
+/// identification, which may hash a large file each time the user touches it; revocations at
+/// providers, a thousand of which one logout loop may start).
 ///
 /// A user's line is bounded (``maximumWaiting``): beyond it a request is refused at once.
 final class TurnsPerUser: Sendable {
