@@ -55,12 +55,46 @@ public enum ForwardingRules {
         return .forward(forwarded)
     }
 
-    /// Whether a target's path has a `.` or `..` segment, also percent-encoded (`%2e`), which
-    /// libcurl or the upstream would resolve, leaving `--upstream`'s path prefix.
+    /// Whether a target's path has a `.` or `..` segment that libcurl or the upstream could
+    /// resolve, leaving `--upstream`'s path prefix: also percent-encoded (`%2e`), with path
+    /// parameters (`..;x`, which Tomcat and servers like it resolve), or behind a separator a
+    /// server may decode or take as one (`..%2fadmin`, `..%5c`, a backslash). A segment that
+    /// only holds an encoded slash (`group%2Fproject`, as GitLab's API names projects) goes on.
     static func hasDotSegments(_ target: String) -> Bool {
-        let dots: Set<String> = [".", "..", "%2e", "%2e%2e", ".%2e", "%2e."]
         let path = target.prefix { $0 != "?" && $0 != "#" }
-        return path.split(separator: "/", omittingEmptySubsequences: false).contains { dots.contains($0.lowercased()) }
+        return path.split(separator: "/", omittingEmptySubsequences: false).contains { segment in
+            percentDecoded(segment).split(omittingEmptySubsequences: false) { $0 == "/" || $0 == "\\" }.contains { piece in
+                let name = piece.prefix { $0 != ";" }
+                return name == "." || name == ".."
+            }
+        }
+    }
+
+    /// `%XX` decoded (once) to its byte; anything else as it is, as bytes (a malformed escape
+    /// stays as it was).
+    private static func percentDecoded(_ segment: Substring) -> String {
+        var bytes: [UInt8] = []
+        let utf8 = Array(segment.utf8)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count, let high = hexValue(utf8[index + 1]), let low = hexValue(utf8[index + 2]) {
+                bytes.append(high << 4 | low)
+                index += 3
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// A request's header fields as they go upstream, without what the proxy replaces.

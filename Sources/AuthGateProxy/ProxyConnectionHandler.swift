@@ -106,7 +106,10 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
         let answer = ClientAnswer(
             bound: bound,
             version: head.version,
-            keepAlive: head.isKeepAlive,
+            // An upgrade with a body goes on as an ordinary request, but NIO's parser stops
+            // after a message that asked to upgrade: what the client sends next would pile up
+            // unparsed, without bound. Its answer ends the connection.
+            keepAlive: head.isKeepAlive && !ForwardingRules.isUpgrade(fields),
             body: body
         )
         current = answer

@@ -37,6 +37,13 @@ struct ForwardingRulesTests {
             ("GET", "/users/./me", "bad_request", 400),
             ("GET", "/%2E%2e/admin?x=/../", "bad_request", 400),
             ("GET", "https://api.example.com/a/../../evil", "bad_request", 400),
+            ("GET", "/..;/admin", "bad_request", 400),
+            ("GET", "/.;x/admin", "bad_request", 400),
+            ("GET", "/..%2fadmin", "bad_request", 400),
+            ("GET", "/..%2Fadmin", "bad_request", 400),
+            ("GET", "/..%5cadmin", "bad_request", 400),
+            ("GET", "/..\\admin", "bad_request", 400),
+            ("GET", "/a%2f..%2f..%2fevil", "bad_request", 400),
         ]
     )
     func refusesWhatIsNotTheUpstream(_ method: String, _ uri: String, _ reason: String, _ status: Int) {

@@ -230,7 +230,7 @@ struct APIProxyTests {
     }
 
     @Test(
-        "requests for another origin and CONNECT are refused with their reasons and never reach anything; the upstream's own origin in absolute form is served, and an upgrade the upstream does not take is answered as it came, with the session's token and only Connection: Upgrade and Upgrade of the hop-by-hop fields sent"
+        "requests for another origin and CONNECT are refused with their reasons and never reach anything; the upstream's own origin in absolute form is served, and an upgrade the upstream does not take is answered as it came, with the session's token and only Connection: Upgrade and Upgrade of the hop-by-hop fields sent; one with a body is answered, then its connection closes"
     )
     func notAnOpenProxy() throws {
         let setup = try Setup()
@@ -252,6 +252,15 @@ struct APIProxyTests {
             upgradeHeaders["authorization"] as? String == Self.fingerprint(try setup.token())
                 && upgradeHeaders["host"] as? String == "127.0.0.1:\(setup.api.port)"
         )
+        // With a body, an upgrade is an ordinary request, answered; NIO's parser stops after a
+        // message that asked to upgrade, so the connection then closes instead of holding
+        // whatever the client sends next (without the close, it held it all, without bound).
+        let withBody = try RawConnection(port: port, timeout: 20)
+        let asked = ContinuousClock.now
+        withBody.send("POST /echo/body HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 1\r\n\r\nx")
+        let answered = withBody.read { _ in false }
+        #expect(answered.hasPrefix("HTTP/1.1 200"), "\(answered)")
+        #expect(ContinuousClock.now - asked < .seconds(10), "the connection closed after the answer")
         let own = try Self.raw("GET \(setup.upstream)/echo/own HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", port: port)
         #expect(own.hasPrefix("HTTP/1.1 200"), "\(own)")
         #expect(try setup.seen().map(\.path).allSatisfy { !$0.contains("steal") && !$0.contains("ws") })
