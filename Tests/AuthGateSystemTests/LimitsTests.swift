@@ -239,6 +239,52 @@ struct LimitsTests {
     }
 
     @Test(
+        "requests of connections closed before their answers still count against the uid's share: a loop of connect, slow request, close cannot pile up work",
+        .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids")
+    )
+    func closedConnectionsRequestsCount() throws {
+        // --max-connections 8: a uid's share is 2 connections, and 2 requests under way.
+        let daemon = try DaemonProcess(
+            providers: ["mock.json": Providers.slowMock(3000)],
+            arguments: ["--socket-group", "nogroup", "--max-connections", "8"],
+            logLevel: "info"
+        )
+        chmod(daemon.scratch.path, 0o755)
+        let asNobody = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        // Two sign-ins at the 3 s provider, their connections closed at once; then `status`
+        // (quick) until one is refused, for at most 2.5 s (before the sign-ins end).
+        let script = """
+            import json, socket, sys, time
+            def connect():
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); return s
+            for index in range(2):
+                s = connect()
+                s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "login", "params": {
+                    "provider": "mock", "username": "demo", "password": "demo-password-1", "session": "s%d" % index}}).encode() + b"\\n")
+                s.close()
+            deadline = time.monotonic() + 2.5
+            answer = {}
+            while time.monotonic() < deadline:
+                s = connect()
+                s.sendall(b'{"jsonrpc":"2.0","id":2,"method":"status","params":{}}\\n')
+                answer = json.loads(s.makefile().readline())
+                s.close()
+                if "requests of one user" in answer.get("error", {}).get("message", ""): break
+            print(json.dumps(answer))
+            """
+        let result = try run(URL(fileURLWithPath: asNobody[0]), Array(asNobody.dropFirst()) + ["/usr/bin/python3", "-c", script, daemon.socketPath])
+        let answer = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result)")
+        #expect(answer.errorReason == "rate_limited", "\(answer)")
+        #expect(((answer["error"] as? [String: Any])?["message"] as? String)?.contains("requests of one user at once") == true, "\(answer)")
+        // Once they have ended, the uid is served again; another uid all along.
+        let asDaemonUser = ["/usr/bin/setpriv", "--reuid=1", "--regid=65534", "--clear-groups", "--"]
+        #expect(try Self.concurrently(daemon, as: asDaemonUser, [#"{"jsonrpc":"2.0","id":1,"method":"status","params":{}}"#]).first?.errorReason == nil)
+        try eventually(timeout: .seconds(10)) {
+            try Self.concurrently(daemon, as: asNobody, [#"{"jsonrpc":"2.0","id":1,"method":"status","params":{}}"#]).first?.errorReason == nil
+        }
+    }
+
+    @Test(
         "one uid gets at most 4 requests at providers at once; another uid is served meanwhile",
         .enabled(if: canSwitchUsers, "needs root, setpriv and /usr/bin/python3 to act as other uids")
     )

@@ -28,6 +28,9 @@ package final class OpenConnections: Sendable {
         /// Admitted connections by uid.
         var byUID: [UInt32: Int] = [:]
         var requests: [UInt64: Task<Void, Never>] = [:]
+        /// Requests under way by uid: a request outlives its connection (it may wait on a slow
+        /// provider), so a uid's connection share alone does not bound them.
+        var requestsByUID: [UInt32: Int] = [:]
         var nextRequest: UInt64 = 0
         var stopped = false
         /// The most connections admitted at once since the heap was last trimmed.
@@ -121,17 +124,31 @@ package final class OpenConnections: Sendable {
     /// The connections being served (within the limit); for the metrics.
     package var count: Int { state.withLock { $0.admitted } }
 
-    /// Runs `request` on `eventLoop`; nothing runs once the server has stopped.
-    func run(on eventLoop: any EventLoop, _ request: @escaping @Sendable () async -> Void) {
+    /// Runs `request` of `uid` on `eventLoop`; nothing runs once the server has stopped.
+    /// - Parameter share: How many requests `uid` may have under way at once, on all its
+    ///   connections, open or closed since; `nil` for no bound (root, the daemon's own user).
+    /// - Returns: `false` when `uid` has its share under way already: nothing was run.
+    func run(on eventLoop: any EventLoop, uid: UInt32, share: Int?, _ request: @escaping @Sendable () async -> Void) -> Bool {
         state.withLock { state in
-            guard !state.stopped else { return }
+            guard !state.stopped else { return true }
+            if let share {
+                guard state.requestsByUID[uid, default: 0] < share else { return false }
+                state.requestsByUID[uid, default: 0] += 1
+            }
             let id = state.nextRequest
             state.nextRequest += 1
+            let counted = share != nil
             // The task cannot remove itself before it is stored: it needs this lock.
             state.requests[id] = Task(executorPreference: EventLoopTaskExecutor(eventLoop)) {
                 await request()
-                _ = self.state.withLock { $0.requests.removeValue(forKey: id) }
+                self.state.withLock { state in
+                    state.requests.removeValue(forKey: id)
+                    guard counted else { return }
+                    let left = state.requestsByUID[uid, default: 1] - 1
+                    state.requestsByUID[uid] = left > 0 ? left : nil
+                }
             }
+            return true
         }
     }
 

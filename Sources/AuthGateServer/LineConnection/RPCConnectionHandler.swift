@@ -149,7 +149,11 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
         let handler = NIOLoopBound((self, context), eventLoop: eventLoop)
         let sink = watchSink ?? WatchSink(channel: context.channel, uid: caller.uid, logger: logger)
         watchSink = sink
-        connections.run(on: eventLoop) { [responder, caller] in
+        // As many requests under way as connections, for a uid: a request's task outlives a
+        // connection that closes before its answer (a slow provider), so a loop of connect,
+        // request, close would otherwise pile up tasks beyond the connection share.
+        let share = caller.isUnbounded ? nil : limits.perUserShare
+        let admitted = connections.run(on: eventLoop, uid: caller.uid, share: share) { [responder, caller] in
             let response = await responder.respond(to: Data(line.readableBytesView), from: caller, watchSink: sink)
             // The task runs on this loop (EventLoopTaskExecutor), so this is normally no hop.
             if eventLoop.inEventLoop {
@@ -161,6 +165,15 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
                     self_.requestFinished(response, context)
                 }
             }
+        }
+        guard admitted else {
+            let error = AuthGateError(
+                .rateLimited,
+                "authgated runs at most \(limits.perUserShare) requests of one user at once, those of connections closed before their answers included; try again when they have ended.",
+                retryAfterSeconds: 1
+            )
+            requestFinished(Data(RPCLine.error(error, id: nil)), context)
+            return
         }
     }
 
