@@ -224,6 +224,12 @@ public final class StreamedExchange: @unchecked Sendable {
         driver.send(.resume(self))
     }
 
+    /// Ends the exchange now (its client went away): the upstream connection is closed, and the
+    /// sink is told it failed. Nothing happens to one that has ended already.
+    public func cancel() {
+        driver.send(.cancel(self))
+    }
+
     fileprivate func configure(_ request: StreamedRequest, policy: StreamPolicy) throws(HTTPTransportError) {
         ag_curl_easy_reset(easy)
         for (name, value) in request.headers {
@@ -400,6 +406,7 @@ private final class MultiDriver: @unchecked Sendable {
     enum Command {
         case add(StreamedExchange)
         case resume(StreamedExchange)
+        case cancel(StreamedExchange)
     }
 
     private struct Inbox {
@@ -483,6 +490,9 @@ private final class MultiDriver: @unchecked Sendable {
                     // time kept (and curl hands a paused answer's bytes over at once).
                     guard running[exchange.easy] === exchange, exchange.isPaused else { continue }
                     _ = ag_curl_easy_pause(exchange.easy, 0)  // CURLPAUSE_CONT
+                case .cancel(let exchange):
+                    guard running[exchange.easy] === exchange else { continue }
+                    end(exchange, CURLE_ABORTED_BY_CALLBACK, error: HTTPTransportError(.other, "the client went away"))
                 }
             }
             if inbox.stopping {

@@ -321,6 +321,8 @@ final class ClientAnswer: Sendable {
         var credits = ClientAnswer.window
         /// Resumes the exchange paused for a credit.
         var wake: (@Sendable () -> Void)?
+        /// The upstream exchange under way, ended when the client goes (``clientGone()``).
+        var exchange: StreamedExchange?
 
         /// A head or some body waits to go.
         var hasSome: Bool { head != nil || (body?.readableBytes ?? 0) > 0 }
@@ -452,13 +454,28 @@ final class ClientAnswer: Sendable {
         eventLoop.execute { bound.value.handler.abort(answer: self, context: bound.value.context) }
     }
 
-    /// On the event loop: the connection closed. A paused exchange goes on, to hear it.
+    /// The upstream exchange now under way for this answer (the first, or a retry's): ended at
+    /// once when the client has gone or goes.
+    func exchangeStarted(_ exchange: StreamedExchange) {
+        let cancel = pending.withLock { pending -> Bool in
+            pending.exchange = exchange
+            return isGone
+        }
+        if cancel { exchange.cancel() }
+    }
+
+    /// On the event loop: the connection closed. The upstream exchange ends now — it would
+    /// otherwise hold its upstream connection until the upstream's head came or the idle time
+    /// passed, outside any limit of the proxy's connections —, and a paused one is woken to
+    /// hear it.
     fileprivate func clientGone() {
         gone.store(true, ordering: .relaxed)
         body?.fail()
-        pending.withLock { pending in
+        let (wake, exchange) = pending.withLock { pending in
             defer { pending.wake = nil }
-            return pending.wake
-        }?()
+            return (pending.wake, pending.exchange)
+        }
+        exchange?.cancel()
+        wake?()
     }
 }

@@ -48,7 +48,9 @@ final class ProxyExchange: Sendable {
     fileprivate func send(_ authorized: AuthorizedRequest) {
         let request = StreamedRequest(method: method, url: url, headers: fields + authorized.headers, bodyLength: bodyLength)
         do {
-            try proxy.streams.start(request, body: client.body, sink: AnswerRelay(exchange: self, authorized: authorized), policy: proxy.streamPolicy)
+            client.exchangeStarted(
+                try proxy.streams.start(request, body: client.body, sink: AnswerRelay(exchange: self, authorized: authorized), policy: proxy.streamPolicy)
+            )
         } catch {
             failed(error, headSent: false)
         }

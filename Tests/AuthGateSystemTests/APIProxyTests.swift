@@ -574,6 +574,23 @@ struct APIProxyTests {
     }
 
     @Test(
+        "a client that goes away ends its exchange at once: the upstream sees its connection closed while it still waits to answer, instead of being held until the idle time"
+    )
+    func clientGoneEndsTheExchange() throws {
+        let setup = try Setup()
+        let port = try #require(Int(setup.proxy.address.split(separator: ":").last ?? ""))
+        for _ in 0..<3 {
+            let connection = try RawConnection(port: port, timeout: 10)
+            connection.send("GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            #expect(connection.read { $0.contains("data: one") }.contains("data: one"))
+        }  // each connection closes here, the upstream still holding "two" back
+        func abandoned() throws -> Int {
+            try Self.json(Self.get(setup.upstream + "/events/abandoned").body)["abandoned"] as? Int ?? -1
+        }
+        try eventually(timeout: .seconds(10), "the upstream's exchanges went on after their clients left") { try abandoned() == 3 }
+    }
+
+    @Test(
         "an HTTP/1.0 client that asks to be kept alive gets a body of unknown length ended by the connection's close (Connection: close), and one of known length on a connection kept alive"
     )
     func unframedAnswerToHTTP10Closes() throws {

@@ -13,6 +13,8 @@ reports what it received, for `authgate proxy`'s tests and for moving large bodi
                      once /events/release has been asked (or 30 s have passed), then the end:
                      an upstream whose answer comes slowly
   GET /events/release   200, lets the waiting /events go on
+  GET /events/abandoned  JSON {"abandoned": N}: the /events whose client closed the connection
+                     while it waited for "two" (seen at once, not when "two" would be written)
   GET /_seen         JSON: one {"path", "token"} per request above, in order, where "token" is
                      a fingerprint of the Bearer token (never the token) or null without one
   GET, POST, PUT, DELETE, PATCH, HEAD /echo, /echo/...
@@ -46,9 +48,12 @@ import argparse
 import hashlib
 import json
 import os
+import select
 import signal
+import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -100,7 +105,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.upload()
         if parts.path == "/download" and self.command in ("GET", "HEAD"):
             return self.download(parts)
-        if parts.path in ("/events", "/events/release") and self.command == "GET":
+        if parts.path in ("/events", "/events/release", "/events/abandoned") and self.command == "GET":
             return self.events(parts.path)
         if self.command != "GET":
             # What http.server answers a method it has no do_ for (and closes the connection,
@@ -202,16 +207,36 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/events/release":
             self.server.released.set()
             return self.reply(200, "released", "text/plain")
+        if path == "/events/abandoned":
+            with self.server.lock:
+                return self.reply(200, json.dumps({"abandoned": self.server.abandoned}), "application/json")
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for index, event in enumerate((b"data: one\n\n", b"data: two\n\n")):
             if index:
-                self.server.released.wait(30)
+                if not self.wait_for_release():
+                    with self.server.lock:
+                        self.server.abandoned += 1
+                    self.close_connection = True
+                    return
                 self.server.released.clear()
             self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
+            self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
+
+    def wait_for_release(self) -> bool:
+        """Waits up to 30 s for /events/release; False as soon as the client closes the
+        connection (its end readable with nothing to read)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.server.released.wait(0.05):
+                return True
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if readable and self.connection.recv(1, socket.MSG_PEEK) == b"":
+                return False
+        return True
 
     def read_body(self, digest) -> int:
         """Reads the request body, by its chunked encoding or its Content-Length (none: no body),
@@ -303,6 +328,7 @@ def main() -> None:
     server.daemon_threads = True
     server.lock = threading.Lock()
     server.seen = []
+    server.abandoned = 0
     server.firsts = {}
     server.released = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
