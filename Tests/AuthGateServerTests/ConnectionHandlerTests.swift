@@ -120,6 +120,25 @@ struct ConnectionHandlerTests {
         #expect(!channel.isActive && closed.all == ["the connection was idle"], "\(closed.all)")
     }
 
+    @Test("a client that pipelines lines and reads none of its answers is closed after the idle time; reading some starts the clock again")
+    func unreadAnswers() throws {
+        let (channel, closed) = try deadlineChannel(limits)
+        try channel.writeInbound(ByteBuffer(string: "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n"))
+        try channel.writeOutbound(ByteBuffer(string: "{\"id\":1,\"result\":{}}\n"))
+        // NIO's outbound buffer is past its high-water mark: the client reads nothing.
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(200))
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(299))
+        #expect(channel.isActive, "the client read some: its clock started again")
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive && closed.all == ["its answers were not read for 300.0 seconds"], "\(closed.all)")
+    }
+
     // MARK: HandedOnBytes
 
     @Test("a handed-on connection first gets the rest of an answer, then the lines read are served, then the socket is read")

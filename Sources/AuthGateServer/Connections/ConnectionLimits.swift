@@ -44,6 +44,10 @@ enum ConnectionDeadline: Sendable, Equatable {
     case request
     /// Nothing in progress and nothing arriving for `idleTimeout`.
     case idle
+    /// Answers waiting for the client to read them (the connection unwritable: NIO holds its
+    /// high-water mark) for `idleTimeout`: lines waiting behind them keep such a connection from
+    /// ever counting as idle.
+    case unread
 
     /// What a connection with no partial line and no request in progress waits for.
     static func quiet(bytesArrived: Bool) -> ConnectionDeadline { bytesArrived ? .idle : .firstByte }
@@ -52,7 +56,7 @@ enum ConnectionDeadline: Sendable, Equatable {
         switch self {
         case .firstByte: limits.firstByteTimeout
         case .request: limits.requestTimeout
-        case .idle: limits.idleTimeout
+        case .idle, .unread: limits.idleTimeout
         }
     }
 
@@ -62,6 +66,7 @@ enum ConnectionDeadline: Sendable, Equatable {
         case .firstByte: "nothing arrived within \(limits.firstByteTimeout) of connecting"
         case .request: "the request line was not finished in time"
         case .idle: "the connection was idle"
+        case .unread: "its answers were not read for \(limits.idleTimeout)"
         }
     }
 }

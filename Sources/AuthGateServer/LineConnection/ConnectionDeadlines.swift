@@ -6,7 +6,8 @@ import NIOCore
 /// What is due when is ``DeadlineState``'s decision (the deadlines are listed there); this
 /// handler counts lines and answers as they pass through it, tells the state, and runs the
 /// three timers it asks for on the connection's event loop (`EmbeddedEventLoop`'s clock in
-/// `ConnectionHandlerTests`).
+/// `ConnectionHandlerTests`), and a fourth of its own while the client leaves its answers
+/// unread (``ConnectionDeadline/unread``).
 final class ConnectionDeadlines: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -19,6 +20,8 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
     private var requestTimer: Scheduled<Void>?
     private var firstByteTimer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
+    /// Runs while the client leaves its answers unread (``ConnectionDeadline/unread``).
+    private var unreadTimer: Scheduled<Void>?
 
     /// - Parameters:
     ///   - bytesArrived: A byte arrived already (before ``FrontDoor`` handed the connection on):
@@ -75,7 +78,21 @@ final class ConnectionDeadlines: ChannelDuplexHandler {
         requestTimer?.cancel()
         firstByteTimer?.cancel()
         idleTimer?.cancel()
+        unreadTimer?.cancel()
         context.fireChannelInactive()
+    }
+
+    /// A client that stops reading its answers (lines pipelined behind them keep the
+    /// connection from ever counting as idle) is closed once it has read nothing for the idle
+    /// time; any progress starts the clock again.
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            unreadTimer?.cancel()
+            unreadTimer = nil
+        } else if unreadTimer == nil {
+            unreadTimer = schedule(context, .unread)
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {

@@ -23,15 +23,16 @@ struct SignInTests {
     func browserGetsNoDescriptorOfOurs() throws {
         let scratch = try ScratchDirectory()
         let listing = scratch.path + "/descriptors"
-        let opener = scratch.path + "/xdg-open"
-        try "#!/bin/sh\nls /proc/$$/fd > \(listing).tmp && mv \(listing).tmp \(listing)\n".write(toFile: opener, atomically: true, encoding: .utf8)
-        chmod(opener, 0o755)
+        let script = scratch.path + "/opener.sh"
+        try "ls /proc/$$/fd > \(listing).tmp && mv \(listing).tmp \(listing)\n".write(toFile: script, atomically: true, encoding: .utf8)
         // What git's helper holds: descriptors without close-on-exec (its saved pipes).
         var pipeEnds: [Int32] = [0, 0]
         #expect(pipe(&pipeEnds) == 0)
         defer { for end in pipeEnds { close(end) } }
 
-        InteractiveLogin.openInBrowser("https://idp.example/authorize", opener: opener)
+        // The shell is the opener, the script its "URL": a file just written is not executed
+        // itself (another test's child may hold it open for a moment: ETXTBSY).
+        InteractiveLogin.openInBrowser(script, opener: "/bin/sh")
         try eventually { FileManager.default.fileExists(atPath: listing) }
         let open = try String(contentsOfFile: listing, encoding: .utf8).split(separator: "\n").compactMap { Int32($0) }
         #expect(open.contains(0) && open.contains(2))
