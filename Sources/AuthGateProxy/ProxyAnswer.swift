@@ -67,6 +67,17 @@ public struct ProxyAnswer: Sendable, Equatable {
     )
 
     /// No thread could be started for a protocol upgrade's tunnel.
+    /// Every upgrade thread is taken (``ProxyCore/upgradeThreads``).
+    static func tooManyUpgrades(_ limit: Int) -> ProxyAnswer {
+        ProxyAnswer(
+            status: 503,
+            reason: "too_many_upgrades",
+            sentence: "authgate proxy runs at most \(limit) upgrades (WebSocket) at once, those whose client left before the upstream "
+                + "answered included; try again shortly.",
+            retryAfterSeconds: 1
+        )
+    }
+
     static let noThread = ProxyAnswer(
         status: 503,
         reason: "no_thread",

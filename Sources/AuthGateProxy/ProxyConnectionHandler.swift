@@ -145,7 +145,18 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
             client: answer,
             channel: context.channel
         )
-        guard DetachedThread.start({ exchange.run() }) else {
+        let (proxy, limit) = (proxy, proxy.configuration.maximumConnections)
+        guard proxy.upgradeThreads.add(1, ordering: .relaxed).newValue <= limit else {
+            proxy.upgradeThreads.subtract(1, ordering: .relaxed)
+            return write(.tooManyUpgrades(limit), answer: answer, context: context)
+        }
+        guard
+            DetachedThread.start({
+                exchange.run()
+                proxy.upgradeThreads.subtract(1, ordering: .relaxed)
+            })
+        else {
+            proxy.upgradeThreads.subtract(1, ordering: .relaxed)
             return write(.noThread, answer: answer, context: context)
         }
     }

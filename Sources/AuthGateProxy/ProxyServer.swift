@@ -277,6 +277,11 @@ final class ProxyCore: Sendable {
     private let socketPath: String
     /// Signalled when the proxy stops: every tunnel's thread polls it.
     let tunnelStop = TunnelStop()
+    /// Upgrade threads alive (waiting for the upstream's answer, or relaying a tunnel): at most
+    /// `--max-connections`. A thread waiting for the upstream cannot be interrupted, and outlives
+    /// a client that leaves meanwhile (for up to the connect and idle times), so the connection
+    /// limit alone does not bound them.
+    let upgradeThreads = Atomic<Int>(0)
 
     init(configuration: ProxyConfiguration, client: AuthGateClient, logger: Logger) {
         self.configuration = configuration

@@ -591,6 +591,35 @@ struct APIProxyTests {
     }
 
     @Test(
+        "upgrade threads are bounded by --max-connections, those whose client left before the upstream's answer ended included: one more is answered 503 too_many_upgrades until they end"
+    )
+    func upgradeThreadsBounded() throws {
+        let setup = try Setup(["--max-connections", "2"])
+        let port = try #require(Int(setup.proxy.address.split(separator: ":").last ?? ""))
+        // http.server takes no upgrade: /events answers as it would, holding "two" back, and the
+        // upgrade's thread waits for it even once its client has gone.
+        let upgrade = "GET /events HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+        for _ in 0..<2 {
+            let connection = try RawConnection(port: port, timeout: 10)
+            connection.send(upgrade)
+            #expect(connection.read { $0.contains("data: one") }.contains("data: one"))
+        }
+        var last = ""
+        try eventually(timeout: .seconds(10), "a third upgrade thread started: \(last)") {
+            let third = try RawConnection(port: port, timeout: 10)
+            third.send(upgrade)
+            last = third.read { $0.contains("data: one") || $0.contains("\r\n\r\n") && $0.hasPrefix("HTTP/1.1 503") }
+            return last.hasPrefix("HTTP/1.1 503") && last.contains("AuthGate-Reason: too_many_upgrades")
+        }
+        #expect(try Self.get(setup.upstream + "/events/release").status == 200)
+        try eventually(timeout: .seconds(10), "the threads did not end") {
+            let next = try RawConnection(port: port, timeout: 10)
+            next.send(upgrade)
+            return next.read { $0.contains("data: one") || $0.hasPrefix("HTTP/1.1 503") && $0.contains("\r\n\r\n") }.contains("data: one")
+        }
+    }
+
+    @Test(
         "an HTTP/1.0 client that asks to be kept alive gets a body of unknown length ended by the connection's close (Connection: close), and one of known length on a connection kept alive"
     )
     func unframedAnswerToHTTP10Closes() throws {
