@@ -291,7 +291,10 @@ public enum Daemon {
         }
         let (saved, problems) = store.loadAll()
         for problem in problems {
-            logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
+            logger.error(
+                "\(problem.keptUnread ? "saved sessions out of reach for now" : "saved sessions lost"): \(problem)",
+                metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:]
+            )
             if let uid = problem.uid { notifier?.savedSessionsLost(uid: uid, because: problem.reason) }
         }
         let restored = await sessions.restore(saved, bindings: registry.sessionBindings, unusable: unusable)

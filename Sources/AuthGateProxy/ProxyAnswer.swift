@@ -66,7 +66,6 @@ public struct ProxyAnswer: Sendable, Equatable {
         retryAfterSeconds: 1
     )
 
-    /// No thread could be started for a protocol upgrade's tunnel.
     /// Every upgrade thread is taken (``ProxyCore/upgradeThreads``).
     static func tooManyUpgrades(_ limit: Int) -> ProxyAnswer {
         ProxyAnswer(
@@ -78,6 +77,7 @@ public struct ProxyAnswer: Sendable, Equatable {
         )
     }
 
+    /// No thread could be started for a protocol upgrade's tunnel.
     static let noThread = ProxyAnswer(
         status: 503,
         reason: "no_thread",

@@ -69,6 +69,9 @@ final class ProxyConnectionHandler: ChannelDuplexHandler, RemovableChannelHandle
                 return
             }
             current?.body?.finish()
+            // An answer that ends the connection: nothing after this request is read (after an
+            // upgrade with a body NIO's parser would only pile it up, unparsed).
+            if current?.keepAlive == false { readsPaused = true }
         }
     }
 

@@ -46,6 +46,9 @@ final class ProxyExchange: Sendable {
     }
 
     fileprivate func send(_ authorized: AuthorizedRequest) {
+        // A client that left while the daemon answered, or while a retry was decided: nothing
+        // more is sent upstream under the session's token for it.
+        guard !client.isGone else { return }
         let request = StreamedRequest(method: method, url: url, headers: fields + authorized.headers, bodyLength: bodyLength)
         do {
             client.exchangeStarted(

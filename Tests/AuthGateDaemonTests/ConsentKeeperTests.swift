@@ -96,6 +96,7 @@ struct ConsentKeeperTests {
     )
     func slowIdentificationsWaitInTheirOwnLine() async throws {
         let held = HeldIdentifications()
+        defer { held.release() }
         let asker = ScriptedAsker(Array(repeating: .answered(.once), count: 12))
         let consent = ConsentKeeper(
             directory: nil,
@@ -113,7 +114,7 @@ struct ConsentKeeperTests {
         let login = try await call(dispatcher, "login", ["provider": "mock", "username": "demo", "password": "demo-password-1"], as: other)
         #expect(login["result"] != nil, "\(login)")
 
-        // More of uid 1000's requests than NIO's pool has threads.
+        // More of uid 1000's requests than identifications have threads (4).
         let flood = Task { () async throws -> Int in
             try await withThrowingTaskGroup(of: Bool.self) { group in
                 for _ in 0..<8 { group.addTask { try await token(dispatcher)["result"] != nil } }

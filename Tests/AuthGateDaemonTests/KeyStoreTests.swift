@@ -157,6 +157,29 @@ struct KeyStoreTests {
         #expect(try keyFile() != nil)
     }
 
+    /// A rekey cut short by `unreadable` left every file to its key (`old`, or the pending
+    /// `next`); then, once every file reads, a rekey finishes the pending change and makes its
+    /// own key, which opens every file.
+    private func expectCutShortThenFinished(
+        _ persistence: SessionPersistence,
+        _ reads: FailingReads,
+        unreadable: UInt32,
+        old: StorageKey,
+        next: StorageKey
+    ) throws {
+        reads.failing.withLock { $0 = [state + "/sessions/\(unreadable).sessions"] }
+        #expect(throws: StorageError.self) { try persistence.rekey() }
+        #expect(try keyFile() == old && keyFile(StorageKey.nextFileName) == next)
+        for uid: UInt32 in [1000, 1001, 1002] { #expect(try opens(uid: uid, with: old) || opens(uid: uid, with: next)) }
+
+        reads.failing.withLock { $0 = [] }
+        _ = try persistence.rekey()
+        let current = try #require(try keyFile())
+        #expect(current != old && current != next)
+        #expect(try keyFile(StorageKey.nextFileName) == nil)
+        for uid: UInt32 in [1000, 1001, 1002] { #expect(try opens(uid: uid, with: current)) }
+    }
+
     @Test("rekey (file): every file sealed with a new key, which replaces the old; the old key opens nothing")
     func rekeyFile() throws {
         let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .file)
@@ -243,19 +266,28 @@ struct KeyStoreTests {
         #expect(try opens(uid: 1000, with: next) && opens(uid: 1001, with: old))
 
         // A rekey whose own key change is cut short (1000 cannot be read now) must not have put
-        // its key where the next one was: every file opens at the next start.
-        reads.failing.withLock { $0 = [file(1000)] }
-        #expect(throws: StorageError.self) { try persistence.rekey() }
-        #expect(try keyFile() == old && keyFile(StorageKey.nextFileName) == next)
-        for uid: UInt32 in [1000, 1001, 1002] { #expect(try opens(uid: uid, with: old) || opens(uid: uid, with: next)) }
+        // its key where the next one was: every file opens at the next start; once every file
+        // reads, a rekey finishes the change, then makes its own.
+        try expectCutShortThenFinished(persistence, reads, unreadable: 1000, old: old, next: next)
+    }
 
-        // And once every file reads, a rekey finishes the change, then makes its own.
-        reads.failing.withLock { $0 = [] }
-        _ = try persistence.rekey()
-        let current = try #require(try keyFile())
-        #expect(current != old && current != next)
-        #expect(try keyFile(StorageKey.nextFileName) == nil)
-        for uid: UInt32 in [1000, 1001, 1002] { #expect(try opens(uid: uid, with: current)) }
+    @Test("a rekey cut short is finished by the next rekey before it makes its own key: two rekeys cut short lose no file")
+    func rekeyAfterRekeyCutShort() throws {
+        let keeper = StorageKeyKeeper(stateDirectory: state, credentialsDirectory: nil, choice: .file)
+        let file = { (uid: UInt32) in self.state + "/sessions/\(uid).sessions" }
+        let reads = FailingReads(failing: [], errno: EIO)
+        let persistence = persistence(keeper, reads: reads)
+        let store = try #require(persistence.store())
+        for uid: UInt32 in [1000, 1001, 1002] { try store.save([session("\(uid)")], uid: uid) }
+        let old = try #require(try keyFile())
+
+        // The first rekey seals 1000 with its key, then cannot read 1001.
+        reads.failing.withLock { $0 = [file(1001)] }
+        #expect(throws: StorageError.self) { try persistence.rekey() }
+        let first = try #require(try keyFile(StorageKey.nextFileName))
+        #expect(try opens(uid: 1000, with: first) && opens(uid: 1001, with: old))
+        // The second cannot read 1000: it must not have put a key of its own in the first's place.
+        try expectCutShortThenFinished(persistence, reads, unreadable: 1000, old: old, next: first)
     }
 
     @Test("a systemd credential is never rekeyed (the error says how to rotate it); authgate.key.previous opens the old files")

@@ -41,8 +41,8 @@ struct RevocationTurnsTests {
     @Test("one uid's revocations run one at a time, waiting in line, while another uid's run meanwhile")
     func oneAtATimePerUser() async throws {
         let share = ProviderRequestShare()
-        let flooding = PeerCredentials(pid: 1, uid: 1000, gid: 1000)
-        let other = PeerCredentials(pid: 2, uid: 1001, gid: 1001)
+        let flooding = PeerCredentials(pid: 1, uid: 60001, gid: 60001)
+        let other = PeerCredentials(pid: 2, uid: 60002, gid: 60002)
         let running = Shared((now: 0, most: 0))
         let released = Shared(false)
         let flood = Task {

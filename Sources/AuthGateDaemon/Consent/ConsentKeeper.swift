@@ -74,6 +74,17 @@ final class ConsentKeeper: Sendable {
     /// Requests of one uid that may wait while another of its programs is identified.
     static let maximumIdentificationsWaiting = 32
 
+    /// The threads identifications run on: their own, not NIO's shared pool (one thread per
+    /// core: one on a one-CPU host or container, where one user's slow hash would hold every
+    /// other user's consent check, and a rekey, behind it). With a turn per uid, it takes as
+    /// many users hashing at once as there are threads to delay a fifth. Threads for the life of
+    /// the process, as NIO's own singletons are.
+    static let identificationThreads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 4)
+        pool.start()
+        return pool
+    }()
+
     /// Questions one uid may have waiting at once (each for another session: a session has one
     /// at a time), and questions in all.
     static let maximumQuestionsPerUser = 4
@@ -136,11 +147,12 @@ final class ConsentKeeper: Sendable {
         }
     }
 
-    /// The program behind the caller, found on a thread of NIO's pool: the walk reads /proc and
-    /// may hash a large executable or script (up to ``ConsentProgram/maximumHashedSize``; a
-    /// user's own file named as a script), which must not hold one of the few threads every
-    /// request's task shares. One at a time per uid: a user touching a large script before each
-    /// request makes its own requests wait, not another user's (the pool has a thread per core).
+    /// The program behind the caller, found on a thread of ``identificationThreads``: the walk
+    /// reads /proc and may hash a large executable or script (up to
+    /// ``ConsentProgram/maximumHashedSize``; a user's own file named as a script), which must
+    /// not hold one of the few threads every request's task shares. One at a time per uid: a
+    /// user touching a large script before each request makes its own requests wait, not
+    /// another user's.
     /// - Throws: `rate_limited` when too many of the uid's requests wait already.
     private func identify(_ caller: PeerCredentials) async throws(AuthGateError) -> ConsentProgram? {
         guard await identifying.take(caller.uid) else {
@@ -152,7 +164,7 @@ final class ConsentKeeper: Sendable {
         }
         defer { identifying.give(caller.uid) }
         let (tools, findProgram) = (tools, findProgram)
-        return try? await NIOThreadPool.singleton.runIfActive { findProgram(caller, tools) }
+        return try? await Self.identificationThreads.runIfActive { findProgram(caller, tools) }
     }
 
     /// Allows the caller to have `key`'s tokens, asking the user when no answer covers it.

@@ -20,7 +20,6 @@ final class ProviderRequestShare: Sendable {
     private let revocations = TurnsPerUser(maximumWaiting: ProviderRequestShare.maximumRevocationsWaiting)
 
     /// Runs `revoke` in the caller's turn; `nil` (not run) when too many of its revocations wait.
-    @discardableResult
     func revoking<Result: Sendable>(for caller: PeerCredentials, _ revoke: () async -> Result) async -> Result? {
         guard !caller.isUnbounded else { return await revoke() }
         guard await revocations.take(caller.uid) else { return nil }

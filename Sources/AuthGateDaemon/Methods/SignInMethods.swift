@@ -198,7 +198,9 @@ struct SignInMethods: Sendable {
             stored = try await sessions.storeUnlessRetired(signIn, grant: grant, binding: binding, for: key, consent: consent)
         } catch {
             if bounded { await sessions.releaseRoom(for: key) }
-            await providerShare.revoking(for: caller.credentials) { await client.revoke(signIn.tokens) }
+            if await providerShare.revoking(for: caller.credentials, { await client.revoke(signIn.tokens) }) == nil {
+                logger.warning("a sign-in's tokens were not revoked: too many of the uid's revocations wait", metadata: caller.metadata(key))
+            }
             throw error
         }
         let (result, replaced) = stored
@@ -206,7 +208,9 @@ struct SignInMethods: Sendable {
         logger.info("\(event)", metadata: caller.metadata(key, ["session.subject": "\(signIn.subject ?? "-")"]))
         if let replaced {
             // The previous session of this name is gone; its refresh token must not outlive it.
-            await providerShare.revoking(for: caller.credentials) { await client.revoke(replaced) }
+            if await providerShare.revoking(for: caller.credentials, { await client.revoke(replaced) }) == nil {
+                logger.warning("a replaced session's tokens were not revoked: too many of the uid's revocations wait", metadata: caller.metadata(key))
+            }
         }
         return LoginResult(result)
     }

@@ -88,7 +88,7 @@ struct SavedSessions {
                 )
             }
         case .failure(let problem)?:
-            guard problem.movedTo == nil else {
+            guard problem.keptUnread else {
                 logger.error("saved sessions lost: \(problem)", metadata: ["peer.uid": "\(uid)"])
                 break
             }
@@ -124,7 +124,10 @@ struct SavedSessions {
         readAll = true
         let (sessions, problems) = store.loadAll()
         for problem in problems {
-            logger.error("saved sessions lost: \(problem)", metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:])
+            logger.error(
+                "\(problem.keptUnread ? "saved sessions out of reach for now" : "saved sessions lost"): \(problem)",
+                metadata: problem.uid.map { ["peer.uid": "\($0)"] } ?? [:]
+            )
         }
         for (uid, list) in sessions where !list.isEmpty {
             filed.insert(uid)

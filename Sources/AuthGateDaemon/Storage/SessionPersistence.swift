@@ -15,9 +15,9 @@ final class SessionPersistence: Sendable {
     private let failure = Mutex<String?>(nil)
     /// One `rekey` at a time.
     private let rekeying = Mutex(())
-    /// The key change start-up found and could not finish (a file it could not read or write,
-    /// the keyring out of reach): a `rekey` finishes it first, so that no file sealed with its
-    /// key is left behind when a newer key takes the place of the next one.
+    /// A key change not finished — one start-up found, or a `rekey` cut short (a file it could
+    /// not read or write, the keyring out of reach): a `rekey` finishes it first, so that no file
+    /// sealed with its key is left behind when a newer key takes the place of the next one.
     private let unfinished = Mutex<StorageKeyKeeper.Opened?>(nil)
 
     /// How the store opens a sessions file for reading (a test's failing disk).
@@ -130,17 +130,27 @@ final class SessionPersistence: Sendable {
                 } catch {
                     throw StorageError(
                         file: error.file,
-                        "the key change found at start is not finished, and a new key now could lose the files sealed with its key: \(error.message)"
+                        "an earlier key change is not finished, and a new key now could lose the files sealed with its key: \(error.message)"
                     )
                 }
                 unfinished.withLock { $0 = nil }
             }
             let key = StorageKey.generate()
             try keeper.storeNext(key, at: location)
-            let report = try store.reseal(with: key)
+            // From here on the new key is the next one: a step that fails leaves this change for
+            // the next rekey (or start) to finish before any other key takes its place.
+            let pending = StorageKeyKeeper.Opened(location: location, sealing: key, finish: .promote)
+            let report: SessionStore.ResealReport
+            do throws(StorageError) {
+                report = try store.reseal(with: key)
+            } catch {
+                unfinished.withLock { $0 = pending }
+                throw error
+            }
             do throws(StorageError) {
                 try keeper.promote(key, at: location)
             } catch {
+                unfinished.withLock { $0 = pending }
                 throw StorageError(
                     file: error.file,
                     "\(error.message). Every sessions file is sealed with the new key, which is kept "

@@ -155,7 +155,12 @@ final class SessionStore: Sendable {
                 case .failure(let failure) where failure.notRead:
                     keys.unread.insert(uid)
                     problems.append(
-                        StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason + "; it is left as it is, and read again before it is written")
+                        StoreProblem(
+                            uid: uid,
+                            file: path(uid: uid),
+                            reason: failure.reason + "; it is left as it is, and read again before it is written",
+                            keptUnread: true
+                        )
                     )
                 case .failure(let failure):
                     keys.unread.remove(uid)
@@ -187,11 +192,16 @@ final class SessionStore: Sendable {
                 keys.unread.remove(uid)
                 return .success([])
             case .failure(let failure) where failure.notRead:
-                return .failure(StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason))
+                return .failure(StoreProblem(uid: uid, file: path(uid: uid), reason: failure.reason, keptUnread: true))
             case .failure(let failure):
-                keys.unread.remove(uid)
-                let problem = moveAside(uid: uid, failure)
-                if problem.movedTo != nil { _ = StorageFiles.syncDirectory(directory) }
+                var problem = moveAside(uid: uid, failure)
+                if problem.movedTo != nil {
+                    keys.unread.remove(uid)
+                    _ = StorageFiles.syncDirectory(directory)
+                } else {
+                    // Still in the way, and not to be written over: tried again at the next save.
+                    problem.keptUnread = true
+                }
                 return .failure(problem)
             }
         }

@@ -8,6 +8,9 @@ struct StoreProblem: Error, Equatable, CustomStringConvertible {
     var reason: String
     /// Where the file was moved so that the next save starts clean, if it was.
     var movedTo: String?
+    /// The file could not be read now and is left as it is, to be read again before any save
+    /// of its uid: its sessions are not lost, only out of reach for now.
+    var keptUnread = false
 
     var description: String {
         "\(file): \(reason)" + (movedTo.map { " (moved to \($0))" } ?? "")

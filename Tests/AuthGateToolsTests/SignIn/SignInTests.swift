@@ -25,10 +25,14 @@ struct SignInTests {
         let listing = scratch.path + "/descriptors"
         let script = scratch.path + "/opener.sh"
         try "ls /proc/$$/fd > \(listing).tmp && mv \(listing).tmp \(listing)\n".write(toFile: script, atomically: true, encoding: .utf8)
-        // What git's helper holds: descriptors without close-on-exec (its saved pipes).
-        var pipeEnds: [Int32] = [0, 0]
-        #expect(pipe(&pipeEnds) == 0)
+        // What git's helper holds: descriptors without close-on-exec (its saved pipes), above
+        // any the shell opens for itself (dash reads its script on fd 10).
+        var made: [Int32] = [0, 0]
+        #expect(pipe(&made) == 0)
+        let pipeEnds = made.map { fcntl($0, F_DUPFD, 200) }
+        for end in made { close(end) }
         defer { for end in pipeEnds { close(end) } }
+        #expect(pipeEnds.allSatisfy { $0 >= 200 })
 
         // The shell is the opener, the script its "URL": a file just written is not executed
         // itself (another test's child may hold it open for a moment: ETXTBSY).
