@@ -90,19 +90,23 @@ struct MetricsTests {
         let refused = try daemon.cli(["token", "nowhere"])
         #expect(refused.status != 0)
         // A refresh: 2 s tokens are refreshed in the background within a few seconds.
-        try eventually(timeout: .seconds(15)) {
+        try eventually(timeout: .seconds(30), "no background refresh was counted") {
             Self.value(try daemon.cli(["metrics"]).stdout, #"authgate_refreshes_total{provider="mock",outcome="ok"}"#) ?? 0 >= 1
         }
         // A refused connection: four held open (the limit), the fifth is told rate_limited.
         var held: [RPCConnection]? = try (0..<4).map { _ in try daemon.connect() }
-        try eventually { Self.value(try Self.get("http://127.0.0.1:\(port)/metrics").body, "authgate_connections_open") == 4 }
+        try eventually(timeout: .seconds(30), "the four connections held were not counted open") {
+            Self.value(try Self.get("http://127.0.0.1:\(port)/metrics").body, "authgate_connections_open") == 4
+        }
         var fifth: RPCConnection? = try daemon.connect()
         #expect(try fifth.map(readReply)?.errorReason == "rate_limited")
         #expect(held?.count == 4)
         held = nil  // closed as they go
         fifth = nil
         #expect(held == nil && fifth == nil)
-        try eventually { Self.value(try Self.get("http://127.0.0.1:\(port)/metrics").body, "authgate_connections_open") == 0 }
+        try eventually(timeout: .seconds(30), "the connections closed were still counted open") {
+            Self.value(try Self.get("http://127.0.0.1:\(port)/metrics").body, "authgate_connections_open") == 0
+        }
 
         let text = try daemon.cli(["metrics"]).stdout
         for family in Self.families {
