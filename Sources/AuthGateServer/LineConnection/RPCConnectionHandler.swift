@@ -167,12 +167,16 @@ final class RPCConnectionHandler: ChannelDuplexHandler {
             }
         }
         guard admitted else {
+            // Answered as the dispatcher would: with the request's id, and a notification with
+            // the empty write every line gets.
+            let envelope = try? JSONDecoder().decode(RPCRequestEnvelope.self, from: Data(line.readableBytesView))
+            guard envelope?.hasID != false else { return requestFinished(nil, context) }
             let error = AuthGateError(
                 .rateLimited,
                 "authgated runs at most \(limits.perUserShare) requests of one user at once, those of connections closed before their answers included; try again when they have ended.",
                 retryAfterSeconds: 1
             )
-            requestFinished(Data(RPCLine.error(error, id: nil)), context)
+            requestFinished(Data(RPCLine.error(error, id: envelope?.id)), context)
             return
         }
     }

@@ -161,12 +161,14 @@ package final class Supervisor {
                     Terminal.writeError("authgate exec: no longer follows the token: \(Terminal.safe(failure)); the command keeps running.\n")
                 }
                 if let token, token.accessToken.exposedValue != current.accessToken.exposedValue {
-                    current = token
-                    if (try? writeFile(current)) == nil, case .signal = onChange {
+                    if (try? writeFile(token)) == nil, case .signal = onChange {
                         // writeFile said why: signalled, the command would reread the old token.
+                        // `current` stays the file's, so the next new token is written (and
+                        // signalled) even if it is the one that could not be written now.
                         Terminal.writeError("authgate exec: the command was not signalled: its token file still holds the previous token.\n")
                         continue
                     }
+                    current = token
                     switch onChange {
                     case .restart:
                         Terminal.writeError("authgate exec: a new token (\(Terminal.validity(token.expiresAt))); restarting the command.\n")
