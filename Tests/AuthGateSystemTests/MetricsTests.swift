@@ -93,8 +93,14 @@ struct MetricsTests {
         try eventually(timeout: .seconds(30), "no background refresh was counted") {
             Self.value(try daemon.cli(["metrics"]).stdout, #"authgate_refreshes_total{provider="mock",outcome="ok"}"#) ?? 0 >= 1
         }
-        // A refused connection: four held open (the limit), the fifth is told rate_limited.
-        var held: [RPCConnection]? = try (0..<4).map { _ in try daemon.connect() }
+        // A refused connection: four held open (the limit), the fifth is told rate_limited. Each
+        // sends a blank line, or the first-byte deadline (2 s) would close it before a loaded
+        // machine got to count them.
+        var held: [RPCConnection]? = try (0..<4).map { _ in
+            let connection = try daemon.connect()
+            try connection.send(Array("\n".utf8))
+            return connection
+        }
         try eventually(timeout: .seconds(30), "the four connections held were not counted open") {
             Self.value(try Self.get("http://127.0.0.1:\(port)/metrics").body, "authgate_connections_open") == 4
         }
