@@ -183,8 +183,8 @@ struct ExecSupervisorTests {
             environment: ["AUTHGATE_SOCKET": daemon.socketPath]
         )
         #expect(shown.done == 1, "\(shown.output)")
-        #expect(Self.lines(record) == ["\(SIGHUP) 0"], "passed on by exec (a kill, code 0)")
-        #expect(shown.status == 5, "the command's status")
+        #expect(Self.lines(record) == ["\(SIGHUP) 0"], "passed on by exec (a kill, code 0); the terminal showed: \(shown.output)")
+        #expect(shown.status == 5, "the command's status; the terminal showed: \(shown.output)")
     }
 
     @Test("the supervised command gets SIGTERM when authgate is killed with SIGKILL, instead of running on with a token nobody refreshes")
